@@ -1,0 +1,128 @@
+//! `kerf parse`: turn a reply into objects, with every drop reported.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::ValueEnum;
+use kerf_core::{CompiledSchema, Parser, ParseReport, ResponseType};
+
+use crate::Outcome;
+use crate::output::{compact, print_json, read_input, read_json, vars};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum TypeArg {
+    Text,
+    Json,
+    Jsonl,
+    Delimited,
+}
+
+impl From<TypeArg> for ResponseType {
+    fn from(t: TypeArg) -> Self {
+        match t {
+            TypeArg::Text => ResponseType::Text,
+            TypeArg::Json => ResponseType::Json,
+            TypeArg::Jsonl => ResponseType::Jsonl,
+            TypeArg::Delimited => ResponseType::Delimited,
+        }
+    }
+}
+
+/// Parse an LLM reply into objects, reporting every dropped piece with its line and reason.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  kerf parse reply.txt --type jsonl --prompt prompts/agent-kg-extract.json
+  kerf parse reply.txt --type json --schema schemas/definitions-array.schema.json --salvage --json
+  cat reply.txt | kerf parse - --type delimited --json
+
+With --json, prints one object: {\"objects\": [...], \"dropped\": [{\"line\", \"kind\", \"detail\"}], \"truncated\": bool}.
+Exits 1 when nothing usable was recovered (no objects and at least one drop), or with --fail-on-drop when anything was dropped.")]
+pub struct Args {
+    /// The reply to parse (`-` for standard input).
+    pub file: PathBuf,
+    /// Response type; defaults to the prompt's when --prompt is given.
+    #[arg(long = "type", value_enum)]
+    pub response_type: Option<TypeArg>,
+    /// A JSON Schema file: of the whole value for json, of each line for jsonl, of each record for delimited.
+    #[arg(long, conflicts_with = "prompt")]
+    pub schema: Option<PathBuf>,
+    /// A prompt file: its response type, schema, delimiters and post-processing rules apply.
+    #[arg(long)]
+    pub prompt: Option<PathBuf>,
+    /// For json: recover complete elements from a cut-off or partly invalid reply instead of failing.
+    #[arg(long)]
+    pub salvage: bool,
+    /// Run variables (for the prompt's passthrough rule), as NAME=VALUE.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// Exit 1 when any piece was dropped.
+    #[arg(long)]
+    pub fail_on_drop: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> Result<Outcome> {
+    let run_vars = vars(&args.vars)?;
+    let parser = match &args.prompt {
+        Some(path) => {
+            let prompt = super::load_prompt(path)?;
+            let mut file = prompt.file.clone();
+            if let Some(t) = args.response_type {
+                file.response_type = t.into();
+            }
+            if args.salvage {
+                file.salvage = Some(true);
+            }
+            kerf_core::Prompt::compile(file, &path.display().to_string())?.parser
+        }
+        None => {
+            let t: ResponseType = args
+                .response_type
+                .ok_or_else(|| kerf_core::Error::Usage("give --type (text, json, jsonl or delimited) or --prompt".into()))?
+                .into();
+            let mut parser = Parser::new(t).with_salvage(args.salvage);
+            if let Some(path) = &args.schema {
+                let schema = read_json(path)?;
+                parser = parser.with_schema(CompiledSchema::compile(&schema, &path.display().to_string())?);
+            }
+            parser
+        }
+    };
+    let text = read_input(&args.file)?;
+    let report = parser.parse(&text, &run_vars);
+    if args.json {
+        print_json(&serde_json::to_value(&report)?);
+    } else {
+        print_human(&args.file.display().to_string(), parser.response_type(), &report);
+    }
+    let failed = report.failed() || (args.fail_on_drop && !report.dropped.is_empty());
+    Ok(if failed { Outcome::InputFailed } else { Outcome::Ok })
+}
+
+fn print_human(name: &str, t: ResponseType, r: &ParseReport) {
+    let drops = r
+        .drop_counts()
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!(
+        "{name}: {t}, {} object(s) accepted, {} dropped{}{}",
+        r.objects.len(),
+        r.dropped.len(),
+        if drops.is_empty() { String::new() } else { format!(" ({drops})") },
+        if r.truncated { ", reply was CUT OFF" } else { "" }
+    );
+    for (i, o) in r.objects.iter().enumerate() {
+        println!("  {:>4}  {}", i + 1, compact(o, 110));
+    }
+    if !r.dropped.is_empty() {
+        println!("dropped:");
+        for d in &r.dropped {
+            println!("  line {:>4}  {:<13} {}", d.line, d.kind.as_str(), d.detail);
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Reading inputs and writing outputs the same way in every command.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::{Map, Value};
+
+/// Print one JSON value on standard output (pretty, newline-terminated).
+pub fn print_json(value: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = serde_json::to_writer_pretty(&mut out, value);
+    let _ = writeln!(out);
+}
+
+/// Read a text file, or standard input for `-`. Invalid UTF-8 is an error naming the place.
+pub fn read_input(path: &Path) -> Result<String> {
+    if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(|e| kerf_core::Error::Io { path: "<stdin>".into(), source: e })?;
+        return String::from_utf8(bytes).map_err(|e| {
+            kerf_core::Error::Utf8 { place: "<stdin>".into(), offset: e.utf8_error().valid_up_to() }.into()
+        });
+    }
+    Ok(kerf_core::error::read_text(path)?)
+}
+
+/// Read a JSON file (or `-`), with errors that name the file, line and column.
+pub fn read_json(path: &Path) -> Result<Value> {
+    let text = read_input(path)?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    serde_json::from_str(text).map_err(|e| kerf_core::Error::json(&path.display().to_string(), &e).into())
+}
+
+/// `--var k=v` pairs as a variables map.
+pub fn vars(specs: &[String]) -> Result<Map<String, Value>> {
+    let mut out = Map::new();
+    for s in specs {
+        let (k, v) = kerf_core::template::parse_var(s)?;
+        out.insert(k, v);
+    }
+    Ok(out)
+}
+
+/// Write `text` to `path` (creating parent folders), with errors that name the file.
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| kerf_core::Error::Io { path: dir.into(), source: e })?;
+    }
+    std::fs::write(path, text).map_err(|e| kerf_core::Error::Io { path: path.into(), source: e })?;
+    Ok(())
+}
+
+/// One line of compact JSON, cut to `max` characters for tables.
+pub fn compact(v: &Value, max: usize) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= max { s } else { format!("{}…", s.chars().take(max.saturating_sub(1)).collect::<String>()) }
+}
+
+/// Print warnings on standard error.
+pub fn warn_all(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("kerf: warning: {w}");
+    }
+}

@@ -1,0 +1,118 @@
+//! Errors of the core. Every variant has a stable [`Error::code`] so front ends can switch on it
+//! (the CLI maps codes to exit statuses; the desktop shows messages but branches on codes).
+
+use std::path::PathBuf;
+
+/// The core's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the core can refuse, each naming the place (file, line, key or JSON pointer).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Text that must be UTF-8 is not.
+    #[error("{place}: not valid UTF-8 (first bad byte at offset {offset})")]
+    Utf8 { place: String, offset: usize },
+
+    /// A file that must be JSON is not (with the line and column of the first error).
+    #[error("{place}:{line}:{column}: not valid JSON: {message}")]
+    Json { place: String, line: usize, column: usize, message: String },
+
+    /// A prompt file of the wrong shape: a key with the wrong type, an unknown response type, …
+    #[error("{place}: {message}")]
+    PromptFile { place: String, message: String },
+
+    /// A JSON Schema that does not satisfy its meta-schema, or cannot be compiled.
+    #[error("{place}: invalid JSON Schema at {pointer}: {message}")]
+    Schema { place: String, pointer: String, message: String },
+
+    /// A template that does not compile.
+    #[error("template `{name}`{}: syntax error: {message}", line_suffix(*line))]
+    TemplateSyntax { name: String, line: Option<usize>, message: String },
+
+    /// A template that uses a variable nobody supplied.
+    #[error("template `{name}`{}: undefined variable `{variable}` (supply it with --var {variable}=… or in the prompt's `terms`)", line_suffix(*line))]
+    TemplateUndefined { name: String, line: Option<usize>, variable: String },
+
+    /// Any other failure while rendering a template.
+    #[error("template `{name}`{}: {message}", line_suffix(*line))]
+    TemplateRender { name: String, line: Option<usize>, message: String },
+
+    /// A bundle or template that cannot be imported.
+    #[error("{place}: cannot import: {message}")]
+    Import { place: String, message: String },
+
+    /// A prompt that cannot be exported to the requested target.
+    #[error("{place}: cannot export to {target}: {message}")]
+    Export { place: String, target: String, message: String },
+
+    /// A value the caller passed that makes no sense (a bad `--var`, a bad option).
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn line_suffix(line: Option<usize>) -> String {
+    line.map(|l| format!(" line {l}")).unwrap_or_default()
+}
+
+impl Error {
+    /// A stable, machine-readable code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Io { .. } => "io",
+            Error::Utf8 { .. } => "invalid_utf8",
+            Error::Json { .. } => "invalid_json",
+            Error::PromptFile { .. } => "prompt_file",
+            Error::Schema { .. } => "schema_invalid",
+            Error::TemplateSyntax { .. } => "template_syntax",
+            Error::TemplateUndefined { .. } => "template_undefined",
+            Error::TemplateRender { .. } => "template_render",
+            Error::Import { .. } => "import",
+            Error::Export { .. } => "export",
+            Error::Usage(_) => "usage",
+        }
+    }
+
+    /// Whether the failure is about the environment (I/O, usage) rather than the input's content.
+    pub fn is_environmental(&self) -> bool {
+        matches!(self, Error::Io { .. } | Error::Usage(_))
+    }
+
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+
+    /// A JSON syntax error in the text of `place`.
+    pub fn json(place: &str, err: &serde_json::Error) -> Self {
+        Error::Json {
+            place: place.to_string(),
+            line: err.line(),
+            column: err.column(),
+            message: strip_position(&err.to_string()),
+        }
+    }
+}
+
+/// serde_json appends " at line L column C" to its messages; we report the place ourselves.
+pub(crate) fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Read a file as UTF-8 text, with errors that name the file.
+pub fn read_text(path: &std::path::Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    String::from_utf8(bytes).map_err(|e| Error::Utf8 {
+        place: path.display().to_string(),
+        offset: e.utf8_error().valid_up_to(),
+    })
+}

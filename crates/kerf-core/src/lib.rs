@@ -1,0 +1,121 @@
+//! # kerf-core
+//!
+//! Kerf's pure core: text in, reports out. No network, no SQLite, no async.
+//!
+//! - [`prompt`] — prompt files: a TrustGraph template object plus optional Kerf keys.
+//! - [`template`] — minijinja templates with strict undefined variables and term merging.
+//! - [`schema`] — JSON Schema compile/validate with pointers and discriminated-union diagnostics.
+//! - [`parse`] — one parser per response type (`text`, `json` strict/salvage, `jsonl`,
+//!   `delimited`), all returning a [`report::ParseReport`]; post-processing rules.
+//! - [`lint`] — what a schema uses that a provider rejects or silently ignores; the OpenAI strict
+//!   rewrite.
+//! - [`export`] — TrustGraph config bundles and templates (and import back), OpenAI
+//!   `response_format`, Anthropic tool schemas.
+//!
+//! [`Prompt`] ties them together: a loaded, compiled prompt that renders and parses.
+
+pub mod error;
+pub mod export;
+pub mod lint;
+pub mod parse;
+pub mod prompt;
+pub mod report;
+pub mod schema;
+pub mod template;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+pub use error::{Error, Result};
+pub use parse::{DelimitedFormat, Parser};
+pub use prompt::{PromptFile, ResponseType};
+pub use report::{DropKind, Dropped, ParseReport};
+pub use schema::CompiledSchema;
+pub use template::Template;
+
+/// A prompt file, compiled: templates checked, schema compiled, parser ready.
+#[derive(Debug)]
+pub struct Prompt {
+    pub file: PromptFile,
+    /// Where it was loaded from, if from disk.
+    pub path: Option<PathBuf>,
+    /// Non-fatal findings from loading.
+    pub warnings: Vec<String>,
+    pub user: Template,
+    pub system: Option<Template>,
+    pub parser: Parser,
+}
+
+/// The texts to send: the rendered system and user turns.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Rendered {
+    pub system: Option<String>,
+    pub user: String,
+}
+
+impl Prompt {
+    /// Load and compile a prompt file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let loaded = PromptFile::load(path)?;
+        let mut p = Self::compile(loaded.file, &path.display().to_string())?;
+        p.path = Some(path.to_path_buf());
+        p.warnings = loaded.warnings;
+        Ok(p)
+    }
+
+    /// Compile a prompt file already in memory. `place` names it in errors.
+    pub fn compile(file: PromptFile, place: &str) -> Result<Self> {
+        let id = file.id().to_string();
+        let user = Template::new(&id, &file.prompt)?;
+        let system = file.system.as_deref().map(|s| Template::new(&format!("{id} (system)"), s)).transpose()?;
+        let mut parser = Parser::new(file.response_type)
+            .with_salvage(file.salvage.unwrap_or(false))
+            .with_post(file.post.clone());
+        if let Some(schema) = &file.schema {
+            parser = parser.with_schema(CompiledSchema::compile(schema, &format!("{place} (key `schema`)"))?);
+        }
+        if let Some(d) = &file.delimiters {
+            parser = parser.with_delimiters(DelimitedFormat::from_delimiters(d, place)?);
+        }
+        Ok(Prompt { file, path: None, warnings: Vec::new(), user, system, parser })
+    }
+
+    pub fn id(&self) -> &str {
+        self.file.id()
+    }
+
+    /// Render both turns with terms merged as TrustGraph does: `global`, the prompt's `terms`,
+    /// then the run's `vars`.
+    pub fn render(&self, global: &Map<String, Value>, vars: &Map<String, Value>) -> Result<Rendered> {
+        let ctx = template::merge_terms(global, &self.file.terms, vars);
+        Ok(Rendered {
+            system: self.system.as_ref().map(|t| t.render(&ctx)).transpose()?,
+            user: self.user.render(&ctx)?,
+        })
+    }
+
+    /// The variables the templates read that the prompt's own terms do not supply.
+    pub fn input_variables(&self) -> Vec<String> {
+        let mut vars: Vec<String> = self.user.variables();
+        if let Some(s) = &self.system {
+            vars.extend(s.variables());
+        }
+        vars.sort();
+        vars.dedup();
+        vars.retain(|v| !self.file.terms.contains_key(v));
+        vars
+    }
+
+    /// Parse a reply to this prompt.
+    pub fn parse(&self, reply: &str, vars: &Map<String, Value>) -> ParseReport {
+        self.parser.parse(reply, vars)
+    }
+
+    /// The sample input shipped with the prompt, if any (resolved beside the prompt file).
+    pub fn sample_input_path(&self) -> Option<PathBuf> {
+        let rel = self.file.sample_input.as_ref()?;
+        let dir = self.path.as_ref().and_then(|p| p.parent()).unwrap_or(Path::new("."));
+        Some(dir.join(rel))
+    }
+}

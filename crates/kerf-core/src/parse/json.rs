@@ -1,0 +1,367 @@
+//! `json`: one JSON value.
+//!
+//! *Strict* is TrustGraph's behaviour: the first fenced block (```` ``` ```` or ```` ```json ````,
+//! here any language tag) or else the whole text, parsed and validated as a whole; any failure
+//! fails the reply.
+//!
+//! *Salvage* finds the value inside prose and fences (an opening fence with no closing one: all
+//! that follows it), validates array elements one by one so one bad element is dropped rather than
+//! the whole array, and when the value is cut off recovers every complete element of the top-level
+//! array, and of arrays under the top-level keys of an object. An element whose text is incomplete
+//! is dropped as `truncated`; nothing is closed or repaired into a valid-looking shorter value.
+
+use serde_json::{Map, Value};
+
+use super::lines::{LineIndex, excerpt, line_end, next_line_start};
+use super::{Acceptor, Parser, coerce};
+use crate::error::strip_position;
+use crate::report::{DropKind, ParseReport};
+use crate::schema::{self, CompiledSchema};
+
+/// A fenced block: (offset of its content, its content, whether a closing fence was found).
+fn first_fence(text: &str) -> Option<(usize, &str, bool)> {
+    let open = text.find("```")?;
+    let content_start = next_line_start(text, open);
+    match text[content_start..].find("```") {
+        Some(close) => Some((content_start, &text[content_start..content_start + close], true)),
+        None => Some((content_start, &text[content_start..], false)),
+    }
+}
+
+pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> ParseReport {
+    let mut report = ParseReport::default();
+    let lines = LineIndex::new(text);
+    let (offset, body) = match first_fence(text) {
+        Some((start, content, true)) => (start, content),
+        _ => (0, text),
+    };
+    let lead = body.len() - body.trim_start().len();
+    let body_line = lines.line_of(offset + lead);
+    let mut value: Value = match serde_json::from_str(body.trim()) {
+        Ok(v) => v,
+        Err(e) => {
+            let line = body_line + e.line().saturating_sub(1);
+            if e.is_eof() {
+                report.drop(body_line, DropKind::Truncated, format!("the JSON value is cut off: {}", strip_position(&e.to_string())));
+                report.truncated = true;
+            } else {
+                let at = lines.start_of(line, text.len());
+                report.drop(line, DropKind::InvalidJson, format!("{} (column {}): {}", strip_position(&e.to_string()), e.column(), excerpt(&text[at..line_end(text, at)])));
+            }
+            return report;
+        }
+    };
+    let acceptor = Acceptor { schema: None, post: &parser.post, vars };
+    if let Some(schema) = &parser.schema {
+        if parser.post.coerce {
+            let coerced = match &mut value {
+                Value::Array(items) => {
+                    let item_schema = schema::items_schema(schema.raw()).unwrap_or(Value::Bool(true));
+                    items.iter_mut().try_for_each(|v| coerce(v, &item_schema))
+                }
+                v => coerce(v, schema.raw()),
+            };
+            if let Err(detail) = coerced {
+                report.drop(body_line, DropKind::Coerce, detail);
+                return report;
+            }
+        }
+        if let Err(violations) = schema.validate(&value) {
+            report.drop(body_line, DropKind::Schema, schema::describe(&violations));
+            return report;
+        }
+    }
+    match value {
+        Value::Array(items) => items.into_iter().for_each(|v| acceptor.finish(&mut report, body_line, v)),
+        v => acceptor.finish(&mut report, body_line, v),
+    }
+    report
+}
+
+pub(crate) fn salvage(text: &str, parser: &Parser, vars: &Map<String, Value>) -> ParseReport {
+    let mut report = ParseReport::default();
+    let lines = LineIndex::new(text);
+    let (region_start, region) = match first_fence(text) {
+        Some((start, content, closed)) => {
+            if !closed {
+                report.truncated = true;
+            }
+            (start, content)
+        }
+        None => (0, text),
+    };
+    let mut salvager = Salvager { text, lines: &lines, report: &mut report, parser, vars };
+    salvager.find_and_take(region_start, region_start + region.len());
+    report
+}
+
+struct Salvager<'a, 'r> {
+    text: &'a str,
+    lines: &'a LineIndex,
+    report: &'r mut ParseReport,
+    parser: &'a Parser,
+    vars: &'a Map<String, Value>,
+}
+
+/// How one element read went.
+enum Read {
+    Value(Value, usize),
+    CutOff,
+    Broken(String),
+}
+
+/// At most this many candidate openings are tried when looking for the value inside prose.
+const MAX_CANDIDATES: usize = 64;
+
+impl Salvager<'_, '_> {
+    fn read(&self, pos: usize, end: usize) -> Read {
+        let mut stream = serde_json::Deserializer::from_str(&self.text[pos..end]).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(v)) => Read::Value(v, pos + stream.byte_offset()),
+            Some(Err(e)) if e.is_eof() => Read::CutOff,
+            Some(Err(e)) => Read::Broken(strip_position(&e.to_string())),
+            None => Read::CutOff,
+        }
+    }
+
+    fn skip_ws(&self, mut pos: usize, end: usize) -> usize {
+        let b = self.text.as_bytes();
+        while pos < end && b[pos].is_ascii_whitespace() {
+            pos += 1;
+        }
+        pos
+    }
+
+    /// Find the JSON value in `[start, end)` — the first `{` or `[` that opens a value that
+    /// parses, or runs to the end — and take it.
+    fn find_and_take(&mut self, start: usize, end: usize) {
+        let bytes = self.text.as_bytes();
+        let mut pos = start;
+        for _ in 0..MAX_CANDIDATES {
+            let Some(i) = memchr::memchr2(b'{', b'[', &bytes[pos..end]) else { break };
+            let at = pos + i;
+            match self.read(at, end) {
+                Read::Value(..) | Read::CutOff => {
+                    self.take(at, end);
+                    return;
+                }
+                Read::Broken(_) => pos = at + 1,
+            }
+        }
+        // No object or array: perhaps a bare scalar.
+        let body = self.text[start..end].trim();
+        match serde_json::from_str::<Value>(body) {
+            Ok(v) => Acceptor { schema: self.parser.schema.as_ref(), post: &self.parser.post, vars: self.vars }
+                .accept(self.report, self.lines.line_of(start), v),
+            Err(_) => self.report.drop(self.lines.line_of(start), DropKind::InvalidJson, format!("no JSON value found: {}", excerpt(body))),
+        }
+    }
+
+    fn take(&mut self, at: usize, end: usize) {
+        let line = self.lines.line_of(at);
+        if self.text.as_bytes()[at] == b'[' {
+            let items = self.parser.items.as_ref();
+            let (elements, _) = self.walk_array(at, end, items);
+            self.report.objects.extend(elements);
+            return;
+        }
+        let Some(object) = self.walk_object(at, end) else { return };
+        let acceptor = Acceptor { schema: None, post: &self.parser.post, vars: self.vars };
+        acceptor.finish(self.report, line, Value::Object(object));
+    }
+
+    /// Walk the array at `pos` element by element; returns the accepted elements and, when the
+    /// array was closed, the offset after its `]`. Each element goes through the acceptor with
+    /// `items` as its schema; a cut-off element is `truncated`.
+    fn walk_array(&mut self, pos: usize, end: usize, items: Option<&CompiledSchema>) -> (Vec<Value>, Option<usize>) {
+        let mut out = Vec::new();
+        let mut closed_at = None;
+        let mut elements = ParseReport::default();
+        let acceptor = Acceptor { schema: items, post: &self.parser.post, vars: self.vars };
+        let mut pos = pos + 1;
+        loop {
+            pos = self.skip_ws(pos, end);
+            if pos >= end {
+                self.report.truncated = true;
+                break;
+            }
+            if self.text.as_bytes()[pos] == b']' {
+                closed_at = Some(pos + 1);
+                break;
+            }
+            let line = self.lines.line_of(pos);
+            match self.read(pos, end) {
+                Read::Value(v, next) => {
+                    let before = elements.objects.len();
+                    acceptor.accept(&mut elements, line, v);
+                    out.extend(elements.objects.drain(before..));
+                    pos = self.skip_ws(next, end);
+                    match self.text.as_bytes().get(pos) {
+                        Some(b',') if pos < end => pos += 1,
+                        Some(b']') if pos < end => {
+                            closed_at = Some(pos + 1);
+                            break;
+                        }
+                        None => {
+                            self.report.truncated = true;
+                            break;
+                        }
+                        Some(_) if pos >= end => {
+                            self.report.truncated = true;
+                            break;
+                        }
+                        Some(_) => {
+                            elements.drop(self.lines.line_of(pos), DropKind::InvalidJson, format!("expected `,` or `]` after an element: {}", excerpt(&self.text[pos..line_end(self.text, pos)])));
+                            match self.resync(pos, end) {
+                                Some(p) => pos = p,
+                                None => break,
+                            }
+                        }
+                    }
+                }
+                Read::CutOff => {
+                    elements.drop(line, DropKind::Truncated, format!("cut off: {}", excerpt(&self.text[pos..end])));
+                    self.report.truncated = true;
+                    break;
+                }
+                Read::Broken(msg) => {
+                    elements.drop(line, DropKind::InvalidJson, format!("{msg}: {}", excerpt(&self.text[pos..line_end(self.text, pos)])));
+                    match self.resync(pos, end) {
+                        Some(p) => pos = p,
+                        None => break,
+                    }
+                }
+            }
+        }
+        self.report.dropped.append(&mut elements.dropped);
+        (out, closed_at)
+    }
+
+    /// After a broken element, continue at the next line that starts an element.
+    fn resync(&self, pos: usize, end: usize) -> Option<usize> {
+        let mut p = next_line_start(self.text, pos);
+        while p < end {
+            let q = self.skip_ws(p, end);
+            match self.text.as_bytes().get(q) {
+                Some(b'{') | Some(b'[') => return Some(q),
+                Some(b']') => return Some(q),
+                _ => p = next_line_start(self.text, q.max(p)),
+            }
+        }
+        None
+    }
+
+    /// Walk a top-level object key by key: arrays under keys are salvaged element by element,
+    /// other values are kept when complete and valid. Returns the recovered object.
+    fn walk_object(&mut self, pos: usize, end: usize) -> Option<Map<String, Value>> {
+        let root = self.parser.schema.as_ref().map(|s| s.raw().clone());
+        let mut out = Map::new();
+        let mut pos = pos + 1;
+        let mut complete = false;
+        let start_line = self.lines.line_of(pos);
+        loop {
+            pos = self.skip_ws(pos, end);
+            let b = self.text.as_bytes();
+            if pos >= end {
+                break;
+            }
+            match b[pos] {
+                b'}' => {
+                    complete = true;
+                    break;
+                }
+                b',' => {
+                    pos += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            let line = self.lines.line_of(pos);
+            let key = match self.read(pos, end) {
+                Read::Value(Value::String(k), next) => {
+                    pos = next;
+                    k
+                }
+                Read::CutOff => break,
+                _ => {
+                    self.report.drop(line, DropKind::InvalidJson, format!("expected a key: {}", excerpt(&self.text[pos..line_end(self.text, pos)])));
+                    return Some(out);
+                }
+            };
+            pos = self.skip_ws(pos, end);
+            if pos >= end {
+                break;
+            }
+            if self.text.as_bytes()[pos] != b':' {
+                self.report.drop(line, DropKind::InvalidJson, format!("expected `:` after key `{key}`"));
+                return Some(out);
+            }
+            pos = self.skip_ws(pos + 1, end);
+            if pos >= end {
+                break;
+            }
+            let prop = root.as_ref().and_then(|r| schema::property_schema(r, &key));
+            if self.text.as_bytes()[pos] == b'[' {
+                let items = prop
+                    .as_ref()
+                    .and_then(schema::items_schema)
+                    .and_then(|s| CompiledSchema::compile(&s, &format!("schema /properties/{key}/items")).ok());
+                let (elements, closed_at) = self.walk_array(pos, end, items.as_ref());
+                out.insert(key, Value::Array(elements));
+                match closed_at {
+                    Some(next) => pos = next,
+                    None => {
+                        self.report.truncated = true;
+                        break;
+                    }
+                }
+                continue;
+            }
+            match self.read(pos, end) {
+                Read::Value(v, next) => {
+                    let compiled = prop.as_ref().and_then(|p| CompiledSchema::compile(p, "schema").ok());
+                    match compiled.map(|c| c.validate(&v)) {
+                        Some(Err(violations)) => {
+                            let detail = violations
+                                .iter()
+                                .map(|x| format!("/{key}{}: {}", x.pointer, x.message))
+                                .collect::<Vec<_>>()
+                                .join("; ");
+                            self.report.drop(line, DropKind::Schema, detail);
+                        }
+                        _ => {
+                            out.insert(key, v);
+                        }
+                    }
+                    pos = next;
+                }
+                Read::CutOff => {
+                    self.report.drop(line, DropKind::Truncated, format!("value of `{key}` cut off"));
+                    self.report.truncated = true;
+                    return Some(out);
+                }
+                Read::Broken(msg) => {
+                    self.report.drop(line, DropKind::InvalidJson, format!("value of `{key}`: {msg}"));
+                    return Some(out);
+                }
+            }
+        }
+        if !complete {
+            self.report.truncated = true;
+        }
+        // Keys the schema requires that never arrived.
+        if let Some(required) = root.as_ref().and_then(|r| r.get("required")).and_then(Value::as_array) {
+            let missing: Vec<String> = required
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|k| !out.contains_key(*k))
+                .map(|k| format!("`{k}`"))
+                .collect();
+            if !missing.is_empty() {
+                let kind = if complete { DropKind::Schema } else { DropKind::Truncated };
+                self.report.drop(start_line, kind, format!("required key(s) {} missing from the recovered object", missing.join(", ")));
+            }
+        }
+        Some(out)
+    }
+}

@@ -1,0 +1,185 @@
+//! Response parsers, one per response type, all returning the same [`ParseReport`].
+//!
+//! Every parser sends each candidate object through one [`Acceptor`]: coerce (if the prompt asks),
+//! validate against the schema, then the post-processing rules (`passthrough`, `drop`, `ensure`).
+//! So a rule behaves the same whatever the format, and every refusal becomes a reported drop.
+
+mod delimited;
+mod json;
+mod jsonl;
+mod lines;
+
+pub use delimited::DelimitedFormat;
+
+use serde_json::{Map, Number, Value};
+
+use crate::prompt::{PostRules, ResponseType};
+use crate::report::{DropKind, ParseReport};
+use crate::schema::{self, CompiledSchema};
+
+/// Everything needed to parse replies of one prompt: built once, used for many replies.
+#[derive(Debug)]
+pub struct Parser {
+    response_type: ResponseType,
+    schema: Option<CompiledSchema>,
+    /// For `json`: the schema of one array element, for salvage's element-by-element validation.
+    items: Option<CompiledSchema>,
+    salvage: bool,
+    post: PostRules,
+    delimited: DelimitedFormat,
+}
+
+impl Parser {
+    pub fn new(response_type: ResponseType) -> Self {
+        Parser {
+            response_type,
+            schema: None,
+            items: None,
+            salvage: false,
+            post: PostRules::default(),
+            delimited: DelimitedFormat::default(),
+        }
+    }
+
+    /// Validate against `schema` (of the whole value for `json`, of each object otherwise).
+    pub fn with_schema(mut self, schema: CompiledSchema) -> Self {
+        self.items = schema::items_schema(schema.raw())
+            .and_then(|items| CompiledSchema::compile(&items, "schema items").ok());
+        self.schema = Some(schema);
+        self
+    }
+
+    /// For `json`: recover what can be recovered instead of failing.
+    pub fn with_salvage(mut self, salvage: bool) -> Self {
+        self.salvage = salvage;
+        self
+    }
+
+    pub fn with_post(mut self, post: PostRules) -> Self {
+        self.post = post;
+        self
+    }
+
+    pub fn with_delimiters(mut self, format: DelimitedFormat) -> Self {
+        self.delimited = format;
+        self
+    }
+
+    pub fn response_type(&self) -> ResponseType {
+        self.response_type
+    }
+
+    pub fn schema(&self) -> Option<&CompiledSchema> {
+        self.schema.as_ref()
+    }
+
+    /// Parse one reply. `vars` are the run's variables (for the `passthrough` rule).
+    pub fn parse(&self, text: &str, vars: &Map<String, Value>) -> ParseReport {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let acceptor = Acceptor { schema: self.schema.as_ref(), post: &self.post, vars };
+        match self.response_type {
+            ResponseType::Text => ParseReport { objects: vec![Value::String(text.to_string())], ..Default::default() },
+            ResponseType::Json if self.salvage => json::salvage(text, self, vars),
+            ResponseType::Json => json::strict(text, self, vars),
+            ResponseType::Jsonl => jsonl::parse(text, &acceptor),
+            ResponseType::Delimited => delimited::parse(text, &self.delimited, &acceptor),
+        }
+    }
+}
+
+/// The one path every candidate object takes into a report.
+pub(crate) struct Acceptor<'a> {
+    pub schema: Option<&'a CompiledSchema>,
+    pub post: &'a PostRules,
+    pub vars: &'a Map<String, Value>,
+}
+
+impl Acceptor<'_> {
+    /// Coerce, validate, post-process, and either accept `value` or record why not.
+    pub fn accept(&self, report: &mut ParseReport, line: usize, mut value: Value) {
+        if let Some(s) = self.schema {
+            if self.post.coerce {
+                let target = s.schema_for(&value).clone();
+                if let Err(detail) = coerce(&mut value, &target) {
+                    report.drop(line, DropKind::Coerce, detail);
+                    return;
+                }
+            }
+            if let Err(violations) = s.validate(&value) {
+                report.drop(line, DropKind::Schema, schema::describe(&violations));
+                return;
+            }
+        }
+        self.finish(report, line, value);
+    }
+
+    /// The rules that apply after validation: passthrough, drop, ensure.
+    pub fn finish(&self, report: &mut ParseReport, line: usize, mut value: Value) {
+        if let Value::Object(map) = &mut value {
+            for key in &self.post.passthrough {
+                if let Some(v) = self.vars.get(key) {
+                    map.insert(key.clone(), v.clone());
+                }
+            }
+            for key in &self.post.drop {
+                map.shift_remove(key);
+            }
+        }
+        let missing: Vec<&String> = self.post.ensure.iter().filter(|k| value.get(k.as_str()).is_none()).collect();
+        if !missing.is_empty() {
+            let names = missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+            report.drop(line, DropKind::MissingField, format!("ensure: missing {names}"));
+            return;
+        }
+        report.objects.push(value);
+    }
+}
+
+/// Convert string values to the number/integer/boolean the schema asks for, in place. Only
+/// top-level fields of an object are touched; a field whose schema also allows strings is left.
+pub(crate) fn coerce(value: &mut Value, schema: &Value) -> Result<(), String> {
+    let Value::Object(map) = value else { return Ok(()) };
+    for (key, field) in map.iter_mut() {
+        let Value::String(s) = field else { continue };
+        let Some(prop) = schema::property_schema(schema, key) else { continue };
+        let types: Vec<&str> = match prop.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => continue,
+        };
+        if types.contains(&"string") || !types.iter().any(|t| matches!(*t, "number" | "integer" | "boolean")) {
+            continue;
+        }
+        let t = s.trim();
+        let converted = if types.contains(&"integer") {
+            t.parse::<i64>().ok().map(|n| Value::Number(n.into()))
+        } else {
+            None
+        }
+        .or_else(|| {
+            if types.contains(&"number") {
+                t.parse::<f64>().ok().filter(|f| f.is_finite()).and_then(Number::from_f64).map(Value::Number)
+            } else {
+                None
+            }
+        })
+        .or_else(|| {
+            if types.contains(&"boolean") {
+                match t.to_ascii_lowercase().as_str() {
+                    "true" => Some(Value::Bool(true)),
+                    "false" => Some(Value::Bool(false)),
+                    _ => None,
+                }
+            } else {
+                None
+            }
+        });
+        match converted {
+            Some(v) => *field = v,
+            None => {
+                return Err(format!("/{key}: cannot coerce {} to {}", Value::String(s.clone()), types.join(" or ")));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,288 @@
+//! Prompt files: a TrustGraph template object (`prompt`, `response-type`, `schema`) plus optional
+//! Kerf keys. A bare TrustGraph template object is a valid prompt file; `object-schema` (used by
+//! TrustGraph's templates repository for jsonl prompts) is accepted as an alias of `schema`.
+//!
+//! Loading is forgiving where it is safe and strict where it matters: an unknown key is a warning
+//! (a typo should not stop a run, but must be visible); a key with the wrong type is an error that
+//! names the key and its line.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result, read_text};
+
+/// How a reply is turned into objects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ResponseType {
+    /// The reply as is.
+    #[default]
+    Text,
+    /// One JSON value; `schema` describes the whole value (typically an array).
+    Json,
+    /// One JSON object per line; `schema` describes each line.
+    Jsonl,
+    /// LightRAG-style delimited records; `schema` (optional) describes each record as an object.
+    Delimited,
+}
+
+impl ResponseType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResponseType::Text => "text",
+            ResponseType::Json => "json",
+            ResponseType::Jsonl => "jsonl",
+            ResponseType::Delimited => "delimited",
+        }
+    }
+
+    pub const ALL: [ResponseType; 4] =
+        [ResponseType::Text, ResponseType::Json, ResponseType::Jsonl, ResponseType::Delimited];
+}
+
+impl std::str::FromStr for ResponseType {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        ResponseType::ALL.into_iter().find(|t| t.as_str() == s).ok_or_else(|| {
+            Error::Usage(format!("unknown response type `{s}` (expected text, json, jsonl or delimited)"))
+        })
+    }
+}
+
+impl std::fmt::Display for ResponseType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Post-processing applied to every accepted object, after parsing (see the parsers).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostRules {
+    /// Fields that must be present after the other rules; an object without one is dropped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ensure: Vec<String>,
+    /// Fields removed from every object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop: Vec<String>,
+    /// Fields copied into every object from the run's variables (e.g. a document id).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passthrough: Vec<String>,
+    /// Convert strings to numbers/booleans where the schema asks for those types (`"0.9"` → `0.9`).
+    /// A value that cannot be converted drops the object (kind `coerce`), it is never guessed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coerce: bool,
+}
+
+impl PostRules {
+    pub fn is_empty(&self) -> bool {
+        self.ensure.is_empty() && self.drop.is_empty() && self.passthrough.is_empty() && !self.coerce
+    }
+}
+
+/// A named delimiter set for the `delimited` response type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DelimiterPreset {
+    /// LightRAG's current format: one record per line, `entity<|#|>name<|#|>type<|#|>description`,
+    /// `relation<|#|>source<|#|>target<|#|>keywords<|#|>description`, ending `<|COMPLETE|>`.
+    #[default]
+    Lightrag,
+    /// LightRAG's older format: `("entity"<|>name<|>type<|>description)` records separated by `##`.
+    LightragLegacy,
+}
+
+/// Delimiters for the `delimited` response type. Unset fields come from the preset.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Delimiters {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<DelimiterPreset>,
+    /// Between the fields of a record (LightRAG's `tuple_delimiter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuple: Option<String>,
+    /// Between records (LightRAG's `record_delimiter`; a newline in the current format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<String>,
+    /// After the last record (LightRAG's `completion_delimiter`); its absence means the reply was cut off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<String>,
+    /// Record types: the tag that starts a record, and the names of its fields after the tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<BTreeMap<String, Vec<String>>>,
+}
+
+/// A prompt file as written on disk.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "Kerf prompt file", description = "A TrustGraph prompt template object plus optional Kerf keys.")]
+pub struct PromptFile {
+    /// Identifier (TrustGraph's template id). Defaults to the file name without `.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// What the prompt is for, shown in lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The user-turn template (minijinja; TrustGraph's Jinja-style syntax).
+    pub prompt: String,
+    /// How the reply is parsed. TrustGraph's values are `text`, `json` and `jsonl`.
+    #[serde(rename = "response-type", default)]
+    pub response_type: ResponseType,
+    /// JSON Schema: of the whole value for `json`, of each line for `jsonl`, of each record for
+    /// `delimited`. `object-schema` is accepted as an alias.
+    #[serde(default, alias = "object-schema", skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// The system-turn template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// Default template variables (merged after global terms, before the run's variables).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(with = "BTreeMap<String, Value>")]
+    pub terms: Map<String, Value>,
+    /// For `json`: recover what can be recovered (see `kerf parse --salvage`) instead of failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salvage: Option<bool>,
+    /// Post-processing rules applied to every accepted object.
+    #[serde(default, skip_serializing_if = "PostRules::is_empty")]
+    pub post: PostRules,
+    /// Delimiters for the `delimited` response type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delimiters: Option<Delimiters>,
+    /// The id of a prompt that does the same extraction in another output format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin: Option<String>,
+    /// A sample input document, relative to the prompt file.
+    #[serde(rename = "sample-input", default, skip_serializing_if = "Option::is_none")]
+    pub sample_input: Option<String>,
+    /// The template variable that receives the input document (default `text`).
+    #[serde(rename = "input-variable", default, skip_serializing_if = "Option::is_none")]
+    pub input_variable: Option<String>,
+}
+
+/// A prompt file and what loading it noticed.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub file: PromptFile,
+    /// Non-fatal findings (unknown keys), each naming the key and line.
+    pub warnings: Vec<String>,
+}
+
+/// The JSON Schema of the prompt-file format (published as `schemas/kerf-prompt-file.schema.json`).
+pub fn prompt_file_json_schema() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(PromptFile)).unwrap_or(Value::Null);
+    // serde aliases are invisible to schemars: publish `object-schema` too, so editors accept it.
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        if let Some(s) = props.get("schema").cloned() {
+            props.insert("object-schema".into(), s);
+        }
+    }
+    schema
+}
+
+fn known_keys() -> &'static [String] {
+    static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        prompt_file_json_schema()
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    })
+}
+
+impl PromptFile {
+    /// Load a prompt file from disk; the id defaults to the file stem.
+    pub fn load(path: &Path) -> Result<Loaded> {
+        let text = read_text(path)?;
+        let mut loaded = Self::from_json_str(&text, &path.display().to_string())?;
+        if loaded.file.id.is_none() {
+            loaded.file.id = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        }
+        Ok(loaded)
+    }
+
+    /// Parse a prompt file's text. `place` names it in errors and warnings.
+    pub fn from_json_str(text: &str, place: &str) -> Result<Loaded> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let value: Value = serde_json::from_str(text).map_err(|e| Error::json(place, &e))?;
+        Self::from_value(value, place, Some(text))
+    }
+
+    /// Build a prompt file from a parsed JSON value (`source` is its text, to name lines).
+    pub fn from_value(value: Value, place: &str, source: Option<&str>) -> Result<Loaded> {
+        let Value::Object(mut map) = value else {
+            return Err(Error::PromptFile {
+                place: place.into(),
+                message: format!(
+                    "a prompt file must be a JSON object with at least a `prompt` key, not {}",
+                    kind_of(&value)
+                ),
+            });
+        };
+        let at = |key: &str| source.and_then(|s| key_line(s, key)).map(|l| format!(":{l}")).unwrap_or_default();
+        let mut warnings = Vec::new();
+        let unknown: Vec<String> = map.keys().filter(|k| !known_keys().contains(k)).cloned().collect();
+        for key in unknown {
+            warnings.push(format!("{place}{}: unknown key `{key}` ignored", at(&key)));
+            map.remove(&key);
+        }
+        if !map.contains_key("prompt") {
+            return Err(Error::PromptFile { place: place.into(), message: "missing key `prompt` (the template text)".into() });
+        }
+        let file: PromptFile = serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+            let path = e.path().to_string();
+            let top = path.split(['.', '[']).next().unwrap_or("").to_string();
+            Error::PromptFile {
+                place: format!("{place}{}", at(&top)),
+                message: format!("key `{path}`: {}", crate::error::strip_position(&e.inner().to_string())),
+            }
+        })?;
+        Ok(Loaded { file, warnings })
+    }
+
+    /// The prompt's id, or `"prompt"` when it has none.
+    pub fn id(&self) -> &str {
+        self.id.as_deref().unwrap_or("prompt")
+    }
+
+    /// The variable that receives the input document.
+    pub fn input_variable(&self) -> &str {
+        self.input_variable.as_deref().unwrap_or("text")
+    }
+
+    /// Serialise as a prompt file (pretty JSON, keys in a stable order, newline at the end).
+    pub fn to_json_string(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The 1-based line where `"key"` first appears as an object key in `text`.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    let needle = format!("\"{key}\"");
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&needle) {
+        let at = from + i;
+        let rest = text[at + needle.len()..].trim_start();
+        if rest.starts_with(':') {
+            return Some(text[..at].bytes().filter(|&b| b == b'\n').count() + 1);
+        }
+        from = at + needle.len();
+    }
+    None
+}

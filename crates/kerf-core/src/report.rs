@@ -1,0 +1,95 @@
+//! The one report shape every parser returns: accepted objects in order, every dropped piece with
+//! where and why, and whether the reply was cut off.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why a piece of a reply was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropKind {
+    /// Text that looked like JSON but does not parse.
+    InvalidJson,
+    /// Parsed, but failed the schema (the detail lists every violation with its JSON pointer).
+    Schema,
+    /// An incomplete piece at the end of a reply that was cut off.
+    Truncated,
+    /// A JSON value that is not an object where an object was expected.
+    NotObject,
+    /// A delimited record with the wrong number of fields.
+    FieldCount,
+    /// A delimited record whose tag names no known record type.
+    UnknownRecord,
+    /// A line of prose (neither JSON nor a record).
+    Prose,
+    /// Dropped by the prompt's `ensure` rule: a required field is absent.
+    MissingField,
+    /// Dropped by the prompt's `coerce` rule: a value that cannot be converted to the schema's type.
+    Coerce,
+}
+
+impl DropKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropKind::InvalidJson => "invalid_json",
+            DropKind::Schema => "schema",
+            DropKind::Truncated => "truncated",
+            DropKind::NotObject => "not_object",
+            DropKind::FieldCount => "field_count",
+            DropKind::UnknownRecord => "unknown_record",
+            DropKind::Prose => "prose",
+            DropKind::MissingField => "missing_field",
+            DropKind::Coerce => "coerce",
+        }
+    }
+}
+
+impl std::fmt::Display for DropKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One piece of the reply that was not accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dropped {
+    /// 1-based line of the reply where the piece starts.
+    pub line: usize,
+    pub kind: DropKind,
+    pub detail: String,
+}
+
+/// What a parser made of one reply. `kerf parse --json` prints exactly these three keys.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ParseReport {
+    /// The accepted objects, in the order they appear in the reply.
+    pub objects: Vec<Value>,
+    /// Every piece that was not accepted, in order.
+    pub dropped: Vec<Dropped>,
+    /// Whether the reply was cut off (an incomplete last piece, a missing completion delimiter,
+    /// an unclosed array or fence).
+    pub truncated: bool,
+}
+
+impl ParseReport {
+    pub(crate) fn drop(&mut self, line: usize, kind: DropKind, detail: impl Into<String>) {
+        self.dropped.push(Dropped { line, kind, detail: detail.into() });
+    }
+
+    /// Number of dropped pieces of each kind, in first-seen order.
+    pub fn drop_counts(&self) -> Vec<(DropKind, usize)> {
+        let mut counts: Vec<(DropKind, usize)> = Vec::new();
+        for d in &self.dropped {
+            match counts.iter_mut().find(|(k, _)| *k == d.kind) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((d.kind, 1)),
+            }
+        }
+        counts
+    }
+
+    /// Nothing usable came out while something was dropped: the CLI's "input failed" case.
+    pub fn failed(&self) -> bool {
+        self.objects.is_empty() && !self.dropped.is_empty()
+    }
+}

@@ -1,0 +1,379 @@
+//! JSON Schemas: compile (after a meta-schema check whose errors point into the schema), validate
+//! with errors that carry the instance's JSON pointer, and diagnose discriminated unions.
+//!
+//! A *discriminated union* is a `oneOf`/`anyOf` whose branches each pin the `type` field to one
+//! value (`"type": {"const": "relationship"}`). For such a schema an object that fails is reported
+//! against the branch its `type` names — "`/object-entity`: expected boolean, got string" — rather
+//! than "matches none of oneOf", and an unknown `type` is reported as such, with the known values.
+//! The same branch selection is the fast path: a valid object is checked against one branch only.
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// The field that discriminates union branches (TrustGraph's convention).
+pub const DISCRIMINATOR: &str = "type";
+
+/// One schema violation: where in the instance, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// JSON pointer into the validated value ("" is the value itself).
+    pub pointer: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        write!(f, "{p}: {}", self.message)
+    }
+}
+
+/// Join violations into one line for a drop's detail.
+pub fn describe(violations: &[Violation]) -> String {
+    violations.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; ")
+}
+
+/// A compiled schema, ready to validate many values.
+pub struct CompiledSchema {
+    raw: Value,
+    validator: jsonschema::Validator,
+    union: Option<Union>,
+}
+
+impl std::fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledSchema").field("raw", &self.raw).finish_non_exhaustive()
+    }
+}
+
+struct Union {
+    keyword: &'static str,
+    branches: Vec<Branch>,
+    /// The root holds nothing but the union and metadata, so the selected branch alone decides.
+    branch_decides: bool,
+}
+
+struct Branch {
+    tag: String,
+    validator: jsonschema::Validator,
+    /// The branch as written (with the root's definitions), for coercion and export.
+    schema: Value,
+}
+
+/// Root keys that do not constrain instances (besides the union itself).
+const METADATA_KEYS: &[&str] = &[
+    "$schema", "$id", "$comment", "title", "description", "examples", "$defs", "definitions",
+];
+
+impl CompiledSchema {
+    /// Check `schema` against its meta-schema (draft 2020-12 unless `$schema` names another),
+    /// then compile it. `place` names the file or key the schema came from, for errors.
+    pub fn compile(schema: &Value, place: &str) -> Result<Self> {
+        check_meta(schema, place)?;
+        let validator = build_validator(schema, place)?;
+        let union = detect_union(schema, place)?;
+        Ok(CompiledSchema { raw: schema.clone(), validator, union })
+    }
+
+    /// The schema as given.
+    pub fn raw(&self) -> &Value {
+        &self.raw
+    }
+
+    /// The branch values of a discriminated union (`["definition", "relationship"]`), if any.
+    pub fn union_tags(&self) -> Vec<&str> {
+        self.union.as_ref().map(|u| u.branches.iter().map(|b| b.tag.as_str()).collect()).unwrap_or_default()
+    }
+
+    /// The schema that applies to `value` for coercion: the selected union branch, or the root.
+    pub fn schema_for(&self, value: &Value) -> &Value {
+        if let Some(u) = &self.union {
+            if let Some(b) = u.select(value) {
+                return &b.schema;
+            }
+        }
+        &self.raw
+    }
+
+    /// Whether `value` is valid, without building error messages.
+    pub fn is_valid(&self, value: &Value) -> bool {
+        if let Some(u) = &self.union {
+            if u.branch_decides {
+                if let Some(b) = u.select(value) {
+                    return b.validator.is_valid(value);
+                }
+            }
+        }
+        self.validator.is_valid(value)
+    }
+
+    /// Validate `value`; on failure, every violation with its JSON pointer.
+    pub fn validate(&self, value: &Value) -> std::result::Result<(), Vec<Violation>> {
+        if let Some(u) = &self.union {
+            if u.branch_decides {
+                if let Some(b) = u.select(value) {
+                    return check(&b.validator, value).map_err(|v| b.annotate(v));
+                }
+            }
+        }
+        let Err(violations) = check(&self.validator, value) else {
+            return Ok(());
+        };
+        // A failing member of a discriminated union: say which branch, and why.
+        if let Some(u) = &self.union {
+            if let Some(b) = u.select(value) {
+                if let Err(branch) = check(&b.validator, value) {
+                    return Err(b.annotate(branch));
+                }
+                return Err(violations);
+            }
+            if value.is_object() {
+                return Err(vec![u.unknown_tag(value)]);
+            }
+        }
+        Err(violations)
+    }
+}
+
+impl Branch {
+    /// Say which branch the violations were checked against.
+    fn annotate(&self, violations: Vec<Violation>) -> Vec<Violation> {
+        violations
+            .into_iter()
+            .map(|v| Violation { message: format!("{} (as `{}`)", v.message, self.tag), ..v })
+            .collect()
+    }
+}
+
+impl Union {
+    fn select(&self, value: &Value) -> Option<&Branch> {
+        let tag = value.get(DISCRIMINATOR)?.as_str()?;
+        self.branches.iter().find(|b| b.tag == tag)
+    }
+
+    fn unknown_tag(&self, value: &Value) -> Violation {
+        let known = self.branches.iter().map(|b| format!("`{}`", b.tag)).collect::<Vec<_>>().join(", ");
+        match value.get(DISCRIMINATOR) {
+            None => Violation {
+                pointer: String::new(),
+                message: format!("missing `{DISCRIMINATOR}` field; expected one of {known} ({})", self.keyword),
+            },
+            Some(other) => Violation {
+                pointer: format!("/{DISCRIMINATOR}"),
+                message: format!("unknown {DISCRIMINATOR} {other}; expected one of {known}"),
+            },
+        }
+    }
+}
+
+fn check(validator: &jsonschema::Validator, value: &Value) -> std::result::Result<(), Vec<Violation>> {
+    let violations: Vec<Violation> = validator
+        .iter_errors(value)
+        .map(|e| Violation { pointer: e.instance_path().as_str().to_string(), message: message_of(&e) })
+        .collect();
+    if violations.is_empty() { Ok(()) } else { Err(violations) }
+}
+
+/// Plain-words messages for the common failures; the crate's own text for the rest.
+fn message_of(e: &jsonschema::ValidationError<'_>) -> String {
+    use jsonschema::error::ValidationErrorKind as K;
+    match e.kind() {
+        K::Type { kind } => {
+            let expected = match kind {
+                jsonschema::error::TypeKind::Single(t) => t.to_string(),
+                jsonschema::error::TypeKind::Multiple(set) => {
+                    set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ")
+                }
+            };
+            format!("expected {expected}, got {}", json_type(e.instance()))
+        }
+        K::Required { property } => format!("missing required field {property}"),
+        K::AdditionalProperties { unexpected } => {
+            format!("unexpected field(s) {}", unexpected.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "))
+        }
+        K::Constant { expected_value } => format!("expected {expected_value}, got {}", short(e.instance())),
+        K::Enum { options } => format!("expected one of {options}, got {}", short(e.instance())),
+        _ => e.to_string(),
+    }
+}
+
+fn json_type(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(_) => "boolean".into(),
+        Value::Number(_) => "number".into(),
+        Value::String(s) => format!("string {}", short(&Value::String(s.clone()))),
+        Value::Array(_) => "array".into(),
+        Value::Object(_) => "object".into(),
+    }
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 60 { format!("{}…", s.chars().take(60).collect::<String>()) } else { s }
+}
+
+fn check_meta(schema: &Value, place: &str) -> Result<()> {
+    if !(schema.is_object() || schema.is_boolean()) {
+        return Err(Error::Schema {
+            place: place.into(),
+            pointer: "/".into(),
+            message: format!("a schema must be an object or a boolean, not {}", json_type(schema)),
+        });
+    }
+    let meta = jsonschema::meta::validator_for(schema).map_err(|e| Error::Schema {
+        place: place.into(),
+        pointer: "/$schema".into(),
+        message: format!("unknown meta-schema: {e}"),
+    })?;
+    let errors: Vec<String> = meta
+        .iter_errors(schema)
+        .map(|e| {
+            let p = e.instance_path().as_str();
+            format!("{}: {}", if p.is_empty() { "/" } else { p }, message_of(&e))
+        })
+        .collect();
+    if let Some(first) = errors.first() {
+        let (pointer, message) = first.split_once(": ").unwrap_or(("/", first));
+        let mut message = message.to_string();
+        if errors.len() > 1 {
+            message.push_str(&format!(" (and {} more: {})", errors.len() - 1, errors[1..].join("; ")));
+        }
+        return Err(Error::Schema { place: place.into(), pointer: pointer.into(), message });
+    }
+    Ok(())
+}
+
+fn build_validator(schema: &Value, place: &str) -> Result<jsonschema::Validator> {
+    let mut options = jsonschema::options();
+    if schema.get("$schema").is_none() {
+        options = options.with_draft(jsonschema::Draft::Draft202012);
+    }
+    options.build(schema).map_err(|e| Error::Schema {
+        place: place.into(),
+        pointer: {
+            let p = e.schema_path().as_str().to_string();
+            if p.is_empty() { "/".into() } else { p }
+        },
+        message: e.to_string(),
+    })
+}
+
+/// Find a discriminated union at the root: every branch of `oneOf`/`anyOf` pins `type` to one
+/// distinct string. Branches given as local `$ref`s are followed.
+fn detect_union(schema: &Value, place: &str) -> Result<Option<Union>> {
+    let Some(root) = schema.as_object() else { return Ok(None) };
+    let (keyword, branches) = match (root.get("oneOf"), root.get("anyOf")) {
+        (Some(Value::Array(b)), None) => ("oneOf", b),
+        (None, Some(Value::Array(b))) => ("anyOf", b),
+        _ => return Ok(None),
+    };
+    let mut out: Vec<Branch> = Vec::new();
+    for (i, branch) in branches.iter().enumerate() {
+        let resolved = resolve_local_ref(schema, branch).unwrap_or(branch);
+        let Some(tag) = pinned_tag(resolved) else { return Ok(None) };
+        if out.iter().any(|b| b.tag == tag) {
+            return Ok(None);
+        }
+        // Compile the branch on its own, carrying the root's definitions so its `$ref`s resolve.
+        let mut standalone = resolved.as_object().cloned().unwrap_or_default();
+        for key in ["$schema", "$defs", "definitions"] {
+            if let Some(v) = root.get(key) {
+                standalone.entry(key.to_string()).or_insert_with(|| v.clone());
+            }
+        }
+        if refs_outside_definitions(&Value::Object(standalone.clone())) {
+            return Ok(None);
+        }
+        let standalone = Value::Object(standalone);
+        let validator = build_validator(&standalone, &format!("{place} (branch /{keyword}/{i})"))?;
+        out.push(Branch { tag, validator, schema: standalone });
+    }
+    if out.is_empty() {
+        return Ok(None);
+    }
+    let branch_decides = root.keys().all(|k| k == keyword || METADATA_KEYS.contains(&k.as_str()));
+    Ok(Some(Union { keyword, branches: out, branch_decides }))
+}
+
+fn pinned_tag(branch: &Value) -> Option<String> {
+    let prop = branch.get("properties")?.get(DISCRIMINATOR)?;
+    if let Some(Value::String(s)) = prop.get("const") {
+        return Some(s.clone());
+    }
+    match prop.get("enum") {
+        Some(Value::Array(values)) if values.len() == 1 => values[0].as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// Follow a `{"$ref": "#/…"}` within the same document.
+pub fn resolve_local_ref<'a>(root: &'a Value, node: &'a Value) -> Option<&'a Value> {
+    let r = node.get("$ref")?.as_str()?;
+    let pointer = r.strip_prefix('#')?;
+    root.pointer(pointer)
+}
+
+fn refs_outside_definitions(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.iter().any(|(k, v)| {
+            (k == "$ref"
+                && v.as_str().is_some_and(|r| !(r.starts_with("#/$defs/") || r.starts_with("#/definitions/"))))
+                || refs_outside_definitions(v)
+        }),
+        Value::Array(a) => a.iter().any(refs_outside_definitions),
+        _ => false,
+    }
+}
+
+/// The schema of one element of an array schema (`items`, following a local `$ref`), with the
+/// root's definitions carried along so it compiles on its own.
+pub fn items_schema(schema: &Value) -> Option<Value> {
+    let items = schema.get("items")?;
+    let items = resolve_local_ref(schema, items).unwrap_or(items);
+    Some(with_definitions(schema, items))
+}
+
+/// The schema of property `key` of an object schema, if it is declared.
+pub fn property_schema(schema: &Value, key: &str) -> Option<Value> {
+    let prop = schema.get("properties")?.get(key)?;
+    let prop = resolve_local_ref(schema, prop).unwrap_or(prop);
+    Some(with_definitions(schema, prop))
+}
+
+fn with_definitions(root: &Value, sub: &Value) -> Value {
+    let Some(sub_map) = sub.as_object() else { return sub.clone() };
+    let mut out: Map<String, Value> = sub_map.clone();
+    if let Some(root) = root.as_object() {
+        for key in ["$schema", "$defs", "definitions"] {
+            if let Some(v) = root.get(key) {
+                out.entry(key.to_string()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn union_branch_is_blamed() {
+        let s = CompiledSchema::compile(
+            &json!({"oneOf": [
+                {"type": "object", "properties": {"type": {"const": "a"}, "x": {"type": "string"}}, "required": ["type", "x"]},
+                {"type": "object", "properties": {"type": {"const": "b"}, "y": {"type": "boolean"}}, "required": ["type", "y"]}
+            ]}),
+            "t",
+        )
+        .unwrap();
+        let err = s.validate(&json!({"type": "b", "y": "yes"})).unwrap_err();
+        assert_eq!(err[0].pointer, "/y");
+        assert!(err[0].message.starts_with("expected boolean"), "{}", err[0].message);
+        let err = s.validate(&json!({"type": "c"})).unwrap_err();
+        assert!(err[0].message.contains("unknown type \"c\""), "{}", err[0].message);
+    }
+}

@@ -1,0 +1,142 @@
+//! Templates (minijinja), compatible with what TrustGraph's prompts use: `{{ x }}`, `{{ a.b }}`,
+//! `{% for k, v in d.items() %}`, `|join(', ')`, `{% if a and b %}`.
+//!
+//! Undefined variables are errors that name the template, line and variable — never an empty
+//! string silently sent to a model. Terms merge in TrustGraph's order: global terms, then the
+//! prompt's `terms`, then the run's variables (later wins).
+
+use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, Value as JValue};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// A compiled template with its name (for errors) and source.
+#[derive(Debug, Clone)]
+pub struct Template {
+    name: String,
+    source: String,
+}
+
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    env.set_keep_trailing_newline(true);
+    // Python-style methods (`d.items()`, `s.upper()`) as TrustGraph's templates use them.
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env
+}
+
+impl Template {
+    /// Compile `source`; a syntax error names the template and line.
+    pub fn new(name: &str, source: &str) -> Result<Self> {
+        let env = environment();
+        env.template_from_named_str(name, source).map_err(|e| Error::TemplateSyntax {
+            name: name.into(),
+            line: e.line(),
+            message: e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
+        })?;
+        Ok(Template { name: name.into(), source: source.into() })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The top-level variables the template reads, sorted (what an input form must offer).
+    pub fn variables(&self) -> Vec<String> {
+        let env = environment();
+        let Ok(t) = env.template_from_named_str(&self.name, &self.source) else { return Vec::new() };
+        let mut vars: Vec<String> = t.undeclared_variables(false).into_iter().collect();
+        vars.sort();
+        vars
+    }
+
+    /// Render with `ctx`. An undefined variable is an error naming it.
+    pub fn render(&self, ctx: &Map<String, Value>) -> Result<String> {
+        let env = environment();
+        let t = env.template_from_named_str(&self.name, &self.source).map_err(|e| Error::TemplateSyntax {
+            name: self.name.clone(),
+            line: e.line(),
+            message: e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
+        })?;
+        t.render(JValue::from_serialize(ctx)).map_err(|e| {
+            if e.kind() == ErrorKind::UndefinedError {
+                let nested: Vec<String> = t.undeclared_variables(true).into_iter().collect();
+                let variable = self.missing_variable(&nested, ctx, e.line());
+                Error::TemplateUndefined { name: self.name.clone(), line: e.line(), variable }
+            } else {
+                Error::TemplateRender {
+                    name: self.name.clone(),
+                    line: e.line(),
+                    message: e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
+                }
+            }
+        })
+    }
+
+    /// Which variable was undefined: of those the template reads that `ctx` cannot supply, prefer
+    /// one that appears on the failing line.
+    fn missing_variable(&self, nested: &[String], ctx: &Map<String, Value>, line: Option<usize>) -> String {
+        let mut missing: Vec<&String> = nested.iter().filter(|path| !resolvable(ctx, path)).collect();
+        missing.sort();
+        let line_text = line.and_then(|l| self.source.lines().nth(l.saturating_sub(1))).unwrap_or("");
+        missing
+            .iter()
+            .find(|m| line_text.contains(m.as_str()))
+            .or(missing.first())
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "(unknown)".into())
+    }
+}
+
+/// Whether a dotted path (`a.b.c`) resolves in `ctx`. Method calls (`d.items`) count as
+/// resolvable once their receiver is.
+fn resolvable(ctx: &Map<String, Value>, path: &str) -> bool {
+    let mut parts = path.split('.');
+    let Some(first) = parts.next() else { return true };
+    let Some(mut cur) = ctx.get(first) else { return false };
+    for p in parts {
+        match cur {
+            Value::Object(m) => match m.get(p) {
+                Some(v) => cur = v,
+                None => return is_method(p),
+            },
+            _ => return true,
+        }
+    }
+    true
+}
+
+fn is_method(name: &str) -> bool {
+    matches!(name, "items" | "keys" | "values" | "get" | "upper" | "lower" | "strip" | "split" | "join")
+}
+
+/// Merge terms in TrustGraph's order: `global`, then the prompt's `terms`, then the run's `vars`.
+pub fn merge_terms(global: &Map<String, Value>, prompt: &Map<String, Value>, vars: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = global.clone();
+    for (k, v) in prompt.iter().chain(vars.iter()) {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+/// Parse `k=v` run variables. A value that is valid JSON (object, array, number, boolean) is
+/// taken as JSON; anything else is a string.
+pub fn parse_var(spec: &str) -> Result<(String, Value)> {
+    let (k, v) = spec
+        .split_once('=')
+        .ok_or_else(|| Error::Usage(format!("--var `{spec}`: expected NAME=VALUE")))?;
+    if k.is_empty() {
+        return Err(Error::Usage(format!("--var `{spec}`: the name is empty")));
+    }
+    let value = match serde_json::from_str::<Value>(v) {
+        Ok(j @ (Value::Object(_) | Value::Array(_) | Value::Number(_) | Value::Bool(_))) => j,
+        _ => Value::String(v.to_string()),
+    };
+    Ok((k.to_string(), value))
+}
