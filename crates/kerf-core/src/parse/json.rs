@@ -107,7 +107,8 @@ struct Salvager<'a, 'r> {
 enum Read {
     Value(Value, usize),
     CutOff,
-    Broken(String),
+    /// Does not parse: the message, and the offset where parsing failed.
+    Broken(String, usize),
 }
 
 /// At most this many candidate openings are tried when looking for the value inside prose.
@@ -119,7 +120,15 @@ impl Salvager<'_, '_> {
         match stream.next() {
             Some(Ok(v)) => Read::Value(v, pos + stream.byte_offset()),
             Some(Err(e)) if e.is_eof() => Read::CutOff,
-            Some(Err(e)) => Read::Broken(strip_position(&e.to_string())),
+            Some(Err(e)) => {
+                let at = if e.line() <= 1 {
+                    pos + e.column().saturating_sub(1)
+                } else {
+                    let line = self.lines.line_of(pos) + e.line() - 1;
+                    self.lines.start_of(line, self.text.len()) + e.column().saturating_sub(1)
+                };
+                Read::Broken(strip_position(&e.to_string()), at.min(end))
+            }
             None => Read::CutOff,
         }
     }
@@ -132,21 +141,47 @@ impl Salvager<'_, '_> {
         pos
     }
 
-    /// Find the JSON value in `[start, end)` — the first `{` or `[` that opens a value that
-    /// parses, or runs to the end — and take it.
+    /// Find the JSON value in `[start, end)` and take it. Candidates are the `{` and `[` openings;
+    /// the first whose value is complete and valid wins at once, otherwise the one that reaches
+    /// furthest (complete, cut off at the end, or broken part-way — salvage handles the last two),
+    /// so a stray `[1]` in the prose does not hide the real answer.
     fn find_and_take(&mut self, start: usize, end: usize) {
         let bytes = self.text.as_bytes();
         let mut pos = start;
+        let mut best: Option<(usize, usize)> = None; // (reach, opening offset)
         for _ in 0..MAX_CANDIDATES {
             let Some(i) = memchr::memchr2(b'{', b'[', &bytes[pos..end]) else { break };
             let at = pos + i;
-            match self.read(at, end) {
-                Read::Value(..) | Read::CutOff => {
-                    self.take(at, end);
-                    return;
+            let reach = match self.read(at, end) {
+                Read::Value(v, next) => {
+                    if self.parser.schema.as_ref().is_some_and(|s| s.is_valid(&v)) {
+                        self.take(at, end);
+                        return;
+                    }
+                    pos = next;
+                    next
                 }
-                Read::Broken(_) => pos = at + 1,
+                Read::CutOff => {
+                    pos = end;
+                    end
+                }
+                Read::Broken(_, failed_at) => {
+                    pos = at + 1;
+                    // A value that breaks after at least one complete element is salvageable
+                    // and counts as reaching the end; a stray bracket in prose does not.
+                    if self.first_member_parses(at, end) { end } else { failed_at }
+                }
+            };
+            if best.is_none_or(|(r, _)| reach > r) {
+                best = Some((reach, at));
             }
+            if pos >= end {
+                break;
+            }
+        }
+        if let Some((_, at)) = best {
+            self.take(at, end);
+            return;
         }
         // No object or array: perhaps a bare scalar.
         let body = self.text[start..end].trim();
@@ -157,6 +192,20 @@ impl Salvager<'_, '_> {
         }
     }
 
+    /// Whether the first element (of an array) or first member (of an object) at `at` parses.
+    fn first_member_parses(&self, at: usize, end: usize) -> bool {
+        let mut pos = self.skip_ws(at + 1, end);
+        if self.text.as_bytes()[at] == b'{' {
+            let Read::Value(Value::String(_), next) = self.read(pos, end) else { return false };
+            pos = self.skip_ws(next, end);
+            if self.text.as_bytes().get(pos) != Some(&b':') {
+                return false;
+            }
+            pos = self.skip_ws(pos + 1, end);
+        }
+        matches!(self.read(pos, end), Read::Value(..))
+    }
+
     fn take(&mut self, at: usize, end: usize) {
         let line = self.lines.line_of(at);
         if self.text.as_bytes()[at] == b'[' {
@@ -165,7 +214,12 @@ impl Salvager<'_, '_> {
             self.report.objects.extend(elements);
             return;
         }
+        let drops_before = self.report.dropped.len();
         let Some(object) = self.walk_object(at, end) else { return };
+        if object.is_empty() && self.report.dropped.len() > drops_before {
+            // Nothing complete was recovered: report the drops, not an empty object.
+            return;
+        }
         let acceptor = Acceptor { schema: None, post: &self.parser.post, vars: self.vars };
         acceptor.finish(self.report, line, Value::Object(object));
     }
@@ -224,7 +278,7 @@ impl Salvager<'_, '_> {
                     self.report.truncated = true;
                     break;
                 }
-                Read::Broken(msg) => {
+                Read::Broken(msg, _) => {
                     elements.drop(line, DropKind::InvalidJson, format!("{msg}: {}", excerpt(&self.text[pos..line_end(self.text, pos)])));
                     match self.resync(pos, end) {
                         Some(p) => pos = p,
@@ -340,7 +394,7 @@ impl Salvager<'_, '_> {
                     self.report.truncated = true;
                     return Some(out);
                 }
-                Read::Broken(msg) => {
+                Read::Broken(msg, _) => {
                     self.report.drop(line, DropKind::InvalidJson, format!("value of `{key}`: {msg}"));
                     return Some(out);
                 }

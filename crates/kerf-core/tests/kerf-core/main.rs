@@ -1,0 +1,14 @@
+//! kerf-core's integration tests: one binary, one module per area.
+
+mod delimited;
+mod export;
+mod json;
+mod jsonl;
+mod lint;
+mod post;
+mod prompt_file;
+mod robustness;
+mod schema;
+mod shipped;
+mod support;
+mod template;

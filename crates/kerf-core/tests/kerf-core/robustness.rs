@@ -1,0 +1,52 @@
+//! Bad input: never a panic, always a report or a clear error.
+
+use kerf_core::ResponseType;
+use serde_json::Map;
+
+use crate::support::*;
+
+#[test]
+fn arbitrary_text_in_every_parser() {
+    let nasty = [
+        "", "\u{feff}", "{", "}", "[", "]", "[[[[", "]]]]", "```", "``", "{\"a\":", "\"unterminated",
+        "{\"a\": \"\u{1F600}\"", "é{ü}ß", "\0\0\0", ",,,,", "- ", "1. ", "<|COMPLETE|>", "(\"entity\"<|>",
+        "{}\n{}\n{", "[{}, {}, {", "{\"a\": [1, 2,\n{\"b\": 1}\n{\"c\": 2}",
+    ];
+    for t in ResponseType::ALL {
+        for salvage in [false, true] {
+            let p = parser(t, None).with_salvage(salvage);
+            for text in nasty {
+                let r = p.parse(text, &Map::new());
+                for d in &r.dropped {
+                    assert!(d.line >= 1 && d.line <= text.lines().count().max(1), "{t} {text:?}: line {}", d.line);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn deeply_nested_json_is_a_drop_not_a_stack_overflow() {
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    for t in [ResponseType::Json, ResponseType::Jsonl] {
+        let r = parser(t, None).parse(&deep, &Map::new());
+        assert!(r.objects.is_empty() || t == ResponseType::Json);
+        let _ = r;
+    }
+    let deep_obj = "{\"a\":".repeat(10_000) + "1" + &"}".repeat(10_000);
+    let r = parse(ResponseType::Jsonl, None, &deep_obj);
+    assert!(r.objects.is_empty());
+    assert_eq!(r.dropped[0].kind.as_str(), "invalid_json", "serde_json's recursion limit is reported");
+    let r = parser(ResponseType::Json, None).with_salvage(true).parse(&deep_obj, &Map::new());
+    assert!(r.objects.is_empty());
+}
+
+#[test]
+fn long_single_line_parses_in_linear_time_shape() {
+    // A 5 MB line of objects: every object recovered, no quadratic blow-up in the line scan.
+    let one = r#"{"entity": "x", "definition": "y"} "#;
+    let text = one.repeat(5_000_000 / one.len());
+    let r = parse(ResponseType::Jsonl, Some(definition_schema()), &text);
+    assert_eq!(r.objects.len(), 5_000_000 / one.len());
+    assert!(r.dropped.is_empty());
+}
