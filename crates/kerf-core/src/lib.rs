@@ -57,7 +57,11 @@ pub struct Rendered {
 impl Prompt {
     /// Load and compile a prompt file.
     pub fn load(path: &Path) -> Result<Self> {
-        let loaded = PromptFile::load(path)?;
+        Self::from_loaded(PromptFile::load(path)?, path)
+    }
+
+    /// Compile a prompt file loaded from `path` (keeps its warnings and location).
+    pub fn from_loaded(loaded: prompt::Loaded, path: &Path) -> Result<Self> {
         let mut p = Self::compile(loaded.file, &path.display().to_string())?;
         p.path = Some(path.to_path_buf());
         p.warnings = loaded.warnings;

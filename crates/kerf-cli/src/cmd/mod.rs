@@ -11,11 +11,11 @@ use std::path::Path;
 
 use anyhow::Result;
 
-/// Load and compile a prompt file, printing its warnings.
+/// Load and compile a prompt file, printing its warnings (even when compiling then fails).
 pub fn load_prompt(path: &Path) -> Result<kerf_core::Prompt> {
-    let prompt = kerf_core::Prompt::load(path)?;
-    crate::output::warn_all(&prompt.warnings);
-    Ok(prompt)
+    let loaded = kerf_core::PromptFile::load(path)?;
+    crate::output::warn_all(&loaded.warnings);
+    Ok(kerf_core::Prompt::from_loaded(loaded, path)?)
 }
 
 /// Load a schema file, or the schema of a prompt file (a JSON object with a `prompt` key).

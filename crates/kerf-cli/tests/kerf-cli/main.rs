@@ -1,0 +1,253 @@
+//! The `kerf` binary as users and tools call it: exit codes, the documented `--json` forms,
+//! standard input, files written, and errors that name the place.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use rstest::rstest;
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn kerf(args: &[&str]) -> Output {
+    kerf_stdin(args, None)
+}
+
+fn kerf_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    if let Some(bytes) = stdin {
+        pipe.write_all(bytes).unwrap();
+    }
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+fn stdout_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tmp(name: &str, content: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(name);
+    std::fs::write(&p, content).unwrap();
+    (dir, p)
+}
+
+const UNION_REPLY: &str = "```jsonl\n{\"type\": \"definition\", \"entity\": \"DNA\", \"definition\": \"Genetic molecule\"}\n{\"type\": \"relationship\", \"subject\": \"DNA\", \"predicate\": \"in\", \"object\": \"nucleus\", \"object-entity\": \"yes\"}\n{\"type\": \"relationship\", \"subject\": \"RNA\", \"predicate\": \"from\", \"object\": \"DNA\", \"object-entity\": true}\n{\"type\": \"definition\", \"entity\": \"RNA\", \"defin";
+
+#[test]
+fn parse_json_form_is_exactly_objects_dropped_truncated() {
+    let (_d, reply) = tmp("reply.txt", UNION_REPLY.as_bytes());
+    let o = kerf(&["parse", reply.to_str().unwrap(), "--type", "jsonl", "--prompt", "prompts/agent-kg-extract.json", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys, vec!["objects", "dropped", "truncated"]);
+    assert_eq!(
+        v["objects"],
+        json!([
+            {"type": "definition", "entity": "DNA", "definition": "Genetic molecule"},
+            {"type": "relationship", "subject": "RNA", "predicate": "from", "object": "DNA", "object-entity": true}
+        ])
+    );
+    assert_eq!(
+        v["dropped"],
+        json!([
+            {"line": 3, "kind": "schema", "detail": "/object-entity: expected boolean, got string \"yes\" (as `relationship`)"},
+            {"line": 5, "kind": "truncated", "detail": "cut off: {\"type\": \"definition\", \"entity\": \"RNA\", \"defin"}
+        ])
+    );
+    assert_eq!(v["truncated"], true);
+}
+
+#[test]
+fn parse_reads_standard_input() {
+    let o = kerf_stdin(&["parse", "-", "--type", "jsonl", "--json"], Some(b"{\"a\": 1}\n{\"b\": 2}\n"));
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout_json(&o)["objects"], json!([{"a": 1}, {"b": 2}]));
+}
+
+#[test]
+fn parse_human_output_lists_objects_and_drops() {
+    let (_d, reply) = tmp("reply.txt", UNION_REPLY.as_bytes());
+    let o = kerf(&["parse", reply.to_str().unwrap(), "--prompt", "prompts/agent-kg-extract.json"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("jsonl, 2 object(s) accepted, 2 dropped (1 schema, 1 truncated), reply was CUT OFF"), "{out}");
+    assert!(out.contains("line    3  schema"), "{out}");
+}
+
+#[rstest]
+// Strict JSON that is cut off: nothing usable → exit 1.
+#[case::strict_json_cut(&["--type", "json"], "[{\"a\": 1}, {\"b\"", 1)]
+// Salvage recovers the complete element → exit 0.
+#[case::salvage_json_cut(&["--type", "json", "--salvage"], "[{\"a\": 1}, {\"b\"", 0)]
+// JSONL with drops but objects → 0; with --fail-on-drop → 1.
+#[case::jsonl_partial(&["--type", "jsonl"], "{\"a\": 1}\n{\"b\"", 0)]
+#[case::jsonl_fail_on_drop(&["--type", "jsonl", "--fail-on-drop"], "{\"a\": 1}\n{\"b\"", 1)]
+// Usage errors → 2.
+#[case::no_type(&[], "{}", 2)]
+#[case::unknown_type(&["--type", "xml"], "{}", 2)]
+fn parse_exit_codes(#[case] extra: &[&str], #[case] reply: &str, #[case] code: i32) {
+    let mut args = vec!["parse", "-"];
+    args.extend_from_slice(extra);
+    let o = kerf_stdin(&args, Some(reply.as_bytes()));
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+}
+
+#[test]
+fn invalid_utf8_is_a_clear_error() {
+    let (_d, reply) = tmp("bad.txt", b"{\"a\": \"\xff\xfe\"}");
+    let o = kerf(&["parse", reply.to_str().unwrap(), "--type", "jsonl"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("bad.txt: not valid UTF-8 (first bad byte at offset 7)"), "{e}");
+    assert!(!e.contains("panicked"));
+}
+
+#[test]
+fn missing_file_is_an_io_error() {
+    let o = kerf(&["parse", "no/such/file.txt", "--type", "jsonl", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no/such/file.txt"), "{}", stderr(&o));
+    assert_eq!(stdout_json(&o)["error"]["code"], "io");
+}
+
+#[test]
+fn schema_that_is_not_a_schema() {
+    let (_d, s) = tmp("s.json", br#"{"type": "object", "properties": {"a": {"type": "strng"}}}"#);
+    let o = kerf_stdin(&["parse", "-", "--type", "jsonl", "--schema", s.to_str().unwrap()], Some(b"{}"));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("s.json: invalid JSON Schema at /properties/a/type"), "{}", stderr(&o));
+}
+
+#[test]
+fn hundred_megabyte_reply() {
+    // 100 MB of JSONL: every line recovered, no panic, exit 0.
+    let line = b"{\"entity\": \"photosynthesis\", \"definition\": \"how plants turn light into sugar\"}\n";
+    let n = 100_000_000 / line.len();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
+    for _ in 0..n {
+        f.write_all(line).unwrap();
+    }
+    drop(f);
+    let o = kerf(&["parse", p.to_str().unwrap(), "--prompt", "prompts/extract-definitions.json", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_eq!(v["objects"].as_array().unwrap().len(), n);
+    assert_eq!(v["dropped"], json!([]));
+}
+
+#[test]
+fn render_sample_and_undefined_variable() {
+    let o = kerf(&["render", "prompts/extract-definitions.json", "--sample", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert!(v["user"].as_str().unwrap().contains("Photosynthesis is the process"));
+    assert_eq!(v["variables"], json!(["text"]));
+    let o = kerf(&["render", "prompts/extract-definitions.json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("template `extract-definitions` line 8: undefined variable `text`"), "{}", stderr(&o));
+}
+
+#[test]
+fn render_template_syntax_error_and_unknown_key_warning() {
+    let (_d, p) = tmp("p.json", b"{\n\"prompt\": \"ok\\n{% if %}\",\n\"temperature\": 1\n}");
+    let o = kerf(&["render", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("p.json:3: unknown key `temperature` ignored"), "{e}");
+    assert!(e.contains("template `p` line 2: syntax error"), "{e}");
+}
+
+#[test]
+fn prompt_file_of_the_wrong_shape() {
+    let (_d, p) = tmp("p.json", br#"{"prompt": "x", "response-type": "yaml"}"#);
+    let o = kerf_stdin(&["parse", "-", "--prompt", p.to_str().unwrap()], Some(b"x"));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("key `response-type`: unknown variant `yaml`"), "{}", stderr(&o));
+}
+
+#[test]
+fn export_bundle_to_stdout_and_file_then_import_round_trips() {
+    let o = kerf(&["export", "prompts/agent-kg-extract.json", "prompts/extract-definitions.json", "--to", "trustgraph-bundle"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys, vec!["system", "template-index", "template.agent-kg-extract", "template.extract-definitions"]);
+    assert!(v.as_object().unwrap().values().all(Value::is_string));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bundle.json");
+    let o = kerf(&["export", "prompts/agent-kg-extract.json", "--to", "trustgraph-bundle", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stdout.is_empty());
+    let imported = dir.path().join("imported");
+    let o = kerf(&["import", out.to_str().unwrap(), "--out-dir", imported.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let original: Value = serde_json::from_str(&std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap()).unwrap();
+    let back: Value = serde_json::from_str(&std::fs::read_to_string(imported.join("agent-kg-extract.json")).unwrap()).unwrap();
+    assert_eq!(back, original);
+    // A second import refuses to overwrite.
+    let o = kerf(&["import", out.to_str().unwrap(), "--out-dir", imported.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn export_openai_and_anthropic() {
+    let o = kerf(&["export", "prompts/agent-kg-extract-array.json", "--to", "openai"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v = stdout_json(&o);
+    assert_eq!(v["json_schema"]["strict"], true);
+    assert!(v["json_schema"]["schema"]["properties"]["items"]["items"]["anyOf"].is_array());
+    assert!(stderr(&o).contains("`oneOf` is not supported"), "{}", stderr(&o));
+    let o = kerf(&["export", "prompts/extract-definitions.json", "--to", "anthropic"]);
+    assert_eq!(stdout_json(&o)["tool_choice"]["type"], "tool");
+    let o = kerf(&["export", "prompts/extract-definitions.json", "prompts/extract-topics.json", "--to", "openai"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn lint_reports_per_provider_and_exits_1_on_errors() {
+    let o = kerf(&["lint", "prompts/agent-kg-extract.json", "--json"]);
+    let v = stdout_json(&o);
+    let gemini_oneof = v["findings"].as_array().unwrap().iter().any(|f| f["provider"] == "gemini" && f["keyword"] == "oneOf" && f["severity"] == "error");
+    assert!(gemini_oneof, "{v}");
+    assert_eq!(o.status.code(), Some(1));
+    let o = kerf(&["lint", "prompts/agent-kg-extract.json", "--provider", "anthropic"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    let o = kerf(&["lint", "prompts/agent-kg-extract.json", "--provider", "cohere"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn check_every_shipped_file() {
+    let o = kerf(&["check", "prompts", "schemas", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(stdout_json(&o)["failed"], 0);
+}
+
+#[test]
+fn help_has_examples() {
+    for cmd in ["render", "parse", "lint", "export", "import", "check"] {
+        let o = kerf(&[cmd, "--help"]);
+        assert_eq!(o.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"), "{cmd}");
+    }
+}
