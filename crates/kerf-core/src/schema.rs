@@ -110,6 +110,10 @@ impl CompiledSchema {
 
     /// Validate `value`; on failure, every violation with its JSON pointer.
     pub fn validate(&self, value: &Value) -> std::result::Result<(), Vec<Violation>> {
+        // The common case first: a yes/no check is much cheaper than collecting errors.
+        if self.is_valid(value) {
+            return Ok(());
+        }
         if let Some(u) = &self.union {
             if u.branch_decides {
                 if let Some(b) = u.select(value) {

@@ -41,11 +41,14 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
         Ok(v) => v,
         Err(e) => {
             let line = body_line + e.line().saturating_sub(1);
-            if e.is_eof() {
+            let at = lines.start_of(line, text.len());
+            let err_at = (if e.line() <= 1 { offset + lead } else { at } + e.column().saturating_sub(1)).min(text.len());
+            let body_end = offset + body.len();
+            // Broken only by the end of the body (a cut string then a newline) is cut off too.
+            if e.is_eof() || text.get(err_at..body_end).is_some_and(|rest| rest.trim().is_empty()) {
                 report.drop(body_line, DropKind::Truncated, format!("the JSON value is cut off: {}", strip_position(&e.to_string())));
                 report.truncated = true;
             } else {
-                let at = lines.start_of(line, text.len());
                 report.drop(line, DropKind::InvalidJson, format!("{} (column {}): {}", strip_position(&e.to_string()), e.column(), excerpt(&text[at..line_end(text, at)])));
             }
             return report;
@@ -127,7 +130,12 @@ impl Salvager<'_, '_> {
                     let line = self.lines.line_of(pos) + e.line() - 1;
                     self.lines.start_of(line, self.text.len()) + e.column().saturating_sub(1)
                 };
-                Read::Broken(strip_position(&e.to_string()), at.min(end))
+                let at = at.min(end);
+                if self.text[at..end].trim().is_empty() {
+                    // Broken only by the end of the text (a cut string then a newline): cut off.
+                    return Read::CutOff;
+                }
+                Read::Broken(strip_position(&e.to_string()), at)
             }
             None => Read::CutOff,
         }

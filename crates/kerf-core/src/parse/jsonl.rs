@@ -11,13 +11,13 @@
 use serde_json::Value;
 
 use super::Acceptor;
-use super::lines::{LineIndex, at_line_start, excerpt, is_fence, line_end, list_marker_len, next_line_start};
+use super::lines::{LineCounter, at_line_start, excerpt, is_fence, line_end, list_marker_len, next_line_start};
 use crate::error::strip_position;
 use crate::report::{DropKind, ParseReport};
 
 pub(crate) fn parse(text: &str, acceptor: &Acceptor<'_>) -> ParseReport {
     let mut report = ParseReport::default();
-    let lines = LineIndex::new(text);
+    let mut lines = LineCounter::new(text);
     let bytes = text.as_bytes();
     let len = bytes.len();
     let mut pos = 0;
@@ -37,7 +37,7 @@ pub(crate) fn parse(text: &str, acceptor: &Acceptor<'_>) -> ParseReport {
             continue;
         }
         match c {
-            b'{' => pos = take_object(text, pos, &lines, acceptor, &mut report),
+            b'{' => pos = take_object(text, pos, &mut lines, acceptor, &mut report),
             b'[' => {
                 open_arrays += 1;
                 pos += 1;
@@ -54,7 +54,7 @@ pub(crate) fn parse(text: &str, acceptor: &Acceptor<'_>) -> ParseReport {
                         continue;
                     }
                 }
-                pos = take_other(text, pos, &lines, &mut report);
+                pos = take_other(text, pos, &mut lines, &mut report);
             }
         }
     }
@@ -65,8 +65,8 @@ pub(crate) fn parse(text: &str, acceptor: &Acceptor<'_>) -> ParseReport {
 }
 
 /// Read one object starting at `pos` (a `{`); returns where scanning resumes.
-fn take_object(text: &str, pos: usize, lines: &LineIndex, acceptor: &Acceptor<'_>, report: &mut ParseReport) -> usize {
-    let line = lines.line_of(pos);
+fn take_object(text: &str, pos: usize, lines: &mut LineCounter<'_>, acceptor: &Acceptor<'_>, report: &mut ParseReport) -> usize {
+    let line = lines.line_at(pos);
     let mut stream = serde_json::Deserializer::from_str(&text[pos..]).into_iter::<Value>();
     match stream.next() {
         Some(Ok(value)) => {
@@ -80,6 +80,14 @@ fn take_object(text: &str, pos: usize, lines: &LineIndex, acceptor: &Acceptor<'_
             text.len()
         }
         Some(Err(e)) => {
+            let err_line_start = if e.line() <= 1 { pos } else { nth_line_start(text, pos, e.line() - 1) };
+            let err_at = (err_line_start + e.column().saturating_sub(1)).min(text.len());
+            if text[err_at..].trim().is_empty() {
+                // Broken only by the end of the text (e.g. a cut string then a newline): cut off.
+                report.drop(line, DropKind::Truncated, format!("cut off: {}", excerpt(&text[pos..])));
+                report.truncated = true;
+                return text.len();
+            }
             report.drop(line, DropKind::InvalidJson, format!("{}: {}", strip_position(&e.to_string()), excerpt(&text[pos..line_end(text, pos)])));
             if e.line() <= 1 {
                 return next_line_start(text, pos);
@@ -87,9 +95,6 @@ fn take_object(text: &str, pos: usize, lines: &LineIndex, acceptor: &Acceptor<'_
             // The value ran over several lines before breaking. If the break is where a new
             // value starts on its line (an unterminated object followed by the next one), resume
             // there; otherwise after the broken line.
-            let err_line = line + e.line() - 1;
-            let err_line_start = lines.start_of(err_line, text.len());
-            let err_at = (err_line_start + e.column().saturating_sub(1)).min(text.len());
             let first_non_blank = text[err_line_start..]
                 .find(|c: char| !c.is_ascii_whitespace())
                 .map(|i| err_line_start + i)
@@ -102,8 +107,8 @@ fn take_object(text: &str, pos: usize, lines: &LineIndex, acceptor: &Acceptor<'_
 
 /// Something at `pos` that does not start an object: a scalar (dropped as `not_object`) or prose
 /// (dropped as `prose`, up to an object that starts later on the same line).
-fn take_other(text: &str, pos: usize, lines: &LineIndex, report: &mut ParseReport) -> usize {
-    let line = lines.line_of(pos);
+fn take_other(text: &str, pos: usize, lines: &mut LineCounter<'_>, report: &mut ParseReport) -> usize {
+    let line = lines.line_at(pos);
     let eol = line_end(text, pos);
     if matches!(text.as_bytes()[pos], b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') {
         let mut stream = serde_json::Deserializer::from_str(&text[pos..eol]).into_iter::<Value>();
@@ -127,6 +132,11 @@ fn take_other(text: &str, pos: usize, lines: &LineIndex, report: &mut ParseRepor
             eol
         }
     }
+}
+
+/// Offset of the start of the `n`th line after the one containing `pos`.
+fn nth_line_start(text: &str, pos: usize, n: usize) -> usize {
+    memchr::memchr_iter(b'\n', &text.as_bytes()[pos..]).nth(n - 1).map(|i| pos + i + 1).unwrap_or(text.len())
 }
 
 fn kind(v: &Value) -> &'static str {

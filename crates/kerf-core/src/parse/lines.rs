@@ -27,6 +27,31 @@ impl LineIndex {
     }
 }
 
+/// 1-based line numbers for offsets visited in increasing order, counting newlines as it goes
+/// (the bytes were just read by the parser, so this stays in cache; no index to build).
+pub(crate) struct LineCounter<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    line: usize,
+}
+
+impl<'a> LineCounter<'a> {
+    pub fn new(text: &'a str) -> Self {
+        LineCounter { bytes: text.as_bytes(), pos: 0, line: 1 }
+    }
+
+    /// Line of `offset`; offsets must not go backwards.
+    pub fn line_at(&mut self, offset: usize) -> usize {
+        debug_assert!(offset >= self.pos);
+        let offset = offset.min(self.bytes.len());
+        if offset > self.pos {
+            self.line += memchr::memchr_iter(b'\n', &self.bytes[self.pos..offset]).count();
+            self.pos = offset;
+        }
+        self.line
+    }
+}
+
 /// Offset just past the end of the line containing `pos` (after its `\n`), or `text.len()`.
 pub(crate) fn next_line_start(text: &str, pos: usize) -> usize {
     memchr::memchr(b'\n', &text.as_bytes()[pos..]).map(|i| pos + i + 1).unwrap_or(text.len())

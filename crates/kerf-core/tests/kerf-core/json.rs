@@ -39,6 +39,7 @@ fn strict_single_object_is_the_one_object() {
 #[case::one_bad_element_fails_all("[{\"entity\": \"a\", \"definition\": \"A\"}, {\"entity\": \"b\"}]", (1, "schema"), false)]
 #[case::prose_around("Sure, here it is: [{\"entity\": \"a\", \"definition\": \"A\"}]", (1, "invalid_json"), false)]
 #[case::empty("", (1, "truncated"), true)]
+#[case::cut_string_then_newline("[{\"entity\": \"a\", \"definition\": \"A\"}, {\"entity\": \"b\n", (1, "truncated"), true)]
 fn strict_fails(#[case] text: &str, #[case] drop: (usize, &str), #[case] truncated: bool) {
     let r = parse(Json, Some(array_schema()), text);
     assert!(r.objects.is_empty());

@@ -31,6 +31,10 @@ fn defs(pairs: &[(&str, &str)]) -> Vec<Value> {
 #[case::truncated_final_line(
     "{\"entity\": \"a\", \"definition\": \"A\"}\n{\"entity\": \"b\", \"defin",
     &[("a", "A")], &[(2, "truncated")], true)]
+// A cut inside a string followed by a newline is still a cut, not invalid JSON.
+#[case::cut_string_then_newline(
+    "{\"entity\": \"a\", \"definition\": \"A\"}\n{\"entity\": \"b\", \"definition\": \"par\n",
+    &[("a", "A")], &[(2, "truncated")], true)]
 // Spec: invalid JSON lines interspersed.
 #[case::invalid_interspersed(
     "{\"entity\": \"a\", \"definition\": \"A\"}\n{\"entity\": b}\n{\"entity\": \"c\", \"definition\": \"C\"}",

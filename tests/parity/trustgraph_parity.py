@@ -1,0 +1,189 @@
+"""Parity with the real peer: TrustGraph's PromptManager (trustgraph-flow 2.11.1).
+
+The same replies go to TrustGraph's `PromptManager.invoke` (its real parse + validate path) and to
+`kerf parse --json`. Kerf must return the same objects wherever TrustGraph is right, and more
+wherever TrustGraph loses data. Then Kerf's TrustGraph export must load in
+`PromptManager.load_config` and render exactly what `kerf render` renders.
+
+Run by scripts/test with the venv made by scripts/peer-venv; prints 'N passed, N failed'.
+"""
+
+import asyncio
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+logging.disable(logging.CRITICAL)
+
+# trustgraph.base's __init__ imports the whole service stack (pulsar, prometheus, …). The prompt
+# manager needs one function from it, so load only that module, from the installed package.
+_spec = importlib.util.find_spec("trustgraph")
+_base_dir = Path(list(_spec.submodule_search_locations)[0]) / "base"
+_base = types.ModuleType("trustgraph.base")
+_base.__path__ = [str(_base_dir)]
+sys.modules["trustgraph.base"] = _base
+from trustgraph.base.schema_compatibility import is_strict_mode_compatible  # noqa: E402
+
+_base.is_strict_mode_compatible = is_strict_mode_compatible
+from trustgraph.template.prompt_manager import PromptManager  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+KERF = os.environ.get("KERF_BIN", "kerf")
+
+passed = 0
+failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok    {name}")
+    else:
+        failed += 1
+        print(f"FAIL  {name}: {detail}")
+
+
+def tg_objects(response_type, schema, reply):
+    pm = PromptManager()
+    pm.load_config({"template.t": json.dumps({"prompt": "x", "response-type": response_type, "schema": schema})})
+
+    async def llm(**_):
+        return reply
+
+    try:
+        out = asyncio.run(pm.invoke("t", {}, llm))
+    except RuntimeError:
+        return []
+    if response_type == "json":
+        return out if isinstance(out, list) else [out]
+    return out
+
+
+def kerf(*args, stdin=None):
+    p = subprocess.run([KERF, *args], input=stdin, capture_output=True, text=True, cwd=REPO)
+    return p
+
+
+def kerf_objects(response_type, schema_path, reply):
+    p = kerf("parse", "-", "--type", response_type, "--schema", str(schema_path), "--json", stdin=reply)
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"kerf parse exited {p.returncode}: {p.stderr}")
+    return json.loads(p.stdout)["objects"]
+
+
+UNION = json.loads((REPO / "schemas/agent-kg-extract.schema.json").read_text())
+UNION_ARRAY = json.loads((REPO / "schemas/agent-kg-extract-array.schema.json").read_text())
+D1 = {"type": "definition", "entity": "DNA", "definition": "Molecule carrying genetic instructions"}
+R1 = {"type": "relationship", "subject": "DNA", "predicate": "located in", "object": "cell nucleus", "object-entity": True}
+D2 = {"type": "definition", "entity": "RNA", "definition": "Molecule that carries genetic information"}
+R2 = {"type": "relationship", "subject": "RNA", "predicate": "transcribed from", "object": "DNA", "object-entity": True}
+ALL = [D1, R1, D2, R2]
+
+
+def line(o):
+    return json.dumps(o)
+
+
+def lines(objs):
+    return "\n".join(line(o) for o in objs)
+
+
+def pretty(objs):
+    return "\n".join(json.dumps(o, indent=2) for o in objs)
+
+
+# (name, response type, reply, expected Kerf objects, does TrustGraph lose data here?)
+CASES = [
+    # TrustGraph is right: Kerf must agree exactly.
+    ("jsonl plain", "jsonl", lines(ALL), ALL, False),
+    ("jsonl blank lines", "jsonl", "\n" + line(D1) + "\n\n" + line(R1) + "\n\n", [D1, R1], False),
+    ("jsonl ``` fence", "jsonl", "```\n" + lines(ALL) + "\n```", ALL, False),
+    ("jsonl ```json fence", "jsonl", "```json\n" + lines(ALL) + "\n```", ALL, False),
+    ("jsonl truncated last line", "jsonl", lines(ALL) + "\n" + line(D1)[:25], ALL, False),
+    ("jsonl invalid line between", "jsonl", line(D1) + "\n{\"type\": definition}\n" + line(R1), [D1, R1], False),
+    ("jsonl schema failure", "jsonl", line(D1) + "\n" + line({**R1, "object-entity": "yes"}) + "\n" + line(D2), [D1, D2], False),
+    ("jsonl unknown type", "jsonl", line({"type": "event", "name": "x"}) + "\n" + line(D1), [D1], False),
+    ("jsonl CRLF", "jsonl", lines(ALL).replace("\n", "\r\n"), ALL, False),
+    ("json array", "json", json.dumps(ALL), ALL, False),
+    ("json array in ```json fence", "json", "Here:\n```json\n" + json.dumps(ALL, indent=2) + "\n```", ALL, False),
+    ("json truncated array", "json", json.dumps(ALL)[:-30], [], False),
+    ("json invalid element fails all", "json", json.dumps([D1, {**R1, "object-entity": "yes"}]), [], False),
+    # TrustGraph loses data: Kerf must recover more.
+    ("jsonl ```jsonl fence mid-reply", "jsonl", "Sure, here you go:\n```jsonl\n" + lines(ALL) + "\n```", ALL, False),
+    ("jsonl pretty-printed objects", "jsonl", pretty(ALL), ALL, True),
+    ("jsonl one-line array", "jsonl", json.dumps(ALL), ALL, True),
+    ("jsonl multi-line array", "jsonl", "[\n" + ",\n".join(line(o) for o in ALL) + "\n]", ALL, True),
+    ("jsonl cut multi-line array", "jsonl", "[\n" + ",\n".join(line(o) for o in ALL) + ",\n" + line(D1)[:20], ALL, True),
+    ("jsonl two objects per line", "jsonl", line(D1) + " " + line(R1) + "\n" + line(D2) + ", " + line(R2), ALL, True),
+    ("jsonl list markers", "jsonl", "\n".join(f"{i}. {line(o)}" for i, o in enumerate(ALL, 1)), ALL, True),
+    ("jsonl BOM", "jsonl", "\ufeff" + lines(ALL), ALL, True),
+    ("jsonl ```ndjson fence", "jsonl", "```ndjson\n" + lines(ALL) + "\n```", ALL, False),
+    ("jsonl prose then object", "jsonl", "Result: " + line(D1) + "\n" + line(R1), [D1, R1], True),
+]
+
+
+def same_order_subset(small, big):
+    it = iter(big)
+    return all(any(x == y for y in it) for x in small)
+
+
+for name, rt, reply, expected, tg_loses in CASES:
+    schema_path = REPO / ("schemas/agent-kg-extract.schema.json" if rt == "jsonl" else "schemas/agent-kg-extract-array.schema.json")
+    schema = UNION if rt == "jsonl" else UNION_ARRAY
+    tg = tg_objects(rt, schema, reply)
+    k = kerf_objects(rt, schema_path, reply)
+    if k != expected:
+        check(name, False, f"kerf returned {k}, expected {expected}")
+        continue
+    if not same_order_subset(tg, k):
+        check(name, False, f"TrustGraph returned objects Kerf did not: tg={tg} kerf={k}")
+        continue
+    if tg_loses:
+        check(f"{name} (TrustGraph {len(tg)}, Kerf {len(k)})", len(k) > len(tg), "expected Kerf to recover more")
+    else:
+        check(f"{name} ({len(k)} objects)", True)
+
+# Export: Kerf's bundle loads in TrustGraph's PromptManager and renders exactly like `kerf render`.
+prompt_files = sorted((REPO / "prompts").glob("*.json"))
+p = kerf("export", *map(str, prompt_files), "--to", "trustgraph-bundle")
+check("kerf export --to trustgraph-bundle", p.returncode == 0, p.stderr)
+bundle = json.loads(p.stdout)
+pm = PromptManager()
+try:
+    pm.load_config(bundle)
+    check(f"PromptManager.load_config loads {len(pm.prompts)} templates", len(pm.prompts) == len(prompt_files))
+except Exception as e:  # noqa: BLE001
+    check("PromptManager.load_config", False, repr(e))
+for pf in prompt_files:
+    prompt = json.loads(pf.read_text())
+    pid = prompt["id"]
+    sample = (pf.parent / prompt["sample-input"]).read_text()
+    r = kerf("render", str(pf), "--sample", "--json")
+    kerf_rendered = json.loads(r.stdout)
+    # TrustGraph's load_config ignores per-template terms; pass them as input, as a caller would.
+    tg_input = {**prompt.get("terms", {}), "text": sample}
+    tg_user = pm.render(pid, tg_input)
+    tg_system = pm.system_template.render(tg_input)
+    # TrustGraph has one global system template: the bundle's, which is this prompt's own unless
+    # the prompts disagree (kerf export says so, and keeps each prompt's under `kerf.system`).
+    expected_system = kerf_rendered["system"] if prompt.get("system") == json.loads(bundle["system"]) else json.loads(bundle["system"])
+    ok = tg_user == kerf_rendered["user"] and tg_system == expected_system
+    detail = ""
+    if not ok:
+        import difflib
+
+        detail = "\n" + "\n".join(difflib.unified_diff(kerf_rendered["user"].splitlines(), tg_user.splitlines(), "kerf", "trustgraph", lineterm=""))
+    if tg_system != expected_system:
+        detail += f"\nsystem: kerf {expected_system!r} vs trustgraph {tg_system!r}"
+    check(f"{pid}: TrustGraph renders the exported template like kerf", ok, detail)
+    expected_type = "text" if prompt["response-type"] == "delimited" else prompt["response-type"]
+    check(f"{pid}: TrustGraph sees response-type {expected_type}", pm.prompts[pid].response_type == expected_type)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
