@@ -29,6 +29,7 @@ enum Command {
     Export(cmd::export::Args),
     Import(cmd::import::Args),
     Check(cmd::check::Args),
+    Sweep(cmd::sweep::Args),
 }
 
 /// How a command ended when it did not fail outright.
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
         Command::Export(_) => false,
         Command::Import(a) => a.json,
         Command::Check(a) => a.json,
+        Command::Sweep(a) => a.json,
     };
     let result = match cli.command {
         Command::Render(a) => cmd::render::run(a),
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Export(a) => cmd::export::run(a),
         Command::Import(a) => cmd::import::run(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Sweep(a) => cmd::sweep::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -21,6 +21,7 @@ pub mod parse;
 pub mod prompt;
 pub mod report;
 pub mod schema;
+pub mod sweep;
 pub mod template;
 
 use std::path::{Path, PathBuf};

@@ -69,6 +69,11 @@ pub struct ParseReport {
     /// Whether the reply was cut off (an incomplete last piece, a missing completion delimiter,
     /// an unclosed array or fence).
     pub truncated: bool,
+    /// For each accepted object, the byte offset where the text that made it ends (after its
+    /// closing brace, or its record's terminator). Sweeps are built from these; not part of the
+    /// `--json` interface.
+    #[serde(skip)]
+    pub ends: Vec<usize>,
 }
 
 impl ParseReport {

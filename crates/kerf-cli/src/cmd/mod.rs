@@ -6,6 +6,7 @@ pub mod import;
 pub mod lint;
 pub mod parse;
 pub mod render;
+pub mod sweep;
 
 use std::path::Path;
 

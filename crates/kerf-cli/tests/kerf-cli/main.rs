@@ -251,3 +251,68 @@ fn help_has_examples() {
         assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"), "{cmd}");
     }
 }
+
+#[test]
+fn sweep_json_form_is_exactly_total_points_score_unit() {
+    let o = kerf(&["sweep", "tests/fixtures/replies/agent-kg-extract.jsonl.txt", "--prompt", "prompts/agent-kg-extract.json", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys, vec!["total", "points", "score", "unit"]);
+    assert_eq!(v["total"], 10);
+    assert_eq!(v["unit"], "byte");
+    let points = v["points"].as_array().unwrap();
+    let len = std::fs::metadata(repo().join("tests/fixtures/replies/agent-kg-extract.jsonl.txt")).unwrap().len();
+    assert_eq!(points.first().unwrap(), &json!([0, 0]));
+    assert_eq!(points.last().unwrap(), &json!([len, 10]));
+    // One step per object: offset 0, ten changes (the last is the final offset's neighbour), the end.
+    assert_eq!(points.len(), 12);
+    // Every point agrees with `kerf parse` on the reply cut there.
+    let text = std::fs::read(repo().join("tests/fixtures/replies/agent-kg-extract.jsonl.txt")).unwrap();
+    for p in points.iter().step_by(3) {
+        let (c, n) = (p[0].as_u64().unwrap() as usize, p[1].as_u64().unwrap());
+        let o = kerf_stdin(&["parse", "-", "--prompt", "prompts/agent-kg-extract.json", "--json"], Some(&text[..c]));
+        assert_eq!(stdout_json(&o)["objects"].as_array().unwrap().len() as u64, n, "cut {c}");
+    }
+    let s = v["score"].as_f64().unwrap();
+    assert!(s > 0.3 && s < 0.6, "{s}");
+}
+
+#[test]
+fn sweep_compare_csv_and_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("curves.csv");
+    let o = kerf(&[
+        "sweep",
+        "--compare",
+        "tests/fixtures/replies/agent-kg-extract.jsonl.txt:jsonl:prompts/agent-kg-extract.json",
+        "tests/fixtures/replies/agent-kg-extract-array.json.txt:json:schemas/agent-kg-extract-array.schema.json",
+        "--unit",
+        "token",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("(jsonl)") && out.contains("(json)"), "{out}");
+    assert!(out.contains("token:o200k_base"), "{out}");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert!(rows.starts_with("format,offset,fraction,objects\n"));
+    // The array recovers nothing before its very end.
+    let array_rows: Vec<&str> = rows.lines().filter(|l| l.contains("(json)")).collect();
+    assert_eq!(array_rows.len(), 2, "{rows}");
+    assert!(array_rows[0].ends_with(",0,0.000000,0"));
+    assert!(array_rows[1].ends_with(",1.000000,10"), "{rows}");
+}
+
+#[test]
+fn sweep_bad_requests() {
+    let o = kerf(&["sweep", "tests/fixtures/replies/agent-kg-extract.jsonl.txt", "--type", "jsonl", "--unit", "token", "--tokenizer", "gpt2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown tokenizer `gpt2`"), "{}", stderr(&o));
+    let o = kerf(&["sweep", "--compare", "x.txt:yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = kerf(&["sweep", "tests/fixtures/replies/agent-kg-extract.jsonl.txt", "--type", "json", "--salvage"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("salvage-mode JSON are not supported yet"), "{}", stderr(&o));
+}

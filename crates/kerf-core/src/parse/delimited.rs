@@ -102,27 +102,29 @@ pub(crate) fn parse(text: &str, format: &DelimitedFormat, acceptor: &Acceptor<'_
     }
     // Records: split on the record delimiter; when that is not a newline, records on separate
     // lines count as separate too (models often put `##` and a newline, or only the newline).
-    let mut pieces: Vec<(usize, &str, bool)> = Vec::new();
+    // Each piece: (offset, text, where its terminator ends — None when unterminated).
+    let completion_end = complete.then(|| body.len() + format.completion.len());
+    let mut pieces: Vec<(usize, &str, Option<usize>)> = Vec::new();
     let mut start = 0;
     for (i, _) in body.match_indices(format.record.as_str()) {
-        pieces.push((start, &body[start..i], true));
+        pieces.push((start, &body[start..i], Some(i + format.record.len())));
         start = i + format.record.len();
     }
-    pieces.push((start, &body[start..], complete));
-    for (offset, piece, terminated) in pieces {
-        let mut sub: Vec<(usize, &str, bool)> = Vec::new();
+    pieces.push((start, &body[start..], completion_end));
+    for (offset, piece, terminator_end) in pieces {
+        let mut sub: Vec<(usize, &str, Option<usize>)> = Vec::new();
         if format.record == "\n" {
-            sub.push((offset, piece, terminated));
+            sub.push((offset, piece, terminator_end));
         } else {
             let mut s = 0;
             for (i, _) in piece.match_indices('\n') {
-                sub.push((offset + s, &piece[s..i], true));
+                sub.push((offset + s, &piece[s..i], Some(offset + i + 1)));
                 s = i + 1;
             }
-            sub.push((offset + s, &piece[s..], terminated));
+            sub.push((offset + s, &piece[s..], terminator_end));
         }
-        for (at, record, terminated) in sub {
-            take_record(record, at, terminated, format, &lines, acceptor, &mut report);
+        for (at, record, terminator_end) in sub {
+            take_record(record, at, terminator_end, format, &lines, acceptor, &mut report);
         }
     }
     report
@@ -131,7 +133,7 @@ pub(crate) fn parse(text: &str, format: &DelimitedFormat, acceptor: &Acceptor<'_
 fn take_record(
     raw: &str,
     at: usize,
-    terminated: bool,
+    terminator_end: Option<usize>,
     format: &DelimitedFormat,
     lines: &LineIndex,
     acceptor: &Acceptor<'_>,
@@ -142,10 +144,10 @@ fn take_record(
         return;
     }
     let line = lines.line_of(at + (raw.len() - raw.trim_start().len()));
-    if !terminated {
+    let Some(end) = terminator_end else {
         report.drop(line, DropKind::Truncated, format!("last record has no delimiter after it (cut off?): {}", excerpt(record)));
         return;
-    }
+    };
     // The older form wraps each record in parentheses.
     let inner = match record.strip_prefix('(') {
         Some(r) => r.strip_suffix(')').unwrap_or(r),
@@ -176,7 +178,7 @@ fn take_record(
     for (name, value) in names.iter().zip(values) {
         object.insert(name.clone(), Value::String(value));
     }
-    acceptor.accept(report, line, Value::Object(object));
+    acceptor.accept(report, line, end, Value::Object(object));
 }
 
 /// Trim a field and the quotes LightRAG's older form puts around it.

@@ -74,9 +74,10 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
             return report;
         }
     }
+    let end = offset + lead + body.trim().len();
     match value {
-        Value::Array(items) => items.into_iter().for_each(|v| acceptor.finish(&mut report, body_line, v)),
-        v => acceptor.finish(&mut report, body_line, v),
+        Value::Array(items) => items.into_iter().for_each(|v| acceptor.finish(&mut report, body_line, end, v)),
+        v => acceptor.finish(&mut report, body_line, end, v),
     }
     report
 }
@@ -195,7 +196,7 @@ impl Salvager<'_, '_> {
         let body = self.text[start..end].trim();
         match serde_json::from_str::<Value>(body) {
             Ok(v) => Acceptor { schema: self.parser.schema.as_ref(), post: &self.parser.post, vars: self.vars }
-                .accept(self.report, self.lines.line_of(start), v),
+                .accept(self.report, self.lines.line_of(start), end, v),
             Err(_) => self.report.drop(self.lines.line_of(start), DropKind::InvalidJson, format!("no JSON value found: {}", excerpt(body))),
         }
     }
@@ -219,7 +220,10 @@ impl Salvager<'_, '_> {
         if self.text.as_bytes()[at] == b'[' {
             let items = self.parser.items.as_ref();
             let (elements, _) = self.walk_array(at, end, items);
-            self.report.objects.extend(elements);
+            for (v, e) in elements {
+                self.report.objects.push(v);
+                self.report.ends.push(e);
+            }
             return;
         }
         let drops_before = self.report.dropped.len();
@@ -229,13 +233,13 @@ impl Salvager<'_, '_> {
             return;
         }
         let acceptor = Acceptor { schema: None, post: &self.parser.post, vars: self.vars };
-        acceptor.finish(self.report, line, Value::Object(object));
+        acceptor.finish(self.report, line, end, Value::Object(object));
     }
 
     /// Walk the array at `pos` element by element; returns the accepted elements and, when the
     /// array was closed, the offset after its `]`. Each element goes through the acceptor with
     /// `items` as its schema; a cut-off element is `truncated`.
-    fn walk_array(&mut self, pos: usize, end: usize, items: Option<&CompiledSchema>) -> (Vec<Value>, Option<usize>) {
+    fn walk_array(&mut self, pos: usize, end: usize, items: Option<&CompiledSchema>) -> (Vec<(Value, usize)>, Option<usize>) {
         let mut out = Vec::new();
         let mut closed_at = None;
         let mut elements = ParseReport::default();
@@ -255,8 +259,8 @@ impl Salvager<'_, '_> {
             match self.read(pos, end) {
                 Read::Value(v, next) => {
                     let before = elements.objects.len();
-                    acceptor.accept(&mut elements, line, v);
-                    out.extend(elements.objects.drain(before..));
+                    acceptor.accept(&mut elements, line, next, v);
+                    out.extend(elements.objects.drain(before..).zip(elements.ends.drain(before..)));
                     pos = self.skip_ws(next, end);
                     match self.text.as_bytes().get(pos) {
                         Some(b',') if pos < end => pos += 1,
@@ -369,7 +373,7 @@ impl Salvager<'_, '_> {
                     .and_then(schema::items_schema)
                     .and_then(|s| CompiledSchema::compile(&s, &format!("schema /properties/{key}/items")).ok());
                 let (elements, closed_at) = self.walk_array(pos, end, items.as_ref());
-                out.insert(key, Value::Array(elements));
+                out.insert(key, Value::Array(elements.into_iter().map(|(v, _)| v).collect()));
                 match closed_at {
                     Some(next) => pos = next,
                     None => {

@@ -71,7 +71,7 @@ fn take_object(text: &str, pos: usize, lines: &mut LineCounter<'_>, acceptor: &A
     match stream.next() {
         Some(Ok(value)) => {
             let end = pos + stream.byte_offset();
-            acceptor.accept(report, line, value);
+            acceptor.accept(report, line, end, value);
             end
         }
         Some(Err(e)) if e.is_eof() => {

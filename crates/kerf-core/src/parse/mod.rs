@@ -7,7 +7,7 @@
 mod delimited;
 mod json;
 mod jsonl;
-mod lines;
+pub(crate) mod lines;
 
 pub use delimited::DelimitedFormat;
 
@@ -75,15 +75,29 @@ impl Parser {
 
     /// Parse one reply. `vars` are the run's variables (for the `passthrough` rule).
     pub fn parse(&self, text: &str, vars: &Map<String, Value>) -> ParseReport {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let stripped = text.strip_prefix('\u{feff}').unwrap_or(text);
         let acceptor = Acceptor { schema: self.schema.as_ref(), post: &self.post, vars };
-        match self.response_type {
-            ResponseType::Text => ParseReport { objects: vec![Value::String(text.to_string())], ..Default::default() },
-            ResponseType::Json if self.salvage => json::salvage(text, self, vars),
-            ResponseType::Json => json::strict(text, self, vars),
-            ResponseType::Jsonl => jsonl::parse(text, &acceptor),
-            ResponseType::Delimited => delimited::parse(text, &self.delimited, &acceptor),
+        let mut report = match self.response_type {
+            ResponseType::Text => ParseReport {
+                objects: vec![Value::String(stripped.to_string())],
+                ends: vec![stripped.len()],
+                ..Default::default()
+            },
+            ResponseType::Json if self.salvage => json::salvage(stripped, self, vars),
+            ResponseType::Json => json::strict(stripped, self, vars),
+            ResponseType::Jsonl => jsonl::parse(stripped, &acceptor),
+            ResponseType::Delimited => delimited::parse(stripped, &self.delimited, &acceptor),
+        };
+        // Offsets are into the text as given, BOM included.
+        let bom = text.len() - stripped.len();
+        if bom > 0 {
+            report.ends.iter_mut().for_each(|e| *e += bom);
         }
+        report
+    }
+
+    pub fn salvage(&self) -> bool {
+        self.salvage
     }
 }
 
@@ -96,7 +110,7 @@ pub(crate) struct Acceptor<'a> {
 
 impl Acceptor<'_> {
     /// Coerce, validate, post-process, and either accept `value` or record why not.
-    pub fn accept(&self, report: &mut ParseReport, line: usize, mut value: Value) {
+    pub fn accept(&self, report: &mut ParseReport, line: usize, end: usize, mut value: Value) {
         if let Some(s) = self.schema {
             if self.post.coerce {
                 let target = s.schema_for(&value).clone();
@@ -110,11 +124,11 @@ impl Acceptor<'_> {
                 return;
             }
         }
-        self.finish(report, line, value);
+        self.finish(report, line, end, value);
     }
 
     /// The rules that apply after validation: passthrough, drop, ensure.
-    pub fn finish(&self, report: &mut ParseReport, line: usize, mut value: Value) {
+    pub fn finish(&self, report: &mut ParseReport, line: usize, end: usize, mut value: Value) {
         if let Value::Object(map) = &mut value {
             for key in &self.post.passthrough {
                 if let Some(v) = self.vars.get(key) {
@@ -132,6 +146,7 @@ impl Acceptor<'_> {
             return;
         }
         report.objects.push(value);
+        report.ends.push(end);
     }
 }
 

@@ -11,4 +11,5 @@ mod robustness;
 mod schema;
 mod shipped;
 mod support;
+mod sweep;
 mod template;

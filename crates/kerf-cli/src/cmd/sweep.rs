@@ -1,0 +1,199 @@
+//! `kerf sweep`: what a cut-off reply yields at every offset.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use kerf_core::sweep::{self, Sweep, Unit};
+use kerf_core::{CompiledSchema, Parser, ResponseType};
+use serde_json::json;
+
+use super::parse::TypeArg;
+use crate::Outcome;
+use crate::output::{print_json, read_input, read_json, write_file};
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum UnitArg {
+    Byte,
+    Char,
+    Token,
+}
+
+/// Simulate truncation of a complete reply at every offset: objects recovered vs where it was cut.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  kerf sweep reply.jsonl --prompt prompts/agent-kg-extract.json
+  kerf sweep reply.txt --type jsonl --schema schemas/agent-kg-extract.schema.json --unit token --tokenizer o200k_base --json
+  kerf sweep --compare jsonl-reply.txt:jsonl:prompts/agent-kg-extract.json array-reply.txt:json:prompts/agent-kg-extract-array.json
+  kerf sweep reply.txt --prompt prompts/extract-definitions.json --csv curve.csv
+
+With --json, prints one object: {\"total\": objects in the full reply, \"points\": [[offset, objects], …] (offset 0,
+every offset where the count changes, the final offset), \"score\": mean over all cuts of recovered/total, \"unit\"}.
+The value at every cut equals what `kerf parse` returns for the reply cut there.")]
+pub struct Args {
+    /// The complete reply (`-` for standard input). Not used with --compare.
+    #[arg(required_unless_present = "compare")]
+    pub file: Option<PathBuf>,
+    #[arg(long = "type", value_enum)]
+    pub response_type: Option<TypeArg>,
+    #[arg(long, conflicts_with = "prompt")]
+    pub schema: Option<PathBuf>,
+    #[arg(long)]
+    pub prompt: Option<PathBuf>,
+    /// Sweep salvage-mode JSON (refused for now: which value salvage picks can change with the cut).
+    #[arg(long)]
+    pub salvage: bool,
+    /// Cut unit: byte (cuts inside a character count as the boundary before it), char, or token.
+    #[arg(long, value_enum, default_value = "byte")]
+    pub unit: UnitArg,
+    /// Tokenizer for --unit token: o200k_base (default) or cl100k_base.
+    #[arg(long, default_value = "o200k_base")]
+    pub tokenizer: String,
+    /// Compare formats: FILE:TYPE[:SCHEMA_OR_PROMPT] … (curves on one normalised axis).
+    #[arg(long, num_args = 1.., value_name = "FILE:TYPE[:SCHEMA]")]
+    pub compare: Vec<String>,
+    /// Write the curve(s) as CSV: format, offset, fraction, objects (one row per change point).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One reply to sweep: its name, parser and text.
+struct Subject {
+    name: String,
+    parser: Parser,
+    text: String,
+}
+
+fn parser_for(t: Option<TypeArg>, schema: Option<&Path>, prompt: Option<&Path>) -> Result<Parser> {
+    if let Some(path) = prompt {
+        let p = super::load_prompt(path)?;
+        let mut file = p.file.clone();
+        if let Some(t) = t {
+            file.response_type = t.into();
+        }
+        return Ok(kerf_core::Prompt::compile(file, &path.display().to_string())?.parser);
+    }
+    let t: ResponseType = t
+        .ok_or_else(|| kerf_core::Error::Usage("give --type (json, jsonl or delimited) or --prompt".into()))?
+        .into();
+    let mut parser = Parser::new(t);
+    if let Some(path) = schema {
+        parser = parser.with_schema(CompiledSchema::compile(&read_json(path)?, &path.display().to_string())?);
+    }
+    Ok(parser)
+}
+
+/// `FILE:TYPE[:SCHEMA_OR_PROMPT]`; a third part that is a prompt file supplies schema and rules.
+fn subject_from_spec(spec: &str) -> Result<Subject> {
+    let parts: Vec<&str> = spec.splitn(3, ':').collect();
+    let (file, t) = match parts.as_slice() {
+        [f, t, ..] => (*f, *t),
+        _ => return Err(kerf_core::Error::Usage(format!("--compare `{spec}`: expected FILE:TYPE[:SCHEMA_OR_PROMPT]")).into()),
+    };
+    let t = match t {
+        "json" => TypeArg::Json,
+        "jsonl" => TypeArg::Jsonl,
+        "delimited" => TypeArg::Delimited,
+        other => return Err(kerf_core::Error::Usage(format!("--compare `{spec}`: unknown type `{other}` (json, jsonl or delimited)")).into()),
+    };
+    let parser = match parts.get(2) {
+        Some(extra) => {
+            let path = Path::new(extra);
+            let is_prompt = read_json(path)?.get("prompt").is_some_and(|p| p.is_string());
+            if is_prompt { parser_for(Some(t), None, Some(path))? } else { parser_for(Some(t), Some(path), None)? }
+        }
+        None => parser_for(Some(t), None, None)?,
+    };
+    Ok(Subject { name: format!("{file} ({})", parser.response_type()), parser, text: read_input(Path::new(file))? })
+}
+
+fn unit_for(args: &Args, text: &str) -> Result<Unit> {
+    Ok(match args.unit {
+        UnitArg::Byte => Unit::Byte,
+        UnitArg::Char => Unit::Char,
+        UnitArg::Token => sweep::token_unit(&args.tokenizer, text)?,
+    })
+}
+
+pub fn run(args: Args) -> Result<Outcome> {
+    let subjects: Vec<Subject> = if args.compare.is_empty() {
+        let file = args.file.clone().unwrap_or_default();
+        let parser = parser_for(args.response_type, args.schema.as_deref(), args.prompt.as_deref())?.with_salvage(args.salvage);
+        vec![Subject { name: format!("{} ({})", file.display(), parser.response_type()), parser, text: read_input(&file)? }]
+    } else {
+        args.compare.iter().map(|s| subject_from_spec(s)).collect::<Result<_>>()?
+    };
+    let vars = serde_json::Map::new();
+    let mut sweeps = Vec::new();
+    for s in &subjects {
+        let unit = unit_for(&args, &s.text)?;
+        sweeps.push(sweep::sweep(&s.parser, &s.text, &vars, &unit)?);
+    }
+    if let Some(path) = &args.csv {
+        let mut csv = String::from("format,offset,fraction,objects\n");
+        for (s, w) in subjects.iter().zip(&sweeps) {
+            for &(o, n) in &w.points {
+                csv.push_str(&format!("\"{}\",{o},{:.6},{n}\n", s.name.replace('"', "\"\""), fraction(o, w.length)));
+            }
+        }
+        write_file(path, &csv)?;
+    }
+    if args.json {
+        let one = |w: &Sweep| json!({"total": w.total, "points": w.points, "score": w.score, "unit": w.unit});
+        if sweeps.len() == 1 {
+            print_json(&one(&sweeps[0]));
+        } else {
+            let all: Vec<_> = subjects.iter().zip(&sweeps).map(|(s, w)| json!({"name": s.name, "sweep": one(w)})).collect();
+            print_json(&json!({"compare": all}));
+        }
+    } else {
+        print_human(&subjects, &sweeps);
+    }
+    Ok(Outcome::Ok)
+}
+
+fn fraction(o: usize, length: usize) -> f64 {
+    if length == 0 { 1.0 } else { o as f64 / length as f64 }
+}
+
+/// A text sparkline of recovered/total over the normalised axis.
+pub fn sparkline(w: &Sweep, width: usize) -> String {
+    const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    (0..width)
+        .map(|i| {
+            let f = (i + 1) as f64 / width as f64;
+            let n = w.at_fraction(f);
+            let level = if w.total == 0 { 0 } else { (n * 8).div_ceil(w.total).min(8) };
+            BARS[level]
+        })
+        .collect()
+}
+
+fn print_human(subjects: &[Subject], sweeps: &[Sweep]) {
+    let name_w = subjects.iter().map(|s| s.name.chars().count()).max().unwrap_or(0).max(6);
+    println!(
+        "{:<name_w$}  {:>6}  {:>6}  {:>8}  {:>10}  {:>4} {:>4} {:>4} {:>4}  curve (0 → 100% of the reply emitted)",
+        "reply", "total", "score", "median", "first obj", "25%", "50%", "75%", "90%"
+    );
+    for (s, w) in subjects.iter().zip(sweeps) {
+        let first = w.first_object().map(|o| format!("{:.0}%", 100.0 * fraction(o, w.length))).unwrap_or_else(|| "never".into());
+        println!(
+            "{:<name_w$}  {:>6}  {:>6.3}  {:>8}  {:>10}  {:>4} {:>4} {:>4} {:>4}  |{}|",
+            s.name,
+            w.total,
+            w.score,
+            w.median(),
+            first,
+            w.at_fraction(0.25),
+            w.at_fraction(0.5),
+            w.at_fraction(0.75),
+            w.at_fraction(0.9),
+            sparkline(w, 40)
+        );
+    }
+    if let Some(w) = sweeps.first() {
+        println!("unit: {} ({} cuts); score = mean over every cut of objects recovered ÷ total", w.unit, w.length + 1);
+    }
+}

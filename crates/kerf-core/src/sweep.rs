@@ -1,0 +1,281 @@
+//! Truncation sweeps: for every cut offset of a complete reply, how many objects the parser would
+//! accept from the prefix up to that offset — computed from one parse of the whole reply, not by
+//! re-parsing each prefix.
+//!
+//! The definition the tests hold it to: `sweep.at(c) == parse(prefix(c)).objects.len()` for every
+//! cut `c`, where a byte cut inside a UTF-8 character counts as the preceding boundary.
+//!
+//! Why one parse is enough:
+//! - `jsonl`: an accepted object is accepted by every prefix that contains its closing brace, and
+//!   by no shorter one; what the scanner does before it does not depend on text after it (a broken
+//!   piece resumes at or after its error). So the count at `c` is the number of accepted objects
+//!   whose text ends at or before `c`.
+//! - `delimited`: likewise, a record counts once its terminator (record delimiter, newline, or the
+//!   completion delimiter) is in the prefix.
+//! - `json` (strict): a prefix yields objects only when its body — the first closed fence block,
+//!   or else the whole prefix — is one complete valid value. That happens on at most a few short
+//!   intervals (the value's end up to the next non-blank character; from the closing fence on; the
+//!   digits of a bare number), which are found once and evaluated with the real parser.
+//! Salvage-mode sweeps are not offered: which value salvage picks can change with the prefix.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::parse::Parser;
+use crate::prompt::ResponseType;
+
+/// The byte-level curve: `steps[i] = (offset, count)` means the count is `count` for cuts at
+/// `offset` and beyond, up to the next step. The first step is at offset 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ByteCurve {
+    pub len: usize,
+    pub steps: Vec<(usize, usize)>,
+}
+
+impl ByteCurve {
+    /// Objects recovered by the prefix of `c` bytes (`c` past the end counts as the whole reply).
+    pub fn at(&self, c: usize) -> usize {
+        let c = c.min(self.len);
+        match self.steps.binary_search_by(|(o, _)| o.cmp(&c)) {
+            Ok(i) => self.steps[i].1,
+            Err(0) => 0,
+            Err(i) => self.steps[i - 1].1,
+        }
+    }
+
+    fn from_ends(len: usize, ends: &[usize]) -> Self {
+        let mut steps = vec![(0, 0)];
+        for (i, &e) in ends.iter().enumerate() {
+            let n = i + 1;
+            match steps.last_mut() {
+                Some(last) if last.0 == e => last.1 = n,
+                _ => steps.push((e, n)),
+            }
+        }
+        ByteCurve { len, steps }
+    }
+}
+
+/// Build the byte curve of `text` for `parser`.
+pub fn byte_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> Result<ByteCurve> {
+    match parser.response_type() {
+        ResponseType::Jsonl | ResponseType::Delimited => {
+            let mut ends = parser.parse(text, vars).ends;
+            // Ends come in text order already; sort defensively so the curve is monotone.
+            ends.sort_unstable();
+            Ok(ByteCurve::from_ends(text.len(), &ends))
+        }
+        ResponseType::Json if parser.salvage() => Err(Error::Usage(
+            "sweeps of salvage-mode JSON are not supported yet (which value salvage picks can change with the prefix); sweep the strict parse".into(),
+        )),
+        ResponseType::Json => Ok(strict_json_curve(parser, text, vars)),
+        ResponseType::Text => Err(Error::Usage("a `text` reply is always one object; sweep json, jsonl or delimited".into())),
+    }
+}
+
+/// The exact curve for strict JSON: evaluate the real parser on the few intervals where a prefix
+/// can be one complete value (see the module docs), zero elsewhere.
+fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> ByteCurve {
+    let len = text.len();
+    let count = |c: usize| parser.parse(&text[..floor_boundary(text, c)], vars).objects.len();
+    // Intervals [start, end) with a constant count.
+    let mut intervals: Vec<(usize, usize, usize)> = Vec::new();
+    let body_start = text.strip_prefix('\u{feff}').map(|_| 3).unwrap_or(0);
+    let s = text[body_start..].find(|c: char| !c.is_whitespace()).map(|i| body_start + i);
+    // A closed fence block fixes the body from the closing fence on.
+    let fence_close_end = text.find("```").and_then(|open| {
+        let content = crate::parse::lines::next_line_start(text, open);
+        text[content..].find("```").map(|close| content + close + 3)
+    });
+    let whole_prefix_limit = fence_close_end.unwrap_or(len + 1);
+    if let Some(s) = s {
+        let mut stream = serde_json::Deserializer::from_str(&text[s..]).into_iter::<Value>();
+        if let Some(Ok(_)) = stream.next() {
+            let e = s + stream.byte_offset();
+            // Digits of a bare number are themselves numbers.
+            if matches!(text.as_bytes()[s], b'-' | b'0'..=b'9') {
+                for c in s + 1..e.min(whole_prefix_limit) {
+                    intervals.push((c, c + 1, count(c)));
+                }
+            }
+            // Prefixes up to and including the blank run after the value parse; the first
+            // prefix that takes in the next non-blank character does not.
+            let next_non_blank = text[e..].find(|c: char| !c.is_whitespace()).map(|i| e + i);
+            let hi = next_non_blank.map(|w| w + 1).unwrap_or(len + 1).min(whole_prefix_limit);
+            if e < hi {
+                intervals.push((e, hi, count(e)));
+            }
+        }
+    }
+    if let Some(f) = fence_close_end {
+        intervals.push((f, len + 1, count(f)));
+    }
+    intervals.sort_unstable();
+    let mut steps = vec![(0, 0)];
+    let push = |o: usize, n: usize, steps: &mut Vec<(usize, usize)>| match steps.last_mut() {
+        Some(last) if last.0 == o => last.1 = n,
+        Some(last) if last.1 == n => {}
+        _ => steps.push((o, n)),
+    };
+    for (a, b, n) in intervals {
+        if a > len {
+            continue;
+        }
+        push(a, n, &mut steps);
+        if b <= len {
+            push(b, 0, &mut steps);
+        }
+    }
+    ByteCurve { len, steps }
+}
+
+fn floor_boundary(text: &str, mut c: usize) -> usize {
+    c = c.min(text.len());
+    while !text.is_char_boundary(c) {
+        c -= 1;
+    }
+    c
+}
+
+/// The unit cuts are counted in.
+#[derive(Debug, Clone)]
+pub enum Unit {
+    Byte,
+    Char,
+    /// Token cuts: the byte offset after each token of the whole reply, from a named tokenizer.
+    Token { name: String, boundaries: Vec<usize> },
+}
+
+impl Unit {
+    pub fn name(&self) -> String {
+        match self {
+            Unit::Byte => "byte".into(),
+            Unit::Char => "char".into(),
+            Unit::Token { name, .. } => format!("token:{name}"),
+        }
+    }
+}
+
+/// A sweep in one unit, with its metrics. `points` holds offset 0, every offset where the count
+/// changes, and the final offset.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sweep {
+    pub total: usize,
+    pub points: Vec<(usize, usize)>,
+    pub score: f64,
+    pub unit: String,
+    /// Number of cut units in the whole reply (the final offset).
+    #[serde(skip)]
+    pub length: usize,
+}
+
+impl Sweep {
+    /// Build the sweep of `curve` in `unit` over `text`.
+    pub fn new(curve: &ByteCurve, text: &str, unit: &Unit) -> Self {
+        // Byte offset of every cut, in unit order: cut u ↦ byte offset.
+        let (length, mut points) = match unit {
+            Unit::Byte => {
+                let pts: Vec<(usize, usize)> = curve.steps.clone();
+                (text.len(), pts)
+            }
+            Unit::Char => {
+                let mut pts = Vec::with_capacity(curve.steps.len());
+                let mut chars = 0;
+                let mut last_byte = 0;
+                for &(o, n) in &curve.steps {
+                    chars += text[last_byte..o].chars().count();
+                    last_byte = o;
+                    pts.push((chars, n));
+                }
+                (chars + text[last_byte..].chars().count(), pts)
+            }
+            Unit::Token { boundaries, .. } => {
+                let mut pts = vec![(0, curve.at(0))];
+                for (k, &b) in boundaries.iter().enumerate() {
+                    let n = curve.at(floor_boundary(text, b));
+                    if pts.last().is_some_and(|p| p.1 != n) {
+                        pts.push((k + 1, n));
+                    }
+                }
+                (boundaries.len(), pts)
+            }
+        };
+        // Keep only changes, then close with the final offset.
+        points.dedup_by(|b, a| b.1 == a.1);
+        let total = curve.at(curve.len);
+        if points.last().is_none_or(|p| p.0 != length) {
+            points.push((length, total));
+        }
+        let score = score(&points, length, total);
+        Sweep { total, points, score, unit: unit.name(), length }
+    }
+
+    /// Objects recovered by a cut after `u` units.
+    pub fn at(&self, u: usize) -> usize {
+        match self.points.binary_search_by(|(o, _)| o.cmp(&u)) {
+            Ok(i) => self.points[i].1,
+            Err(0) => 0,
+            Err(i) => self.points[i - 1].1,
+        }
+    }
+
+    /// Objects recovered at the median cut.
+    pub fn median(&self) -> usize {
+        self.at(self.length / 2)
+    }
+
+    /// The first cut offset at which an object is recovered, if any.
+    pub fn first_object(&self) -> Option<usize> {
+        self.points.iter().find(|p| p.1 > 0).map(|p| p.0)
+    }
+
+    /// Objects recovered when `fraction` (0–1) of the reply was emitted.
+    pub fn at_fraction(&self, fraction: f64) -> usize {
+        self.at((fraction.clamp(0.0, 1.0) * self.length as f64).floor() as usize)
+    }
+}
+
+/// Mean over all cut points `0..=length` of objects recovered ÷ total.
+fn score(points: &[(usize, usize)], length: usize, total: usize) -> f64 {
+    if total == 0 {
+        return 0.0;
+    }
+    let mut sum: u128 = 0;
+    for (i, &(o, n)) in points.iter().enumerate() {
+        let next = points.get(i + 1).map(|p| p.0).unwrap_or(length + 1);
+        sum += (next.saturating_sub(o)) as u128 * n as u128;
+    }
+    sum as f64 / ((length as f64 + 1.0) * total as f64)
+}
+
+/// Tokenizers known by name (no network: their vocabularies are compiled in).
+pub const TOKENIZERS: &[&str] = &["o200k_base", "cl100k_base"];
+
+/// The token-cut unit for `text` with the tokenizer `name`: the byte offset after each token.
+pub fn token_unit(name: &str, text: &str) -> Result<Unit> {
+    let bpe = match name {
+        "o200k_base" => tiktoken_rs::o200k_base_singleton(),
+        "cl100k_base" => tiktoken_rs::cl100k_base_singleton(),
+        other => {
+            return Err(Error::Usage(format!(
+                "unknown tokenizer `{other}` (known: {}; GGUF tokenizers arrive with local models)",
+                TOKENIZERS.join(", ")
+            )));
+        }
+    };
+    let tokens = bpe.encode_ordinary(text);
+    let mut boundaries = Vec::with_capacity(tokens.len());
+    let mut at = 0;
+    for bytes in bpe._decode_native_and_split(tokens) {
+        at += bytes.len();
+        boundaries.push(at);
+    }
+    debug_assert_eq!(at, text.len(), "token bytes tile the text");
+    Ok(Unit::Token { name: name.to_string(), boundaries })
+}
+
+/// Sweep `text` with `parser` in `unit`.
+pub fn sweep(parser: &Parser, text: &str, vars: &Map<String, Value>, unit: &Unit) -> Result<Sweep> {
+    Ok(Sweep::new(&byte_curve(parser, text, vars)?, text, unit))
+}

@@ -1,0 +1,203 @@
+//! Sweeps: the value at every cut equals a re-parse of the prefix (property tests against the
+//! naive re-parse), in bytes, chars and tokens; and the metrics.
+
+use kerf_core::prompt::DelimiterPreset;
+use kerf_core::sweep::{self, Unit, byte_curve};
+use kerf_core::{CompiledSchema, DelimitedFormat, Parser, ResponseType};
+use proptest::prelude::*;
+use serde_json::Map;
+
+use crate::support::*;
+
+fn floor(text: &str, mut c: usize) -> usize {
+    while !text.is_char_boundary(c) {
+        c -= 1;
+    }
+    c
+}
+
+/// Assert the curve equals the naive re-parse at every byte cut.
+fn assert_exact(parser: &Parser, text: &str) {
+    let vars = Map::new();
+    let curve = byte_curve(parser, text, &vars).unwrap();
+    for c in 0..=text.len() {
+        let naive = parser.parse(&text[..floor(text, c)], &vars).objects.len();
+        assert_eq!(curve.at(c), naive, "cut at byte {c} of {text:?}");
+    }
+}
+
+fn jsonl_piece() -> impl Strategy<Value = String> {
+    let n = 0..100u32;
+    prop_oneof![
+        4 => n.clone().prop_map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"déf {i}\"}}")),
+        1 => Just("{\"entity\": \"only\"}".to_string()),
+        1 => Just("{\"entity\": oops}".to_string()),
+        1 => Just("{\"entity\": \"a\", \"definition\": \"A\"".to_string()),
+        1 => n.clone().prop_map(|i| format!("{{\n  \"entity\": \"p{i}\",\n  \"definition\": \"pretty\"\n}}")),
+        1 => prop_oneof![Just("```jsonl"), Just("```"), Just("~~~")].prop_map(str::to_string),
+        1 => Just("Here are the results:".to_string()),
+        1 => n.clone().prop_map(|i| format!("{}. {{\"entity\": \"l{i}\", \"definition\": \"x\"}}", i % 9 + 1)),
+        1 => Just("{\"entity\": \"a\", \"definition\": \"A\"} {\"entity\": \"b\", \"definition\": \"B\"},".to_string()),
+        1 => prop_oneof![Just("["), Just("]"), Just("],"), Just("")].prop_map(str::to_string),
+        1 => Just("42".to_string()),
+        1 => Just("{\"entity\": \"x\", \"definition\": \"bad \u{1} char\"}".to_string()),
+    ]
+}
+
+fn reply(piece: BoxedStrategy<String>, max: usize) -> impl Strategy<Value = String> {
+    (prop::collection::vec(piece, 0..max), any::<bool>(), any::<bool>(), 0..40usize).prop_map(|(pieces, crlf, bom, cut)| {
+        let mut t = pieces.join(if crlf { "\r\n" } else { "\n" });
+        if bom {
+            t.insert(0, '\u{feff}');
+        }
+        // Sometimes the reply itself was cut off somewhere in its last stretch.
+        if cut > 0 && t.len() > cut {
+            let c = floor(&t, t.len() - cut);
+            t.truncate(c);
+        }
+        t
+    })
+}
+
+fn jsonl_parser() -> Parser {
+    parser(ResponseType::Jsonl, Some(definition_schema()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    #[test]
+    fn jsonl_sweep_equals_reparse(text in reply(jsonl_piece().boxed(), 12)) {
+        assert_exact(&jsonl_parser(), &text);
+    }
+
+    #[test]
+    fn jsonl_sweep_without_schema_equals_reparse(text in reply(jsonl_piece().boxed(), 12)) {
+        assert_exact(&Parser::new(ResponseType::Jsonl), &text);
+    }
+
+    #[test]
+    fn delimited_sweep_equals_reparse(text in reply(delimited_piece().boxed(), 10), legacy in any::<bool>()) {
+        let preset = if legacy { DelimiterPreset::LightragLegacy } else { DelimiterPreset::Lightrag };
+        let text = if legacy { text.replace("<|#|>", "<|>").replace('\n', "##\n") } else { text };
+        assert_exact(&Parser::new(ResponseType::Delimited).with_delimiters(DelimitedFormat::preset(preset)), &text);
+    }
+
+    #[test]
+    fn strict_json_sweep_equals_reparse(text in json_reply()) {
+        let schema = serde_json::json!({"type": "array", "items": definition_schema()});
+        assert_exact(&parser(ResponseType::Json, Some(schema)), &text);
+        assert_exact(&Parser::new(ResponseType::Json), &text);
+    }
+
+    #[test]
+    fn char_and_token_units_equal_reparse(text in reply(jsonl_piece().boxed(), 8)) {
+        let p = jsonl_parser();
+        let vars = Map::new();
+        let curve = byte_curve(&p, &text, &vars).unwrap();
+        // Chars: cut after k characters.
+        let s = sweep::Sweep::new(&curve, &text, &Unit::Char);
+        let offsets: Vec<usize> = text.char_indices().map(|(i, _)| i).chain(std::iter::once(text.len())).collect();
+        prop_assert_eq!(s.length, offsets.len() - 1);
+        for (k, &b) in offsets.iter().enumerate() {
+            prop_assert_eq!(s.at(k), p.parse(&text[..b], &vars).objects.len());
+        }
+        // Tokens: cut after k tokens (a cut inside a character counts as the boundary before it).
+        let unit = sweep::token_unit("o200k_base", &text).unwrap();
+        let Unit::Token { boundaries, .. } = &unit else { unreachable!() };
+        let s = sweep::Sweep::new(&curve, &text, &unit);
+        prop_assert_eq!(s.at(0), p.parse("", &vars).objects.len());
+        for (k, &b) in boundaries.iter().enumerate() {
+            prop_assert_eq!(s.at(k + 1), p.parse(&text[..floor(&text, b)], &vars).objects.len());
+        }
+    }
+}
+
+fn delimited_piece() -> impl Strategy<Value = String> {
+    let n = 0..100u32;
+    prop_oneof![
+        4 => n.clone().prop_map(|i| format!("entity<|#|>E{i}<|#|>person<|#|>désc {i}")),
+        2 => n.clone().prop_map(|i| format!("relation<|#|>E{i}<|#|>F{i}<|#|>kw<|#|>why")),
+        1 => Just("entity<|#|>short<|#|>person".to_string()),
+        1 => Just("event<|#|>x<|#|>y".to_string()),
+        1 => Just("Some prose".to_string()),
+        1 => Just("```".to_string()),
+        1 => Just("<|COMPLETE|>".to_string()),
+        1 => Just(String::new()),
+    ]
+}
+
+fn json_reply() -> impl Strategy<Value = String> {
+    let element = (0..50u32).prop_map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}"));
+    let bad = Just("{\"entity\": \"x\"}".to_string());
+    let items = prop::collection::vec(prop_oneof![4 => element, 1 => bad], 0..5);
+    (
+        items,
+        any::<bool>(),
+        prop_oneof![Just(""), Just("Sure:\n"), Just("```json\n"), Just("Here:\n```\n"), Just("  ")],
+        prop_oneof![Just(""), Just("\n```"), Just("\n```\nDone."), Just("  \n"), Just(" thanks")],
+        prop_oneof![Just(None), Just(Some("42")), Just(Some("-3.5e2")), Just(Some("\"s\""))],
+        0..30usize,
+    )
+        .prop_map(|(items, pretty, pre, post, scalar, cut)| {
+            let value = match scalar {
+                Some(s) => s.to_string(),
+                None if pretty => format!("[\n  {}\n]", items.join(",\n  ")),
+                None => format!("[{}]", items.join(", ")),
+            };
+            let mut t = format!("{pre}{value}{post}");
+            if cut > 0 && t.len() > cut && cut % 3 == 0 {
+                t.truncate(t.len() - cut);
+            }
+            t
+        })
+}
+
+#[test]
+fn metrics_of_a_jsonl_and_an_array_reply() {
+    let lines: Vec<String> = (0..4).map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}")).collect();
+    let jsonl = lines.join("\n");
+    let array = format!("[{}]", lines.join(",\n"));
+    let vars = Map::new();
+    let l = sweep::sweep(&jsonl_parser(), &jsonl, &vars, &Unit::Byte).unwrap();
+    let a = sweep::sweep(&parser(ResponseType::Json, Some(serde_json::json!({"type": "array", "items": definition_schema()}))), &array, &vars, &Unit::Byte).unwrap();
+    assert_eq!(l.total, 4);
+    assert_eq!(a.total, 4);
+    // JSONL: a step after each line's closing brace; the array: nothing until the very end.
+    let line_len = lines[0].len();
+    assert_eq!(l.points, vec![(0, 0), (line_len, 1), (2 * line_len + 1, 2), (3 * line_len + 2, 3), (4 * line_len + 3, 4)]);
+    assert_eq!(a.points, vec![(0, 0), (array.len(), 4)]);
+    assert_eq!(l.first_object(), Some(line_len));
+    assert_eq!(a.first_object(), Some(array.len()));
+    assert_eq!(a.median(), 0);
+    assert_eq!(l.median(), 2);
+    // Score: mean over all cuts 0..=len of recovered/total.
+    let expected: f64 = (0..=jsonl.len()).map(|c| l.at(c) as f64 / 4.0).sum::<f64>() / (jsonl.len() + 1) as f64;
+    assert!((l.score - expected).abs() < 1e-12);
+    assert!((a.score - 1.0 / (array.len() + 1) as f64).abs() < 1e-12);
+    assert!(l.score > 0.3 && a.score < 0.01, "{} {}", l.score, a.score);
+}
+
+#[test]
+fn salvage_and_text_sweeps_are_refused_with_reasons() {
+    let vars = Map::new();
+    let err = byte_curve(&Parser::new(ResponseType::Json).with_salvage(true), "[]", &vars).unwrap_err();
+    assert!(err.to_string().contains("salvage"), "{err}");
+    assert!(byte_curve(&Parser::new(ResponseType::Text), "x", &vars).is_err());
+    assert!(sweep::token_unit("gpt2", "x").unwrap_err().to_string().contains("o200k_base"));
+}
+
+#[test]
+fn shipped_fixture_replies_sweep_exactly() {
+    let root = repo();
+    for (reply, prompt) in [
+        ("tests/fixtures/replies/agent-kg-extract.cut.jsonl.txt", "prompts/agent-kg-extract.json"),
+        ("tests/fixtures/replies/agent-kg-extract-array.cut.json.txt", "prompts/agent-kg-extract-array.json"),
+        ("tests/fixtures/replies/lightrag.cut.delimited.txt", "prompts/lightrag-extract-delimited.json"),
+    ] {
+        let p = kerf_core::Prompt::load(&root.join(prompt)).unwrap();
+        let text = std::fs::read_to_string(root.join(reply)).unwrap();
+        assert_exact(&p.parser, &text);
+    }
+    let _ = CompiledSchema::compile(&definition_schema(), "x").unwrap();
+}
