@@ -7,6 +7,8 @@
 //! - [`schema`] — JSON Schema compile/validate with pointers and discriminated-union diagnostics.
 //! - [`parse`] — one parser per response type (`text`, `json` strict/salvage, `jsonl`,
 //!   `delimited`), all returning a [`report::ParseReport`]; post-processing rules.
+//! - [`parse::StreamParser`] — the same parsers fed chunk by chunk, for live runs.
+//! - [`sweep`] — truncation sweeps: objects recovered at every cut, and resilience metrics.
 //! - [`lint`] — what a schema uses that a provider rejects or silently ignores; the OpenAI strict
 //!   rewrite.
 //! - [`export`] — TrustGraph config bundles and templates (and import back), OpenAI
@@ -29,7 +31,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 pub use error::{Error, Result};
-pub use parse::{DelimitedFormat, Parser};
+pub use parse::{DelimitedFormat, Parser, StreamParser};
 pub use prompt::{PromptFile, ResponseType};
 pub use report::{DropKind, Dropped, ParseReport};
 pub use schema::CompiledSchema;

@@ -89,22 +89,30 @@ fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> 
         text[content..].find("```").map(|close| content + close + 3)
     });
     let whole_prefix_limit = fence_close_end.unwrap_or(len + 1);
+    let blank_run_end = |from: usize| {
+        // Prefixes up to and including the blank run after `from` parse alike; the first prefix
+        // that takes in the next non-blank character does not.
+        text[from..].find(|c: char| !c.is_whitespace()).map(|i| from + i + 1).unwrap_or(len + 1).min(whole_prefix_limit)
+    };
     if let Some(s) = s {
-        let mut stream = serde_json::Deserializer::from_str(&text[s..]).into_iter::<Value>();
-        if let Some(Ok(_)) = stream.next() {
-            let e = s + stream.byte_offset();
-            // Digits of a bare number are themselves numbers.
-            if matches!(text.as_bytes()[s], b'-' | b'0'..=b'9') {
-                for c in s + 1..e.min(whole_prefix_limit) {
-                    intervals.push((c, c + 1, count(c)));
-                }
+        if matches!(text.as_bytes()[s], b'-' | b'0'..=b'9') {
+            // A bare number: each prefix of its characters may itself be a number ("-3" of "-3.5").
+            let run_end = s + text[s..].bytes().take_while(|b| b"-+.eE0123456789".contains(b)).count();
+            for c in s + 1..=run_end.min(whole_prefix_limit.saturating_sub(1)) {
+                intervals.push((c, c + 1, count(c)));
             }
-            // Prefixes up to and including the blank run after the value parse; the first
-            // prefix that takes in the next non-blank character does not.
-            let next_non_blank = text[e..].find(|c: char| !c.is_whitespace()).map(|i| e + i);
-            let hi = next_non_blank.map(|w| w + 1).unwrap_or(len + 1).min(whole_prefix_limit);
-            if e < hi {
-                intervals.push((e, hi, count(e)));
+            let hi = blank_run_end(run_end);
+            if run_end + 1 < hi {
+                intervals.push((run_end + 1, hi, count(run_end)));
+            }
+        } else {
+            let mut stream = serde_json::Deserializer::from_str(&text[s..]).into_iter::<Value>();
+            if let Some(Ok(_)) = stream.next() {
+                let e = s + stream.byte_offset();
+                let hi = blank_run_end(e);
+                if e < hi {
+                    intervals.push((e, hi, count(e)));
+                }
             }
         }
     }

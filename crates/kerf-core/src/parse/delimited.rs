@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::Acceptor;
-use super::lines::{LineIndex, excerpt, is_fence};
+use super::lines::{LineCounter, excerpt, is_fence};
 use crate::error::{Error, Result};
 use crate::prompt::{DelimiterPreset, Delimiters};
 use crate::report::{DropKind, ParseReport};
@@ -91,51 +91,91 @@ impl Default for DelimitedFormat {
 }
 
 pub(crate) fn parse(text: &str, format: &DelimitedFormat, acceptor: &Acceptor<'_>) -> ParseReport {
+    let mut scan = Scanner::default();
     let mut report = ParseReport::default();
-    let lines = LineIndex::new(text);
-    let (body, complete) = match text.find(&format.completion) {
-        Some(i) => (&text[..i], true),
-        None => (text, false),
-    };
-    if !complete {
-        report.truncated = true;
-    }
-    // Records: split on the record delimiter; when that is not a newline, records on separate
-    // lines count as separate too (models often put `##` and a newline, or only the newline).
-    // Each piece: (offset, text, where its terminator ends — None when unterminated).
-    let completion_end = complete.then(|| body.len() + format.completion.len());
-    let mut pieces: Vec<(usize, &str, Option<usize>)> = Vec::new();
-    let mut start = 0;
-    for (i, _) in body.match_indices(format.record.as_str()) {
-        pieces.push((start, &body[start..i], Some(i + format.record.len())));
-        start = i + format.record.len();
-    }
-    pieces.push((start, &body[start..], completion_end));
-    for (offset, piece, terminator_end) in pieces {
-        let mut sub: Vec<(usize, &str, Option<usize>)> = Vec::new();
-        if format.record == "\n" {
-            sub.push((offset, piece, terminator_end));
-        } else {
-            let mut s = 0;
-            for (i, _) in piece.match_indices('\n') {
-                sub.push((offset + s, &piece[s..i], Some(offset + i + 1)));
-                s = i + 1;
-            }
-            sub.push((offset + s, &piece[s..], terminator_end));
-        }
-        for (at, record, terminator_end) in sub {
-            take_record(record, at, terminator_end, format, &lines, acceptor, &mut report);
-        }
-    }
+    scan.run(text, format, true, acceptor, &mut report);
+    scan.finish(&mut report);
     report
 }
 
+/// Where a delimited scan stands; feed it the whole text so far each time (resumable, like the
+/// JSONL scanner: a record is taken only once its terminator has arrived).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Scanner {
+    pos: usize,
+    /// The completion delimiter has been seen: the rest of the text is not records.
+    complete: bool,
+    /// Where the completion delimiter starts, once found; and how far it has been searched for.
+    completion_at: Option<usize>,
+    searched: usize,
+    lines: LineCounter,
+}
+
+impl Scanner {
+    pub fn run(&mut self, text: &str, format: &DelimitedFormat, at_eof: bool, acceptor: &Acceptor<'_>, report: &mut ParseReport) {
+        if self.complete {
+            return;
+        }
+        if self.completion_at.is_none() {
+            // Search only the new text (with an overlap for a delimiter split across feeds).
+            let from = self.searched.saturating_sub(format.completion.len()).max(self.pos);
+            self.completion_at = text[from..].find(&format.completion).map(|i| from + i);
+            self.searched = text.len();
+        }
+        loop {
+            let pos = self.pos;
+            let rest = &text[pos..];
+            // Records end at the record delimiter; when that is not a newline, a newline ends a
+            // record too (models often put `##` and a newline, or only the newline).
+            let mut end: Option<(usize, usize, bool)> = rest.find(&format.record).map(|i| (pos + i, format.record.len(), false));
+            if format.record != "\n" {
+                if let Some(i) = memchr::memchr(b'\n', rest.as_bytes()) {
+                    if end.is_none_or(|(e, _, _)| pos + i < e) {
+                        end = Some((pos + i, 1, false));
+                    }
+                }
+            }
+            if let Some(c) = self.completion_at {
+                if end.is_none_or(|(e, _, _)| c <= e) {
+                    end = Some((c, format.completion.len(), true));
+                }
+            }
+            match end {
+                Some((at, len, is_completion)) => {
+                    take_record(&text[pos..at], pos, Some(at + len), format, text, &mut self.lines, acceptor, report);
+                    self.pos = at + len;
+                    if is_completion {
+                        self.complete = true;
+                        return;
+                    }
+                }
+                None => {
+                    if at_eof {
+                        take_record(rest, pos, None, format, text, &mut self.lines, acceptor, report);
+                        self.pos = text.len();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// No completion delimiter by the end: the reply counts as cut off.
+    pub fn finish(&self, report: &mut ParseReport) {
+        if !self.complete {
+            report.truncated = true;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn take_record(
     raw: &str,
     at: usize,
     terminator_end: Option<usize>,
     format: &DelimitedFormat,
-    lines: &LineIndex,
+    text: &str,
+    lines: &mut LineCounter,
     acceptor: &Acceptor<'_>,
     report: &mut ParseReport,
 ) {
@@ -143,7 +183,7 @@ fn take_record(
     if record.is_empty() || is_fence(record) {
         return;
     }
-    let line = lines.line_of(at + (raw.len() - raw.trim_start().len()));
+    let line = lines.line_at(text, at + (raw.len() - raw.trim_start().len()));
     let Some(end) = terminator_end else {
         report.drop(line, DropKind::Truncated, format!("last record has no delimiter after it (cut off?): {}", excerpt(record)));
         return;

@@ -28,24 +28,27 @@ impl LineIndex {
 }
 
 /// 1-based line numbers for offsets visited in increasing order, counting newlines as it goes
-/// (the bytes were just read by the parser, so this stays in cache; no index to build).
-pub(crate) struct LineCounter<'a> {
-    bytes: &'a [u8],
+/// (the bytes were just read by the parser, so this stays in cache; no index to build). It keeps
+/// no reference to the text, so a streaming parser can keep it while its buffer grows.
+#[derive(Debug, Clone)]
+pub(crate) struct LineCounter {
     pos: usize,
     line: usize,
 }
 
-impl<'a> LineCounter<'a> {
-    pub fn new(text: &'a str) -> Self {
-        LineCounter { bytes: text.as_bytes(), pos: 0, line: 1 }
+impl Default for LineCounter {
+    fn default() -> Self {
+        LineCounter { pos: 0, line: 1 }
     }
+}
 
-    /// Line of `offset`; offsets must not go backwards.
-    pub fn line_at(&mut self, offset: usize) -> usize {
+impl LineCounter {
+    /// Line of `offset` in `text`; offsets must not go backwards, and `text` may only grow.
+    pub fn line_at(&mut self, text: &str, offset: usize) -> usize {
         debug_assert!(offset >= self.pos);
-        let offset = offset.min(self.bytes.len());
+        let offset = offset.min(text.len());
         if offset > self.pos {
-            self.line += memchr::memchr_iter(b'\n', &self.bytes[self.pos..offset]).count();
+            self.line += memchr::memchr_iter(b'\n', &text.as_bytes()[self.pos..offset]).count();
             self.pos = offset;
         }
         self.line

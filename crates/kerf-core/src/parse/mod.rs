@@ -8,8 +8,10 @@ mod delimited;
 mod json;
 mod jsonl;
 pub(crate) mod lines;
+mod stream;
 
 pub use delimited::DelimitedFormat;
+pub use stream::StreamParser;
 
 use serde_json::{Map, Number, Value};
 

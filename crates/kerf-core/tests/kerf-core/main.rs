@@ -10,6 +10,7 @@ mod prompt_file;
 mod robustness;
 mod schema;
 mod shipped;
+mod stream;
 mod support;
 mod sweep;
 mod template;

@@ -9,7 +9,7 @@ use serde_json::Map;
 
 use crate::support::*;
 
-fn floor(text: &str, mut c: usize) -> usize {
+pub(crate) fn floor(text: &str, mut c: usize) -> usize {
     while !text.is_char_boundary(c) {
         c -= 1;
     }
@@ -26,7 +26,7 @@ fn assert_exact(parser: &Parser, text: &str) {
     }
 }
 
-fn jsonl_piece() -> impl Strategy<Value = String> {
+pub(crate) fn jsonl_piece() -> impl Strategy<Value = String> {
     let n = 0..100u32;
     prop_oneof![
         4 => n.clone().prop_map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"déf {i}\"}}")),
@@ -44,7 +44,7 @@ fn jsonl_piece() -> impl Strategy<Value = String> {
     ]
 }
 
-fn reply(piece: BoxedStrategy<String>, max: usize) -> impl Strategy<Value = String> {
+pub(crate) fn reply(piece: BoxedStrategy<String>, max: usize) -> impl Strategy<Value = String> {
     (prop::collection::vec(piece, 0..max), any::<bool>(), any::<bool>(), 0..40usize).prop_map(|(pieces, crlf, bom, cut)| {
         let mut t = pieces.join(if crlf { "\r\n" } else { "\n" });
         if bom {
@@ -113,7 +113,7 @@ proptest! {
     }
 }
 
-fn delimited_piece() -> impl Strategy<Value = String> {
+pub(crate) fn delimited_piece() -> impl Strategy<Value = String> {
     let n = 0..100u32;
     prop_oneof![
         4 => n.clone().prop_map(|i| format!("entity<|#|>E{i}<|#|>person<|#|>désc {i}")),
@@ -127,7 +127,7 @@ fn delimited_piece() -> impl Strategy<Value = String> {
     ]
 }
 
-fn json_reply() -> impl Strategy<Value = String> {
+pub(crate) fn json_reply() -> impl Strategy<Value = String> {
     let element = (0..50u32).prop_map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}"));
     let bad = Just("{\"entity\": \"x\"}".to_string());
     let items = prop::collection::vec(prop_oneof![4 => element, 1 => bad], 0..5);
