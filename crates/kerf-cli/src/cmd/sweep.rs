@@ -25,7 +25,7 @@ Examples:
   kerf sweep reply.jsonl --prompt prompts/agent-kg-extract.json
   kerf sweep reply.txt --type jsonl --schema schemas/agent-kg-extract.schema.json --unit token --tokenizer o200k_base --json
   kerf sweep --compare jsonl-reply.txt:jsonl:prompts/agent-kg-extract.json array-reply.txt:json:prompts/agent-kg-extract-array.json
-  kerf sweep reply.txt --prompt prompts/extract-definitions.json --csv curve.csv
+  kerf sweep reply.txt --prompt prompts/extract-definitions.json --csv curve.csv --svg curve.svg
 
 With --json, prints one object: {\"total\": objects in the full reply, \"points\": [[offset, objects], …] (offset 0,
 every offset where the count changes, the final offset), \"score\": mean over all cuts of recovered/total, \"unit\"}.
@@ -52,6 +52,9 @@ pub struct Args {
     /// Compare formats: FILE:TYPE[:SCHEMA_OR_PROMPT] … (curves on one normalised axis).
     #[arg(long, num_args = 1.., value_name = "FILE:TYPE[:SCHEMA]")]
     pub compare: Vec<String>,
+    /// Write an SVG chart of the curve(s): objects recovered vs fraction of the reply emitted.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
     /// Write the curve(s) as CSV: format, offset, fraction, objects (one row per change point).
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -139,6 +142,13 @@ pub fn run(args: Args) -> Result<Outcome> {
             }
         }
         write_file(path, &csv)?;
+    }
+    if let Some(path) = &args.svg {
+        let curves: Vec<(String, &Sweep)> = subjects.iter().zip(&sweeps).map(|(s, w)| (s.name.clone(), w)).collect();
+        crate::chart::sweep_svg(path, &curves)?;
+        if !args.json {
+            eprintln!("kerf: wrote {}", path.display());
+        }
     }
     if args.json {
         let one = |w: &Sweep| json!({"total": w.total, "points": w.points, "score": w.score, "unit": w.unit});

@@ -297,6 +297,22 @@ fn sweep_compare_csv_and_tokens() {
     assert!(out.contains("(jsonl)") && out.contains("(json)"), "{out}");
     assert!(out.contains("token:o200k_base"), "{out}");
     let rows = std::fs::read_to_string(&csv).unwrap();
+    // The SVG chart: both curves, labelled axes, a legend.
+    let svg = dir.path().join("curves.svg");
+    let o = kerf(&[
+        "sweep",
+        "--compare",
+        "tests/fixtures/replies/agent-kg-extract.jsonl.txt:jsonl:prompts/agent-kg-extract.json",
+        "tests/fixtures/replies/agent-kg-extract-array.json.txt:json:prompts/agent-kg-extract-array.json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg"));
+    assert!(chart.contains("objects recovered") && chart.contains("fraction of the reply emitted"), "axis labels");
+    assert!(chart.contains("(jsonl): 10 objects, score 0.428") && chart.contains("(json): 10 objects, score 0.001"), "legend");
+    assert!(chart.matches("<polyline").count() >= 2, "one curve per format");
     assert!(rows.starts_with("format,offset,fraction,objects\n"));
     // The array recovers nothing before its very end.
     let array_rows: Vec<&str> = rows.lines().filter(|l| l.contains("(json)")).collect();
