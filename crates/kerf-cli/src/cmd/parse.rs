@@ -56,6 +56,9 @@ pub struct Args {
     /// Run variables (for the prompt's passthrough rule), as NAME=VALUE.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub vars: Vec<String>,
+    /// Print only the one-line summary (counts), not the objects: for scripts and benchmarks.
+    #[arg(long, conflicts_with = "json")]
+    pub summary: bool,
     /// Exit 1 when any piece was dropped.
     #[arg(long)]
     pub fail_on_drop: bool,
@@ -96,13 +99,13 @@ pub fn run(args: Args) -> Result<Outcome> {
     if args.json {
         print_json(&serde_json::to_value(&report)?);
     } else {
-        print_human(&args.file.display().to_string(), parser.response_type(), &report);
+        print_human(&args.file.display().to_string(), parser.response_type(), &report, !args.summary);
     }
     let failed = report.failed() || (args.fail_on_drop && !report.dropped.is_empty());
     Ok(if failed { Outcome::InputFailed } else { Outcome::Ok })
 }
 
-fn print_human(name: &str, t: ResponseType, r: &ParseReport) {
+fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
     let drops = r
         .drop_counts()
         .iter()
@@ -116,6 +119,9 @@ fn print_human(name: &str, t: ResponseType, r: &ParseReport) {
         if drops.is_empty() { String::new() } else { format!(" ({drops})") },
         if r.truncated { ", reply was CUT OFF" } else { "" }
     );
+    if !details {
+        return;
+    }
     for (i, o) in r.objects.iter().enumerate() {
         println!("  {:>4}  {}", i + 1, compact(o, 110));
     }

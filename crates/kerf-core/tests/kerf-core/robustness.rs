@@ -50,3 +50,29 @@ fn long_single_line_parses_in_linear_time_shape() {
     assert_eq!(r.objects.len(), 5_000_000 / one.len());
     assert!(r.dropped.is_empty());
 }
+
+#[test]
+fn fifty_megabyte_single_line_parses_and_sweeps() {
+    // One 50 MB line of objects (no newline at all): every object recovered, and the sweep's
+    // final count agrees, with its curve built from that one parse.
+    let one = r#"{"entity": "x", "definition": "y"},"#;
+    let n = 50_000_000 / one.len();
+    let text = one.repeat(n);
+    let p = parser(ResponseType::Jsonl, Some(definition_schema()));
+    let curve = kerf_core::sweep::byte_curve(&p, &text, &Map::new()).unwrap();
+    assert_eq!(curve.at(text.len()), n);
+    assert_eq!(curve.at(one.len() - 1), 1, "the first object counts from its closing brace");
+    assert_eq!(curve.steps.len(), n + 1);
+}
+
+#[test]
+fn sweeps_of_hostile_input_are_results_not_panics() {
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    let deep_obj = "{\"a\":".repeat(10_000) + "1" + &"}".repeat(10_000);
+    for t in [ResponseType::Json, ResponseType::Jsonl, ResponseType::Delimited] {
+        for text in [deep.as_str(), deep_obj.as_str(), "\u{0}\u{1}\u{fffd}", "```", "<|COMPLETE|>"] {
+            let c = kerf_core::sweep::byte_curve(&parser(t, None), text, &Map::new()).unwrap();
+            assert_eq!(c.at(text.len()), parser(t, None).parse(text, &Map::new()).objects.len());
+        }
+    }
+}
