@@ -78,7 +78,7 @@ pub fn byte_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> Res
 /// can be one complete value (see the module docs), zero elsewhere.
 fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> ByteCurve {
     let len = text.len();
-    let count = |c: usize| parser.parse(&text[..floor_boundary(text, c)], vars).objects.len();
+    let count = |c: usize| parser.parse(&text[..crate::parse::lines::floor_char_boundary(text, c)], vars).objects.len();
     // Intervals [start, end) with a constant count.
     let mut intervals: Vec<(usize, usize, usize)> = Vec::new();
     let body_start = text.strip_prefix('\u{feff}').map(|_| 3).unwrap_or(0);
@@ -138,14 +138,6 @@ fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> 
     ByteCurve { len, steps }
 }
 
-fn floor_boundary(text: &str, mut c: usize) -> usize {
-    c = c.min(text.len());
-    while !text.is_char_boundary(c) {
-        c -= 1;
-    }
-    c
-}
-
 /// The unit cuts are counted in.
 #[derive(Debug, Clone)]
 pub enum Unit {
@@ -201,7 +193,7 @@ impl Sweep {
             Unit::Token { boundaries, .. } => {
                 let mut pts = vec![(0, curve.at(0))];
                 for (k, &b) in boundaries.iter().enumerate() {
-                    let n = curve.at(floor_boundary(text, b));
+                    let n = curve.at(crate::parse::lines::floor_char_boundary(text, b));
                     if pts.last().is_some_and(|p| p.1 != n) {
                         pts.push((k + 1, n));
                     }

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::lines::{LineIndex, excerpt, line_end, next_line_start};
+use super::lines::{LineIndex, excerpt, floor_char_boundary, line_end, next_line_start};
 use super::{Acceptor, Parser, coerce};
 use crate::error::strip_position;
 use crate::report::{DropKind, ParseReport};
@@ -42,7 +42,7 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
         Err(e) => {
             let line = body_line + e.line().saturating_sub(1);
             let at = lines.start_of(line, text.len());
-            let err_at = (if e.line() <= 1 { offset + lead } else { at } + e.column().saturating_sub(1)).min(text.len());
+            let err_at = floor_char_boundary(text, if e.line() <= 1 { offset + lead } else { at } + e.column().saturating_sub(1));
             let body_end = offset + body.len();
             // Broken only by the end of the body (a cut string then a newline) is cut off too.
             if e.is_eof() || text.get(err_at..body_end).is_some_and(|rest| rest.trim().is_empty()) {
@@ -131,7 +131,7 @@ impl Salvager<'_, '_> {
                     let line = self.lines.line_of(pos) + e.line() - 1;
                     self.lines.start_of(line, self.text.len()) + e.column().saturating_sub(1)
                 };
-                let at = at.min(end);
+                let at = floor_char_boundary(self.text, at.min(end));
                 if self.text[at..end].trim().is_empty() {
                     // Broken only by the end of the text (a cut string then a newline): cut off.
                     return Read::CutOff;

@@ -15,7 +15,7 @@
 use serde_json::Value;
 
 use super::Acceptor;
-use super::lines::{LineCounter, at_line_start, excerpt, is_fence, line_end, list_marker_len};
+use super::lines::{LineCounter, at_line_start, excerpt, floor_char_boundary, is_fence, line_end, list_marker_len};
 use crate::error::strip_position;
 use crate::report::{DropKind, ParseReport};
 
@@ -120,7 +120,7 @@ impl Scanner {
             }
             Some(Err(e)) => {
                 let err_line_start = if e.line() <= 1 { pos } else { nth_line_start(text, pos, e.line() - 1) };
-                let err_at = (err_line_start + e.column().saturating_sub(1)).min(text.len());
+                let err_at = floor_char_boundary(text, err_line_start + e.column().saturating_sub(1));
                 if text[err_at..].trim().is_empty() {
                     // Broken only by the end of the text (e.g. a cut string then a newline): cut off.
                     if !at_eof {

@@ -55,6 +55,16 @@ impl LineCounter {
     }
 }
 
+/// The largest char boundary at or before `i` (serde_json's error columns can point inside a
+/// multi-byte character).
+pub(crate) fn floor_char_boundary(text: &str, i: usize) -> usize {
+    let mut i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
 /// Offset just past the end of the line containing `pos` (after its `\n`), or `text.len()`.
 pub(crate) fn next_line_start(text: &str, pos: usize) -> usize {
     memchr::memchr(b'\n', &text.as_bytes()[pos..]).map(|i| pos + i + 1).unwrap_or(text.len())

@@ -76,3 +76,21 @@ fn sweeps_of_hostile_input_are_results_not_panics() {
         }
     }
 }
+
+/// Found by the `parse_jsonl` fuzz target: a line report pointing past the last line.
+#[test]
+fn fuzz_crash_parse_jsonl_22d39acc() {
+    let data: &[u8] = &[
+        0x0a, 0x7e, 0x0a, 0x7b, 0x22, 0xb0, 0xb0, 0x5c, 0x75, 0x00, 0xf6, 0x7b, 0x46, 0xc3, 0xdf, 0xff, 0xff, 0xf4, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0x00, 0xff, 0xfc, 0xff, 0xfc, 0x0a, 0x76, 0x7a, 0x64, 0x4f, 0xa3, 0x4f, 0xd8, 0x26,
+    ];
+    let text = String::from_utf8_lossy(data);
+    for schema in [None, Some(union_schema())] {
+        let r = parse(ResponseType::Jsonl, schema, &text);
+        let lines = text.split('\n').count();
+        assert_eq!(r.objects.len(), r.ends.len());
+        for d in &r.dropped {
+            assert!(d.line >= 1 && d.line <= lines, "{d:?}");
+        }
+    }
+}
