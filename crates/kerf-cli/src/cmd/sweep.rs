@@ -112,6 +112,17 @@ fn subject_from_spec(spec: &str) -> Result<Subject> {
     Ok(Subject { name: format!("{file} ({})", parser.response_type()), parser, text: read_input(Path::new(file))? })
 }
 
+/// Replies at least this large get a progress bar.
+const PROGRESS_FROM_BYTES: u64 = 8 * 1024 * 1024;
+
+fn args_unit_name(args: &Args) -> &'static str {
+    match args.unit {
+        UnitArg::Byte => "byte",
+        UnitArg::Char => "char",
+        UnitArg::Token => "token",
+    }
+}
+
 fn unit_for(args: &Args, text: &str) -> Result<Unit> {
     Ok(match args.unit {
         UnitArg::Byte => Unit::Byte,
@@ -130,10 +141,26 @@ pub fn run(args: Args) -> Result<Outcome> {
     };
     let vars = serde_json::Map::new();
     let mut sweeps = Vec::new();
+    // Long replies (tens of MB, or token units) take seconds: show progress on a terminal.
+    let total_bytes: u64 = subjects.iter().map(|s| s.text.len() as u64).sum();
+    let progress = if total_bytes >= PROGRESS_FROM_BYTES {
+        indicatif::ProgressBar::new(subjects.len() as u64 * 2)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    progress.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} sweeping [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     for s in &subjects {
+        progress.set_message(format!("{}: cutting into {}s", s.name, args_unit_name(&args)));
         let unit = unit_for(&args, &s.text)?;
+        progress.inc(1);
+        progress.set_message(format!("{}: parsing once, counting every cut", s.name));
         sweeps.push(sweep::sweep(&s.parser, &s.text, &vars, &unit)?);
+        progress.inc(1);
     }
+    progress.finish_and_clear();
     if let Some(path) = &args.csv {
         let mut csv = String::from("format,offset,fraction,objects\n");
         for (s, w) in subjects.iter().zip(&sweeps) {

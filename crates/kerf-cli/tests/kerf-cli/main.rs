@@ -152,6 +152,13 @@ fn hundred_megabyte_reply() {
     let v = stdout_json(&o);
     assert_eq!(v["objects"].as_array().unwrap().len(), n);
     assert_eq!(v["dropped"], json!([]));
+    // And its sweep: one step per object, ending at the file's length with every object.
+    let o = kerf(&["sweep", p.to_str().unwrap(), "--prompt", "prompts/extract-definitions.json", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_eq!(v["total"], n);
+    assert_eq!(v["points"].as_array().unwrap().len(), n + 2, "offset 0, one change per object, and the final offset");
+    assert_eq!(v["points"].as_array().unwrap().last().unwrap(), &json!([n * line.len(), n]));
 }
 
 #[test]
