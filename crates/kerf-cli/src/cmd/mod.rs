@@ -19,6 +19,33 @@ pub fn load_prompt(path: &Path) -> Result<kerf_core::Prompt> {
     Ok(kerf_core::Prompt::from_loaded(loaded, path)?)
 }
 
+/// The parser for a reply: from a prompt file (its type — or `response_type` if given — schema,
+/// delimiters and rules), or from a response type and an optional schema file.
+pub fn parser_for(
+    response_type: Option<kerf_core::ResponseType>,
+    schema: Option<&Path>,
+    prompt: Option<&Path>,
+    salvage: bool,
+) -> Result<kerf_core::Parser> {
+    if let Some(path) = prompt {
+        let mut file = load_prompt(path)?.file;
+        if let Some(t) = response_type {
+            file.response_type = t;
+        }
+        if salvage {
+            file.salvage = Some(true);
+        }
+        return Ok(kerf_core::Prompt::compile(file, &path.display().to_string())?.parser);
+    }
+    let t = response_type.ok_or_else(|| kerf_core::Error::Usage("give --type (text, json, jsonl or delimited) or --prompt".into()))?;
+    let mut parser = kerf_core::Parser::new(t).with_salvage(salvage);
+    if let Some(path) = schema {
+        let schema = crate::output::read_json(path)?;
+        parser = parser.with_schema(kerf_core::CompiledSchema::compile(&schema, &path.display().to_string())?);
+    }
+    Ok(parser)
+}
+
 /// Load a schema file, or the schema of a prompt file (a JSON object with a `prompt` key).
 pub fn load_schema_or_prompt(path: &Path) -> Result<(serde_json::Value, Option<kerf_core::Prompt>)> {
     let value = crate::output::read_json(path)?;

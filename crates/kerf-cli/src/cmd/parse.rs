@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use kerf_core::{CompiledSchema, Parser, ParseReport, ResponseType};
+use kerf_core::{ParseReport, ResponseType};
 
 use crate::Outcome;
-use crate::output::{compact, print_json, read_input, read_json, vars};
+use crate::output::{compact, print_json, read_input, vars};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum TypeArg {
@@ -69,31 +69,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<Outcome> {
     let run_vars = vars(&args.vars)?;
-    let parser = match &args.prompt {
-        Some(path) => {
-            let prompt = super::load_prompt(path)?;
-            let mut file = prompt.file.clone();
-            if let Some(t) = args.response_type {
-                file.response_type = t.into();
-            }
-            if args.salvage {
-                file.salvage = Some(true);
-            }
-            kerf_core::Prompt::compile(file, &path.display().to_string())?.parser
-        }
-        None => {
-            let t: ResponseType = args
-                .response_type
-                .ok_or_else(|| kerf_core::Error::Usage("give --type (text, json, jsonl or delimited) or --prompt".into()))?
-                .into();
-            let mut parser = Parser::new(t).with_salvage(args.salvage);
-            if let Some(path) = &args.schema {
-                let schema = read_json(path)?;
-                parser = parser.with_schema(CompiledSchema::compile(&schema, &path.display().to_string())?);
-            }
-            parser
-        }
-    };
+    let parser = super::parser_for(args.response_type.map(Into::into), args.schema.as_deref(), args.prompt.as_deref(), args.salvage)?;
     let text = read_input(&args.file)?;
     let report = parser.parse(&text, &run_vars);
     if args.json {

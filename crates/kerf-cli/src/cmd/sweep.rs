@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use kerf_core::sweep::{self, Sweep, Unit};
-use kerf_core::{CompiledSchema, Parser, ResponseType};
+use kerf_core::Parser;
 use serde_json::json;
 
 use super::parse::TypeArg;
@@ -69,25 +69,6 @@ struct Subject {
     text: String,
 }
 
-fn parser_for(t: Option<TypeArg>, schema: Option<&Path>, prompt: Option<&Path>) -> Result<Parser> {
-    if let Some(path) = prompt {
-        let p = super::load_prompt(path)?;
-        let mut file = p.file.clone();
-        if let Some(t) = t {
-            file.response_type = t.into();
-        }
-        return Ok(kerf_core::Prompt::compile(file, &path.display().to_string())?.parser);
-    }
-    let t: ResponseType = t
-        .ok_or_else(|| kerf_core::Error::Usage("give --type (json, jsonl or delimited) or --prompt".into()))?
-        .into();
-    let mut parser = Parser::new(t);
-    if let Some(path) = schema {
-        parser = parser.with_schema(CompiledSchema::compile(&read_json(path)?, &path.display().to_string())?);
-    }
-    Ok(parser)
-}
-
 /// `FILE:TYPE[:SCHEMA_OR_PROMPT]`; a third part that is a prompt file supplies schema and rules.
 fn subject_from_spec(spec: &str) -> Result<Subject> {
     let parts: Vec<&str> = spec.splitn(3, ':').collect();
@@ -105,9 +86,9 @@ fn subject_from_spec(spec: &str) -> Result<Subject> {
         Some(extra) => {
             let path = Path::new(extra);
             let is_prompt = read_json(path)?.get("prompt").is_some_and(|p| p.is_string());
-            if is_prompt { parser_for(Some(t), None, Some(path))? } else { parser_for(Some(t), Some(path), None)? }
+            if is_prompt { super::parser_for(Some(t.into()), None, Some(path), false)? } else { super::parser_for(Some(t.into()), Some(path), None, false)? }
         }
-        None => parser_for(Some(t), None, None)?,
+        None => super::parser_for(Some(t.into()), None, None, false)?,
     };
     Ok(Subject { name: format!("{file} ({})", parser.response_type()), parser, text: read_input(Path::new(file))? })
 }
@@ -134,7 +115,7 @@ fn unit_for(args: &Args, text: &str) -> Result<Unit> {
 pub fn run(args: Args) -> Result<Outcome> {
     let subjects: Vec<Subject> = if args.compare.is_empty() {
         let file = args.file.clone().unwrap_or_default();
-        let parser = parser_for(args.response_type, args.schema.as_deref(), args.prompt.as_deref())?.with_salvage(args.salvage);
+        let parser = super::parser_for(args.response_type.map(Into::into), args.schema.as_deref(), args.prompt.as_deref(), args.salvage)?;
         vec![Subject { name: format!("{} ({})", file.display(), parser.response_type()), parser, text: read_input(&file)? }]
     } else {
         args.compare.iter().map(|s| subject_from_spec(s)).collect::<Result<_>>()?
