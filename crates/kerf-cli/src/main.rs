@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 success; 1 the input failed (parse, validation, template or lint errors); 2 usage or I/O error.
-Every command takes --json for machine-readable output.";
+Commands print for people by default; --json gives machine-readable output (export always writes JSON).";
 
 #[derive(Parser)]
 #[command(name = "kerf", version, about = "Kerf: a prompt-and-schema workbench for LLM extraction prompts", after_help = AFTER_HELP)]

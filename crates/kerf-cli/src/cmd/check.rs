@@ -21,6 +21,7 @@ pub struct Args {
     /// Files or folders (folders: every .json file inside, not recursive).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+    /// Machine-readable output (JSON on standard output).
     #[arg(long)]
     pub json: bool,
 }

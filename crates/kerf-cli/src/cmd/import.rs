@@ -28,6 +28,7 @@ pub struct Args {
     /// Overwrite existing prompt files.
     #[arg(long)]
     pub force: bool,
+    /// Machine-readable output (JSON on standard output).
     #[arg(long)]
     pub json: bool,
 }

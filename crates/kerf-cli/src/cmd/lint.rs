@@ -24,6 +24,7 @@ pub struct Args {
     /// Providers to lint for: openai, anthropic, gemini, llama.cpp (default: all).
     #[arg(long = "provider", value_name = "NAME")]
     pub providers: Vec<String>,
+    /// Machine-readable output (JSON on standard output).
     #[arg(long)]
     pub json: bool,
 }

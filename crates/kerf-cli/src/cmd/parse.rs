@@ -62,7 +62,7 @@ pub struct Args {
     /// Exit 1 when any piece was dropped.
     #[arg(long)]
     pub fail_on_drop: bool,
-    /// Print the report as JSON.
+    /// Print the report as JSON: {"objects", "dropped", "truncated"}.
     #[arg(long)]
     pub json: bool,
 }

@@ -37,6 +37,7 @@ pub struct Args {
     /// List the variables the templates read (and which the prompt's terms supply), then stop.
     #[arg(long)]
     pub list_vars: bool,
+    /// Machine-readable output (JSON on standard output).
     #[arg(long)]
     pub json: bool,
 }

@@ -34,10 +34,13 @@ pub struct Args {
     /// The complete reply (`-` for standard input). Not used with --compare.
     #[arg(required_unless_present = "compare")]
     pub file: Option<PathBuf>,
+    /// Response type: json (strict), jsonl or delimited; defaults to the prompt's with --prompt.
     #[arg(long = "type", value_enum)]
     pub response_type: Option<TypeArg>,
+    /// A JSON Schema: of the whole value for json, of each line for jsonl, of each record for delimited.
     #[arg(long, conflicts_with = "prompt")]
     pub schema: Option<PathBuf>,
+    /// A prompt file: its response type, schema, delimiters and post-processing rules apply.
     #[arg(long)]
     pub prompt: Option<PathBuf>,
     /// Sweep salvage-mode JSON (refused for now: which value salvage picks can change with the cut).
@@ -58,6 +61,7 @@ pub struct Args {
     /// Write the curve(s) as CSV: format, offset, fraction, objects (one row per change point).
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Print {"total", "points", "score", "unit"} (with --compare: {"compare": [{"name", "sweep"}, …]}).
     #[arg(long)]
     pub json: bool,
 }
