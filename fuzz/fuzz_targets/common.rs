@@ -11,8 +11,14 @@ pub fn union_schema() -> serde_json::Value {
     ]})
 }
 
-/// Every parser configuration worth fuzzing, selected by one byte.
-pub fn parser(selector: u8) -> Parser {
+/// Every parser configuration worth fuzzing, selected by one byte. Built once per process:
+/// compiling schemas on every input would cost more than the parsing under test.
+pub fn parser(selector: u8) -> &'static Parser {
+    static PARSERS: std::sync::LazyLock<Vec<Parser>> = std::sync::LazyLock::new(|| (0..8).map(build).collect());
+    &PARSERS[(selector % 8) as usize]
+}
+
+fn build(selector: u8) -> Parser {
     let schema = || CompiledSchema::compile(&union_schema(), "fuzz").expect("schema");
     let array = || CompiledSchema::compile(&serde_json::json!({"type": "array", "items": union_schema()}), "fuzz").expect("schema");
     match selector % 8 {

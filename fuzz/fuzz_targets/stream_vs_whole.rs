@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(&data[4..]).into_owned();
     let vars = Default::default();
     let whole = parser.parse(&text, &vars);
-    let mut s = StreamParser::new(&parser, Default::default());
+    let mut s = StreamParser::new(parser, Default::default());
     let mut at = 0;
     let mut i = 0;
     while at < text.len() {
