@@ -18,23 +18,42 @@ const COLOURS: [RGBColor; 6] = [
 
 /// Recovered objects vs fraction of the reply emitted, one step curve per named sweep.
 pub fn sweep_svg(path: &Path, curves: &[(String, &Sweep)]) -> Result<()> {
-    let max = curves.iter().map(|(_, s)| s.total).max().unwrap_or(0).max(1) as f64;
-    let unit = curves.first().map(|(_, s)| s.unit.clone()).unwrap_or_default();
+    let max = curves
+        .iter()
+        .map(|(_, s)| s.total)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let unit = curves
+        .first()
+        .map(|(_, s)| s.unit.clone())
+        .unwrap_or_default();
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
     let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("Objects recovered if the reply is cut off", ("sans-serif", 24))
+            .caption(
+                "Objects recovered if the reply is cut off",
+                ("sans-serif", 24),
+            )
             .margin(20)
             .x_label_area_size(50)
             .y_label_area_size(60)
             .build_cartesian_2d(0f64..1f64, 0f64..max * 1.05)?;
         chart
             .configure_mesh()
-            .x_desc(format!("fraction of the reply emitted before the cut (cuts in {unit}s)"))
+            .x_desc(format!(
+                "fraction of the reply emitted before the cut (cuts in {unit}s)"
+            ))
             .y_desc("objects recovered")
             .x_label_formatter(&|x| format!("{:.0}%", x * 100.0))
-            .y_label_formatter(&|y| if y.fract() == 0.0 { format!("{y:.0}") } else { String::new() })
+            .y_label_formatter(&|y| {
+                if y.fract() == 0.0 {
+                    format!("{y:.0}")
+                } else {
+                    String::new()
+                }
+            })
             .axis_desc_style(("sans-serif", 16))
             .draw()?;
         for (i, (name, sweep)) in curves.iter().enumerate() {
@@ -53,7 +72,9 @@ pub fn sweep_svg(path: &Path, curves: &[(String, &Sweep)]) -> Result<()> {
             chart
                 .draw_series(LineSeries::new(pts, colour.stroke_width(3)))?
                 .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3))
+                });
         }
         chart
             .configure_series_labels()
@@ -65,6 +86,9 @@ pub fn sweep_svg(path: &Path, curves: &[(String, &Sweep)]) -> Result<()> {
         root.present()?;
         Ok(())
     };
-    draw().map_err(|e| kerf_core::Error::Io { path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) })?;
+    draw().map_err(|e| kerf_core::Error::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
     Ok(())
 }

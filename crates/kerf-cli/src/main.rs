@@ -78,7 +78,9 @@ fn main() -> ExitCode {
             };
             eprintln!("kerf: error[{code}]: {err:#}");
             if json {
-                output::print_json(&serde_json::json!({"error": {"code": code, "message": format!("{err:#}")}}));
+                output::print_json(
+                    &serde_json::json!({"error": {"code": code, "message": format!("{err:#}")}}),
+                );
             }
             ExitCode::from(status)
         }

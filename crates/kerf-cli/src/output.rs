@@ -19,9 +19,16 @@ pub fn read_input(path: &Path) -> Result<String> {
         let mut bytes = Vec::new();
         std::io::stdin()
             .read_to_end(&mut bytes)
-            .map_err(|e| kerf_core::Error::Io { path: "<stdin>".into(), source: e })?;
+            .map_err(|e| kerf_core::Error::Io {
+                path: "<stdin>".into(),
+                source: e,
+            })?;
         return String::from_utf8(bytes).map_err(|e| {
-            kerf_core::Error::Utf8 { place: "<stdin>".into(), offset: e.utf8_error().valid_up_to() }.into()
+            kerf_core::Error::Utf8 {
+                place: "<stdin>".into(),
+                offset: e.utf8_error().valid_up_to(),
+            }
+            .into()
         });
     }
     Ok(kerf_core::error::read_text(path)?)
@@ -31,7 +38,8 @@ pub fn read_input(path: &Path) -> Result<String> {
 pub fn read_json(path: &Path) -> Result<Value> {
     let text = read_input(path)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    serde_json::from_str(text).map_err(|e| kerf_core::Error::json(&path.display().to_string(), &e).into())
+    serde_json::from_str(text)
+        .map_err(|e| kerf_core::Error::json(&path.display().to_string(), &e).into())
 }
 
 /// `--var k=v` pairs as a variables map.
@@ -47,16 +55,29 @@ pub fn vars(specs: &[String]) -> Result<Map<String, Value>> {
 /// Write `text` to `path` (creating parent folders), with errors that name the file.
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| kerf_core::Error::Io { path: dir.into(), source: e })?;
+        std::fs::create_dir_all(dir).map_err(|e| kerf_core::Error::Io {
+            path: dir.into(),
+            source: e,
+        })?;
     }
-    std::fs::write(path, text).map_err(|e| kerf_core::Error::Io { path: path.into(), source: e })?;
+    std::fs::write(path, text).map_err(|e| kerf_core::Error::Io {
+        path: path.into(),
+        source: e,
+    })?;
     Ok(())
 }
 
 /// One line of compact JSON, cut to `max` characters for tables.
 pub fn compact(v: &Value, max: usize) -> String {
     let s = v.to_string();
-    if s.chars().count() <= max { s } else { format!("{}…", s.chars().take(max.saturating_sub(1)).collect::<String>()) }
+    if s.chars().count() <= max {
+        s
+    } else {
+        format!(
+            "{}…",
+            s.chars().take(max.saturating_sub(1)).collect::<String>()
+        )
+    }
 }
 
 /// Print warnings on standard error.

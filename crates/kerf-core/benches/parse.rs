@@ -28,9 +28,12 @@ fn reply(target_bytes: usize) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/agent-kg-extract.schema.json");
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(root).expect("schema")).expect("json");
-    let parser = Parser::new(ResponseType::Jsonl).with_schema(CompiledSchema::compile(&schema, "bench").expect("compiles"));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../schemas/agent-kg-extract.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(root).expect("schema")).expect("json");
+    let parser = Parser::new(ResponseType::Jsonl)
+        .with_schema(CompiledSchema::compile(&schema, "bench").expect("compiles"));
     let text = reply(10 * 1024 * 1024);
     let vars = Map::new();
     let expected = text.lines().count();
@@ -41,14 +44,20 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("serde_json_values", |b| {
         b.iter(|| {
-            let n = serde_json::Deserializer::from_str(&text).into_iter::<Value>().filter(|v| v.is_ok()).count();
+            let n = serde_json::Deserializer::from_str(&text)
+                .into_iter::<Value>()
+                .filter(|v| v.is_ok())
+                .count();
             assert_eq!(n, expected);
         })
     });
     // The fair baseline keeps the values, as a parser's caller does (TrustGraph returns a list).
     g.bench_function("serde_json_values_collected", |b| {
         b.iter(|| {
-            let v: Vec<Value> = serde_json::Deserializer::from_str(&text).into_iter::<Value>().filter_map(Result::ok).collect();
+            let v: Vec<Value> = serde_json::Deserializer::from_str(&text)
+                .into_iter::<Value>()
+                .filter_map(Result::ok)
+                .collect();
             assert_eq!(v.len(), expected);
         })
     });

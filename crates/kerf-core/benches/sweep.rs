@@ -23,9 +23,12 @@ fn reply(n: usize) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/agent-kg-extract.schema.json");
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(root).expect("schema")).expect("json");
-    let parser = Parser::new(ResponseType::Jsonl).with_schema(CompiledSchema::compile(&schema, "bench").expect("compiles"));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../schemas/agent-kg-extract.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(root).expect("schema")).expect("json");
+    let parser = Parser::new(ResponseType::Jsonl)
+        .with_schema(CompiledSchema::compile(&schema, "bench").expect("compiles"));
     let vars = Map::new();
     let mut g = c.benchmark_group("sweep_every_byte_jsonl");
     g.sample_size(10);

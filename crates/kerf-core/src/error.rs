@@ -23,7 +23,12 @@ pub enum Error {
 
     /// A file that must be JSON is not (with the line and column of the first error).
     #[error("{place}:{line}:{column}: not valid JSON: {message}")]
-    Json { place: String, line: usize, column: usize, message: String },
+    Json {
+        place: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
 
     /// A prompt file of the wrong shape: a key with the wrong type, an unknown response type, …
     #[error("{place}: {message}")]
@@ -31,19 +36,35 @@ pub enum Error {
 
     /// A JSON Schema that does not satisfy its meta-schema, or cannot be compiled.
     #[error("{place}: invalid JSON Schema at {pointer}: {message}")]
-    Schema { place: String, pointer: String, message: String },
+    Schema {
+        place: String,
+        pointer: String,
+        message: String,
+    },
 
     /// A template that does not compile.
     #[error("template `{name}`{}: syntax error: {message}", line_suffix(*line))]
-    TemplateSyntax { name: String, line: Option<usize>, message: String },
+    TemplateSyntax {
+        name: String,
+        line: Option<usize>,
+        message: String,
+    },
 
     /// A template that uses a variable nobody supplied.
     #[error("template `{name}`{}: undefined variable `{variable}` (supply it with --var {variable}=… or in the prompt's `terms`)", line_suffix(*line))]
-    TemplateUndefined { name: String, line: Option<usize>, variable: String },
+    TemplateUndefined {
+        name: String,
+        line: Option<usize>,
+        variable: String,
+    },
 
     /// Any other failure while rendering a template.
     #[error("template `{name}`{}: {message}", line_suffix(*line))]
-    TemplateRender { name: String, line: Option<usize>, message: String },
+    TemplateRender {
+        name: String,
+        line: Option<usize>,
+        message: String,
+    },
 
     /// A bundle or template that cannot be imported.
     #[error("{place}: cannot import: {message}")]
@@ -51,7 +72,11 @@ pub enum Error {
 
     /// A prompt that cannot be exported to the requested target.
     #[error("{place}: cannot export to {target}: {message}")]
-    Export { place: String, target: String, message: String },
+    Export {
+        place: String,
+        target: String,
+        message: String,
+    },
 
     /// A value the caller passed that makes no sense (a bad `--var`, a bad option).
     #[error("{0}")]
@@ -86,7 +111,10 @@ impl Error {
     }
 
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// A JSON syntax error in the text of `place`.

@@ -75,17 +75,31 @@ impl Prompt {
     pub fn compile(file: PromptFile, place: &str) -> Result<Self> {
         let id = file.id().to_string();
         let user = Template::new(&id, &file.prompt)?;
-        let system = file.system.as_deref().map(|s| Template::new(&format!("{id} (system)"), s)).transpose()?;
+        let system = file
+            .system
+            .as_deref()
+            .map(|s| Template::new(&format!("{id} (system)"), s))
+            .transpose()?;
         let mut parser = Parser::new(file.response_type)
             .with_salvage(file.salvage.unwrap_or(false))
             .with_post(file.post.clone());
         if let Some(schema) = &file.schema {
-            parser = parser.with_schema(CompiledSchema::compile(schema, &format!("{place} (key `schema`)"))?);
+            parser = parser.with_schema(CompiledSchema::compile(
+                schema,
+                &format!("{place} (key `schema`)"),
+            )?);
         }
         if let Some(d) = &file.delimiters {
             parser = parser.with_delimiters(DelimitedFormat::from_delimiters(d, place)?);
         }
-        Ok(Prompt { file, path: None, warnings: Vec::new(), user, system, parser })
+        Ok(Prompt {
+            file,
+            path: None,
+            warnings: Vec::new(),
+            user,
+            system,
+            parser,
+        })
     }
 
     pub fn id(&self) -> &str {
@@ -94,7 +108,11 @@ impl Prompt {
 
     /// Render both turns with terms merged as TrustGraph does: `global`, the prompt's `terms`,
     /// then the run's `vars`.
-    pub fn render(&self, global: &Map<String, Value>, vars: &Map<String, Value>) -> Result<Rendered> {
+    pub fn render(
+        &self,
+        global: &Map<String, Value>,
+        vars: &Map<String, Value>,
+    ) -> Result<Rendered> {
         let ctx = template::merge_terms(global, &self.file.terms, vars);
         Ok(Rendered {
             system: self.system.as_ref().map(|t| t.render(&ctx)).transpose()?,
@@ -122,7 +140,11 @@ impl Prompt {
     /// The sample input shipped with the prompt, if any (resolved beside the prompt file).
     pub fn sample_input_path(&self) -> Option<PathBuf> {
         let rel = self.file.sample_input.as_ref()?;
-        let dir = self.path.as_ref().and_then(|p| p.parent()).unwrap_or(Path::new("."));
+        let dir = self
+            .path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .unwrap_or(Path::new("."));
         Some(dir.join(rel))
     }
 }

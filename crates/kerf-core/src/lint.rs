@@ -32,7 +32,12 @@ pub enum Provider {
 }
 
 impl Provider {
-    pub const ALL: [Provider; 4] = [Provider::Openai, Provider::Anthropic, Provider::Gemini, Provider::Llamacpp];
+    pub const ALL: [Provider; 4] = [
+        Provider::Openai,
+        Provider::Anthropic,
+        Provider::Gemini,
+        Provider::Llamacpp,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -80,7 +85,12 @@ pub struct Finding {
 }
 
 /// Visit every subschema with its JSON pointer and nesting depth (objects/arrays only).
-fn walk<'a>(node: &'a Value, pointer: &str, depth: usize, visit: &mut dyn FnMut(&'a Value, &str, usize)) {
+fn walk<'a>(
+    node: &'a Value,
+    pointer: &str,
+    depth: usize,
+    visit: &mut dyn FnMut(&'a Value, &str, usize),
+) {
     let Value::Object(map) = node else { return };
     visit(node, pointer, depth);
     let esc = |k: &str| k.replace('~', "~0").replace('/', "~1");
@@ -88,13 +98,29 @@ fn walk<'a>(node: &'a Value, pointer: &str, depth: usize, visit: &mut dyn FnMut(
         match key.as_str() {
             "properties" | "$defs" | "definitions" | "patternProperties" | "dependentSchemas" => {
                 if let Value::Object(m) = child {
-                    let nested = if key == "properties" { depth + 1 } else { depth };
+                    let nested = if key == "properties" {
+                        depth + 1
+                    } else {
+                        depth
+                    };
                     for (name, sub) in m {
-                        walk(sub, &format!("{pointer}/{key}/{}", esc(name)), nested, visit);
+                        walk(
+                            sub,
+                            &format!("{pointer}/{key}/{}", esc(name)),
+                            nested,
+                            visit,
+                        );
                     }
                 }
             }
-            "items" | "additionalProperties" | "not" | "if" | "then" | "else" | "contains" | "propertyNames" => {
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "contains"
+            | "propertyNames" => {
                 let nested = if key == "items" { depth + 1 } else { depth };
                 walk(child, &format!("{pointer}/{key}"), nested, visit);
             }
@@ -116,24 +142,68 @@ fn is_object_schema(node: &Map<String, Value>) -> bool {
 
 fn root_is_plain_object(schema: &Value) -> bool {
     schema.get("type").and_then(Value::as_str) == Some("object")
-        && !["anyOf", "oneOf", "allOf"].iter().any(|k| schema.get(*k).is_some())
+        && !["anyOf", "oneOf", "allOf"]
+            .iter()
+            .any(|k| schema.get(*k).is_some())
 }
 
-const OPENAI_BLOCKERS: &[&str] = &["allOf", "not", "if", "then", "else", "dependentSchemas", "patternProperties"];
+const OPENAI_BLOCKERS: &[&str] = &[
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "patternProperties",
+];
 const OPENAI_DROPPED: &[&str] = &[
-    "minLength", "maxLength", "minProperties", "maxProperties", "uniqueItems", "contains", "minContains",
-    "maxContains", "dependentRequired", "unevaluatedProperties", "unevaluatedItems", "propertyNames",
+    "minLength",
+    "maxLength",
+    "minProperties",
+    "maxProperties",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "dependentRequired",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "propertyNames",
 ];
 const GEMINI_KEYWORDS: &[&str] = &[
-    "type", "format", "title", "description", "nullable", "enum", "properties", "required", "propertyOrdering",
-    "items", "minItems", "maxItems", "minimum", "maximum", "anyOf", "example",
+    "type",
+    "format",
+    "title",
+    "description",
+    "nullable",
+    "enum",
+    "properties",
+    "required",
+    "propertyOrdering",
+    "items",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+    "anyOf",
+    "example",
 ];
 
 /// Lint `schema` for one provider.
 pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut add = |severity, pointer: &str, keyword: &str, message: String| {
-        out.push(Finding { provider, severity, pointer: if pointer.is_empty() { "/".into() } else { pointer.into() }, keyword: keyword.into(), message })
+        out.push(Finding {
+            provider,
+            severity,
+            pointer: if pointer.is_empty() {
+                "/".into()
+            } else {
+                pointer.into()
+            },
+            keyword: keyword.into(),
+            message,
+        })
     };
     match provider {
         Provider::Openai => {
@@ -143,13 +213,32 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
             walk(schema, "", 0, &mut |node, p, depth| {
                 let Some(m) = node.as_object() else { return };
                 if depth > 10 {
-                    add(Severity::Error, p, "properties", format!("nested {depth} levels deep; OpenAI allows at most 10"));
+                    add(
+                        Severity::Error,
+                        p,
+                        "properties",
+                        format!("nested {depth} levels deep; OpenAI allows at most 10"),
+                    );
                 }
                 for k in m.keys() {
                     if OPENAI_BLOCKERS.contains(&k.as_str()) {
-                        add(Severity::Error, p, k, format!("`{k}` is not supported in strict mode and cannot be rewritten faithfully"));
+                        add(
+                            Severity::Error,
+                            p,
+                            k,
+                            format!(
+                                "`{k}` is not supported in strict mode and cannot be rewritten faithfully"
+                            ),
+                        );
                     } else if OPENAI_DROPPED.contains(&k.as_str()) {
-                        add(Severity::Rewrite, p, k, format!("`{k}` is not supported in strict mode; the export removes it (Kerf still checks it after the reply)"));
+                        add(
+                            Severity::Rewrite,
+                            p,
+                            k,
+                            format!(
+                                "`{k}` is not supported in strict mode; the export removes it (Kerf still checks it after the reply)"
+                            ),
+                        );
                     }
                 }
                 if m.contains_key("oneOf") {
@@ -157,12 +246,29 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                 }
                 if is_object_schema(m) {
                     if m.get("additionalProperties") != Some(&Value::Bool(false)) {
-                        add(Severity::Rewrite, p, "additionalProperties", "every object needs `additionalProperties: false`; the export adds it".into());
+                        add(
+                            Severity::Rewrite,
+                            p,
+                            "additionalProperties",
+                            "every object needs `additionalProperties: false`; the export adds it"
+                                .into(),
+                        );
                     }
-                    let required: Vec<&str> = m.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+                    let required: Vec<&str> = m
+                        .get("required")
+                        .and_then(Value::as_array)
+                        .map(|r| r.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
                     if let Some(props) = m.get("properties").and_then(Value::as_object) {
                         for name in props.keys().filter(|n| !required.contains(&n.as_str())) {
-                            add(Severity::Rewrite, p, "required", format!("optional property `{name}`: every property must be required; the export makes it required and nullable"));
+                            add(
+                                Severity::Rewrite,
+                                p,
+                                "required",
+                                format!(
+                                    "optional property `{name}`: every property must be required; the export makes it required and nullable"
+                                ),
+                            );
                         }
                     }
                 }
@@ -170,13 +276,35 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
         }
         Provider::Anthropic => {
             if !root_is_plain_object(schema) {
-                add(Severity::Rewrite, "", "type", "a tool's `input_schema` must be an object at the root; the export wraps it".into());
+                add(
+                    Severity::Rewrite,
+                    "",
+                    "type",
+                    "a tool's `input_schema` must be an object at the root; the export wraps it"
+                        .into(),
+                );
             }
             walk(schema, "", 0, &mut |node, p, _| {
                 let Some(m) = node.as_object() else { return };
-                for k in ["minLength", "maxLength", "pattern", "minimum", "maximum", "multipleOf", "minItems", "maxItems"] {
+                for k in [
+                    "minLength",
+                    "maxLength",
+                    "pattern",
+                    "minimum",
+                    "maximum",
+                    "multipleOf",
+                    "minItems",
+                    "maxItems",
+                ] {
                     if m.contains_key(k) {
-                        add(Severity::Ignored, p, k, format!("`{k}` is not enforced during generation with forced tool use; Kerf validates it after the reply"));
+                        add(
+                            Severity::Ignored,
+                            p,
+                            k,
+                            format!(
+                                "`{k}` is not enforced during generation with forced tool use; Kerf validates it after the reply"
+                            ),
+                        );
                     }
                 }
             });
@@ -195,31 +323,70 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                         "oneOf" => " (use `anyOf`)",
                         "const" => " (use `enum` with one value)",
                         "$ref" | "$defs" | "definitions" => " (inline the definitions)",
-                        "additionalProperties" => " (Gemini cannot forbid extra properties; Kerf's validation will)",
+                        "additionalProperties" => {
+                            " (Gemini cannot forbid extra properties; Kerf's validation will)"
+                        }
                         _ => "",
                     };
-                    let severity = if matches!(k.as_str(), "$schema" | "$id" | "$comment" | "examples" | "default") { Severity::Ignored } else { Severity::Error };
-                    add(severity, p, k, format!("`{k}` is outside Gemini's response-schema subset{hint}"));
+                    let severity = if matches!(
+                        k.as_str(),
+                        "$schema" | "$id" | "$comment" | "examples" | "default"
+                    ) {
+                        Severity::Ignored
+                    } else {
+                        Severity::Error
+                    };
+                    add(
+                        severity,
+                        p,
+                        k,
+                        format!("`{k}` is outside Gemini's response-schema subset{hint}"),
+                    );
                 }
             });
         }
         Provider::Llamacpp => {
             walk(schema, "", 0, &mut |node, p, _| {
                 let Some(m) = node.as_object() else { return };
-                for k in ["not", "if", "dependentSchemas", "uniqueItems", "contains", "multipleOf"] {
+                for k in [
+                    "not",
+                    "if",
+                    "dependentSchemas",
+                    "uniqueItems",
+                    "contains",
+                    "multipleOf",
+                ] {
                     if m.contains_key(k) {
-                        add(Severity::Ignored, p, k, format!("`{k}` cannot be expressed in a grammar; decoding will not enforce it (Kerf validates after)"));
+                        add(
+                            Severity::Ignored,
+                            p,
+                            k,
+                            format!(
+                                "`{k}` cannot be expressed in a grammar; decoding will not enforce it (Kerf validates after)"
+                            ),
+                        );
                     }
                 }
                 if let Some(pat) = m.get("pattern").and_then(Value::as_str) {
                     if !(pat.starts_with('^') && pat.ends_with('$')) {
-                        add(Severity::Error, p, "pattern", format!("llama.cpp's grammar converter needs patterns anchored with ^…$, got `{pat}`"));
+                        add(
+                            Severity::Error,
+                            p,
+                            "pattern",
+                            format!(
+                                "llama.cpp's grammar converter needs patterns anchored with ^…$, got `{pat}`"
+                            ),
+                        );
                     }
                 }
                 if is_object_schema(m) && !m.contains_key("additionalProperties") {
                     add(Severity::Note, p, "additionalProperties", "not set: llguidance allows extra properties here, llama.cpp's GBNF converter forbids them; set it explicitly".into());
                 }
-                if m.get("type").and_then(Value::as_str) == Some("string") && !m.contains_key("maxLength") && !m.contains_key("enum") && !m.contains_key("const") {
+                if m.get("type").and_then(Value::as_str) == Some("string")
+                    && !m.contains_key("maxLength")
+                    && !m.contains_key("enum")
+                    && !m.contains_key("const")
+                {
                     add(Severity::Note, p, "maxLength", "unbounded string: small models under greedy decoding can spend the whole budget inside one string; consider `maxLength`".into());
                 }
             });
@@ -238,7 +405,9 @@ pub struct Rewrite {
 
 impl Rewrite {
     pub fn blockers(&self) -> impl Iterator<Item = &Finding> {
-        self.findings.iter().filter(|f| f.severity == Severity::Error)
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
     }
 }
 
@@ -264,18 +433,29 @@ pub fn wrap_root(schema: &Value, key: &str) -> Value {
 
 /// The wrapper key for a root that is not an object: `items` for arrays, `value` otherwise.
 pub fn wrap_key(schema: &Value) -> &'static str {
-    if schema.get("type").and_then(Value::as_str) == Some("array") { "items" } else { "value" }
+    if schema.get("type").and_then(Value::as_str) == Some("array") {
+        "items"
+    } else {
+        "value"
+    }
 }
 
 /// Rewrite `schema` into one OpenAI's strict mode accepts, listing every change and blocker.
 pub fn openai_strict(schema: &Value) -> Rewrite {
     let findings = lint(schema, Provider::Openai);
-    let mut out = if root_is_plain_object(schema) { schema.clone() } else { wrap_root(schema, wrap_key(schema)) };
+    let mut out = if root_is_plain_object(schema) {
+        schema.clone()
+    } else {
+        wrap_root(schema, wrap_key(schema))
+    };
     if let Value::Object(m) = &mut out {
         m.remove("$schema");
     }
     strictify(&mut out);
-    Rewrite { schema: out, findings }
+    Rewrite {
+        schema: out,
+        findings,
+    }
 }
 
 fn strictify(node: &mut Value) {
@@ -288,7 +468,11 @@ fn strictify(node: &mut Value) {
     }
     if is_object_schema(m) {
         m.insert("additionalProperties".into(), Value::Bool(false));
-        let mut required: Vec<Value> = m.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut required: Vec<Value> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if let Some(Value::Object(props)) = m.get_mut("properties") {
             for (name, prop) in props.iter_mut() {
                 if !required.iter().any(|r| r.as_str() == Some(name)) {

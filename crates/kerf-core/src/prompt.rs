@@ -40,16 +40,25 @@ impl ResponseType {
         }
     }
 
-    pub const ALL: [ResponseType; 4] =
-        [ResponseType::Text, ResponseType::Json, ResponseType::Jsonl, ResponseType::Delimited];
+    pub const ALL: [ResponseType; 4] = [
+        ResponseType::Text,
+        ResponseType::Json,
+        ResponseType::Jsonl,
+        ResponseType::Delimited,
+    ];
 }
 
 impl std::str::FromStr for ResponseType {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        ResponseType::ALL.into_iter().find(|t| t.as_str() == s).ok_or_else(|| {
-            Error::Usage(format!("unknown response type `{s}` (expected text, json, jsonl or delimited)"))
-        })
+        ResponseType::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "unknown response type `{s}` (expected text, json, jsonl or delimited)"
+                ))
+            })
     }
 }
 
@@ -80,7 +89,10 @@ pub struct PostRules {
 
 impl PostRules {
     pub fn is_empty(&self) -> bool {
-        self.ensure.is_empty() && self.drop.is_empty() && self.passthrough.is_empty() && !self.coerce
+        self.ensure.is_empty()
+            && self.drop.is_empty()
+            && self.passthrough.is_empty()
+            && !self.coerce
     }
 }
 
@@ -118,7 +130,10 @@ pub struct Delimiters {
 
 /// A prompt file as written on disk.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[schemars(title = "Kerf prompt file", description = "A TrustGraph prompt template object plus optional Kerf keys.")]
+#[schemars(
+    title = "Kerf prompt file",
+    description = "A TrustGraph prompt template object plus optional Kerf keys."
+)]
 pub struct PromptFile {
     /// Identifier (TrustGraph's template id). Defaults to the file name without `.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,7 +148,11 @@ pub struct PromptFile {
     pub response_type: ResponseType,
     /// JSON Schema: of the whole value for `json`, of each line for `jsonl`, of each record for
     /// `delimited`. `object-schema` is accepted as an alias.
-    #[serde(default, alias = "object-schema", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "object-schema",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub schema: Option<Value>,
     /// The system-turn template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -155,10 +174,18 @@ pub struct PromptFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<String>,
     /// A sample input document, relative to the prompt file.
-    #[serde(rename = "sample-input", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "sample-input",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub sample_input: Option<String>,
     /// The template variable that receives the input document (default `text`).
-    #[serde(rename = "input-variable", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "input-variable",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub input_variable: Option<String>,
 }
 
@@ -222,24 +249,40 @@ impl PromptFile {
                 ),
             });
         };
-        let at = |key: &str| source.and_then(|s| key_line(s, key)).map(|l| format!(":{l}")).unwrap_or_default();
+        let at = |key: &str| {
+            source
+                .and_then(|s| key_line(s, key))
+                .map(|l| format!(":{l}"))
+                .unwrap_or_default()
+        };
         let mut warnings = Vec::new();
-        let unknown: Vec<String> = map.keys().filter(|k| !known_keys().contains(k)).cloned().collect();
+        let unknown: Vec<String> = map
+            .keys()
+            .filter(|k| !known_keys().contains(k))
+            .cloned()
+            .collect();
         for key in unknown {
             warnings.push(format!("{place}{}: unknown key `{key}` ignored", at(&key)));
             map.remove(&key);
         }
         if !map.contains_key("prompt") {
-            return Err(Error::PromptFile { place: place.into(), message: "missing key `prompt` (the template text)".into() });
+            return Err(Error::PromptFile {
+                place: place.into(),
+                message: "missing key `prompt` (the template text)".into(),
+            });
         }
-        let file: PromptFile = serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
-            let path = e.path().to_string();
-            let top = path.split(['.', '[']).next().unwrap_or("").to_string();
-            Error::PromptFile {
-                place: format!("{place}{}", at(&top)),
-                message: format!("key `{path}`: {}", crate::error::strip_position(&e.inner().to_string())),
-            }
-        })?;
+        let file: PromptFile =
+            serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+                let path = e.path().to_string();
+                let top = path.split(['.', '[']).next().unwrap_or("").to_string();
+                Error::PromptFile {
+                    place: format!("{place}{}", at(&top)),
+                    message: format!(
+                        "key `{path}`: {}",
+                        crate::error::strip_position(&e.inner().to_string())
+                    ),
+                }
+            })?;
         Ok(Loaded { file, warnings })
     }
 

@@ -78,7 +78,11 @@ pub struct ParseReport {
 
 impl ParseReport {
     pub(crate) fn drop(&mut self, line: usize, kind: DropKind, detail: impl Into<String>) {
-        self.dropped.push(Dropped { line, kind, detail: detail.into() });
+        self.dropped.push(Dropped {
+            line,
+            kind,
+            detail: detail.into(),
+        });
     }
 
     /// Number of dropped pieces of each kind, in first-seen order.

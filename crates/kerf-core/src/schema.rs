@@ -24,14 +24,22 @@ pub struct Violation {
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let p = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        let p = if self.pointer.is_empty() {
+            "/"
+        } else {
+            &self.pointer
+        };
         write!(f, "{p}: {}", self.message)
     }
 }
 
 /// Join violations into one line for a drop's detail.
 pub fn describe(violations: &[Violation]) -> String {
-    violations.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; ")
+    violations
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A compiled schema, ready to validate many values.
@@ -43,7 +51,9 @@ pub struct CompiledSchema {
 
 impl std::fmt::Debug for CompiledSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompiledSchema").field("raw", &self.raw).finish_non_exhaustive()
+        f.debug_struct("CompiledSchema")
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
     }
 }
 
@@ -63,7 +73,14 @@ struct Branch {
 
 /// Root keys that do not constrain instances (besides the union itself).
 const METADATA_KEYS: &[&str] = &[
-    "$schema", "$id", "$comment", "title", "description", "examples", "$defs", "definitions",
+    "$schema",
+    "$id",
+    "$comment",
+    "title",
+    "description",
+    "examples",
+    "$defs",
+    "definitions",
 ];
 
 impl CompiledSchema {
@@ -73,7 +90,11 @@ impl CompiledSchema {
         check_meta(schema, place)?;
         let validator = build_validator(schema, place)?;
         let union = detect_union(schema, place)?;
-        Ok(CompiledSchema { raw: schema.clone(), validator, union })
+        Ok(CompiledSchema {
+            raw: schema.clone(),
+            validator,
+            union,
+        })
     }
 
     /// The schema as given.
@@ -83,7 +104,10 @@ impl CompiledSchema {
 
     /// The branch values of a discriminated union (`["definition", "relationship"]`), if any.
     pub fn union_tags(&self) -> Vec<&str> {
-        self.union.as_ref().map(|u| u.branches.iter().map(|b| b.tag.as_str()).collect()).unwrap_or_default()
+        self.union
+            .as_ref()
+            .map(|u| u.branches.iter().map(|b| b.tag.as_str()).collect())
+            .unwrap_or_default()
     }
 
     /// The schema that applies to `value` for coercion: the selected union branch, or the root.
@@ -145,7 +169,10 @@ impl Branch {
     fn annotate(&self, violations: Vec<Violation>) -> Vec<Violation> {
         violations
             .into_iter()
-            .map(|v| Violation { message: format!("{} (as `{}`)", v.message, self.tag), ..v })
+            .map(|v| Violation {
+                message: format!("{} (as `{}`)", v.message, self.tag),
+                ..v
+            })
             .collect()
     }
 }
@@ -157,11 +184,19 @@ impl Union {
     }
 
     fn unknown_tag(&self, value: &Value) -> Violation {
-        let known = self.branches.iter().map(|b| format!("`{}`", b.tag)).collect::<Vec<_>>().join(", ");
+        let known = self
+            .branches
+            .iter()
+            .map(|b| format!("`{}`", b.tag))
+            .collect::<Vec<_>>()
+            .join(", ");
         match value.get(DISCRIMINATOR) {
             None => Violation {
                 pointer: String::new(),
-                message: format!("missing `{DISCRIMINATOR}` field; expected one of {known} ({})", self.keyword),
+                message: format!(
+                    "missing `{DISCRIMINATOR}` field; expected one of {known} ({})",
+                    self.keyword
+                ),
             },
             Some(other) => Violation {
                 pointer: format!("/{DISCRIMINATOR}"),
@@ -171,12 +206,22 @@ impl Union {
     }
 }
 
-fn check(validator: &jsonschema::Validator, value: &Value) -> std::result::Result<(), Vec<Violation>> {
+fn check(
+    validator: &jsonschema::Validator,
+    value: &Value,
+) -> std::result::Result<(), Vec<Violation>> {
     let violations: Vec<Violation> = validator
         .iter_errors(value)
-        .map(|e| Violation { pointer: e.instance_path().as_str().to_string(), message: message_of(&e) })
+        .map(|e| Violation {
+            pointer: e.instance_path().as_str().to_string(),
+            message: message_of(&e),
+        })
         .collect();
-    if violations.is_empty() { Ok(()) } else { Err(violations) }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(violations)
+    }
 }
 
 /// Plain-words messages for the common failures; the crate's own text for the rest.
@@ -186,17 +231,28 @@ fn message_of(e: &jsonschema::ValidationError<'_>) -> String {
         K::Type { kind } => {
             let expected = match kind {
                 jsonschema::error::TypeKind::Single(t) => t.to_string(),
-                jsonschema::error::TypeKind::Multiple(set) => {
-                    set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ")
-                }
+                jsonschema::error::TypeKind::Multiple(set) => set
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
             };
             format!("expected {expected}, got {}", json_type(e.instance()))
         }
         K::Required { property } => format!("missing required field {property}"),
         K::AdditionalProperties { unexpected } => {
-            format!("unexpected field(s) {}", unexpected.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "))
+            format!(
+                "unexpected field(s) {}",
+                unexpected
+                    .iter()
+                    .map(|u| format!("`{u}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         }
-        K::Constant { expected_value } => format!("expected {expected_value}, got {}", short(e.instance())),
+        K::Constant { expected_value } => {
+            format!("expected {expected_value}, got {}", short(e.instance()))
+        }
         K::Enum { options } => format!("expected one of {options}, got {}", short(e.instance())),
         _ => e.to_string(),
     }
@@ -215,7 +271,11 @@ fn json_type(v: &Value) -> String {
 
 fn short(v: &Value) -> String {
     let s = v.to_string();
-    if s.chars().count() > 60 { format!("{}…", s.chars().take(60).collect::<String>()) } else { s }
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(60).collect::<String>())
+    } else {
+        s
+    }
 }
 
 fn check_meta(schema: &Value, place: &str) -> Result<()> {
@@ -223,7 +283,10 @@ fn check_meta(schema: &Value, place: &str) -> Result<()> {
         return Err(Error::Schema {
             place: place.into(),
             pointer: "/".into(),
-            message: format!("a schema must be an object or a boolean, not {}", json_type(schema)),
+            message: format!(
+                "a schema must be an object or a boolean, not {}",
+                json_type(schema)
+            ),
         });
     }
     let meta = jsonschema::meta::validator_for(schema).map_err(|e| Error::Schema {
@@ -242,9 +305,17 @@ fn check_meta(schema: &Value, place: &str) -> Result<()> {
         let (pointer, message) = first.split_once(": ").unwrap_or(("/", first));
         let mut message = message.to_string();
         if errors.len() > 1 {
-            message.push_str(&format!(" (and {} more: {})", errors.len() - 1, errors[1..].join("; ")));
+            message.push_str(&format!(
+                " (and {} more: {})",
+                errors.len() - 1,
+                errors[1..].join("; ")
+            ));
         }
-        return Err(Error::Schema { place: place.into(), pointer: pointer.into(), message });
+        return Err(Error::Schema {
+            place: place.into(),
+            pointer: pointer.into(),
+            message,
+        });
     }
     Ok(())
 }
@@ -267,7 +338,9 @@ fn build_validator(schema: &Value, place: &str) -> Result<jsonschema::Validator>
 /// Find a discriminated union at the root: every branch of `oneOf`/`anyOf` pins `type` to one
 /// distinct string. Branches given as local `$ref`s are followed.
 fn detect_union(schema: &Value, place: &str) -> Result<Option<Union>> {
-    let Some(root) = schema.as_object() else { return Ok(None) };
+    let Some(root) = schema.as_object() else {
+        return Ok(None);
+    };
     let (keyword, branches) = match (root.get("oneOf"), root.get("anyOf")) {
         (Some(Value::Array(b)), None) => ("oneOf", b),
         (None, Some(Value::Array(b))) => ("anyOf", b),
@@ -276,7 +349,9 @@ fn detect_union(schema: &Value, place: &str) -> Result<Option<Union>> {
     let mut out: Vec<Branch> = Vec::new();
     for (i, branch) in branches.iter().enumerate() {
         let resolved = resolve_local_ref(schema, branch).unwrap_or(branch);
-        let Some(tag) = pinned_tag(resolved) else { return Ok(None) };
+        let Some(tag) = pinned_tag(resolved) else {
+            return Ok(None);
+        };
         if out.iter().any(|b| b.tag == tag) {
             return Ok(None);
         }
@@ -284,7 +359,9 @@ fn detect_union(schema: &Value, place: &str) -> Result<Option<Union>> {
         let mut standalone = resolved.as_object().cloned().unwrap_or_default();
         for key in ["$schema", "$defs", "definitions"] {
             if let Some(v) = root.get(key) {
-                standalone.entry(key.to_string()).or_insert_with(|| v.clone());
+                standalone
+                    .entry(key.to_string())
+                    .or_insert_with(|| v.clone());
             }
         }
         if refs_outside_definitions(&Value::Object(standalone.clone())) {
@@ -292,13 +369,23 @@ fn detect_union(schema: &Value, place: &str) -> Result<Option<Union>> {
         }
         let standalone = Value::Object(standalone);
         let validator = build_validator(&standalone, &format!("{place} (branch /{keyword}/{i})"))?;
-        out.push(Branch { tag, validator, schema: standalone });
+        out.push(Branch {
+            tag,
+            validator,
+            schema: standalone,
+        });
     }
     if out.is_empty() {
         return Ok(None);
     }
-    let branch_decides = root.keys().all(|k| k == keyword || METADATA_KEYS.contains(&k.as_str()));
-    Ok(Some(Union { keyword, branches: out, branch_decides }))
+    let branch_decides = root
+        .keys()
+        .all(|k| k == keyword || METADATA_KEYS.contains(&k.as_str()));
+    Ok(Some(Union {
+        keyword,
+        branches: out,
+        branch_decides,
+    }))
 }
 
 fn pinned_tag(branch: &Value) -> Option<String> {
@@ -323,7 +410,9 @@ fn refs_outside_definitions(v: &Value) -> bool {
     match v {
         Value::Object(m) => m.iter().any(|(k, v)| {
             (k == "$ref"
-                && v.as_str().is_some_and(|r| !(r.starts_with("#/$defs/") || r.starts_with("#/definitions/"))))
+                && v.as_str().is_some_and(|r| {
+                    !(r.starts_with("#/$defs/") || r.starts_with("#/definitions/"))
+                }))
                 || refs_outside_definitions(v)
         }),
         Value::Array(a) => a.iter().any(refs_outside_definitions),
@@ -347,7 +436,9 @@ pub fn property_schema(schema: &Value, key: &str) -> Option<Value> {
 }
 
 fn with_definitions(root: &Value, sub: &Value) -> Value {
-    let Some(sub_map) = sub.as_object() else { return sub.clone() };
+    let Some(sub_map) = sub.as_object() else {
+        return sub.clone();
+    };
     let mut out: Map<String, Value> = sub_map.clone();
     if let Some(root) = root.as_object() {
         for key in ["$schema", "$defs", "definitions"] {
@@ -360,6 +451,7 @@ fn with_definitions(root: &Value, sub: &Value) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -376,8 +468,16 @@ mod tests {
         .unwrap();
         let err = s.validate(&json!({"type": "b", "y": "yes"})).unwrap_err();
         assert_eq!(err[0].pointer, "/y");
-        assert!(err[0].message.starts_with("expected boolean"), "{}", err[0].message);
+        assert!(
+            err[0].message.starts_with("expected boolean"),
+            "{}",
+            err[0].message
+        );
         let err = s.validate(&json!({"type": "c"})).unwrap_err();
-        assert!(err[0].message.contains("unknown type \"c\""), "{}", err[0].message);
+        assert!(
+            err[0].message.contains("unknown type \"c\""),
+            "{}",
+            err[0].message
+        );
     }
 }

@@ -16,6 +16,7 @@
 //!   or else the whole prefix — is one complete valid value. That happens on at most a few short
 //!   intervals (the value's end up to the next non-blank character; from the closing fence on; the
 //!   digits of a bare number), which are found once and evaluated with the real parser.
+//!
 //! Salvage-mode sweeps are not offered: which value salvage picks can change with the prefix.
 
 use serde::Serialize;
@@ -78,11 +79,21 @@ pub fn byte_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> Res
 /// can be one complete value (see the module docs), zero elsewhere.
 fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> ByteCurve {
     let len = text.len();
-    let count = |c: usize| parser.parse(&text[..crate::parse::lines::floor_char_boundary(text, c)], vars).objects.len();
+    let count = |c: usize| {
+        parser
+            .parse(
+                &text[..crate::parse::lines::floor_char_boundary(text, c)],
+                vars,
+            )
+            .objects
+            .len()
+    };
     // Intervals [start, end) with a constant count.
     let mut intervals: Vec<(usize, usize, usize)> = Vec::new();
     let body_start = text.strip_prefix('\u{feff}').map(|_| 3).unwrap_or(0);
-    let s = text[body_start..].find(|c: char| !c.is_whitespace()).map(|i| body_start + i);
+    let s = text[body_start..]
+        .find(|c: char| !c.is_whitespace())
+        .map(|i| body_start + i);
     // A closed fence block fixes the body from the closing fence on.
     let fence_close_end = text.find("```").and_then(|open| {
         let content = crate::parse::lines::next_line_start(text, open);
@@ -92,12 +103,19 @@ fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> 
     let blank_run_end = |from: usize| {
         // Prefixes up to and including the blank run after `from` parse alike; the first prefix
         // that takes in the next non-blank character does not.
-        text[from..].find(|c: char| !c.is_whitespace()).map(|i| from + i + 1).unwrap_or(len + 1).min(whole_prefix_limit)
+        text[from..]
+            .find(|c: char| !c.is_whitespace())
+            .map(|i| from + i + 1)
+            .unwrap_or(len + 1)
+            .min(whole_prefix_limit)
     };
     if let Some(s) = s {
         if matches!(text.as_bytes()[s], b'-' | b'0'..=b'9') {
             // A bare number: each prefix of its characters may itself be a number ("-3" of "-3.5").
-            let run_end = s + text[s..].bytes().take_while(|b| b"-+.eE0123456789".contains(b)).count();
+            let run_end = s + text[s..]
+                .bytes()
+                .take_while(|b| b"-+.eE0123456789".contains(b))
+                .count();
             for c in s + 1..=run_end.min(whole_prefix_limit.saturating_sub(1)) {
                 intervals.push((c, c + 1, count(c)));
             }
@@ -144,7 +162,10 @@ pub enum Unit {
     Byte,
     Char,
     /// Token cuts: the byte offset after each token of the whole reply, from a named tokenizer.
-    Token { name: String, boundaries: Vec<usize> },
+    Token {
+        name: String,
+        boundaries: Vec<usize>,
+    },
 }
 
 impl Unit {
@@ -208,7 +229,13 @@ impl Sweep {
             points.push((length, total));
         }
         let score = score(&points, length, total);
-        Sweep { total, points, score, unit: unit.name(), length }
+        Sweep {
+            total,
+            points,
+            score,
+            unit: unit.name(),
+            length,
+        }
     }
 
     /// Objects recovered by a cut after `u` units.
@@ -272,7 +299,10 @@ pub fn token_unit(name: &str, text: &str) -> Result<Unit> {
         boundaries.push(at);
     }
     debug_assert_eq!(at, text.len(), "token bytes tile the text");
-    Ok(Unit::Token { name: name.to_string(), boundaries })
+    Ok(Unit::Token {
+        name: name.to_string(),
+        boundaries,
+    })
 }
 
 /// Sweep `text` with `parser` in `unit`.

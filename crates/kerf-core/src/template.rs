@@ -31,12 +31,19 @@ impl Template {
     /// Compile `source`; a syntax error names the template and line.
     pub fn new(name: &str, source: &str) -> Result<Self> {
         let env = environment();
-        env.template_from_named_str(name, source).map_err(|e| Error::TemplateSyntax {
+        env.template_from_named_str(name, source)
+            .map_err(|e| Error::TemplateSyntax {
+                name: name.into(),
+                line: e.line(),
+                message: e
+                    .detail()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.kind().to_string()),
+            })?;
+        Ok(Template {
             name: name.into(),
-            line: e.line(),
-            message: e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
-        })?;
-        Ok(Template { name: name.into(), source: source.into() })
+            source: source.into(),
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -50,7 +57,9 @@ impl Template {
     /// The top-level variables the template reads, sorted (what an input form must offer).
     pub fn variables(&self) -> Vec<String> {
         let env = environment();
-        let Ok(t) = env.template_from_named_str(&self.name, &self.source) else { return Vec::new() };
+        let Ok(t) = env.template_from_named_str(&self.name, &self.source) else {
+            return Vec::new();
+        };
         let mut vars: Vec<String> = t.undeclared_variables(false).into_iter().collect();
         vars.sort();
         vars
@@ -59,21 +68,33 @@ impl Template {
     /// Render with `ctx`. An undefined variable is an error naming it.
     pub fn render(&self, ctx: &Map<String, Value>) -> Result<String> {
         let env = environment();
-        let t = env.template_from_named_str(&self.name, &self.source).map_err(|e| Error::TemplateSyntax {
-            name: self.name.clone(),
-            line: e.line(),
-            message: e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
-        })?;
+        let t = env
+            .template_from_named_str(&self.name, &self.source)
+            .map_err(|e| Error::TemplateSyntax {
+                name: self.name.clone(),
+                line: e.line(),
+                message: e
+                    .detail()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.kind().to_string()),
+            })?;
         t.render(JValue::from_serialize(ctx)).map_err(|e| {
             if e.kind() == ErrorKind::UndefinedError {
                 let nested: Vec<String> = t.undeclared_variables(true).into_iter().collect();
                 let variable = self.missing_variable(&nested, ctx, e.line());
-                Error::TemplateUndefined { name: self.name.clone(), line: e.line(), variable }
+                Error::TemplateUndefined {
+                    name: self.name.clone(),
+                    line: e.line(),
+                    variable,
+                }
             } else {
                 Error::TemplateRender {
                     name: self.name.clone(),
                     line: e.line(),
-                    message: e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
+                    message: e
+                        .detail()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| e.kind().to_string()),
                 }
             }
         })
@@ -81,10 +102,20 @@ impl Template {
 
     /// Which variable was undefined: of those the template reads that `ctx` cannot supply, prefer
     /// one that appears on the failing line.
-    fn missing_variable(&self, nested: &[String], ctx: &Map<String, Value>, line: Option<usize>) -> String {
-        let mut missing: Vec<&String> = nested.iter().filter(|path| !resolvable(ctx, path)).collect();
+    fn missing_variable(
+        &self,
+        nested: &[String],
+        ctx: &Map<String, Value>,
+        line: Option<usize>,
+    ) -> String {
+        let mut missing: Vec<&String> = nested
+            .iter()
+            .filter(|path| !resolvable(ctx, path))
+            .collect();
         missing.sort();
-        let line_text = line.and_then(|l| self.source.lines().nth(l.saturating_sub(1))).unwrap_or("");
+        let line_text = line
+            .and_then(|l| self.source.lines().nth(l.saturating_sub(1)))
+            .unwrap_or("");
         missing
             .iter()
             .find(|m| line_text.contains(m.as_str()))
@@ -98,8 +129,12 @@ impl Template {
 /// resolvable once their receiver is.
 fn resolvable(ctx: &Map<String, Value>, path: &str) -> bool {
     let mut parts = path.split('.');
-    let Some(first) = parts.next() else { return true };
-    let Some(mut cur) = ctx.get(first) else { return false };
+    let Some(first) = parts.next() else {
+        return true;
+    };
+    let Some(mut cur) = ctx.get(first) else {
+        return false;
+    };
     for p in parts {
         match cur {
             Value::Object(m) => match m.get(p) {
@@ -113,11 +148,18 @@ fn resolvable(ctx: &Map<String, Value>, path: &str) -> bool {
 }
 
 fn is_method(name: &str) -> bool {
-    matches!(name, "items" | "keys" | "values" | "get" | "upper" | "lower" | "strip" | "split" | "join")
+    matches!(
+        name,
+        "items" | "keys" | "values" | "get" | "upper" | "lower" | "strip" | "split" | "join"
+    )
 }
 
 /// Merge terms in TrustGraph's order: `global`, then the prompt's `terms`, then the run's `vars`.
-pub fn merge_terms(global: &Map<String, Value>, prompt: &Map<String, Value>, vars: &Map<String, Value>) -> Map<String, Value> {
+pub fn merge_terms(
+    global: &Map<String, Value>,
+    prompt: &Map<String, Value>,
+    vars: &Map<String, Value>,
+) -> Map<String, Value> {
     let mut out = global.clone();
     for (k, v) in prompt.iter().chain(vars.iter()) {
         out.insert(k.clone(), v.clone());

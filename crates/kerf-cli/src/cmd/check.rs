@@ -42,7 +42,10 @@ pub fn run(args: Args) -> Result<Outcome> {
     for p in &args.paths {
         if p.is_dir() {
             let mut inside: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| kerf_core::Error::Io { path: p.clone(), source: e })?
+                .map_err(|e| kerf_core::Error::Io {
+                    path: p.clone(),
+                    source: e,
+                })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.extension().is_some_and(|x| x == "json"))
                 .collect();
@@ -56,7 +59,8 @@ pub fn run(args: Args) -> Result<Outcome> {
     let mut failed = 0;
     for f in &files {
         match check_one(f) {
-            Ok(warnings) => results.push(json!({"file": f.display().to_string(), "ok": true, "warnings": warnings})),
+            Ok(warnings) => results
+                .push(json!({"file": f.display().to_string(), "ok": true, "warnings": warnings})),
             Err(e) => {
                 failed += 1;
                 results.push(json!({"file": f.display().to_string(), "ok": false, "error": format!("{e:#}")}));
@@ -79,5 +83,9 @@ pub fn run(args: Args) -> Result<Outcome> {
         }
         println!("{} file(s) checked, {failed} failed", files.len());
     }
-    Ok(if failed > 0 { Outcome::InputFailed } else { Outcome::Ok })
+    Ok(if failed > 0 {
+        Outcome::InputFailed
+    } else {
+        Outcome::Ok
+    })
 }

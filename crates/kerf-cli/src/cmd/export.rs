@@ -52,12 +52,17 @@ pub fn run(args: Args) -> Result<Outcome> {
     let single = |what: &str| -> Result<&kerf_core::PromptFile> {
         match files.as_slice() {
             [one] => Ok(one),
-            _ => Err(kerf_core::Error::Usage(format!("--to {what} takes exactly one prompt file (use trustgraph-bundle for several)")).into()),
+            _ => Err(kerf_core::Error::Usage(format!(
+                "--to {what} takes exactly one prompt file (use trustgraph-bundle for several)"
+            ))
+            .into()),
         }
     };
     let exported: Exported = match args.to {
         Target::TrustgraphBundle => export::trustgraph::bundle(&files, args.system.as_deref())?,
-        Target::TrustgraphTemplate => export::trustgraph::template_object(single("trustgraph-template")?),
+        Target::TrustgraphTemplate => {
+            export::trustgraph::template_object(single("trustgraph-template")?)
+        }
         Target::Openai => export::provider::openai(single("openai")?),
         Target::Anthropic => export::provider::anthropic(single("anthropic")?),
     };

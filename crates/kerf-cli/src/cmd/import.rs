@@ -38,18 +38,33 @@ pub fn run(args: Args) -> Result<Outcome> {
     let default_id = args
         .id
         .clone()
-        .or_else(|| args.file.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .or_else(|| {
+            args.file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
         .unwrap_or_else(|| "prompt".into());
-    let prompts = kerf_core::export::trustgraph::import(&value, &default_id, &args.file.display().to_string())?;
+    let prompts = kerf_core::export::trustgraph::import(
+        &value,
+        &default_id,
+        &args.file.display().to_string(),
+    )?;
     let mut written = Vec::new();
     for p in &prompts {
         // Each imported prompt must compile, or the import is refused before anything is written.
-        kerf_core::Prompt::compile(p.clone(), &format!("{} template `{}`", args.file.display(), p.id()))?;
+        kerf_core::Prompt::compile(
+            p.clone(),
+            &format!("{} template `{}`", args.file.display(), p.id()),
+        )?;
     }
     for p in &prompts {
         let path = args.out_dir.join(format!("{}.json", p.id()));
         if path.exists() && !args.force {
-            return Err(kerf_core::Error::Usage(format!("{} exists (use --force to overwrite)", path.display())).into());
+            return Err(kerf_core::Error::Usage(format!(
+                "{} exists (use --force to overwrite)",
+                path.display()
+            ))
+            .into());
         }
         write_file(&path, &p.to_json_string())?;
         written.push(path.display().to_string());

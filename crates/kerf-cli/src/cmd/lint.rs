@@ -37,7 +37,9 @@ pub fn run(args: Args) -> Result<Outcome> {
             .iter()
             .map(|p| {
                 Provider::parse(p).ok_or_else(|| {
-                    kerf_core::Error::Usage(format!("unknown provider `{p}` (expected openai, anthropic, gemini or llama.cpp)"))
+                    kerf_core::Error::Usage(format!(
+                        "unknown provider `{p}` (expected openai, anthropic, gemini or llama.cpp)"
+                    ))
                 })
             })
             .collect::<Result<_, _>>()?
@@ -45,8 +47,14 @@ pub fn run(args: Args) -> Result<Outcome> {
     let (schema, _) = super::load_schema_or_prompt(&args.file)?;
     // The schema itself must be valid before provider rules mean anything.
     kerf_core::CompiledSchema::compile(&schema, &args.file.display().to_string())?;
-    let findings: Vec<lint::Finding> = providers.iter().flat_map(|p| lint::lint(&schema, *p)).collect();
-    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+    let findings: Vec<lint::Finding> = providers
+        .iter()
+        .flat_map(|p| lint::lint(&schema, *p))
+        .collect();
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
     if args.json {
         print_json(&json!({"findings": findings, "errors": errors}));
     } else {
@@ -68,5 +76,9 @@ pub fn run(args: Args) -> Result<Outcome> {
             }
         }
     }
-    Ok(if errors > 0 { Outcome::InputFailed } else { Outcome::Ok })
+    Ok(if errors > 0 {
+        Outcome::InputFailed
+    } else {
+        Outcome::Ok
+    })
 }

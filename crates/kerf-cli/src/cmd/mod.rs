@@ -37,24 +37,35 @@ pub fn parser_for(
         }
         return Ok(kerf_core::Prompt::compile(file, &path.display().to_string())?.parser);
     }
-    let t = response_type.ok_or_else(|| kerf_core::Error::Usage("give --type (text, json, jsonl or delimited) or --prompt".into()))?;
+    let t = response_type.ok_or_else(|| {
+        kerf_core::Error::Usage("give --type (text, json, jsonl or delimited) or --prompt".into())
+    })?;
     let mut parser = kerf_core::Parser::new(t).with_salvage(salvage);
     if let Some(path) = schema {
         let schema = crate::output::read_json(path)?;
-        parser = parser.with_schema(kerf_core::CompiledSchema::compile(&schema, &path.display().to_string())?);
+        parser = parser.with_schema(kerf_core::CompiledSchema::compile(
+            &schema,
+            &path.display().to_string(),
+        )?);
     }
     Ok(parser)
 }
 
 /// Load a schema file, or the schema of a prompt file (a JSON object with a `prompt` key).
-pub fn load_schema_or_prompt(path: &Path) -> Result<(serde_json::Value, Option<kerf_core::Prompt>)> {
+pub fn load_schema_or_prompt(
+    path: &Path,
+) -> Result<(serde_json::Value, Option<kerf_core::Prompt>)> {
     let value = crate::output::read_json(path)?;
     if value.get("prompt").is_some_and(|p| p.is_string()) {
         let prompt = load_prompt(path)?;
-        let schema = prompt.file.schema.clone().ok_or_else(|| kerf_core::Error::PromptFile {
-            place: path.display().to_string(),
-            message: "the prompt file has no `schema`".into(),
-        })?;
+        let schema = prompt
+            .file
+            .schema
+            .clone()
+            .ok_or_else(|| kerf_core::Error::PromptFile {
+                place: path.display().to_string(),
+                message: "the prompt file has no `schema`".into(),
+            })?;
         return Ok((schema, Some(prompt)));
     }
     Ok((value, None))

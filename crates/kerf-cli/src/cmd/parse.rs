@@ -69,16 +69,30 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<Outcome> {
     let run_vars = vars(&args.vars)?;
-    let parser = super::parser_for(args.response_type.map(Into::into), args.schema.as_deref(), args.prompt.as_deref(), args.salvage)?;
+    let parser = super::parser_for(
+        args.response_type.map(Into::into),
+        args.schema.as_deref(),
+        args.prompt.as_deref(),
+        args.salvage,
+    )?;
     let text = read_input(&args.file)?;
     let report = parser.parse(&text, &run_vars);
     if args.json {
         print_json(&serde_json::to_value(&report)?);
     } else {
-        print_human(&args.file.display().to_string(), parser.response_type(), &report, !args.summary);
+        print_human(
+            &args.file.display().to_string(),
+            parser.response_type(),
+            &report,
+            !args.summary,
+        );
     }
     let failed = report.failed() || (args.fail_on_drop && !report.dropped.is_empty());
-    Ok(if failed { Outcome::InputFailed } else { Outcome::Ok })
+    Ok(if failed {
+        Outcome::InputFailed
+    } else {
+        Outcome::Ok
+    })
 }
 
 fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
@@ -92,8 +106,16 @@ fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
         "{name}: {t}, {} object(s) accepted, {} dropped{}{}",
         r.objects.len(),
         r.dropped.len(),
-        if drops.is_empty() { String::new() } else { format!(" ({drops})") },
-        if r.truncated { ", reply was CUT OFF" } else { "" }
+        if drops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({drops})")
+        },
+        if r.truncated {
+            ", reply was CUT OFF"
+        } else {
+            ""
+        }
     );
     if !details {
         return;

@@ -75,7 +75,11 @@ pub fn run(args: Args) -> Result<Outcome> {
         Some(path) => match read_json(path)? {
             Value::Object(m) => m,
             _ => {
-                return Err(kerf_core::Error::Usage(format!("{}: global terms must be a JSON object", path.display())).into());
+                return Err(kerf_core::Error::Usage(format!(
+                    "{}: global terms must be a JSON object",
+                    path.display()
+                ))
+                .into());
             }
         },
         None => Default::default(),
@@ -83,18 +87,26 @@ pub fn run(args: Args) -> Result<Outcome> {
     let mut run_vars = serde_json::Map::new();
     let input_path = if args.sample {
         Some(prompt.sample_input_path().ok_or_else(|| {
-            kerf_core::Error::Usage(format!("{}: the prompt has no `sample-input`", args.prompt.display()))
+            kerf_core::Error::Usage(format!(
+                "{}: the prompt has no `sample-input`",
+                args.prompt.display()
+            ))
         })?)
     } else {
         args.input.clone()
     };
     if let Some(path) = &input_path {
-        run_vars.insert(prompt.file.input_variable().to_string(), Value::String(read_input(path)?));
+        run_vars.insert(
+            prompt.file.input_variable().to_string(),
+            Value::String(read_input(path)?),
+        );
     }
     run_vars.extend(vars(&args.vars)?);
     let rendered = prompt.render(&global, &run_vars)?;
     if args.json {
-        print_json(&json!({"id": prompt.id(), "system": rendered.system, "user": rendered.user, "variables": prompt.input_variables()}));
+        print_json(
+            &json!({"id": prompt.id(), "system": rendered.system, "user": rendered.user, "variables": prompt.input_variables()}),
+        );
     } else {
         if let Some(s) = &rendered.system {
             println!("--- system ---\n{s}");

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use kerf_core::sweep::{self, Sweep, Unit};
 use kerf_core::Parser;
+use kerf_core::sweep::{self, Sweep, Unit};
 use serde_json::json;
 
 use super::parse::TypeArg;
@@ -78,23 +78,43 @@ fn subject_from_spec(spec: &str) -> Result<Subject> {
     let parts: Vec<&str> = spec.splitn(3, ':').collect();
     let (file, t) = match parts.as_slice() {
         [f, t, ..] => (*f, *t),
-        _ => return Err(kerf_core::Error::Usage(format!("--compare `{spec}`: expected FILE:TYPE[:SCHEMA_OR_PROMPT]")).into()),
+        _ => {
+            return Err(kerf_core::Error::Usage(format!(
+                "--compare `{spec}`: expected FILE:TYPE[:SCHEMA_OR_PROMPT]"
+            ))
+            .into());
+        }
     };
     let t = match t {
         "json" => TypeArg::Json,
         "jsonl" => TypeArg::Jsonl,
         "delimited" => TypeArg::Delimited,
-        other => return Err(kerf_core::Error::Usage(format!("--compare `{spec}`: unknown type `{other}` (json, jsonl or delimited)")).into()),
+        other => {
+            return Err(kerf_core::Error::Usage(format!(
+                "--compare `{spec}`: unknown type `{other}` (json, jsonl or delimited)"
+            ))
+            .into());
+        }
     };
     let parser = match parts.get(2) {
         Some(extra) => {
             let path = Path::new(extra);
-            let is_prompt = read_json(path)?.get("prompt").is_some_and(|p| p.is_string());
-            if is_prompt { super::parser_for(Some(t.into()), None, Some(path), false)? } else { super::parser_for(Some(t.into()), Some(path), None, false)? }
+            let is_prompt = read_json(path)?
+                .get("prompt")
+                .is_some_and(|p| p.is_string());
+            if is_prompt {
+                super::parser_for(Some(t.into()), None, Some(path), false)?
+            } else {
+                super::parser_for(Some(t.into()), Some(path), None, false)?
+            }
         }
         None => super::parser_for(Some(t.into()), None, None, false)?,
     };
-    Ok(Subject { name: format!("{file} ({})", parser.response_type()), parser, text: read_input(Path::new(file))? })
+    Ok(Subject {
+        name: format!("{file} ({})", parser.response_type()),
+        parser,
+        text: read_input(Path::new(file))?,
+    })
 }
 
 /// Replies at least this large get a progress bar.
@@ -119,10 +139,22 @@ fn unit_for(args: &Args, text: &str) -> Result<Unit> {
 pub fn run(args: Args) -> Result<Outcome> {
     let subjects: Vec<Subject> = if args.compare.is_empty() {
         let file = args.file.clone().unwrap_or_default();
-        let parser = super::parser_for(args.response_type.map(Into::into), args.schema.as_deref(), args.prompt.as_deref(), args.salvage)?;
-        vec![Subject { name: format!("{} ({})", file.display(), parser.response_type()), parser, text: read_input(&file)? }]
+        let parser = super::parser_for(
+            args.response_type.map(Into::into),
+            args.schema.as_deref(),
+            args.prompt.as_deref(),
+            args.salvage,
+        )?;
+        vec![Subject {
+            name: format!("{} ({})", file.display(), parser.response_type()),
+            parser,
+            text: read_input(&file)?,
+        }]
     } else {
-        args.compare.iter().map(|s| subject_from_spec(s)).collect::<Result<_>>()?
+        args.compare
+            .iter()
+            .map(|s| subject_from_spec(s))
+            .collect::<Result<_>>()?
     };
     let vars = serde_json::Map::new();
     let mut sweeps = Vec::new();
@@ -138,7 +170,11 @@ pub fn run(args: Args) -> Result<Outcome> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     for s in &subjects {
-        progress.set_message(format!("{}: cutting into {}s", s.name, args_unit_name(&args)));
+        progress.set_message(format!(
+            "{}: cutting into {}s",
+            s.name,
+            args_unit_name(&args)
+        ));
         let unit = unit_for(&args, &s.text)?;
         progress.inc(1);
         progress.set_message(format!("{}: parsing once, counting every cut", s.name));
@@ -150,13 +186,21 @@ pub fn run(args: Args) -> Result<Outcome> {
         let mut csv = String::from("format,offset,fraction,objects\n");
         for (s, w) in subjects.iter().zip(&sweeps) {
             for &(o, n) in &w.points {
-                csv.push_str(&format!("\"{}\",{o},{:.6},{n}\n", s.name.replace('"', "\"\""), fraction(o, w.length)));
+                csv.push_str(&format!(
+                    "\"{}\",{o},{:.6},{n}\n",
+                    s.name.replace('"', "\"\""),
+                    fraction(o, w.length)
+                ));
             }
         }
         write_file(path, &csv)?;
     }
     if let Some(path) = &args.svg {
-        let curves: Vec<(String, &Sweep)> = subjects.iter().zip(&sweeps).map(|(s, w)| (s.name.clone(), w)).collect();
+        let curves: Vec<(String, &Sweep)> = subjects
+            .iter()
+            .zip(&sweeps)
+            .map(|(s, w)| (s.name.clone(), w))
+            .collect();
         crate::chart::sweep_svg(path, &curves)?;
         if !args.json {
             eprintln!("kerf: wrote {}", path.display());
@@ -167,7 +211,11 @@ pub fn run(args: Args) -> Result<Outcome> {
         if sweeps.len() == 1 {
             print_json(&one(&sweeps[0]));
         } else {
-            let all: Vec<_> = subjects.iter().zip(&sweeps).map(|(s, w)| json!({"name": s.name, "sweep": one(w)})).collect();
+            let all: Vec<_> = subjects
+                .iter()
+                .zip(&sweeps)
+                .map(|(s, w)| json!({"name": s.name, "sweep": one(w)}))
+                .collect();
             print_json(&json!({"compare": all}));
         }
     } else {
@@ -177,7 +225,11 @@ pub fn run(args: Args) -> Result<Outcome> {
 }
 
 fn fraction(o: usize, length: usize) -> f64 {
-    if length == 0 { 1.0 } else { o as f64 / length as f64 }
+    if length == 0 {
+        1.0
+    } else {
+        o as f64 / length as f64
+    }
 }
 
 /// A text sparkline of recovered/total over the normalised axis.
@@ -187,20 +239,32 @@ pub fn sparkline(w: &Sweep, width: usize) -> String {
         .map(|i| {
             let f = (i + 1) as f64 / width as f64;
             let n = w.at_fraction(f);
-            let level = if w.total == 0 { 0 } else { (n * 8).div_ceil(w.total).min(8) };
+            let level = if w.total == 0 {
+                0
+            } else {
+                (n * 8).div_ceil(w.total).min(8)
+            };
             BARS[level]
         })
         .collect()
 }
 
 fn print_human(subjects: &[Subject], sweeps: &[Sweep]) {
-    let name_w = subjects.iter().map(|s| s.name.chars().count()).max().unwrap_or(0).max(6);
+    let name_w = subjects
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     println!(
         "{:<name_w$}  {:>6}  {:>6}  {:>8}  {:>10}  {:>4} {:>4} {:>4} {:>4}  curve (0 → 100% of the reply emitted)",
         "reply", "total", "score", "median", "first obj", "25%", "50%", "75%", "90%"
     );
     for (s, w) in subjects.iter().zip(sweeps) {
-        let first = w.first_object().map(|o| format!("{:.0}%", 100.0 * fraction(o, w.length))).unwrap_or_else(|| "never".into());
+        let first = w
+            .first_object()
+            .map(|o| format!("{:.0}%", 100.0 * fraction(o, w.length)))
+            .unwrap_or_else(|| "never".into());
         println!(
             "{:<name_w$}  {:>6}  {:>6.3}  {:>8}  {:>10}  {:>4} {:>4} {:>4} {:>4}  |{}|",
             s.name,
@@ -216,6 +280,10 @@ fn print_human(subjects: &[Subject], sweeps: &[Sweep]) {
         );
     }
     if let Some(w) = sweeps.first() {
-        println!("unit: {} ({} cuts); score = mean over every cut of objects recovered ÷ total", w.unit, w.length + 1);
+        println!(
+            "unit: {} ({} cuts); score = mean over every cut of objects recovered ÷ total",
+            w.unit,
+            w.length + 1
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! The `kerf` binary as users and tools call it: exit codes, the documented `--json` forms,
 //! standard input, files written, and errors that name the place.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -9,7 +11,10 @@ use rstest::rstest;
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 fn kerf(args: &[&str]) -> Output {
@@ -34,7 +39,8 @@ fn kerf_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
 }
 
 fn stdout_json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
 }
 
 fn stderr(o: &Output) -> String {
@@ -53,7 +59,15 @@ const UNION_REPLY: &str = "```jsonl\n{\"type\": \"definition\", \"entity\": \"DN
 #[test]
 fn parse_json_form_is_exactly_objects_dropped_truncated() {
     let (_d, reply) = tmp("reply.txt", UNION_REPLY.as_bytes());
-    let o = kerf(&["parse", reply.to_str().unwrap(), "--type", "jsonl", "--prompt", "prompts/agent-kg-extract.json", "--json"]);
+    let o = kerf(&[
+        "parse",
+        reply.to_str().unwrap(),
+        "--type",
+        "jsonl",
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -77,7 +91,10 @@ fn parse_json_form_is_exactly_objects_dropped_truncated() {
 
 #[test]
 fn parse_reads_standard_input() {
-    let o = kerf_stdin(&["parse", "-", "--type", "jsonl", "--json"], Some(b"{\"a\": 1}\n{\"b\": 2}\n"));
+    let o = kerf_stdin(
+        &["parse", "-", "--type", "jsonl", "--json"],
+        Some(b"{\"a\": 1}\n{\"b\": 2}\n"),
+    );
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(stdout_json(&o)["objects"], json!([{"a": 1}, {"b": 2}]));
 }
@@ -85,9 +102,19 @@ fn parse_reads_standard_input() {
 #[test]
 fn parse_human_output_lists_objects_and_drops() {
     let (_d, reply) = tmp("reply.txt", UNION_REPLY.as_bytes());
-    let o = kerf(&["parse", reply.to_str().unwrap(), "--prompt", "prompts/agent-kg-extract.json"]);
+    let o = kerf(&[
+        "parse",
+        reply.to_str().unwrap(),
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+    ]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("jsonl, 2 object(s) accepted, 2 dropped (1 schema, 1 truncated), reply was CUT OFF"), "{out}");
+    assert!(
+        out.contains(
+            "jsonl, 2 object(s) accepted, 2 dropped (1 schema, 1 truncated), reply was CUT OFF"
+        ),
+        "{out}"
+    );
     assert!(out.contains("line    3  schema"), "{out}");
 }
 
@@ -115,7 +142,10 @@ fn invalid_utf8_is_a_clear_error() {
     let o = kerf(&["parse", reply.to_str().unwrap(), "--type", "jsonl"]);
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
-    assert!(e.contains("bad.txt: not valid UTF-8 (first bad byte at offset 7)"), "{e}");
+    assert!(
+        e.contains("bad.txt: not valid UTF-8 (first bad byte at offset 7)"),
+        "{e}"
+    );
     assert!(!e.contains("panicked"));
 }
 
@@ -129,16 +159,34 @@ fn missing_file_is_an_io_error() {
 
 #[test]
 fn schema_that_is_not_a_schema() {
-    let (_d, s) = tmp("s.json", br#"{"type": "object", "properties": {"a": {"type": "strng"}}}"#);
-    let o = kerf_stdin(&["parse", "-", "--type", "jsonl", "--schema", s.to_str().unwrap()], Some(b"{}"));
+    let (_d, s) = tmp(
+        "s.json",
+        br#"{"type": "object", "properties": {"a": {"type": "strng"}}}"#,
+    );
+    let o = kerf_stdin(
+        &[
+            "parse",
+            "-",
+            "--type",
+            "jsonl",
+            "--schema",
+            s.to_str().unwrap(),
+        ],
+        Some(b"{}"),
+    );
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("s.json: invalid JSON Schema at /properties/a/type"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("s.json: invalid JSON Schema at /properties/a/type"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn hundred_megabyte_reply() {
     // 100 MB of JSONL: every line recovered, no panic, exit 0.
-    let line = b"{\"entity\": \"photosynthesis\", \"definition\": \"how plants turn light into sugar\"}\n";
+    let line =
+        b"{\"entity\": \"photosynthesis\", \"definition\": \"how plants turn light into sugar\"}\n";
     let n = 100_000_000 / line.len();
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("big.jsonl");
@@ -147,39 +195,78 @@ fn hundred_megabyte_reply() {
         f.write_all(line).unwrap();
     }
     drop(f);
-    let o = kerf(&["parse", p.to_str().unwrap(), "--prompt", "prompts/extract-definitions.json", "--json"]);
+    let o = kerf(&[
+        "parse",
+        p.to_str().unwrap(),
+        "--prompt",
+        "prompts/extract-definitions.json",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     assert_eq!(v["objects"].as_array().unwrap().len(), n);
     assert_eq!(v["dropped"], json!([]));
     // And its sweep: one step per object, ending at the file's length with every object.
-    let o = kerf(&["sweep", p.to_str().unwrap(), "--prompt", "prompts/extract-definitions.json", "--json"]);
+    let o = kerf(&[
+        "sweep",
+        p.to_str().unwrap(),
+        "--prompt",
+        "prompts/extract-definitions.json",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     assert_eq!(v["total"], n);
-    assert_eq!(v["points"].as_array().unwrap().len(), n + 2, "offset 0, one change per object, and the final offset");
-    assert_eq!(v["points"].as_array().unwrap().last().unwrap(), &json!([n * line.len(), n]));
+    assert_eq!(
+        v["points"].as_array().unwrap().len(),
+        n + 2,
+        "offset 0, one change per object, and the final offset"
+    );
+    assert_eq!(
+        v["points"].as_array().unwrap().last().unwrap(),
+        &json!([n * line.len(), n])
+    );
 }
 
 #[test]
 fn render_sample_and_undefined_variable() {
-    let o = kerf(&["render", "prompts/extract-definitions.json", "--sample", "--json"]);
+    let o = kerf(&[
+        "render",
+        "prompts/extract-definitions.json",
+        "--sample",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
-    assert!(v["user"].as_str().unwrap().contains("Photosynthesis is the process"));
+    assert!(
+        v["user"]
+            .as_str()
+            .unwrap()
+            .contains("Photosynthesis is the process")
+    );
     assert_eq!(v["variables"], json!(["text"]));
     let o = kerf(&["render", "prompts/extract-definitions.json"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("template `extract-definitions` line 8: undefined variable `text`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("template `extract-definitions` line 8: undefined variable `text`"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn render_template_syntax_error_and_unknown_key_warning() {
-    let (_d, p) = tmp("p.json", b"{\n\"prompt\": \"ok\\n{% if %}\",\n\"temperature\": 1\n}");
+    let (_d, p) = tmp(
+        "p.json",
+        b"{\n\"prompt\": \"ok\\n{% if %}\",\n\"temperature\": 1\n}",
+    );
     let o = kerf(&["render", p.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
-    assert!(e.contains("p.json:3: unknown key `temperature` ignored"), "{e}");
+    assert!(
+        e.contains("p.json:3: unknown key `temperature` ignored"),
+        "{e}"
+    );
     assert!(e.contains("template `p` line 2: syntax error"), "{e}");
 }
 
@@ -188,45 +275,107 @@ fn prompt_file_of_the_wrong_shape() {
     let (_d, p) = tmp("p.json", br#"{"prompt": "x", "response-type": "yaml"}"#);
     let o = kerf_stdin(&["parse", "-", "--prompt", p.to_str().unwrap()], Some(b"x"));
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("key `response-type`: unknown variant `yaml`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("key `response-type`: unknown variant `yaml`"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn export_bundle_to_stdout_and_file_then_import_round_trips() {
-    let o = kerf(&["export", "prompts/agent-kg-extract.json", "prompts/extract-definitions.json", "--to", "trustgraph-bundle"]);
+    let o = kerf(&[
+        "export",
+        "prompts/agent-kg-extract.json",
+        "prompts/extract-definitions.json",
+        "--to",
+        "trustgraph-bundle",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-    assert_eq!(keys, vec!["system", "template-index", "template.agent-kg-extract", "template.extract-definitions"]);
+    assert_eq!(
+        keys,
+        vec![
+            "system",
+            "template-index",
+            "template.agent-kg-extract",
+            "template.extract-definitions"
+        ]
+    );
     assert!(v.as_object().unwrap().values().all(Value::is_string));
 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("bundle.json");
-    let o = kerf(&["export", "prompts/agent-kg-extract.json", "--to", "trustgraph-bundle", "--out", out.to_str().unwrap()]);
+    let o = kerf(&[
+        "export",
+        "prompts/agent-kg-extract.json",
+        "--to",
+        "trustgraph-bundle",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0));
     assert!(o.stdout.is_empty());
     let imported = dir.path().join("imported");
-    let o = kerf(&["import", out.to_str().unwrap(), "--out-dir", imported.to_str().unwrap(), "--json"]);
+    let o = kerf(&[
+        "import",
+        out.to_str().unwrap(),
+        "--out-dir",
+        imported.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let original: Value = serde_json::from_str(&std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap()).unwrap();
-    let back: Value = serde_json::from_str(&std::fs::read_to_string(imported.join("agent-kg-extract.json")).unwrap()).unwrap();
+    let original: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
+    )
+    .unwrap();
+    let back: Value = serde_json::from_str(
+        &std::fs::read_to_string(imported.join("agent-kg-extract.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(back, original);
     // A second import refuses to overwrite.
-    let o = kerf(&["import", out.to_str().unwrap(), "--out-dir", imported.to_str().unwrap()]);
+    let o = kerf(&[
+        "import",
+        out.to_str().unwrap(),
+        "--out-dir",
+        imported.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
 fn export_openai_and_anthropic() {
-    let o = kerf(&["export", "prompts/agent-kg-extract-array.json", "--to", "openai"]);
+    let o = kerf(&[
+        "export",
+        "prompts/agent-kg-extract-array.json",
+        "--to",
+        "openai",
+    ]);
     assert_eq!(o.status.code(), Some(0));
     let v = stdout_json(&o);
     assert_eq!(v["json_schema"]["strict"], true);
     assert!(v["json_schema"]["schema"]["properties"]["items"]["items"]["anyOf"].is_array());
-    assert!(stderr(&o).contains("`oneOf` is not supported"), "{}", stderr(&o));
-    let o = kerf(&["export", "prompts/extract-definitions.json", "--to", "anthropic"]);
+    assert!(
+        stderr(&o).contains("`oneOf` is not supported"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kerf(&[
+        "export",
+        "prompts/extract-definitions.json",
+        "--to",
+        "anthropic",
+    ]);
     assert_eq!(stdout_json(&o)["tool_choice"]["type"], "tool");
-    let o = kerf(&["export", "prompts/extract-definitions.json", "prompts/extract-topics.json", "--to", "openai"]);
+    let o = kerf(&[
+        "export",
+        "prompts/extract-definitions.json",
+        "prompts/extract-topics.json",
+        "--to",
+        "openai",
+    ]);
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -234,19 +383,42 @@ fn export_openai_and_anthropic() {
 fn lint_reports_per_provider_and_exits_1_on_errors() {
     let o = kerf(&["lint", "prompts/agent-kg-extract.json", "--json"]);
     let v = stdout_json(&o);
-    let gemini_oneof = v["findings"].as_array().unwrap().iter().any(|f| f["provider"] == "gemini" && f["keyword"] == "oneOf" && f["severity"] == "error");
+    let gemini_oneof =
+        v["findings"].as_array().unwrap().iter().any(|f| {
+            f["provider"] == "gemini" && f["keyword"] == "oneOf" && f["severity"] == "error"
+        });
     assert!(gemini_oneof, "{v}");
     assert_eq!(o.status.code(), Some(1));
-    let o = kerf(&["lint", "prompts/agent-kg-extract.json", "--provider", "anthropic"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
-    let o = kerf(&["lint", "prompts/agent-kg-extract.json", "--provider", "cohere"]);
+    let o = kerf(&[
+        "lint",
+        "prompts/agent-kg-extract.json",
+        "--provider",
+        "anthropic",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = kerf(&[
+        "lint",
+        "prompts/agent-kg-extract.json",
+        "--provider",
+        "cohere",
+    ]);
     assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
 fn check_every_shipped_file() {
     let o = kerf(&["check", "prompts", "schemas", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     assert_eq!(stdout_json(&o)["failed"], 0);
 }
 
@@ -255,13 +427,22 @@ fn help_has_examples() {
     for cmd in ["render", "parse", "lint", "export", "import", "check"] {
         let o = kerf(&[cmd, "--help"]);
         assert_eq!(o.status.code(), Some(0));
-        assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"), "{cmd}");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("Examples:"),
+            "{cmd}"
+        );
     }
 }
 
 #[test]
 fn sweep_json_form_is_exactly_total_points_score_unit() {
-    let o = kerf(&["sweep", "tests/fixtures/replies/agent-kg-extract.jsonl.txt", "--prompt", "prompts/agent-kg-extract.json", "--json"]);
+    let o = kerf(&[
+        "sweep",
+        "tests/fixtures/replies/agent-kg-extract.jsonl.txt",
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -269,17 +450,33 @@ fn sweep_json_form_is_exactly_total_points_score_unit() {
     assert_eq!(v["total"], 10);
     assert_eq!(v["unit"], "byte");
     let points = v["points"].as_array().unwrap();
-    let len = std::fs::metadata(repo().join("tests/fixtures/replies/agent-kg-extract.jsonl.txt")).unwrap().len();
+    let len = std::fs::metadata(repo().join("tests/fixtures/replies/agent-kg-extract.jsonl.txt"))
+        .unwrap()
+        .len();
     assert_eq!(points.first().unwrap(), &json!([0, 0]));
     assert_eq!(points.last().unwrap(), &json!([len, 10]));
     // One step per object: offset 0, ten changes (the last is the final offset's neighbour), the end.
     assert_eq!(points.len(), 12);
     // Every point agrees with `kerf parse` on the reply cut there.
-    let text = std::fs::read(repo().join("tests/fixtures/replies/agent-kg-extract.jsonl.txt")).unwrap();
+    let text =
+        std::fs::read(repo().join("tests/fixtures/replies/agent-kg-extract.jsonl.txt")).unwrap();
     for p in points.iter().step_by(3) {
         let (c, n) = (p[0].as_u64().unwrap() as usize, p[1].as_u64().unwrap());
-        let o = kerf_stdin(&["parse", "-", "--prompt", "prompts/agent-kg-extract.json", "--json"], Some(&text[..c]));
-        assert_eq!(stdout_json(&o)["objects"].as_array().unwrap().len() as u64, n, "cut {c}");
+        let o = kerf_stdin(
+            &[
+                "parse",
+                "-",
+                "--prompt",
+                "prompts/agent-kg-extract.json",
+                "--json",
+            ],
+            Some(&text[..c]),
+        );
+        assert_eq!(
+            stdout_json(&o)["objects"].as_array().unwrap().len() as u64,
+            n,
+            "cut {c}"
+        );
     }
     let s = v["score"].as_f64().unwrap();
     assert!(s > 0.3 && s < 0.6, "{s}");
@@ -317,9 +514,19 @@ fn sweep_compare_csv_and_tokens() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(chart.starts_with("<svg"));
-    assert!(chart.contains("objects recovered") && chart.contains("fraction of the reply emitted"), "axis labels");
-    assert!(chart.contains("(jsonl): 10 objects, score 0.428") && chart.contains("(json): 10 objects, score 0.001"), "legend");
-    assert!(chart.matches("<polyline").count() >= 2, "one curve per format");
+    assert!(
+        chart.contains("objects recovered") && chart.contains("fraction of the reply emitted"),
+        "axis labels"
+    );
+    assert!(
+        chart.contains("(jsonl): 10 objects, score 0.428")
+            && chart.contains("(json): 10 objects, score 0.001"),
+        "legend"
+    );
+    assert!(
+        chart.matches("<polyline").count() >= 2,
+        "one curve per format"
+    );
     assert!(rows.starts_with("format,offset,fraction,objects\n"));
     // The array recovers nothing before its very end.
     let array_rows: Vec<&str> = rows.lines().filter(|l| l.contains("(json)")).collect();
@@ -330,12 +537,35 @@ fn sweep_compare_csv_and_tokens() {
 
 #[test]
 fn sweep_bad_requests() {
-    let o = kerf(&["sweep", "tests/fixtures/replies/agent-kg-extract.jsonl.txt", "--type", "jsonl", "--unit", "token", "--tokenizer", "gpt2"]);
+    let o = kerf(&[
+        "sweep",
+        "tests/fixtures/replies/agent-kg-extract.jsonl.txt",
+        "--type",
+        "jsonl",
+        "--unit",
+        "token",
+        "--tokenizer",
+        "gpt2",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unknown tokenizer `gpt2`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown tokenizer `gpt2`"),
+        "{}",
+        stderr(&o)
+    );
     let o = kerf(&["sweep", "--compare", "x.txt:yaml"]);
     assert_eq!(o.status.code(), Some(2));
-    let o = kerf(&["sweep", "tests/fixtures/replies/agent-kg-extract.jsonl.txt", "--type", "json", "--salvage"]);
+    let o = kerf(&[
+        "sweep",
+        "tests/fixtures/replies/agent-kg-extract.jsonl.txt",
+        "--type",
+        "json",
+        "--salvage",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("salvage-mode JSON are not supported yet"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("salvage-mode JSON are not supported yet"),
+        "{}",
+        stderr(&o)
+    );
 }

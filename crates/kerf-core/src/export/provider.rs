@@ -27,7 +27,9 @@ fn reply_schema(p: &PromptFile, notes: &mut Vec<String>) -> Value {
 
 /// Keep definitions at the root of the new document so local `$ref`s still resolve.
 fn hoist_definitions(arr: &mut Value) {
-    let Some(items) = arr.get_mut("items").and_then(Value::as_object_mut) else { return };
+    let Some(items) = arr.get_mut("items").and_then(Value::as_object_mut) else {
+        return;
+    };
     let defs: Vec<(String, Value)> = ["$defs", "definitions"]
         .iter()
         .filter_map(|k| items.remove(*k).map(|v| (k.to_string(), v)))
@@ -42,7 +44,17 @@ fn hoist_definitions(arr: &mut Value) {
 
 /// A name a provider accepts: `[A-Za-z0-9_-]{1,64}`.
 fn api_name(id: &str) -> String {
-    let s: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).take(64).collect();
+    let s: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
     if s.is_empty() { "extraction".into() } else { s }
 }
 
@@ -52,14 +64,24 @@ pub fn openai(p: &PromptFile) -> Exported {
     let schema = reply_schema(p, &mut notes);
     let rewrite = lint::openai_strict(&schema);
     for f in &rewrite.findings {
-        let tag = if f.severity == Severity::Error { "blocker" } else { "changed" };
-        notes.push(format!("{tag}: {} `{}`: {}", f.pointer, f.keyword, f.message));
+        let tag = if f.severity == Severity::Error {
+            "blocker"
+        } else {
+            "changed"
+        };
+        notes.push(format!(
+            "{tag}: {} `{}`: {}",
+            f.pointer, f.keyword, f.message
+        ));
     }
     let mut js = json!({"name": api_name(p.id()), "strict": true, "schema": rewrite.schema});
     if let Some(d) = &p.description {
         js["description"] = json!(d);
     }
-    Exported { value: json!({"type": "json_schema", "json_schema": js}), notes }
+    Exported {
+        value: json!({"type": "json_schema", "json_schema": js}),
+        notes,
+    }
 }
 
 /// Anthropic forced tool use: `tools` with one tool whose `input_schema` is the reply schema, and
@@ -68,10 +90,22 @@ pub fn anthropic(p: &PromptFile) -> Exported {
     let mut notes = Vec::new();
     let schema = reply_schema(p, &mut notes);
     for f in lint::lint(&schema, lint::Provider::Anthropic) {
-        notes.push(format!("{}: {} `{}`: {}", if f.severity == Severity::Rewrite { "changed" } else { "note" }, f.pointer, f.keyword, f.message));
+        notes.push(format!(
+            "{}: {} `{}`: {}",
+            if f.severity == Severity::Rewrite {
+                "changed"
+            } else {
+                "note"
+            },
+            f.pointer,
+            f.keyword,
+            f.message
+        ));
     }
     let mut input_schema = if schema.get("type").and_then(Value::as_str) == Some("object")
-        && !["anyOf", "oneOf", "allOf"].iter().any(|k| schema.get(*k).is_some())
+        && !["anyOf", "oneOf", "allOf"]
+            .iter()
+            .any(|k| schema.get(*k).is_some())
     {
         schema
     } else {
@@ -82,7 +116,10 @@ pub fn anthropic(p: &PromptFile) -> Exported {
         m.remove("$schema");
     }
     let name = api_name(p.id());
-    let description = p.description.clone().unwrap_or_else(|| format!("Record the result of the `{}` extraction.", p.id()));
+    let description = p
+        .description
+        .clone()
+        .unwrap_or_else(|| format!("Record the result of the `{}` extraction.", p.id()));
     Exported {
         value: json!({
             "tools": [{"name": name, "description": description, "input_schema": input_schema}],

@@ -51,7 +51,10 @@ pub fn template_object(p: &PromptFile) -> Exported {
     }
     // Always present, so import can tell a Kerf export from a foreign template.
     out.insert("kerf".into(), Value::Object(full));
-    Exported { value: Value::Object(out), notes }
+    Exported {
+        value: Value::Object(out),
+        notes,
+    }
 }
 
 /// The config bundle for TrustGraph's config type `prompt`.
@@ -60,14 +63,19 @@ pub fn bundle(prompts: &[PromptFile], system: Option<&str>) -> Result<Exported> 
     let mut ids: Vec<String> = Vec::new();
     for p in prompts {
         if ids.iter().any(|i| i == p.id()) {
-            return Err(Error::Export { place: p.id().into(), target: "trustgraph-bundle".into(), message: "two prompts share this id".into() });
+            return Err(Error::Export {
+                place: p.id().into(),
+                target: "trustgraph-bundle".into(),
+                message: "two prompts share this id".into(),
+            });
         }
         ids.push(p.id().into());
     }
     let system = match system {
         Some(s) => s.to_string(),
         None => {
-            let mut systems: Vec<&str> = prompts.iter().filter_map(|p| p.system.as_deref()).collect();
+            let mut systems: Vec<&str> =
+                prompts.iter().filter_map(|p| p.system.as_deref()).collect();
             systems.dedup();
             match systems.as_slice() {
                 [] => DEFAULT_SYSTEM.to_string(),
@@ -88,9 +96,15 @@ pub fn bundle(prompts: &[PromptFile], system: Option<&str>) -> Result<Exported> 
     for p in prompts {
         let t = template_object(p);
         notes.extend(t.notes);
-        out.insert(format!("template.{}", p.id()), Value::String(encode(&t.value)));
+        out.insert(
+            format!("template.{}", p.id()),
+            Value::String(encode(&t.value)),
+        );
     }
-    Ok(Exported { value: Value::Object(out), notes })
+    Ok(Exported {
+        value: Value::Object(out),
+        notes,
+    })
 }
 
 fn encode(v: &Value) -> String {
@@ -101,17 +115,29 @@ fn encode(v: &Value) -> String {
 /// `default_id`). `place` names the source in errors.
 pub fn import(value: &Value, default_id: &str, place: &str) -> Result<Vec<PromptFile>> {
     let Value::Object(map) = value else {
-        return Err(Error::Import { place: place.into(), message: "expected a JSON object (a TrustGraph prompt bundle or template)".into() });
+        return Err(Error::Import {
+            place: place.into(),
+            message: "expected a JSON object (a TrustGraph prompt bundle or template)".into(),
+        });
     };
     if map.contains_key("prompt") {
         return Ok(vec![from_template(value, default_id, None, place)?]);
     }
     let system = match map.get("system") {
-        Some(Value::String(s)) => Some(
-            serde_json::from_str::<String>(s)
-                .map_err(|e| Error::Import { place: format!("{place} key `system`"), message: format!("not a JSON-encoded string: {e}") })?,
-        ),
-        Some(_) => return Err(Error::Import { place: format!("{place} key `system`"), message: "expected a JSON-encoded string".into() }),
+        Some(Value::String(s)) => {
+            Some(
+                serde_json::from_str::<String>(s).map_err(|e| Error::Import {
+                    place: format!("{place} key `system`"),
+                    message: format!("not a JSON-encoded string: {e}"),
+                })?,
+            )
+        }
+        Some(_) => {
+            return Err(Error::Import {
+                place: format!("{place} key `system`"),
+                message: "expected a JSON-encoded string".into(),
+            });
+        }
         None => None,
     };
     let index: Option<Vec<String>> = match map.get("template-index") {
@@ -121,32 +147,54 @@ pub fn import(value: &Value, default_id: &str, place: &str) -> Result<Vec<Prompt
         })?),
         _ => None,
     };
-    let mut ids: Vec<String> = map.keys().filter_map(|k| k.strip_prefix("template.")).map(str::to_string).collect();
+    let mut ids: Vec<String> = map
+        .keys()
+        .filter_map(|k| k.strip_prefix("template."))
+        .map(str::to_string)
+        .collect();
     if let Some(index) = &index {
         // Keep the index's order; templates missing from the index come after.
         ids.sort_by_key(|id| index.iter().position(|i| i == id).unwrap_or(usize::MAX));
     }
     if ids.is_empty() {
-        return Err(Error::Import { place: place.into(), message: "no `template.<id>` keys: not a TrustGraph prompt bundle".into() });
+        return Err(Error::Import {
+            place: place.into(),
+            message: "no `template.<id>` keys: not a TrustGraph prompt bundle".into(),
+        });
     }
     let mut out = Vec::new();
     for id in ids {
         let key = format!("template.{id}");
         let raw = &map[&key];
         let template: Value = match raw {
-            Value::String(s) => serde_json::from_str(s)
-                .map_err(|e| Error::Import { place: format!("{place} key `{key}`"), message: format!("not a JSON-encoded template object: {e}") })?,
+            Value::String(s) => serde_json::from_str(s).map_err(|e| Error::Import {
+                place: format!("{place} key `{key}`"),
+                message: format!("not a JSON-encoded template object: {e}"),
+            })?,
             Value::Object(_) => raw.clone(),
-            _ => return Err(Error::Import { place: format!("{place} key `{key}`"), message: "expected a JSON-encoded template object".into() }),
+            _ => {
+                return Err(Error::Import {
+                    place: format!("{place} key `{key}`"),
+                    message: "expected a JSON-encoded template object".into(),
+                });
+            }
         };
-        out.push(from_template(&template, &id, system.as_deref(), &format!("{place} key `{key}`"))?);
+        out.push(from_template(
+            &template,
+            &id,
+            system.as_deref(),
+            &format!("{place} key `{key}`"),
+        )?);
     }
     Ok(out)
 }
 
 fn from_template(t: &Value, id: &str, system: Option<&str>, place: &str) -> Result<PromptFile> {
     let Value::Object(m) = t else {
-        return Err(Error::Import { place: place.into(), message: "a template must be a JSON object".into() });
+        return Err(Error::Import {
+            place: place.into(),
+            message: "a template must be a JSON object".into(),
+        });
     };
     let mut fields = Map::new();
     for k in ["prompt", "response-type", "schema", "object-schema"] {

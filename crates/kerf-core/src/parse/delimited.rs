@@ -36,8 +36,19 @@ impl DelimitedFormat {
                 record: "\n".into(),
                 completion: "<|COMPLETE|>".into(),
                 records: vec![
-                    ("entity".into(), names(&["entity_name", "entity_type", "entity_description"])),
-                    ("relation".into(), names(&["source_entity", "target_entity", "relationship_keywords", "relationship_description"])),
+                    (
+                        "entity".into(),
+                        names(&["entity_name", "entity_type", "entity_description"]),
+                    ),
+                    (
+                        "relation".into(),
+                        names(&[
+                            "source_entity",
+                            "target_entity",
+                            "relationship_keywords",
+                            "relationship_description",
+                        ]),
+                    ),
                 ],
             },
             DelimiterPreset::LightragLegacy => DelimitedFormat {
@@ -45,10 +56,19 @@ impl DelimitedFormat {
                 record: "##".into(),
                 completion: "<|COMPLETE|>".into(),
                 records: vec![
-                    ("entity".into(), names(&["entity_name", "entity_type", "entity_description"])),
+                    (
+                        "entity".into(),
+                        names(&["entity_name", "entity_type", "entity_description"]),
+                    ),
                     (
                         "relationship".into(),
-                        names(&["source_entity", "target_entity", "relationship_description", "relationship_keywords", "relationship_strength"]),
+                        names(&[
+                            "source_entity",
+                            "target_entity",
+                            "relationship_description",
+                            "relationship_keywords",
+                            "relationship_strength",
+                        ]),
                     ),
                     ("content_keywords".into(), names(&["high_level_keywords"])),
                 ],
@@ -78,7 +98,10 @@ impl DelimitedFormat {
             f.completion = c;
         }
         if let Some(records) = &d.records {
-            f.records = records.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            f.records = records
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
         }
         Ok(f)
     }
@@ -112,13 +135,23 @@ pub(crate) struct Scanner {
 }
 
 impl Scanner {
-    pub fn run(&mut self, text: &str, format: &DelimitedFormat, at_eof: bool, acceptor: &Acceptor<'_>, report: &mut ParseReport) {
+    pub fn run(
+        &mut self,
+        text: &str,
+        format: &DelimitedFormat,
+        at_eof: bool,
+        acceptor: &Acceptor<'_>,
+        report: &mut ParseReport,
+    ) {
         if self.complete {
             return;
         }
         if self.completion_at.is_none() {
             // Search only the new text (with an overlap for a delimiter split across feeds).
-            let from = self.searched.saturating_sub(format.completion.len()).max(self.pos);
+            let from = self
+                .searched
+                .saturating_sub(format.completion.len())
+                .max(self.pos);
             self.completion_at = text[from..].find(&format.completion).map(|i| from + i);
             self.searched = text.len();
         }
@@ -127,7 +160,9 @@ impl Scanner {
             let rest = &text[pos..];
             // Records end at the record delimiter; when that is not a newline, a newline ends a
             // record too (models often put `##` and a newline, or only the newline).
-            let mut end: Option<(usize, usize, bool)> = rest.find(&format.record).map(|i| (pos + i, format.record.len(), false));
+            let mut end: Option<(usize, usize, bool)> = rest
+                .find(&format.record)
+                .map(|i| (pos + i, format.record.len(), false));
             if format.record != "\n" {
                 if let Some(i) = memchr::memchr(b'\n', rest.as_bytes()) {
                     if end.is_none_or(|(e, _, _)| pos + i < e) {
@@ -142,7 +177,16 @@ impl Scanner {
             }
             match end {
                 Some((at, len, is_completion)) => {
-                    take_record(&text[pos..at], pos, Some(at + len), format, text, &mut self.lines, acceptor, report);
+                    take_record(
+                        &text[pos..at],
+                        pos,
+                        Some(at + len),
+                        format,
+                        text,
+                        &mut self.lines,
+                        acceptor,
+                        report,
+                    );
                     self.pos = at + len;
                     if is_completion {
                         self.complete = true;
@@ -151,7 +195,16 @@ impl Scanner {
                 }
                 None => {
                     if at_eof {
-                        take_record(rest, pos, None, format, text, &mut self.lines, acceptor, report);
+                        take_record(
+                            rest,
+                            pos,
+                            None,
+                            format,
+                            text,
+                            &mut self.lines,
+                            acceptor,
+                            report,
+                        );
                         self.pos = text.len();
                     }
                     return;
@@ -185,7 +238,14 @@ fn take_record(
     }
     let line = lines.line_at(text, at + (raw.len() - raw.trim_start().len()));
     let Some(end) = terminator_end else {
-        report.drop(line, DropKind::Truncated, format!("last record has no delimiter after it (cut off?): {}", excerpt(record)));
+        report.drop(
+            line,
+            DropKind::Truncated,
+            format!(
+                "last record has no delimiter after it (cut off?): {}",
+                excerpt(record)
+            ),
+        );
         return;
     };
     // The older form wraps each record in parentheses.
@@ -200,16 +260,38 @@ fn take_record(
     let mut fields = inner.split(format.tuple.as_str()).map(clean);
     let tag = fields.next().unwrap_or_default();
     let values: Vec<String> = fields.collect();
-    let Some((tag, names)) = format.records.iter().find(|(t, _)| t.eq_ignore_ascii_case(&tag)) else {
-        let known = format.records.iter().map(|(t, _)| format!("`{t}`")).collect::<Vec<_>>().join(", ");
-        report.drop(line, DropKind::UnknownRecord, format!("record type `{tag}` is not one of {known}: {}", excerpt(record)));
+    let Some((tag, names)) = format
+        .records
+        .iter()
+        .find(|(t, _)| t.eq_ignore_ascii_case(&tag))
+    else {
+        let known = format
+            .records
+            .iter()
+            .map(|(t, _)| format!("`{t}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        report.drop(
+            line,
+            DropKind::UnknownRecord,
+            format!(
+                "record type `{tag}` is not one of {known}: {}",
+                excerpt(record)
+            ),
+        );
         return;
     };
     if values.len() != names.len() {
         report.drop(
             line,
             DropKind::FieldCount,
-            format!("`{tag}` record has {} field(s) after the tag, expected {} ({}): {}", values.len(), names.len(), names.join(", "), excerpt(record)),
+            format!(
+                "`{tag}` record has {} field(s) after the tag, expected {} ({}): {}",
+                values.len(),
+                names.len(),
+                names.join(", "),
+                excerpt(record)
+            ),
         );
         return;
     }
@@ -224,6 +306,9 @@ fn take_record(
 /// Trim a field and the quotes LightRAG's older form puts around it.
 fn clean(field: &str) -> String {
     let f = field.trim();
-    let f = f.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(f);
+    let f = f
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(f);
     f.trim().to_string()
 }

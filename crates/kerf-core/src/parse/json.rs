@@ -23,7 +23,11 @@ fn first_fence(text: &str) -> Option<(usize, &str, bool)> {
     let open = text.find("```")?;
     let content_start = next_line_start(text, open);
     match text[content_start..].find("```") {
-        Some(close) => Some((content_start, &text[content_start..content_start + close], true)),
+        Some(close) => Some((
+            content_start,
+            &text[content_start..content_start + close],
+            true,
+        )),
         None => Some((content_start, &text[content_start..], false)),
     }
 }
@@ -42,24 +46,52 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
         Err(e) => {
             let line = body_line + e.line().saturating_sub(1);
             let at = lines.start_of(line, text.len());
-            let err_at = floor_char_boundary(text, if e.line() <= 1 { offset + lead } else { at } + e.column().saturating_sub(1));
+            let err_at = floor_char_boundary(
+                text,
+                if e.line() <= 1 { offset + lead } else { at } + e.column().saturating_sub(1),
+            );
             let body_end = offset + body.len();
             // Broken only by the end of the body (a cut string then a newline) is cut off too.
-            if e.is_eof() || text.get(err_at..body_end).is_some_and(|rest| rest.trim().is_empty()) {
-                report.drop(body_line, DropKind::Truncated, format!("the JSON value is cut off: {}", strip_position(&e.to_string())));
+            if e.is_eof()
+                || text
+                    .get(err_at..body_end)
+                    .is_some_and(|rest| rest.trim().is_empty())
+            {
+                report.drop(
+                    body_line,
+                    DropKind::Truncated,
+                    format!(
+                        "the JSON value is cut off: {}",
+                        strip_position(&e.to_string())
+                    ),
+                );
                 report.truncated = true;
             } else {
-                report.drop(line, DropKind::InvalidJson, format!("{} (column {}): {}", strip_position(&e.to_string()), e.column(), excerpt(&text[at..line_end(text, at)])));
+                report.drop(
+                    line,
+                    DropKind::InvalidJson,
+                    format!(
+                        "{} (column {}): {}",
+                        strip_position(&e.to_string()),
+                        e.column(),
+                        excerpt(&text[at..line_end(text, at)])
+                    ),
+                );
             }
             return report;
         }
     };
-    let acceptor = Acceptor { schema: None, post: &parser.post, vars };
+    let acceptor = Acceptor {
+        schema: None,
+        post: &parser.post,
+        vars,
+    };
     if let Some(schema) = &parser.schema {
         if parser.post.coerce {
             let coerced = match &mut value {
                 Value::Array(items) => {
-                    let item_schema = schema::items_schema(schema.raw()).unwrap_or(Value::Bool(true));
+                    let item_schema =
+                        schema::items_schema(schema.raw()).unwrap_or(Value::Bool(true));
                     items.iter_mut().try_for_each(|v| coerce(v, &item_schema))
                 }
                 v => coerce(v, schema.raw()),
@@ -76,7 +108,9 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
     }
     let end = offset + lead + body.trim().len();
     match value {
-        Value::Array(items) => items.into_iter().for_each(|v| acceptor.finish(&mut report, body_line, end, v)),
+        Value::Array(items) => items
+            .into_iter()
+            .for_each(|v| acceptor.finish(&mut report, body_line, end, v)),
         v => acceptor.finish(&mut report, body_line, end, v),
     }
     report
@@ -94,7 +128,13 @@ pub(crate) fn salvage(text: &str, parser: &Parser, vars: &Map<String, Value>) ->
         }
         None => (0, text),
     };
-    let mut salvager = Salvager { text, lines: &lines, report: &mut report, parser, vars };
+    let mut salvager = Salvager {
+        text,
+        lines: &lines,
+        report: &mut report,
+        parser,
+        vars,
+    };
     salvager.find_and_take(region_start, region_start + region.len());
     report
 }
@@ -120,7 +160,8 @@ const MAX_CANDIDATES: usize = 64;
 
 impl Salvager<'_, '_> {
     fn read(&self, pos: usize, end: usize) -> Read {
-        let mut stream = serde_json::Deserializer::from_str(&self.text[pos..end]).into_iter::<Value>();
+        let mut stream =
+            serde_json::Deserializer::from_str(&self.text[pos..end]).into_iter::<Value>();
         match stream.next() {
             Some(Ok(v)) => Read::Value(v, pos + stream.byte_offset()),
             Some(Err(e)) if e.is_eof() => Read::CutOff,
@@ -159,7 +200,9 @@ impl Salvager<'_, '_> {
         let mut pos = start;
         let mut best: Option<(usize, usize)> = None; // (reach, opening offset)
         for _ in 0..MAX_CANDIDATES {
-            let Some(i) = memchr::memchr2(b'{', b'[', &bytes[pos..end]) else { break };
+            let Some(i) = memchr::memchr2(b'{', b'[', &bytes[pos..end]) else {
+                break;
+            };
             let at = pos + i;
             let reach = match self.read(at, end) {
                 Read::Value(v, next) => {
@@ -178,7 +221,11 @@ impl Salvager<'_, '_> {
                     pos = at + 1;
                     // A value that breaks after at least one complete element is salvageable
                     // and counts as reaching the end; a stray bracket in prose does not.
-                    if self.first_member_parses(at, end) { end } else { failed_at }
+                    if self.first_member_parses(at, end) {
+                        end
+                    } else {
+                        failed_at
+                    }
                 }
             };
             if best.is_none_or(|(r, _)| reach > r) {
@@ -195,9 +242,17 @@ impl Salvager<'_, '_> {
         // No object or array: perhaps a bare scalar.
         let body = self.text[start..end].trim();
         match serde_json::from_str::<Value>(body) {
-            Ok(v) => Acceptor { schema: self.parser.schema.as_ref(), post: &self.parser.post, vars: self.vars }
-                .accept(self.report, self.lines.line_of(start), end, v),
-            Err(_) => self.report.drop(self.lines.line_of(start), DropKind::InvalidJson, format!("no JSON value found: {}", excerpt(body))),
+            Ok(v) => Acceptor {
+                schema: self.parser.schema.as_ref(),
+                post: &self.parser.post,
+                vars: self.vars,
+            }
+            .accept(self.report, self.lines.line_of(start), end, v),
+            Err(_) => self.report.drop(
+                self.lines.line_of(start),
+                DropKind::InvalidJson,
+                format!("no JSON value found: {}", excerpt(body)),
+            ),
         }
     }
 
@@ -205,7 +260,9 @@ impl Salvager<'_, '_> {
     fn first_member_parses(&self, at: usize, end: usize) -> bool {
         let mut pos = self.skip_ws(at + 1, end);
         if self.text.as_bytes()[at] == b'{' {
-            let Read::Value(Value::String(_), next) = self.read(pos, end) else { return false };
+            let Read::Value(Value::String(_), next) = self.read(pos, end) else {
+                return false;
+            };
             pos = self.skip_ws(next, end);
             if self.text.as_bytes().get(pos) != Some(&b':') {
                 return false;
@@ -227,23 +284,38 @@ impl Salvager<'_, '_> {
             return;
         }
         let drops_before = self.report.dropped.len();
-        let Some(object) = self.walk_object(at, end) else { return };
+        let Some(object) = self.walk_object(at, end) else {
+            return;
+        };
         if object.is_empty() && self.report.dropped.len() > drops_before {
             // Nothing complete was recovered: report the drops, not an empty object.
             return;
         }
-        let acceptor = Acceptor { schema: None, post: &self.parser.post, vars: self.vars };
+        let acceptor = Acceptor {
+            schema: None,
+            post: &self.parser.post,
+            vars: self.vars,
+        };
         acceptor.finish(self.report, line, end, Value::Object(object));
     }
 
     /// Walk the array at `pos` element by element; returns the accepted elements and, when the
     /// array was closed, the offset after its `]`. Each element goes through the acceptor with
     /// `items` as its schema; a cut-off element is `truncated`.
-    fn walk_array(&mut self, pos: usize, end: usize, items: Option<&CompiledSchema>) -> (Vec<(Value, usize)>, Option<usize>) {
+    fn walk_array(
+        &mut self,
+        pos: usize,
+        end: usize,
+        items: Option<&CompiledSchema>,
+    ) -> (Vec<(Value, usize)>, Option<usize>) {
         let mut out = Vec::new();
         let mut closed_at = None;
         let mut elements = ParseReport::default();
-        let acceptor = Acceptor { schema: items, post: &self.parser.post, vars: self.vars };
+        let acceptor = Acceptor {
+            schema: items,
+            post: &self.parser.post,
+            vars: self.vars,
+        };
         let mut pos = pos + 1;
         loop {
             pos = self.skip_ws(pos, end);
@@ -260,7 +332,12 @@ impl Salvager<'_, '_> {
                 Read::Value(v, next) => {
                     let before = elements.objects.len();
                     acceptor.accept(&mut elements, line, next, v);
-                    out.extend(elements.objects.drain(before..).zip(elements.ends.drain(before..)));
+                    out.extend(
+                        elements
+                            .objects
+                            .drain(before..)
+                            .zip(elements.ends.drain(before..)),
+                    );
                     pos = self.skip_ws(next, end);
                     match self.text.as_bytes().get(pos) {
                         Some(b',') if pos < end => pos += 1,
@@ -277,7 +354,14 @@ impl Salvager<'_, '_> {
                             break;
                         }
                         Some(_) => {
-                            elements.drop(self.lines.line_of(pos), DropKind::InvalidJson, format!("expected `,` or `]` after an element: {}", excerpt(&self.text[pos..line_end(self.text, pos)])));
+                            elements.drop(
+                                self.lines.line_of(pos),
+                                DropKind::InvalidJson,
+                                format!(
+                                    "expected `,` or `]` after an element: {}",
+                                    excerpt(&self.text[pos..line_end(self.text, pos)])
+                                ),
+                            );
                             match self.resync(pos, end) {
                                 Some(p) => pos = p,
                                 None => break,
@@ -286,12 +370,23 @@ impl Salvager<'_, '_> {
                     }
                 }
                 Read::CutOff => {
-                    elements.drop(line, DropKind::Truncated, format!("cut off: {}", excerpt(&self.text[pos..end])));
+                    elements.drop(
+                        line,
+                        DropKind::Truncated,
+                        format!("cut off: {}", excerpt(&self.text[pos..end])),
+                    );
                     self.report.truncated = true;
                     break;
                 }
                 Read::Broken(msg, _) => {
-                    elements.drop(line, DropKind::InvalidJson, format!("{msg}: {}", excerpt(&self.text[pos..line_end(self.text, pos)])));
+                    elements.drop(
+                        line,
+                        DropKind::InvalidJson,
+                        format!(
+                            "{msg}: {}",
+                            excerpt(&self.text[pos..line_end(self.text, pos)])
+                        ),
+                    );
                     match self.resync(pos, end) {
                         Some(p) => pos = p,
                         None => break,
@@ -350,7 +445,14 @@ impl Salvager<'_, '_> {
                 }
                 Read::CutOff => break,
                 _ => {
-                    self.report.drop(line, DropKind::InvalidJson, format!("expected a key: {}", excerpt(&self.text[pos..line_end(self.text, pos)])));
+                    self.report.drop(
+                        line,
+                        DropKind::InvalidJson,
+                        format!(
+                            "expected a key: {}",
+                            excerpt(&self.text[pos..line_end(self.text, pos)])
+                        ),
+                    );
                     return Some(out);
                 }
             };
@@ -359,7 +461,11 @@ impl Salvager<'_, '_> {
                 break;
             }
             if self.text.as_bytes()[pos] != b':' {
-                self.report.drop(line, DropKind::InvalidJson, format!("expected `:` after key `{key}`"));
+                self.report.drop(
+                    line,
+                    DropKind::InvalidJson,
+                    format!("expected `:` after key `{key}`"),
+                );
                 return Some(out);
             }
             pos = self.skip_ws(pos + 1, end);
@@ -368,12 +474,14 @@ impl Salvager<'_, '_> {
             }
             let prop = root.as_ref().and_then(|r| schema::property_schema(r, &key));
             if self.text.as_bytes()[pos] == b'[' {
-                let items = prop
-                    .as_ref()
-                    .and_then(schema::items_schema)
-                    .and_then(|s| CompiledSchema::compile(&s, &format!("schema /properties/{key}/items")).ok());
+                let items = prop.as_ref().and_then(schema::items_schema).and_then(|s| {
+                    CompiledSchema::compile(&s, &format!("schema /properties/{key}/items")).ok()
+                });
                 let (elements, closed_at) = self.walk_array(pos, end, items.as_ref());
-                out.insert(key, Value::Array(elements.into_iter().map(|(v, _)| v).collect()));
+                out.insert(
+                    key,
+                    Value::Array(elements.into_iter().map(|(v, _)| v).collect()),
+                );
                 match closed_at {
                     Some(next) => pos = next,
                     None => {
@@ -385,7 +493,9 @@ impl Salvager<'_, '_> {
             }
             match self.read(pos, end) {
                 Read::Value(v, next) => {
-                    let compiled = prop.as_ref().and_then(|p| CompiledSchema::compile(p, "schema").ok());
+                    let compiled = prop
+                        .as_ref()
+                        .and_then(|p| CompiledSchema::compile(p, "schema").ok());
                     match compiled.map(|c| c.validate(&v)) {
                         Some(Err(violations)) => {
                             let detail = violations
@@ -402,12 +512,20 @@ impl Salvager<'_, '_> {
                     pos = next;
                 }
                 Read::CutOff => {
-                    self.report.drop(line, DropKind::Truncated, format!("value of `{key}` cut off"));
+                    self.report.drop(
+                        line,
+                        DropKind::Truncated,
+                        format!("value of `{key}` cut off"),
+                    );
                     self.report.truncated = true;
                     return Some(out);
                 }
                 Read::Broken(msg, _) => {
-                    self.report.drop(line, DropKind::InvalidJson, format!("value of `{key}`: {msg}"));
+                    self.report.drop(
+                        line,
+                        DropKind::InvalidJson,
+                        format!("value of `{key}`: {msg}"),
+                    );
                     return Some(out);
                 }
             }
@@ -416,7 +534,11 @@ impl Salvager<'_, '_> {
             self.report.truncated = true;
         }
         // Keys the schema requires that never arrived.
-        if let Some(required) = root.as_ref().and_then(|r| r.get("required")).and_then(Value::as_array) {
+        if let Some(required) = root
+            .as_ref()
+            .and_then(|r| r.get("required"))
+            .and_then(Value::as_array)
+        {
             let missing: Vec<String> = required
                 .iter()
                 .filter_map(Value::as_str)
@@ -424,8 +546,19 @@ impl Salvager<'_, '_> {
                 .map(|k| format!("`{k}`"))
                 .collect();
             if !missing.is_empty() {
-                let kind = if complete { DropKind::Schema } else { DropKind::Truncated };
-                self.report.drop(start_line, kind, format!("required key(s) {} missing from the recovered object", missing.join(", ")));
+                let kind = if complete {
+                    DropKind::Schema
+                } else {
+                    DropKind::Truncated
+                };
+                self.report.drop(
+                    start_line,
+                    kind,
+                    format!(
+                        "required key(s) {} missing from the recovered object",
+                        missing.join(", ")
+                    ),
+                );
             }
         }
         Some(out)

@@ -15,7 +15,9 @@
 use serde_json::Value;
 
 use super::Acceptor;
-use super::lines::{LineCounter, at_line_start, excerpt, floor_char_boundary, is_fence, line_end, list_marker_len};
+use super::lines::{
+    LineCounter, at_line_start, excerpt, floor_char_boundary, is_fence, line_end, list_marker_len,
+};
 use crate::error::strip_position;
 use crate::report::{DropKind, ParseReport};
 
@@ -47,7 +49,13 @@ enum Step {
 impl Scanner {
     /// Scan `text` from where the last call stopped. With `at_eof` false, stops before any step
     /// whose outcome could change if `text` grew.
-    pub fn run(&mut self, text: &str, at_eof: bool, acceptor: &Acceptor<'_>, report: &mut ParseReport) {
+    pub fn run(
+        &mut self,
+        text: &str,
+        at_eof: bool,
+        acceptor: &Acceptor<'_>,
+        report: &mut ParseReport,
+    ) {
         let bytes = text.as_bytes();
         while self.pos < bytes.len() {
             let pos = self.pos;
@@ -56,7 +64,9 @@ impl Scanner {
                 self.pos += 1;
                 continue;
             }
-            let step = if at_line_start(text, pos) && (is_fence(&text[pos..]) || (!at_eof && "```".starts_with(&text[pos..]))) {
+            let step = if at_line_start(text, pos)
+                && (is_fence(&text[pos..]) || (!at_eof && "```".starts_with(&text[pos..])))
+            {
                 // A fence line (or what may become one): skip the whole line once it is complete.
                 match next_line(text, pos, at_eof) {
                     Some(next) => {
@@ -79,7 +89,10 @@ impl Scanner {
                     b',' => Step::To(pos + 1),
                     // Anything else is judged on its whole line.
                     _ if !at_eof && next_line(text, pos, false).is_none() => Step::Wait,
-                    _ => match at_line_start(text, pos).then(|| list_marker_len(&text[pos..])).flatten() {
+                    _ => match at_line_start(text, pos)
+                        .then(|| list_marker_len(&text[pos..]))
+                        .flatten()
+                    {
                         Some(n) => Step::To(pos + n),
                         None => Step::To(self.take_other(text, pos, report)),
                     },
@@ -100,7 +113,14 @@ impl Scanner {
     }
 
     /// Read one object starting at `pos` (a `{`).
-    fn take_object(&mut self, text: &str, pos: usize, at_eof: bool, acceptor: &Acceptor<'_>, report: &mut ParseReport) -> Step {
+    fn take_object(
+        &mut self,
+        text: &str,
+        pos: usize,
+        at_eof: bool,
+        acceptor: &Acceptor<'_>,
+        report: &mut ParseReport,
+    ) -> Step {
         let mut stream = serde_json::Deserializer::from_str(&text[pos..]).into_iter::<Value>();
         match stream.next() {
             Some(Ok(value)) => {
@@ -114,20 +134,33 @@ impl Scanner {
                     return Step::Wait;
                 }
                 let line = self.lines.line_at(text, pos);
-                report.drop(line, DropKind::Truncated, format!("cut off: {}", excerpt(&text[pos..])));
+                report.drop(
+                    line,
+                    DropKind::Truncated,
+                    format!("cut off: {}", excerpt(&text[pos..])),
+                );
                 report.truncated = true;
                 Step::To(text.len())
             }
             Some(Err(e)) => {
-                let err_line_start = if e.line() <= 1 { pos } else { nth_line_start(text, pos, e.line() - 1) };
-                let err_at = floor_char_boundary(text, err_line_start + e.column().saturating_sub(1));
+                let err_line_start = if e.line() <= 1 {
+                    pos
+                } else {
+                    nth_line_start(text, pos, e.line() - 1)
+                };
+                let err_at =
+                    floor_char_boundary(text, err_line_start + e.column().saturating_sub(1));
                 if text[err_at..].trim().is_empty() {
                     // Broken only by the end of the text (e.g. a cut string then a newline): cut off.
                     if !at_eof {
                         return Step::Wait;
                     }
                     let line = self.lines.line_at(text, pos);
-                    report.drop(line, DropKind::Truncated, format!("cut off: {}", excerpt(&text[pos..])));
+                    report.drop(
+                        line,
+                        DropKind::Truncated,
+                        format!("cut off: {}", excerpt(&text[pos..])),
+                    );
                     report.truncated = true;
                     return Step::To(text.len());
                 }
@@ -141,11 +174,25 @@ impl Scanner {
                         .find(|c: char| !c.is_ascii_whitespace())
                         .map(|i| err_line_start + i)
                         .unwrap_or(text.len());
-                    if err_at <= first_non_blank { Some(err_line_start) } else { next_line(text, err_line_start, at_eof) }
+                    if err_at <= first_non_blank {
+                        Some(err_line_start)
+                    } else {
+                        next_line(text, err_line_start, at_eof)
+                    }
                 };
-                let Some(resume) = resume else { return Step::Wait };
+                let Some(resume) = resume else {
+                    return Step::Wait;
+                };
                 let line = self.lines.line_at(text, pos);
-                report.drop(line, DropKind::InvalidJson, format!("{}: {}", strip_position(&e.to_string()), excerpt(&text[pos..line_end(text, pos)])));
+                report.drop(
+                    line,
+                    DropKind::InvalidJson,
+                    format!(
+                        "{}: {}",
+                        strip_position(&e.to_string()),
+                        excerpt(&text[pos..line_end(text, pos)])
+                    ),
+                );
                 Step::To(resume)
             }
             None => Step::To(text.len()),
@@ -158,13 +205,25 @@ impl Scanner {
     fn take_other(&mut self, text: &str, pos: usize, report: &mut ParseReport) -> usize {
         let line = self.lines.line_at(text, pos);
         let eol = line_end(text, pos);
-        if matches!(text.as_bytes()[pos], b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') {
-            let mut stream = serde_json::Deserializer::from_str(&text[pos..eol]).into_iter::<Value>();
+        if matches!(
+            text.as_bytes()[pos],
+            b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n'
+        ) {
+            let mut stream =
+                serde_json::Deserializer::from_str(&text[pos..eol]).into_iter::<Value>();
             if let Some(Ok(value)) = stream.next() {
                 let end = pos + stream.byte_offset();
                 let next = text[end..eol].trim_start().bytes().next();
                 if matches!(next, None | Some(b',') | Some(b']')) {
-                    report.drop(line, DropKind::NotObject, format!("a {} where an object was expected: {}", kind(&value), excerpt(&text[pos..end])));
+                    report.drop(
+                        line,
+                        DropKind::NotObject,
+                        format!(
+                            "a {} where an object was expected: {}",
+                            kind(&value),
+                            excerpt(&text[pos..end])
+                        ),
+                    );
                     return end;
                 }
             }
@@ -195,7 +254,10 @@ fn next_line(text: &str, pos: usize, at_eof: bool) -> Option<usize> {
 
 /// Offset of the start of the `n`th line after the one containing `pos`.
 fn nth_line_start(text: &str, pos: usize, n: usize) -> usize {
-    memchr::memchr_iter(b'\n', &text.as_bytes()[pos..]).nth(n - 1).map(|i| pos + i + 1).unwrap_or(text.len())
+    memchr::memchr_iter(b'\n', &text.as_bytes()[pos..])
+        .nth(n - 1)
+        .map(|i| pos + i + 1)
+        .unwrap_or(text.len())
 }
 
 fn kind(v: &Value) -> &'static str {

@@ -23,7 +23,10 @@ impl LineIndex {
 
     /// Byte offset where 1-based `line` starts (the text's length past the last line).
     pub fn start_of(&self, line: usize, len: usize) -> usize {
-        self.starts.get(line.saturating_sub(1)).copied().unwrap_or(len)
+        self.starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(len)
     }
 }
 
@@ -67,17 +70,25 @@ pub(crate) fn floor_char_boundary(text: &str, i: usize) -> usize {
 
 /// Offset just past the end of the line containing `pos` (after its `\n`), or `text.len()`.
 pub(crate) fn next_line_start(text: &str, pos: usize) -> usize {
-    memchr::memchr(b'\n', &text.as_bytes()[pos..]).map(|i| pos + i + 1).unwrap_or(text.len())
+    memchr::memchr(b'\n', &text.as_bytes()[pos..])
+        .map(|i| pos + i + 1)
+        .unwrap_or(text.len())
 }
 
 /// Offset of the `\n` ending the line containing `pos`, or `text.len()`.
 pub(crate) fn line_end(text: &str, pos: usize) -> usize {
-    memchr::memchr(b'\n', &text.as_bytes()[pos..]).map(|i| pos + i).unwrap_or(text.len())
+    memchr::memchr(b'\n', &text.as_bytes()[pos..])
+        .map(|i| pos + i)
+        .unwrap_or(text.len())
 }
 
 /// Whether only spaces/tabs stand between the start of `pos`'s line and `pos`.
 pub(crate) fn at_line_start(text: &str, pos: usize) -> bool {
-    text.as_bytes()[..pos].iter().rev().take_while(|&&b| b != b'\n').all(|&b| b == b' ' || b == b'\t' || b == b'\r')
+    text.as_bytes()[..pos]
+        .iter()
+        .rev()
+        .take_while(|&&b| b != b'\n')
+        .all(|&b| b == b' ' || b == b'\t' || b == b'\r')
 }
 
 /// A Markdown code fence line (```` ``` ````, ```` ```jsonl ````, `~~~`), given the line's text

@@ -78,7 +78,11 @@ impl Parser {
     /// Parse one reply. `vars` are the run's variables (for the `passthrough` rule).
     pub fn parse(&self, text: &str, vars: &Map<String, Value>) -> ParseReport {
         let stripped = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let acceptor = Acceptor { schema: self.schema.as_ref(), post: &self.post, vars };
+        let acceptor = Acceptor {
+            schema: self.schema.as_ref(),
+            post: &self.post,
+            vars,
+        };
         let mut report = match self.response_type {
             ResponseType::Text => ParseReport {
                 objects: vec![Value::String(stripped.to_string())],
@@ -141,10 +145,23 @@ impl Acceptor<'_> {
                 map.shift_remove(key);
             }
         }
-        let missing: Vec<&String> = self.post.ensure.iter().filter(|k| value.get(k.as_str()).is_none()).collect();
+        let missing: Vec<&String> = self
+            .post
+            .ensure
+            .iter()
+            .filter(|k| value.get(k.as_str()).is_none())
+            .collect();
         if !missing.is_empty() {
-            let names = missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-            report.drop(line, DropKind::MissingField, format!("ensure: missing {names}"));
+            let names = missing
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            report.drop(
+                line,
+                DropKind::MissingField,
+                format!("ensure: missing {names}"),
+            );
             return;
         }
         report.objects.push(value);
@@ -155,16 +172,24 @@ impl Acceptor<'_> {
 /// Convert string values to the number/integer/boolean the schema asks for, in place. Only
 /// top-level fields of an object are touched; a field whose schema also allows strings is left.
 pub(crate) fn coerce(value: &mut Value, schema: &Value) -> Result<(), String> {
-    let Value::Object(map) = value else { return Ok(()) };
+    let Value::Object(map) = value else {
+        return Ok(());
+    };
     for (key, field) in map.iter_mut() {
         let Value::String(s) = field else { continue };
-        let Some(prop) = schema::property_schema(schema, key) else { continue };
+        let Some(prop) = schema::property_schema(schema, key) else {
+            continue;
+        };
         let types: Vec<&str> = match prop.get("type") {
             Some(Value::String(t)) => vec![t.as_str()],
             Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
             _ => continue,
         };
-        if types.contains(&"string") || !types.iter().any(|t| matches!(*t, "number" | "integer" | "boolean")) {
+        if types.contains(&"string")
+            || !types
+                .iter()
+                .any(|t| matches!(*t, "number" | "integer" | "boolean"))
+        {
             continue;
         }
         let t = s.trim();
@@ -175,7 +200,11 @@ pub(crate) fn coerce(value: &mut Value, schema: &Value) -> Result<(), String> {
         }
         .or_else(|| {
             if types.contains(&"number") {
-                t.parse::<f64>().ok().filter(|f| f.is_finite()).and_then(Number::from_f64).map(Value::Number)
+                t.parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite())
+                    .and_then(Number::from_f64)
+                    .map(Value::Number)
             } else {
                 None
             }
@@ -194,7 +223,11 @@ pub(crate) fn coerce(value: &mut Value, schema: &Value) -> Result<(), String> {
         match converted {
             Some(v) => *field = v,
             None => {
-                return Err(format!("/{key}: cannot coerce {} to {}", Value::String(s.clone()), types.join(" or ")));
+                return Err(format!(
+                    "/{key}: cannot coerce {} to {}",
+                    Value::String(s.clone()),
+                    types.join(" or ")
+                ));
             }
         }
     }

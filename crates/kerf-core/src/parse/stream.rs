@@ -41,7 +41,14 @@ impl<'p> StreamParser<'p> {
             ResponseType::Delimited => State::Delimited(delimited::Scanner::default()),
             ResponseType::Text | ResponseType::Json => State::Whole,
         };
-        StreamParser { parser, vars, buf: String::new(), bom: None, committed: ParseReport::default(), state }
+        StreamParser {
+            parser,
+            vars,
+            buf: String::new(),
+            bom: None,
+            committed: ParseReport::default(),
+            state,
+        }
     }
 
     /// The text received so far.
@@ -53,15 +60,29 @@ impl<'p> StreamParser<'p> {
     pub fn feed(&mut self, chunk: &str) {
         self.buf.push_str(chunk);
         if self.bom.is_none() && !self.buf.is_empty() {
-            self.bom = Some(if self.buf.starts_with(BOM) { BOM.len_utf8() } else { 0 });
+            self.bom = Some(if self.buf.starts_with(BOM) {
+                BOM.len_utf8()
+            } else {
+                0
+            });
         }
         let body_from = self.bom.unwrap_or(0);
-        let acceptor = Acceptor { schema: self.parser.schema.as_ref(), post: &self.parser.post, vars: &self.vars };
+        let acceptor = Acceptor {
+            schema: self.parser.schema.as_ref(),
+            post: &self.parser.post,
+            vars: &self.vars,
+        };
         let body = &self.buf[body_from..];
         let before = self.committed.ends.len();
         match &mut self.state {
             State::Jsonl(scan) => scan.run(body, false, &acceptor, &mut self.committed),
-            State::Delimited(scan) => scan.run(body, &self.parser.delimited, false, &acceptor, &mut self.committed),
+            State::Delimited(scan) => scan.run(
+                body,
+                &self.parser.delimited,
+                false,
+                &acceptor,
+                &mut self.committed,
+            ),
             State::Whole => {}
         }
         shift(&mut self.committed.ends[before..], body_from);
@@ -91,7 +112,11 @@ impl<'p> StreamParser<'p> {
     fn run_to_end(&self, state: &mut State, report: &mut ParseReport) {
         let body_from = self.bom.unwrap_or(0);
         let body = &self.buf[body_from..];
-        let acceptor = Acceptor { schema: self.parser.schema.as_ref(), post: &self.parser.post, vars: &self.vars };
+        let acceptor = Acceptor {
+            schema: self.parser.schema.as_ref(),
+            post: &self.parser.post,
+            vars: &self.vars,
+        };
         let before = report.ends.len();
         match state {
             State::Jsonl(scan) => {

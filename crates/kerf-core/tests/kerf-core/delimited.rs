@@ -7,7 +7,9 @@ use serde_json::{Map, json};
 use crate::support::*;
 
 fn parse_with(preset: DelimiterPreset, text: &str) -> kerf_core::ParseReport {
-    Parser::new(Delimited).with_delimiters(DelimitedFormat::preset(preset)).parse(text, &Map::new())
+    Parser::new(Delimited)
+        .with_delimiters(DelimitedFormat::preset(preset))
+        .parse(text, &Map::new())
 }
 
 #[test]
@@ -36,10 +38,16 @@ fn missing_completion_drops_the_unterminated_last_record() {
 
 #[test]
 fn missing_completion_after_a_full_line_keeps_every_record() {
-    let r = parse_with(DelimiterPreset::Lightrag, "entity<|#|>A<|#|>person<|#|>first\n");
+    let r = parse_with(
+        DelimiterPreset::Lightrag,
+        "entity<|#|>A<|#|>person<|#|>first\n",
+    );
     assert_eq!(r.objects.len(), 1);
     assert!(r.dropped.is_empty());
-    assert!(r.truncated, "no completion delimiter: the reply counts as cut off");
+    assert!(
+        r.truncated,
+        "no completion delimiter: the reply counts as cut off"
+    );
 }
 
 #[test]
@@ -47,8 +55,15 @@ fn wrong_field_count_and_unknown_records_and_prose() {
     let text = "Here you go:\nentity<|#|>A<|#|>person\nevent<|#|>x<|#|>y\nentity<|#|>B<|#|>person<|#|>ok\n<|COMPLETE|>";
     let r = parse_with(DelimiterPreset::Lightrag, text);
     assert_eq!(r.objects.len(), 1);
-    assert_eq!(drops(&r), vec![(1, "prose"), (2, "field_count"), (3, "unknown_record")]);
-    assert!(r.dropped[1].detail.contains("expected 3"), "{}", r.dropped[1].detail);
+    assert_eq!(
+        drops(&r),
+        vec![(1, "prose"), (2, "field_count"), (3, "unknown_record")]
+    );
+    assert!(
+        r.dropped[1].detail.contains("expected 3"),
+        "{}",
+        r.dropped[1].detail
+    );
 }
 
 #[test]
@@ -56,9 +71,15 @@ fn legacy_format_with_hashes_and_newlines() {
     let text = "(\"entity\"<|>\"Ada Lovelace\"<|>\"person\"<|>\"Mathematician\")##\n(\"relationship\"<|>\"Ada Lovelace\"<|>\"Charles Babbage\"<|>\"Worked together\"<|>\"collaboration\"<|>9)##\n(\"content_keywords\"<|>\"computing, mathematics\")<|COMPLETE|>";
     let r = parse_with(DelimiterPreset::LightragLegacy, text);
     assert_eq!(r.dropped, vec![]);
-    assert_eq!(r.objects[0], json!({"type": "entity", "entity_name": "Ada Lovelace", "entity_type": "person", "entity_description": "Mathematician"}));
+    assert_eq!(
+        r.objects[0],
+        json!({"type": "entity", "entity_name": "Ada Lovelace", "entity_type": "person", "entity_description": "Mathematician"})
+    );
     assert_eq!(r.objects[1]["relationship_strength"], json!("9"));
-    assert_eq!(r.objects[2], json!({"type": "content_keywords", "high_level_keywords": "computing, mathematics"}));
+    assert_eq!(
+        r.objects[2],
+        json!({"type": "content_keywords", "high_level_keywords": "computing, mathematics"})
+    );
 }
 
 #[test]
@@ -71,18 +92,35 @@ fn legacy_cut_off() {
 
 #[test]
 fn records_validate_against_the_shipped_schema() {
-    let schema = serde_json::from_str(&std::fs::read_to_string(repo().join("schemas/lightrag-record.schema.json")).unwrap()).unwrap();
+    let schema = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("schemas/lightrag-record.schema.json")).unwrap(),
+    )
+    .unwrap();
     let p = parser(Delimited, Some(schema));
-    let r = p.parse("entity<|#|><|#|>person<|#|>empty name\nentity<|#|>A<|#|>person<|#|>ok\n<|COMPLETE|>", &Map::new());
+    let r = p.parse(
+        "entity<|#|><|#|>person<|#|>empty name\nentity<|#|>A<|#|>person<|#|>ok\n<|COMPLETE|>",
+        &Map::new(),
+    );
     assert_eq!(r.objects.len(), 1);
     assert_eq!(drops(&r), vec![(1, "schema")]);
-    assert!(r.dropped[0].detail.starts_with("/entity_name"), "{}", r.dropped[0].detail);
+    assert!(
+        r.dropped[0].detail.starts_with("/entity_name"),
+        "{}",
+        r.dropped[0].detail
+    );
 }
 
 #[test]
 fn custom_delimiters_from_a_prompt_file() {
-    let d: kerf_core::prompt::Delimiters = serde_json::from_value(json!({"tuple": " | ", "records": {"person": ["name", "role"]}})).unwrap();
+    let d: kerf_core::prompt::Delimiters =
+        serde_json::from_value(json!({"tuple": " | ", "records": {"person": ["name", "role"]}}))
+            .unwrap();
     let f = DelimitedFormat::from_delimiters(&d, "test").unwrap();
-    let r = Parser::new(Delimited).with_delimiters(f).parse("person | Ada | programmer\n<|COMPLETE|>", &Map::new());
-    assert_eq!(r.objects, vec![json!({"type": "person", "name": "Ada", "role": "programmer"})]);
+    let r = Parser::new(Delimited)
+        .with_delimiters(f)
+        .parse("person | Ada | programmer\n<|COMPLETE|>", &Map::new());
+    assert_eq!(
+        r.objects,
+        vec![json!({"type": "person", "name": "Ada", "role": "programmer"})]
+    );
 }

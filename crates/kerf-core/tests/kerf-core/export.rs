@@ -13,7 +13,10 @@ fn shipped() -> Vec<PromptFile> {
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     files.sort();
-    files.iter().map(|p| PromptFile::load(p).unwrap().file).collect()
+    files
+        .iter()
+        .map(|p| PromptFile::load(p).unwrap().file)
+        .collect()
 }
 
 #[test]
@@ -30,8 +33,12 @@ fn bundle_has_trustgraph_shape() {
     let t: Value = serde_json::from_str(m["template.agent-kg-extract"].as_str().unwrap()).unwrap();
     assert_eq!(t["response-type"], "jsonl");
     assert!(t["schema"]["oneOf"].is_array());
-    let d: Value = serde_json::from_str(m["template.lightrag-extract-delimited"].as_str().unwrap()).unwrap();
-    assert_eq!(d["response-type"], "text", "TrustGraph has no delimited type");
+    let d: Value =
+        serde_json::from_str(m["template.lightrag-extract-delimited"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        d["response-type"], "text",
+        "TrustGraph has no delimited type"
+    );
     assert_eq!(d["kerf"]["response-type"], "delimited");
 }
 
@@ -61,7 +68,11 @@ fn foreign_bundle_imports_with_global_system() {
         "template.b": "{\"prompt\": \"B\"}"
     });
     let got = trustgraph::import(&bundle, "x", "b.json").unwrap();
-    assert_eq!(got.iter().map(|p| p.id()).collect::<Vec<_>>(), vec!["b", "a"], "index order");
+    assert_eq!(
+        got.iter().map(|p| p.id()).collect::<Vec<_>>(),
+        vec!["b", "a"],
+        "index order"
+    );
     assert_eq!(got[1].schema, Some(json!({"type": "object"})));
     assert_eq!(got[1].system.as_deref(), Some("You are terse."));
 }
@@ -69,9 +80,16 @@ fn foreign_bundle_imports_with_global_system() {
 #[test]
 fn import_errors_name_the_key() {
     let err = trustgraph::import(&json!({"template.a": "{not json"}), "x", "b.json").unwrap_err();
-    assert!(err.to_string().starts_with("b.json key `template.a`: cannot import"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("b.json key `template.a`: cannot import"),
+        "{err}"
+    );
     let err = trustgraph::import(&json!({"foo": 1}), "x", "b.json").unwrap_err();
-    assert!(err.to_string().contains("not a TrustGraph prompt bundle"), "{err}");
+    assert!(
+        err.to_string().contains("not a TrustGraph prompt bundle"),
+        "{err}"
+    );
 }
 
 fn assert_openai_strict(schema: &Value) {
@@ -82,7 +100,12 @@ fn assert_openai_strict(schema: &Value) {
             if m.contains_key("properties") {
                 assert_eq!(m.get("additionalProperties"), Some(&json!(false)), "{at}");
                 let props: Vec<&String> = m["properties"].as_object().unwrap().keys().collect();
-                let req: Vec<&str> = m["required"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+                let req: Vec<&str> = m["required"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.as_str().unwrap())
+                    .collect();
                 for p in props {
                     assert!(req.contains(&p.as_str()), "{at}: {p} not required");
                 }
@@ -125,7 +148,11 @@ fn openai_rewrite_lists_changes_and_keeps_meaning() {
     let s = &e.value["json_schema"]["schema"];
     assert_eq!(s["required"], json!(["items"]));
     let item = &s["properties"]["items"]["items"];
-    assert_eq!(item["properties"]["b"]["type"], json!(["integer", "null"]), "optional made nullable");
+    assert_eq!(
+        item["properties"]["b"]["type"],
+        json!(["integer", "null"]),
+        "optional made nullable"
+    );
     assert_eq!(item["required"], json!(["a", "b"]));
     assert!(item["properties"]["a"].get("maxLength").is_none());
     let notes = e.notes.join("\n");
@@ -136,18 +163,29 @@ fn openai_rewrite_lists_changes_and_keeps_meaning() {
 
 #[test]
 fn openai_jsonl_union_becomes_items_of_any_of() {
-    let p = PromptFile::load(&repo().join("prompts/agent-kg-extract.json")).unwrap().file;
+    let p = PromptFile::load(&repo().join("prompts/agent-kg-extract.json"))
+        .unwrap()
+        .file;
     let e = provider::openai(&p);
     let items = &e.value["json_schema"]["schema"]["properties"]["items"]["items"];
     assert_eq!(items["anyOf"].as_array().unwrap().len(), 2);
-    assert!(e.notes.iter().any(|n| n.contains("no structured-output equivalent")));
+    assert!(
+        e.notes
+            .iter()
+            .any(|n| n.contains("no structured-output equivalent"))
+    );
 }
 
 #[test]
 fn anthropic_export_forces_one_tool_with_object_root() {
-    let p = PromptFile::load(&repo().join("prompts/extract-definitions-array.json")).unwrap().file;
+    let p = PromptFile::load(&repo().join("prompts/extract-definitions-array.json"))
+        .unwrap()
+        .file;
     let e = provider::anthropic(&p).value;
-    assert_eq!(e["tool_choice"], json!({"type": "tool", "name": "extract-definitions-array"}));
+    assert_eq!(
+        e["tool_choice"],
+        json!({"type": "tool", "name": "extract-definitions-array"})
+    );
     let schema = &e["tools"][0]["input_schema"];
     assert_eq!(schema["type"], "object");
     assert_eq!(schema["properties"]["items"]["type"], "array");

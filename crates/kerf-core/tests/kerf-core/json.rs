@@ -17,8 +17,14 @@ fn salvage(text: &str, schema: Option<Value>) -> kerf_core::ParseReport {
 
 #[rstest]
 #[case::whole_text("[{\"entity\": \"a\", \"definition\": \"A\"}]", 1)]
-#[case::fenced("Here:\n```json\n[{\"entity\": \"a\", \"definition\": \"A\"}]\n```\nThanks", 1)]
-#[case::fence_any_tag("```JSON5\n[{\"entity\": \"a\", \"definition\": \"A\"}, {\"entity\": \"b\", \"definition\": \"B\"}]\n```", 2)]
+#[case::fenced(
+    "Here:\n```json\n[{\"entity\": \"a\", \"definition\": \"A\"}]\n```\nThanks",
+    1
+)]
+#[case::fence_any_tag(
+    "```JSON5\n[{\"entity\": \"a\", \"definition\": \"A\"}, {\"entity\": \"b\", \"definition\": \"B\"}]\n```",
+    2
+)]
 #[case::bare_fence("```\n[]\n```", 0)]
 fn strict_accepts(#[case] text: &str, #[case] n: usize) {
     let r = parse(Json, Some(array_schema()), text);
@@ -29,7 +35,11 @@ fn strict_accepts(#[case] text: &str, #[case] n: usize) {
 
 #[test]
 fn strict_single_object_is_the_one_object() {
-    let r = parse(Json, Some(definition_schema()), "{\"entity\": \"a\", \"definition\": \"A\"}");
+    let r = parse(
+        Json,
+        Some(definition_schema()),
+        "{\"entity\": \"a\", \"definition\": \"A\"}",
+    );
     assert_eq!(r.objects, vec![def("a", "A")]);
 }
 
@@ -50,8 +60,15 @@ fn strict_fails(#[case] text: &str, #[case] drop: (usize, &str), #[case] truncat
 
 #[test]
 fn strict_schema_error_names_the_element_pointer() {
-    let r = parse(Json, Some(array_schema()), "[{\"entity\": \"a\", \"definition\": \"A\"}, {\"entity\": \"b\"}]");
-    assert_eq!(r.dropped[0].detail, "/1: missing required field \"definition\"");
+    let r = parse(
+        Json,
+        Some(array_schema()),
+        "[{\"entity\": \"a\", \"definition\": \"A\"}, {\"entity\": \"b\"}]",
+    );
+    assert_eq!(
+        r.dropped[0].detail,
+        "/1: missing required field \"definition\""
+    );
 }
 
 #[test]
@@ -66,7 +83,10 @@ fn salvage_recovers_complete_elements_of_a_cut_array() {
 #[test]
 fn salvage_never_closes_a_cut_element() {
     // The cut element would be valid if closed after "c" — it must still be dropped.
-    let r = salvage("[{\"entity\": \"a\", \"definition\": \"A\"}, {\"entity\": \"c\", \"definition\": \"C\"", None);
+    let r = salvage(
+        "[{\"entity\": \"a\", \"definition\": \"A\"}, {\"entity\": \"c\", \"definition\": \"C\"",
+        None,
+    );
     assert_eq!(r.objects, vec![def("a", "A")]);
     assert_eq!(drops(&r), vec![(1, "truncated")]);
 }
@@ -82,15 +102,24 @@ fn salvage_drops_one_bad_element_not_the_array() {
 
 #[test]
 fn salvage_finds_the_value_in_prose() {
-    let r = salvage("Sure! [1] is my note. The answer:\n[{\"entity\": \"a\", \"definition\": \"A\"}]\nBye.", Some(array_schema()));
+    let r = salvage(
+        "Sure! [1] is my note. The answer:\n[{\"entity\": \"a\", \"definition\": \"A\"}]\nBye.",
+        Some(array_schema()),
+    );
     assert_eq!(r.objects, vec![def("a", "A")]);
 }
 
 #[test]
 fn salvage_opening_fence_without_close() {
-    let r = salvage("```json\n[{\"entity\": \"a\", \"definition\": \"A\"}]\n", Some(array_schema()));
+    let r = salvage(
+        "```json\n[{\"entity\": \"a\", \"definition\": \"A\"}]\n",
+        Some(array_schema()),
+    );
     assert_eq!(r.objects, vec![def("a", "A")]);
-    assert!(r.truncated, "an unclosed fence means the reply stopped early");
+    assert!(
+        r.truncated,
+        "an unclosed fence means the reply stopped early"
+    );
 }
 
 #[test]
@@ -102,7 +131,10 @@ fn salvage_resyncs_after_a_broken_element() {
 }
 
 fn lightrag_schema() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(repo().join("schemas/lightrag-json.schema.json")).unwrap()).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(repo().join("schemas/lightrag-json.schema.json")).unwrap(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -122,7 +154,11 @@ fn salvage_object_recovers_arrays_under_top_level_keys() {
     assert_eq!(o["relationships"].as_array().unwrap().len(), 1);
     assert!(o.get("content_keywords").is_none(), "never invented");
     assert_eq!(drops(&r), vec![(8, "truncated"), (1, "truncated")]);
-    assert!(r.dropped[1].detail.contains("`content_keywords`"), "{}", r.dropped[1].detail);
+    assert!(
+        r.dropped[1].detail.contains("`content_keywords`"),
+        "{}",
+        r.dropped[1].detail
+    );
     assert!(r.truncated);
 }
 

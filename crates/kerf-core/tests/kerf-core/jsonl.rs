@@ -97,7 +97,12 @@ fn defs(pairs: &[(&str, &str)]) -> Vec<Value> {
     &[("a", "A")], &[], true)]
 // Nothing at all.
 #[case::empty("", &[], &[], false)]
-fn jsonl_cases(#[case] text: &str, #[case] objects: &[(&str, &str)], #[case] dropped: &[(usize, &str)], #[case] truncated: bool) {
+fn jsonl_cases(
+    #[case] text: &str,
+    #[case] objects: &[(&str, &str)],
+    #[case] dropped: &[(usize, &str)],
+    #[case] truncated: bool,
+) {
     let r = parse(Jsonl, Some(definition_schema()), text);
     assert_eq!(r.objects, defs(objects), "objects; drops: {:?}", r.dropped);
     assert_eq!(drops(&r), dropped.to_vec(), "drops: {:?}", r.dropped);
@@ -121,21 +126,39 @@ fn discriminated_union_mixed_types() {
         ]
     );
     assert_eq!(drops(&r), vec![(3, "schema"), (4, "schema"), (5, "schema")]);
-    assert_eq!(r.dropped[0].detail, "/object-entity: expected boolean, got string \"yes\" (as `relationship`)");
-    assert_eq!(r.dropped[1].detail, "/type: unknown type \"event\"; expected one of `definition`, `relationship`");
-    assert!(r.dropped[2].detail.contains("missing `type` field"), "{}", r.dropped[2].detail);
+    assert_eq!(
+        r.dropped[0].detail,
+        "/object-entity: expected boolean, got string \"yes\" (as `relationship`)"
+    );
+    assert_eq!(
+        r.dropped[1].detail,
+        "/type: unknown type \"event\"; expected one of `definition`, `relationship`"
+    );
+    assert!(
+        r.dropped[2].detail.contains("missing `type` field"),
+        "{}",
+        r.dropped[2].detail
+    );
 }
 
 #[test]
 fn ontology_all_three_types() {
     // Spec: ontology extraction with all three types, against the shipped schema.
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(repo().join("schemas/extract-with-ontologies.schema.json")).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("schemas/extract-with-ontologies.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
     let text = r#"{"type": "entity", "entity": "Cornish pasty", "entity_type": "fo/Recipe"}
 {"type": "entity", "entity": "beef", "entity_type": "fo/Food"}
 {"type": "relationship", "subject": "Cornish pasty", "subject_type": "fo/Recipe", "relation": "fo/has_ingredient", "object": "beef", "object_type": "fo/Food"}
 {"type": "attribute", "entity": "Cornish pasty", "entity_type": "fo/Recipe", "attribute": "fo/serves", "value": "4 people"}"#;
     let r = parse(Jsonl, Some(schema), text);
-    let types: Vec<&str> = r.objects.iter().map(|o| o["type"].as_str().unwrap()).collect();
+    let types: Vec<&str> = r
+        .objects
+        .iter()
+        .map(|o| o["type"].as_str().unwrap())
+        .collect();
     assert_eq!(types, vec!["entity", "entity", "relationship", "attribute"]);
     assert!(r.dropped.is_empty(), "{:?}", r.dropped);
 }
@@ -149,7 +172,9 @@ fn without_schema_any_object_is_accepted() {
 #[test]
 fn simulated_truncation_jsonl_keeps_complete_lines_array_keeps_nothing() {
     // Spec: "Verify truncation resilience: JSONL yields partial results where JSON fails."
-    let lines: Vec<String> = (0..5).map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}")).collect();
+    let lines: Vec<String> = (0..5)
+        .map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}"))
+        .collect();
     let jsonl = lines.join("\n");
     let array = format!("[{}]", lines.join(",\n"));
     for frac in [0.3, 0.5, 0.9] {
@@ -159,7 +184,11 @@ fn simulated_truncation_jsonl_keeps_complete_lines_array_keeps_nothing() {
         let l = parse(Jsonl, Some(definition_schema()), &jsonl[..cut_l]);
         assert_eq!(l.objects.len(), complete_lines, "jsonl at {frac}");
         let a = parse(kerf_core::ResponseType::Json, None, &array[..cut_a]);
-        assert!(a.objects.is_empty(), "strict json at {frac} recovered {:?}", a.objects);
+        assert!(
+            a.objects.is_empty(),
+            "strict json at {frac} recovered {:?}",
+            a.objects
+        );
         assert!(a.truncated);
     }
 }

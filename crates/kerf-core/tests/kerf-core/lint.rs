@@ -5,7 +5,9 @@ use rstest::rstest;
 use serde_json::{Value, json};
 
 fn has(schema: &Value, p: Provider, sev: Severity, pointer: &str, keyword: &str) -> bool {
-    lint(schema, p).iter().any(|f| f.severity == sev && f.pointer == pointer && f.keyword == keyword)
+    lint(schema, p)
+        .iter()
+        .any(|f| f.severity == sev && f.pointer == pointer && f.keyword == keyword)
 }
 
 #[rstest]
@@ -22,8 +24,18 @@ fn has(schema: &Value, p: Provider, sev: Severity, pointer: &str, keyword: &str)
 #[case::llama_unanchored(Provider::Llamacpp, json!({"type": "string", "pattern": "abc"}), Severity::Error, "/", "pattern")]
 #[case::llama_open_object(Provider::Llamacpp, json!({"type": "object", "properties": {}}), Severity::Note, "/", "additionalProperties")]
 #[case::llama_unbounded_string(Provider::Llamacpp, json!({"type": "string"}), Severity::Note, "/", "maxLength")]
-fn findings(#[case] p: Provider, #[case] schema: Value, #[case] sev: Severity, #[case] pointer: &str, #[case] keyword: &str) {
-    assert!(has(&schema, p, sev, pointer, keyword), "{:#?}", lint(&schema, p));
+fn findings(
+    #[case] p: Provider,
+    #[case] schema: Value,
+    #[case] sev: Severity,
+    #[case] pointer: &str,
+    #[case] keyword: &str,
+) {
+    assert!(
+        has(&schema, p, sev, pointer, keyword),
+        "{:#?}",
+        lint(&schema, p)
+    );
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! kerf-core's integration tests: one binary, one module per area.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod delimited;
 mod export;
 mod json;

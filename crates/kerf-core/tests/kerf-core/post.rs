@@ -10,7 +10,9 @@ fn scored() -> Value {
 }
 
 fn parser(t: ResponseType, post: PostRules) -> Parser {
-    Parser::new(t).with_schema(CompiledSchema::compile(&scored(), "s").unwrap()).with_post(post)
+    Parser::new(t)
+        .with_schema(CompiledSchema::compile(&scored(), "s").unwrap())
+        .with_post(post)
 }
 
 #[rstest]
@@ -19,21 +21,39 @@ fn parser(t: ResponseType, post: PostRules) -> Parser {
 #[case::boolean(r#"{"name": "a", "ok": "True"}"#, json!({"name": "a", "ok": true}))]
 #[case::already_typed(r#"{"name": "a", "score": 1}"#, json!({"name": "a", "score": 1}))]
 fn coerce_converts_where_the_schema_says(#[case] line: &str, #[case] expected: Value) {
-    let r = parser(ResponseType::Jsonl, PostRules { coerce: true, ..Default::default() }).parse(line, &Map::new());
+    let r = parser(
+        ResponseType::Jsonl,
+        PostRules {
+            coerce: true,
+            ..Default::default()
+        },
+    )
+    .parse(line, &Map::new());
     assert_eq!(r.objects, vec![expected], "{:?}", r.dropped);
 }
 
 #[test]
 fn coerce_never_guesses() {
-    let r = parser(ResponseType::Jsonl, PostRules { coerce: true, ..Default::default() }).parse(r#"{"name": "a", "score": "high"}"#, &Map::new());
+    let r = parser(
+        ResponseType::Jsonl,
+        PostRules {
+            coerce: true,
+            ..Default::default()
+        },
+    )
+    .parse(r#"{"name": "a", "score": "high"}"#, &Map::new());
     assert!(r.objects.is_empty());
     assert_eq!(r.dropped[0].kind.as_str(), "coerce");
-    assert_eq!(r.dropped[0].detail, "/score: cannot coerce \"high\" to number");
+    assert_eq!(
+        r.dropped[0].detail,
+        "/score: cannot coerce \"high\" to number"
+    );
 }
 
 #[test]
 fn without_coerce_a_string_number_fails_the_schema() {
-    let r = parser(ResponseType::Jsonl, PostRules::default()).parse(r#"{"name": "a", "score": "0.9"}"#, &Map::new());
+    let r = parser(ResponseType::Jsonl, PostRules::default())
+        .parse(r#"{"name": "a", "score": "0.9"}"#, &Map::new());
     assert_eq!(r.dropped[0].kind.as_str(), "schema");
 }
 
@@ -45,36 +65,77 @@ fn passthrough_drop_ensure() {
         ensure: vec!["score".into()],
         coerce: false,
     };
-    let vars = json!({"doc_id": "d-7", "other": 1}).as_object().cloned().unwrap();
+    let vars = json!({"doc_id": "d-7", "other": 1})
+        .as_object()
+        .cloned()
+        .unwrap();
     let text = "{\"name\": \"a\", \"score\": 1, \"n\": 3}\n{\"name\": \"b\", \"n\": 4}";
     let r = parser(ResponseType::Jsonl, post).parse(text, &vars);
-    assert_eq!(r.objects, vec![json!({"name": "a", "score": 1, "doc_id": "d-7"})]);
+    assert_eq!(
+        r.objects,
+        vec![json!({"name": "a", "score": 1, "doc_id": "d-7"})]
+    );
     assert_eq!(r.dropped.len(), 1);
-    assert_eq!((r.dropped[0].line, r.dropped[0].kind.as_str(), r.dropped[0].detail.as_str()), (2, "missing_field", "ensure: missing `score`"));
+    assert_eq!(
+        (
+            r.dropped[0].line,
+            r.dropped[0].kind.as_str(),
+            r.dropped[0].detail.as_str()
+        ),
+        (2, "missing_field", "ensure: missing `score`")
+    );
 }
 
 #[test]
 fn rules_apply_to_json_array_elements_too() {
     let schema = json!({"type": "array", "items": scored()});
-    let post = PostRules { coerce: true, passthrough: vec!["doc".into()], ..Default::default() };
-    let p = Parser::new(ResponseType::Json).with_schema(CompiledSchema::compile(&schema, "s").unwrap()).with_post(post);
+    let post = PostRules {
+        coerce: true,
+        passthrough: vec!["doc".into()],
+        ..Default::default()
+    };
+    let p = Parser::new(ResponseType::Json)
+        .with_schema(CompiledSchema::compile(&schema, "s").unwrap())
+        .with_post(post);
     let vars = json!({"doc": 1}).as_object().cloned().unwrap();
     let r = p.parse(r#"[{"name": "a", "score": "2.5"}]"#, &vars);
-    assert_eq!(r.objects, vec![json!({"name": "a", "score": 2.5, "doc": 1})], "{:?}", r.dropped);
-    let r = p.with_salvage(true).parse(r#"[{"name": "a", "score": "2.5"}, {"name": "b", "score": "x"}]"#, &vars);
-    assert_eq!(r.objects, vec![json!({"name": "a", "score": 2.5, "doc": 1})]);
+    assert_eq!(
+        r.objects,
+        vec![json!({"name": "a", "score": 2.5, "doc": 1})],
+        "{:?}",
+        r.dropped
+    );
+    let r = p.with_salvage(true).parse(
+        r#"[{"name": "a", "score": "2.5"}, {"name": "b", "score": "x"}]"#,
+        &vars,
+    );
+    assert_eq!(
+        r.objects,
+        vec![json!({"name": "a", "score": 2.5, "doc": 1})]
+    );
     assert_eq!(r.dropped[0].kind.as_str(), "coerce");
 }
 
 #[test]
 fn rules_apply_to_delimited_records() {
     let schema = json!({"type": "object", "properties": {"type": {"const": "person"}, "name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["type", "name", "age"]});
-    let d: kerf_core::prompt::Delimiters = serde_json::from_value(json!({"tuple": "|", "records": {"person": ["name", "age"]}})).unwrap();
+    let d: kerf_core::prompt::Delimiters =
+        serde_json::from_value(json!({"tuple": "|", "records": {"person": ["name", "age"]}}))
+            .unwrap();
     let p = Parser::new(ResponseType::Delimited)
         .with_delimiters(kerf_core::DelimitedFormat::from_delimiters(&d, "t").unwrap())
         .with_schema(CompiledSchema::compile(&schema, "s").unwrap())
-        .with_post(PostRules { coerce: true, ..Default::default() });
+        .with_post(PostRules {
+            coerce: true,
+            ..Default::default()
+        });
     let r = p.parse("person|Ada|36\nperson|Bob|old\n<|COMPLETE|>", &Map::new());
-    assert_eq!(r.objects, vec![json!({"type": "person", "name": "Ada", "age": 36})]);
-    assert_eq!(r.dropped[0].detail, "/age: cannot coerce \"old\" to integer");
+    assert_eq!(
+        r.objects,
+        vec![json!({"type": "person", "name": "Ada", "age": 36})]
+    );
+    assert_eq!(
+        r.dropped[0].detail,
+        "/age: cannot coerce \"old\" to integer"
+    );
 }

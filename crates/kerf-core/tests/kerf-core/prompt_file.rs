@@ -21,7 +21,11 @@ fn response_type_defaults_to_text_like_trustgraph() {
 
 #[test]
 fn object_schema_is_an_alias_of_schema() {
-    let l = PromptFile::from_json_str(r#"{"prompt": "x", "response-type": "jsonl", "object-schema": {"type": "object"}}"#, "t.json").unwrap();
+    let l = PromptFile::from_json_str(
+        r#"{"prompt": "x", "response-type": "jsonl", "object-schema": {"type": "object"}}"#,
+        "t.json",
+    )
+    .unwrap();
     assert_eq!(l.file.schema, Some(json!({"type": "object"})));
 }
 
@@ -29,16 +33,34 @@ fn object_schema_is_an_alias_of_schema() {
 fn unknown_keys_warn_with_their_line() {
     let text = "{\n  \"prompt\": \"x\",\n  \"temprature\": 0.2\n}";
     let l = PromptFile::from_json_str(text, "p.json").unwrap();
-    assert_eq!(l.warnings, vec!["p.json:3: unknown key `temprature` ignored".to_string()]);
+    assert_eq!(
+        l.warnings,
+        vec!["p.json:3: unknown key `temprature` ignored".to_string()]
+    );
 }
 
 #[rstest]
-#[case::wrong_type("{\n\"prompt\": \"x\",\n\"terms\": [1]\n}", "p.json:3: key `terms`: invalid type: sequence, expected a map")]
-#[case::unknown_response_type("{\"prompt\": \"x\", \"response-type\": \"xml\"}", "p.json:1: key `response-type`: unknown variant `xml`, expected one of `text`, `json`, `jsonl`, `delimited`")]
-#[case::prompt_not_string("{\"prompt\": 3}", "p.json:1: key `prompt`: invalid type: integer `3`, expected a string")]
+#[case::wrong_type(
+    "{\n\"prompt\": \"x\",\n\"terms\": [1]\n}",
+    "p.json:3: key `terms`: invalid type: sequence, expected a map"
+)]
+#[case::unknown_response_type(
+    "{\"prompt\": \"x\", \"response-type\": \"xml\"}",
+    "p.json:1: key `response-type`: unknown variant `xml`, expected one of `text`, `json`, `jsonl`, `delimited`"
+)]
+#[case::prompt_not_string(
+    "{\"prompt\": 3}",
+    "p.json:1: key `prompt`: invalid type: integer `3`, expected a string"
+)]
 #[case::missing_prompt("{\"schema\": {}}", "p.json: missing key `prompt` (the template text)")]
-#[case::not_an_object("[1, 2]", "p.json: a prompt file must be a JSON object with at least a `prompt` key, not an array")]
-#[case::nested_wrong_type("{\"prompt\": \"x\", \"post\": {\"ensure\": \"a\"}}", "p.json:1: key `post.ensure`: invalid type: string \"a\", expected a sequence")]
+#[case::not_an_object(
+    "[1, 2]",
+    "p.json: a prompt file must be a JSON object with at least a `prompt` key, not an array"
+)]
+#[case::nested_wrong_type(
+    "{\"prompt\": \"x\", \"post\": {\"ensure\": \"a\"}}",
+    "p.json:1: key `post.ensure`: invalid type: string \"a\", expected a sequence"
+)]
 fn wrong_shapes_name_the_key(#[case] text: &str, #[case] expected: &str) {
     let err = PromptFile::from_json_str(text, "p.json").unwrap_err();
     assert_eq!(err.to_string(), expected);
@@ -54,32 +76,55 @@ fn invalid_json_names_line_and_column() {
 
 #[test]
 fn a_bad_schema_in_a_prompt_names_the_key_and_pointer() {
-    let f = PromptFile::from_json_str(r#"{"prompt": "x", "response-type": "json", "schema": {"type": "arry"}}"#, "p.json").unwrap().file;
+    let f = PromptFile::from_json_str(
+        r#"{"prompt": "x", "response-type": "json", "schema": {"type": "arry"}}"#,
+        "p.json",
+    )
+    .unwrap()
+    .file;
     let err = Prompt::compile(f, "p.json").unwrap_err();
     assert_eq!(err.code(), "schema_invalid");
-    assert!(err.to_string().starts_with("p.json (key `schema`): invalid JSON Schema at /type:"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("p.json (key `schema`): invalid JSON Schema at /type:"),
+        "{err}"
+    );
 }
 
 #[test]
 fn published_schema_has_no_drift() {
     // `KERF_UPDATE_SCHEMAS=1 cargo test` rewrites it after an intended change.
     let path = crate::support::repo().join("schemas/kerf-prompt-file.schema.json");
-    let generated = serde_json::to_string_pretty(&kerf_core::prompt::prompt_file_json_schema()).unwrap() + "\n";
+    let generated =
+        serde_json::to_string_pretty(&kerf_core::prompt::prompt_file_json_schema()).unwrap() + "\n";
     if std::env::var_os("KERF_UPDATE_SCHEMAS").is_some() {
         std::fs::write(&path, &generated).unwrap();
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(committed == generated, "schemas/kerf-prompt-file.schema.json is stale: run `KERF_UPDATE_SCHEMAS=1 cargo test -p kerf-core`");
+    assert!(
+        committed == generated,
+        "schemas/kerf-prompt-file.schema.json is stale: run `KERF_UPDATE_SCHEMAS=1 cargo test -p kerf-core`"
+    );
 }
 
 #[test]
 fn prompt_files_validate_against_the_published_schema() {
-    let schema = kerf_core::CompiledSchema::compile(&kerf_core::prompt::prompt_file_json_schema(), "prompt-file schema").unwrap();
+    let schema = kerf_core::CompiledSchema::compile(
+        &kerf_core::prompt::prompt_file_json_schema(),
+        "prompt-file schema",
+    )
+    .unwrap();
     for entry in std::fs::read_dir(crate::support::repo().join("prompts")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "json") {
-            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            assert!(schema.validate(&v).is_ok(), "{}: {:?}", path.display(), schema.validate(&v));
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            assert!(
+                schema.validate(&v).is_ok(),
+                "{}: {:?}",
+                path.display(),
+                schema.validate(&v)
+            );
         }
     }
 }

@@ -8,9 +8,29 @@ use crate::support::*;
 #[test]
 fn arbitrary_text_in_every_parser() {
     let nasty = [
-        "", "\u{feff}", "{", "}", "[", "]", "[[[[", "]]]]", "```", "``", "{\"a\":", "\"unterminated",
-        "{\"a\": \"\u{1F600}\"", "é{ü}ß", "\0\0\0", ",,,,", "- ", "1. ", "<|COMPLETE|>", "(\"entity\"<|>",
-        "{}\n{}\n{", "[{}, {}, {", "{\"a\": [1, 2,\n{\"b\": 1}\n{\"c\": 2}",
+        "",
+        "\u{feff}",
+        "{",
+        "}",
+        "[",
+        "]",
+        "[[[[",
+        "]]]]",
+        "```",
+        "``",
+        "{\"a\":",
+        "\"unterminated",
+        "{\"a\": \"\u{1F600}\"",
+        "é{ü}ß",
+        "\0\0\0",
+        ",,,,",
+        "- ",
+        "1. ",
+        "<|COMPLETE|>",
+        "(\"entity\"<|>",
+        "{}\n{}\n{",
+        "[{}, {}, {",
+        "{\"a\": [1, 2,\n{\"b\": 1}\n{\"c\": 2}",
     ];
     for t in ResponseType::ALL {
         for salvage in [false, true] {
@@ -18,7 +38,11 @@ fn arbitrary_text_in_every_parser() {
             for text in nasty {
                 let r = p.parse(text, &Map::new());
                 for d in &r.dropped {
-                    assert!(d.line >= 1 && d.line <= text.lines().count().max(1), "{t} {text:?}: line {}", d.line);
+                    assert!(
+                        d.line >= 1 && d.line <= text.lines().count().max(1),
+                        "{t} {text:?}: line {}",
+                        d.line
+                    );
                 }
             }
         }
@@ -36,8 +60,14 @@ fn deeply_nested_json_is_a_drop_not_a_stack_overflow() {
     let deep_obj = "{\"a\":".repeat(10_000) + "1" + &"}".repeat(10_000);
     let r = parse(ResponseType::Jsonl, None, &deep_obj);
     assert!(r.objects.is_empty());
-    assert_eq!(r.dropped[0].kind.as_str(), "invalid_json", "serde_json's recursion limit is reported");
-    let r = parser(ResponseType::Json, None).with_salvage(true).parse(&deep_obj, &Map::new());
+    assert_eq!(
+        r.dropped[0].kind.as_str(),
+        "invalid_json",
+        "serde_json's recursion limit is reported"
+    );
+    let r = parser(ResponseType::Json, None)
+        .with_salvage(true)
+        .parse(&deep_obj, &Map::new());
     assert!(r.objects.is_empty());
 }
 
@@ -61,7 +91,11 @@ fn fifty_megabyte_single_line_parses_and_sweeps() {
     let p = parser(ResponseType::Jsonl, Some(definition_schema()));
     let curve = kerf_core::sweep::byte_curve(&p, &text, &Map::new()).unwrap();
     assert_eq!(curve.at(text.len()), n);
-    assert_eq!(curve.at(one.len() - 1), 1, "the first object counts from its closing brace");
+    assert_eq!(
+        curve.at(one.len() - 1),
+        1,
+        "the first object counts from its closing brace"
+    );
     assert_eq!(curve.steps.len(), n + 1);
 }
 
@@ -69,10 +103,23 @@ fn fifty_megabyte_single_line_parses_and_sweeps() {
 fn sweeps_of_hostile_input_are_results_not_panics() {
     let deep = "[".repeat(10_000) + &"]".repeat(10_000);
     let deep_obj = "{\"a\":".repeat(10_000) + "1" + &"}".repeat(10_000);
-    for t in [ResponseType::Json, ResponseType::Jsonl, ResponseType::Delimited] {
-        for text in [deep.as_str(), deep_obj.as_str(), "\u{0}\u{1}\u{fffd}", "```", "<|COMPLETE|>"] {
+    for t in [
+        ResponseType::Json,
+        ResponseType::Jsonl,
+        ResponseType::Delimited,
+    ] {
+        for text in [
+            deep.as_str(),
+            deep_obj.as_str(),
+            "\u{0}\u{1}\u{fffd}",
+            "```",
+            "<|COMPLETE|>",
+        ] {
             let c = kerf_core::sweep::byte_curve(&parser(t, None), text, &Map::new()).unwrap();
-            assert_eq!(c.at(text.len()), parser(t, None).parse(text, &Map::new()).objects.len());
+            assert_eq!(
+                c.at(text.len()),
+                parser(t, None).parse(text, &Map::new()).objects.len()
+            );
         }
     }
 }
@@ -81,8 +128,9 @@ fn sweeps_of_hostile_input_are_results_not_panics() {
 #[test]
 fn fuzz_crash_parse_jsonl_22d39acc() {
     let data: &[u8] = &[
-        0x0a, 0x7e, 0x0a, 0x7b, 0x22, 0xb0, 0xb0, 0x5c, 0x75, 0x00, 0xf6, 0x7b, 0x46, 0xc3, 0xdf, 0xff, 0xff, 0xf4, 0xff, 0xff,
-        0xff, 0xff, 0xff, 0x00, 0xff, 0xfc, 0xff, 0xfc, 0x0a, 0x76, 0x7a, 0x64, 0x4f, 0xa3, 0x4f, 0xd8, 0x26,
+        0x0a, 0x7e, 0x0a, 0x7b, 0x22, 0xb0, 0xb0, 0x5c, 0x75, 0x00, 0xf6, 0x7b, 0x46, 0xc3, 0xdf,
+        0xff, 0xff, 0xf4, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xfc, 0xff, 0xfc, 0x0a, 0x76,
+        0x7a, 0x64, 0x4f, 0xa3, 0x4f, 0xd8, 0x26,
     ];
     let text = String::from_utf8_lossy(data);
     for schema in [None, Some(union_schema())] {

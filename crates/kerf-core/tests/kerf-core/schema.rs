@@ -8,7 +8,9 @@ use crate::support::*;
 
 fn compile_err(schema: Value) -> (String, String) {
     match CompiledSchema::compile(&schema, "s.json") {
-        Err(Error::Schema { pointer, message, .. }) => (pointer, message),
+        Err(Error::Schema {
+            pointer, message, ..
+        }) => (pointer, message),
         other => panic!("expected a schema error, got {other:?}"),
     }
 }
@@ -38,7 +40,11 @@ fn draft7_when_declared() {
 #[test]
 fn draft_2020_12_by_default() {
     // prefixItems is 2020-12 only.
-    let s = CompiledSchema::compile(&json!({"type": "array", "prefixItems": [{"type": "string"}]}), "d").unwrap();
+    let s = CompiledSchema::compile(
+        &json!({"type": "array", "prefixItems": [{"type": "string"}]}),
+        "d",
+    )
+    .unwrap();
     assert!(!s.is_valid(&json!([1])));
 }
 

@@ -17,7 +17,10 @@ fn json_files(dir: &str) -> Vec<std::path::PathBuf> {
 }
 
 fn prompts() -> Vec<Prompt> {
-    json_files("prompts").iter().map(|p| Prompt::load(p).unwrap_or_else(|e| panic!("{e}"))).collect()
+    json_files("prompts")
+        .iter()
+        .map(|p| Prompt::load(p).unwrap_or_else(|e| panic!("{e}")))
+        .collect()
 }
 
 #[test]
@@ -26,15 +29,33 @@ fn every_prompt_loads_without_warnings_and_renders_its_sample() {
     assert_eq!(all.len(), 14);
     for p in &all {
         assert!(p.warnings.is_empty(), "{}: {:?}", p.id(), p.warnings);
-        let sample = p.sample_input_path().unwrap_or_else(|| panic!("{} has no sample input", p.id()));
-        let text = std::fs::read_to_string(&sample).unwrap_or_else(|e| panic!("{}: {e}", sample.display()));
+        let sample = p
+            .sample_input_path()
+            .unwrap_or_else(|| panic!("{} has no sample input", p.id()));
+        let text = std::fs::read_to_string(&sample)
+            .unwrap_or_else(|e| panic!("{}: {e}", sample.display()));
         let mut vars = Map::new();
         vars.insert(p.file.input_variable().into(), Value::String(text.clone()));
-        let r = p.render(&Map::new(), &vars).unwrap_or_else(|e| panic!("{e}"));
-        assert!(r.user.contains(text.trim()), "{}: the sample is in the prompt", p.id());
-        assert!(!r.user.contains("{{") && !r.user.contains("{%"), "{}: fully rendered", p.id());
+        let r = p
+            .render(&Map::new(), &vars)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            r.user.contains(text.trim()),
+            "{}: the sample is in the prompt",
+            p.id()
+        );
+        assert!(
+            !r.user.contains("{{") && !r.user.contains("{%"),
+            "{}: fully rendered",
+            p.id()
+        );
         assert!(r.system.is_some(), "{}", p.id());
-        assert_eq!(p.input_variables(), vec![p.file.input_variable().to_string()], "{}: only the input is needed", p.id());
+        assert_eq!(
+            p.input_variables(),
+            vec![p.file.input_variable().to_string()],
+            "{}: only the input is needed",
+            p.id()
+        );
     }
 }
 
@@ -50,7 +71,14 @@ fn every_shipped_schema_compiles() {
 
 #[test]
 fn the_six_trustgraph_extractions_exist_with_array_twins() {
-    for id in ["extract-definitions", "extract-relationships", "extract-topics", "extract-rows", "agent-kg-extract", "extract-with-ontologies"] {
+    for id in [
+        "extract-definitions",
+        "extract-relationships",
+        "extract-topics",
+        "extract-rows",
+        "agent-kg-extract",
+        "extract-with-ontologies",
+    ] {
         let l = Prompt::load(&repo().join(format!("prompts/{id}.json"))).unwrap();
         let a = Prompt::load(&repo().join(format!("prompts/{id}-array.json"))).unwrap();
         assert_eq!(l.file.response_type, ResponseType::Jsonl, "{id}");
@@ -64,7 +92,13 @@ fn the_six_trustgraph_extractions_exist_with_array_twins() {
         assert_eq!(arr["type"], "array");
         assert_eq!(arr["items"], line, "{id}: twin schemas agree");
     }
-    let unions = [("agent-kg-extract", vec!["definition", "relationship"]), ("extract-with-ontologies", vec!["entity", "relationship", "attribute"])];
+    let unions = [
+        ("agent-kg-extract", vec!["definition", "relationship"]),
+        (
+            "extract-with-ontologies",
+            vec!["entity", "relationship", "attribute"],
+        ),
+    ];
     for (id, tags) in unions {
         let p = Prompt::load(&repo().join(format!("prompts/{id}.json"))).unwrap();
         assert_eq!(p.parser.schema().unwrap().union_tags(), tags, "{id}");
@@ -81,15 +115,31 @@ fn prompt_schemas_match_the_files_in_schemas() {
         ("agent-kg-extract", "agent-kg-extract"),
         ("extract-with-ontologies", "extract-with-ontologies"),
     ];
-    let read = |p: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(repo().join(p)).unwrap()).unwrap() };
+    let read = |p: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(repo().join(p)).unwrap()).unwrap()
+    };
     for (prompt, schema) in pairs {
         let l = read(&format!("prompts/{prompt}.json"));
         let a = read(&format!("prompts/{prompt}-array.json"));
-        assert_eq!(l["schema"], read(&format!("schemas/{schema}.schema.json")), "{prompt}");
-        assert_eq!(a["schema"], read(&format!("schemas/{schema}-array.schema.json")), "{prompt}-array");
+        assert_eq!(
+            l["schema"],
+            read(&format!("schemas/{schema}.schema.json")),
+            "{prompt}"
+        );
+        assert_eq!(
+            a["schema"],
+            read(&format!("schemas/{schema}-array.schema.json")),
+            "{prompt}-array"
+        );
     }
-    assert_eq!(read("prompts/lightrag-extract-delimited.json")["schema"], read("schemas/lightrag-record.schema.json"));
-    assert_eq!(read("prompts/lightrag-extract-json.json")["schema"], read("schemas/lightrag-json.schema.json"));
+    assert_eq!(
+        read("prompts/lightrag-extract-delimited.json")["schema"],
+        read("schemas/lightrag-record.schema.json")
+    );
+    assert_eq!(
+        read("prompts/lightrag-extract-json.json")["schema"],
+        read("schemas/lightrag-json.schema.json")
+    );
 }
 
 #[test]

@@ -11,12 +11,17 @@ use crate::sweep::{delimited_piece, json_reply, jsonl_piece, reply};
 
 /// Split `text` at the given fractions (on character boundaries).
 fn chunks(text: &str, cuts: &[u16]) -> Vec<String> {
-    let mut at: Vec<usize> = cuts.iter().map(|c| crate::sweep::floor(text, *c as usize * text.len() / u16::MAX as usize)).collect();
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .map(|c| crate::sweep::floor(text, *c as usize * text.len() / u16::MAX as usize))
+        .collect();
     at.push(0);
     at.push(text.len());
     at.sort_unstable();
     at.dedup();
-    at.windows(2).map(|w| text[w[0]..w[1]].to_string()).collect()
+    at.windows(2)
+        .map(|w| text[w[0]..w[1]].to_string())
+        .collect()
 }
 
 fn same(a: &ParseReport, b: &ParseReport) -> Result<(), TestCaseError> {
@@ -76,7 +81,10 @@ fn objects_appear_as_lines_complete() {
     let mut s = StreamParser::new(&p, Map::new());
     s.feed("{\"entity\": \"a\", \"defini");
     assert!(s.snapshot().objects.is_empty());
-    assert!(s.snapshot().truncated, "if the reply ended here it would be cut off");
+    assert!(
+        s.snapshot().truncated,
+        "if the reply ended here it would be cut off"
+    );
     s.feed("tion\": \"A\"}\n{\"entity\"");
     assert_eq!(s.committed().objects, vec![def("a", "A")]);
     s.feed(": \"b\", \"definition\": \"B\"}");

@@ -5,7 +5,10 @@ use serde_json::{Map, Value, json};
 
 /// The repository root (tests read shipped prompts and schemas).
 pub fn repo() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 /// The spec's definition schema.
@@ -24,7 +27,9 @@ pub fn union_schema() -> Value {
 pub fn parser(t: ResponseType, schema: Option<Value>) -> Parser {
     let p = Parser::new(t);
     match schema {
-        Some(s) => p.with_schema(CompiledSchema::compile(&s, "test schema").expect("schema compiles")),
+        Some(s) => {
+            p.with_schema(CompiledSchema::compile(&s, "test schema").expect("schema compiles"))
+        }
         None => p,
     }
 }
@@ -35,7 +40,10 @@ pub fn parse(t: ResponseType, schema: Option<Value>, text: &str) -> ParseReport 
 
 /// `(line, kind)` of every drop, for compact assertions.
 pub fn drops(r: &ParseReport) -> Vec<(usize, &'static str)> {
-    r.dropped.iter().map(|d| (d.line, d.kind.as_str())).collect()
+    r.dropped
+        .iter()
+        .map(|d| (d.line, d.kind.as_str()))
+        .collect()
 }
 
 pub fn def(entity: &str, definition: &str) -> Value {

@@ -45,18 +45,24 @@ pub(crate) fn jsonl_piece() -> impl Strategy<Value = String> {
 }
 
 pub(crate) fn reply(piece: BoxedStrategy<String>, max: usize) -> impl Strategy<Value = String> {
-    (prop::collection::vec(piece, 0..max), any::<bool>(), any::<bool>(), 0..40usize).prop_map(|(pieces, crlf, bom, cut)| {
-        let mut t = pieces.join(if crlf { "\r\n" } else { "\n" });
-        if bom {
-            t.insert(0, '\u{feff}');
-        }
-        // Sometimes the reply itself was cut off somewhere in its last stretch.
-        if cut > 0 && t.len() > cut {
-            let c = floor(&t, t.len() - cut);
-            t.truncate(c);
-        }
-        t
-    })
+    (
+        prop::collection::vec(piece, 0..max),
+        any::<bool>(),
+        any::<bool>(),
+        0..40usize,
+    )
+        .prop_map(|(pieces, crlf, bom, cut)| {
+            let mut t = pieces.join(if crlf { "\r\n" } else { "\n" });
+            if bom {
+                t.insert(0, '\u{feff}');
+            }
+            // Sometimes the reply itself was cut off somewhere in its last stretch.
+            if cut > 0 && t.len() > cut {
+                let c = floor(&t, t.len() - cut);
+                t.truncate(c);
+            }
+            t
+        })
 }
 
 fn jsonl_parser() -> Parser {
@@ -128,15 +134,33 @@ pub(crate) fn delimited_piece() -> impl Strategy<Value = String> {
 }
 
 pub(crate) fn json_reply() -> impl Strategy<Value = String> {
-    let element = (0..50u32).prop_map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}"));
+    let element =
+        (0..50u32).prop_map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}"));
     let bad = Just("{\"entity\": \"x\"}".to_string());
     let items = prop::collection::vec(prop_oneof![4 => element, 1 => bad], 0..5);
     (
         items,
         any::<bool>(),
-        prop_oneof![Just(""), Just("Sure:\n"), Just("```json\n"), Just("Here:\n```\n"), Just("  ")],
-        prop_oneof![Just(""), Just("\n```"), Just("\n```\nDone."), Just("  \n"), Just(" thanks")],
-        prop_oneof![Just(None), Just(Some("42")), Just(Some("-3.5e2")), Just(Some("\"s\""))],
+        prop_oneof![
+            Just(""),
+            Just("Sure:\n"),
+            Just("```json\n"),
+            Just("Here:\n```\n"),
+            Just("  ")
+        ],
+        prop_oneof![
+            Just(""),
+            Just("\n```"),
+            Just("\n```\nDone."),
+            Just("  \n"),
+            Just(" thanks")
+        ],
+        prop_oneof![
+            Just(None),
+            Just(Some("42")),
+            Just(Some("-3.5e2")),
+            Just(Some("\"s\""))
+        ],
         0..30usize,
     )
         .prop_map(|(items, pretty, pre, post, scalar, cut)| {
@@ -155,24 +179,45 @@ pub(crate) fn json_reply() -> impl Strategy<Value = String> {
 
 #[test]
 fn metrics_of_a_jsonl_and_an_array_reply() {
-    let lines: Vec<String> = (0..4).map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}")).collect();
+    let lines: Vec<String> = (0..4)
+        .map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}"))
+        .collect();
     let jsonl = lines.join("\n");
     let array = format!("[{}]", lines.join(",\n"));
     let vars = Map::new();
     let l = sweep::sweep(&jsonl_parser(), &jsonl, &vars, &Unit::Byte).unwrap();
-    let a = sweep::sweep(&parser(ResponseType::Json, Some(serde_json::json!({"type": "array", "items": definition_schema()}))), &array, &vars, &Unit::Byte).unwrap();
+    let a = sweep::sweep(
+        &parser(
+            ResponseType::Json,
+            Some(serde_json::json!({"type": "array", "items": definition_schema()})),
+        ),
+        &array,
+        &vars,
+        &Unit::Byte,
+    )
+    .unwrap();
     assert_eq!(l.total, 4);
     assert_eq!(a.total, 4);
     // JSONL: a step after each line's closing brace; the array: nothing until the very end.
     let line_len = lines[0].len();
-    assert_eq!(l.points, vec![(0, 0), (line_len, 1), (2 * line_len + 1, 2), (3 * line_len + 2, 3), (4 * line_len + 3, 4)]);
+    assert_eq!(
+        l.points,
+        vec![
+            (0, 0),
+            (line_len, 1),
+            (2 * line_len + 1, 2),
+            (3 * line_len + 2, 3),
+            (4 * line_len + 3, 4)
+        ]
+    );
     assert_eq!(a.points, vec![(0, 0), (array.len(), 4)]);
     assert_eq!(l.first_object(), Some(line_len));
     assert_eq!(a.first_object(), Some(array.len()));
     assert_eq!(a.median(), 0);
     assert_eq!(l.median(), 2);
     // Score: mean over all cuts 0..=len of recovered/total.
-    let expected: f64 = (0..=jsonl.len()).map(|c| l.at(c) as f64 / 4.0).sum::<f64>() / (jsonl.len() + 1) as f64;
+    let expected: f64 =
+        (0..=jsonl.len()).map(|c| l.at(c) as f64 / 4.0).sum::<f64>() / (jsonl.len() + 1) as f64;
     assert!((l.score - expected).abs() < 1e-12);
     assert!((a.score - 1.0 / (array.len() + 1) as f64).abs() < 1e-12);
     assert!(l.score > 0.3 && a.score < 0.01, "{} {}", l.score, a.score);
@@ -181,19 +226,38 @@ fn metrics_of_a_jsonl_and_an_array_reply() {
 #[test]
 fn salvage_and_text_sweeps_are_refused_with_reasons() {
     let vars = Map::new();
-    let err = byte_curve(&Parser::new(ResponseType::Json).with_salvage(true), "[]", &vars).unwrap_err();
+    let err = byte_curve(
+        &Parser::new(ResponseType::Json).with_salvage(true),
+        "[]",
+        &vars,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("salvage"), "{err}");
     assert!(byte_curve(&Parser::new(ResponseType::Text), "x", &vars).is_err());
-    assert!(sweep::token_unit("gpt2", "x").unwrap_err().to_string().contains("o200k_base"));
+    assert!(
+        sweep::token_unit("gpt2", "x")
+            .unwrap_err()
+            .to_string()
+            .contains("o200k_base")
+    );
 }
 
 #[test]
 fn shipped_fixture_replies_sweep_exactly() {
     let root = repo();
     for (reply, prompt) in [
-        ("tests/fixtures/replies/agent-kg-extract.cut.jsonl.txt", "prompts/agent-kg-extract.json"),
-        ("tests/fixtures/replies/agent-kg-extract-array.cut.json.txt", "prompts/agent-kg-extract-array.json"),
-        ("tests/fixtures/replies/lightrag.cut.delimited.txt", "prompts/lightrag-extract-delimited.json"),
+        (
+            "tests/fixtures/replies/agent-kg-extract.cut.jsonl.txt",
+            "prompts/agent-kg-extract.json",
+        ),
+        (
+            "tests/fixtures/replies/agent-kg-extract-array.cut.json.txt",
+            "prompts/agent-kg-extract-array.json",
+        ),
+        (
+            "tests/fixtures/replies/lightrag.cut.delimited.txt",
+            "prompts/lightrag-extract-delimited.json",
+        ),
     ] {
         let p = kerf_core::Prompt::load(&root.join(prompt)).unwrap();
         let text = std::fs::read_to_string(root.join(reply)).unwrap();

@@ -18,7 +18,10 @@ fn ctx(v: Value) -> Map<String, Value> {
 #[case::no_html_escaping("{{ x }}", json!({"x": "<a & b>"}), "<a & b>")]
 #[case::trailing_newline_kept("x\n", json!({}), "x\n")]
 fn trustgraph_syntax(#[case] src: &str, #[case] vars: Value, #[case] out: &str) {
-    assert_eq!(Template::new("t", src).unwrap().render(&ctx(vars)).unwrap(), out);
+    assert_eq!(
+        Template::new("t", src).unwrap().render(&ctx(vars)).unwrap(),
+        out
+    );
 }
 
 #[test]
@@ -26,8 +29,15 @@ fn undefined_variable_names_template_line_and_variable() {
     let t = Template::new("extract", "line one\nText: {{ text }}\n").unwrap();
     let err = t.render(&Map::new()).unwrap_err();
     match &err {
-        Error::TemplateUndefined { name, line, variable } => {
-            assert_eq!((name.as_str(), *line, variable.as_str()), ("extract", Some(2), "text"));
+        Error::TemplateUndefined {
+            name,
+            line,
+            variable,
+        } => {
+            assert_eq!(
+                (name.as_str(), *line, variable.as_str()),
+                ("extract", Some(2), "text")
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -37,20 +47,36 @@ fn undefined_variable_names_template_line_and_variable() {
 #[test]
 fn undefined_attribute_is_named_with_its_path() {
     let t = Template::new("t", "{{ schema.name }}\n{{ schema.missing }}").unwrap();
-    let err = t.render(&ctx(json!({"schema": {"name": "n"}}))).unwrap_err();
-    assert!(matches!(&err, Error::TemplateUndefined { variable, line: Some(2), .. } if variable == "schema.missing"), "{err:?}");
+    let err = t
+        .render(&ctx(json!({"schema": {"name": "n"}})))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::TemplateUndefined { variable, line: Some(2), .. } if variable == "schema.missing"),
+        "{err:?}"
+    );
 }
 
 #[test]
 fn syntax_error_names_line() {
     let err = Template::new("broken", "ok\n{% for x in %}\n").unwrap_err();
-    assert!(matches!(err, Error::TemplateSyntax { line: Some(2), .. }), "{err:?}");
-    assert!(err.to_string().starts_with("template `broken` line 2: syntax error"), "{err}");
+    assert!(
+        matches!(err, Error::TemplateSyntax { line: Some(2), .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("template `broken` line 2: syntax error"),
+        "{err}"
+    );
 }
 
 #[test]
 fn variables_are_listed() {
-    let t = Template::new("t", "{{ text }} {% for k, v in d.items() %}{{ k }}{% endfor %} {{ a.b }}").unwrap();
+    let t = Template::new(
+        "t",
+        "{{ text }} {% for k, v in d.items() %}{{ k }}{% endfor %} {{ a.b }}",
+    )
+    .unwrap();
     assert_eq!(t.variables(), vec!["a", "d", "text"]);
 }
 
@@ -60,7 +86,10 @@ fn terms_merge_in_trustgraph_order() {
     let prompt = ctx(json!({"b": "prompt", "c": "prompt"}));
     let vars = ctx(json!({"c": "run"}));
     let merged = kerf_core::template::merge_terms(&global, &prompt, &vars);
-    assert_eq!(Value::Object(merged), json!({"a": "global", "b": "prompt", "c": "run"}));
+    assert_eq!(
+        Value::Object(merged),
+        json!({"a": "global", "b": "prompt", "c": "run"})
+    );
 }
 
 #[test]
@@ -80,8 +109,17 @@ fn prompt_renders_system_and_user() {
 
 #[test]
 fn var_specs_parse_json_values() {
-    assert_eq!(kerf_core::template::parse_var("n=3").unwrap(), ("n".into(), json!(3)));
-    assert_eq!(kerf_core::template::parse_var("l=[\"a\"]").unwrap(), ("l".into(), json!(["a"])));
-    assert_eq!(kerf_core::template::parse_var("s=hello world").unwrap(), ("s".into(), json!("hello world")));
+    assert_eq!(
+        kerf_core::template::parse_var("n=3").unwrap(),
+        ("n".into(), json!(3))
+    );
+    assert_eq!(
+        kerf_core::template::parse_var("l=[\"a\"]").unwrap(),
+        ("l".into(), json!(["a"]))
+    );
+    assert_eq!(
+        kerf_core::template::parse_var("s=hello world").unwrap(),
+        ("s".into(), json!("hello world"))
+    );
     assert!(kerf_core::template::parse_var("novalue").is_err());
 }
