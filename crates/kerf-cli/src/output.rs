@@ -6,11 +6,37 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::{Map, Value};
 
+/// Write formatted text to standard output. When the reader has gone away (`kerf … | head`),
+/// stop quietly with status 0 instead of panicking the way `println!` does.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("kerf: error[io]: writing to standard output: {e}");
+        std::process::exit(2);
+    }
+}
+
+/// `println!` that survives a closed pipe (see [`write_stdout`]).
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::output::write_stdout(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::output::write_stdout(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+/// `print!` that survives a closed pipe (see [`write_stdout`]).
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => { $crate::output::write_stdout(format_args!($($t)*)) };
+}
+
 /// Print one JSON value on standard output (pretty, newline-terminated).
 pub fn print_json(value: &Value) {
-    let mut out = std::io::stdout().lock();
-    let _ = serde_json::to_writer_pretty(&mut out, value);
-    let _ = writeln!(out);
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    write_stdout(format_args!("{text}"));
 }
 
 /// Read a text file, or standard input for `-`. Invalid UTF-8 is an error naming the place.

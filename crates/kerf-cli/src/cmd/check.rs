@@ -73,15 +73,15 @@ pub fn run(args: Args) -> Result<Outcome> {
         for r in &results {
             let file = r["file"].as_str().unwrap_or_default();
             if r["ok"] == true {
-                println!("ok    {file}");
+                crate::outln!("ok    {file}");
                 for w in r["warnings"].as_array().into_iter().flatten() {
-                    println!("      warning: {}", w.as_str().unwrap_or_default());
+                    crate::outln!("      warning: {}", w.as_str().unwrap_or_default());
                 }
             } else {
-                println!("FAIL  {}", r["error"].as_str().unwrap_or_default());
+                crate::outln!("FAIL  {}", r["error"].as_str().unwrap_or_default());
             }
         }
-        println!("{} file(s) checked, {failed} failed", files.len());
+        crate::outln!("{} file(s) checked, {failed} failed", files.len());
     }
     Ok(if failed > 0 {
         Outcome::InputFailed

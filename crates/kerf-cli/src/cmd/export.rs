@@ -76,7 +76,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             write_file(path, &text)?;
             eprintln!("kerf: wrote {}", path.display());
         }
-        None => print!("{text}"),
+        None => crate::out!("{text}"),
     }
     Ok(Outcome::Ok)
 }

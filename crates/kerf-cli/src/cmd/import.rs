@@ -73,7 +73,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         print_json(&json!({"written": written}));
     } else {
         for w in &written {
-            println!("wrote {w}");
+            crate::outln!("wrote {w}");
         }
     }
     Ok(Outcome::Ok)

@@ -61,10 +61,10 @@ pub fn run(args: Args) -> Result<Outcome> {
         for p in &providers {
             let mine: Vec<&lint::Finding> = findings.iter().filter(|f| f.provider == *p).collect();
             if mine.is_empty() {
-                println!("{}: ok", p.as_str());
+                crate::outln!("{}: ok", p.as_str());
                 continue;
             }
-            println!("{}:", p.as_str());
+            crate::outln!("{}:", p.as_str());
             for f in mine {
                 let sev = match f.severity {
                     Severity::Error => "error",
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                     Severity::Ignored => "ignored",
                     Severity::Note => "note",
                 };
-                println!("  {sev:<8} {:<40} {}", f.pointer, f.message);
+                crate::outln!("  {sev:<8} {:<40} {}", f.pointer, f.message);
             }
         }
     }

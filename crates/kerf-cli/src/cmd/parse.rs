@@ -102,7 +102,7 @@ fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
         .map(|(k, n)| format!("{n} {k}"))
         .collect::<Vec<_>>()
         .join(", ");
-    println!(
+    crate::outln!(
         "{name}: {t}, {} object(s) accepted, {} dropped{}{}",
         r.objects.len(),
         r.dropped.len(),
@@ -121,12 +121,12 @@ fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
         return;
     }
     for (i, o) in r.objects.iter().enumerate() {
-        println!("  {:>4}  {}", i + 1, compact(o, 110));
+        crate::outln!("  {:>4}  {}", i + 1, compact(o, 110));
     }
     if !r.dropped.is_empty() {
-        println!("dropped:");
+        crate::outln!("dropped:");
         for d in &r.dropped {
-            println!("  line {:>4}  {:<13} {}", d.line, d.kind.as_str(), d.detail);
+            crate::outln!("  line {:>4}  {:<13} {}", d.line, d.kind.as_str(), d.detail);
         }
     }
 }

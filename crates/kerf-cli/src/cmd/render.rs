@@ -66,7 +66,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                 } else {
                     ""
                 };
-                println!("{}{note}", r["name"].as_str().unwrap_or_default());
+                crate::outln!("{}{note}", r["name"].as_str().unwrap_or_default());
             }
         }
         return Ok(Outcome::Ok);
@@ -109,9 +109,9 @@ pub fn run(args: Args) -> Result<Outcome> {
         );
     } else {
         if let Some(s) = &rendered.system {
-            println!("--- system ---\n{s}");
+            crate::outln!("--- system ---\n{s}");
         }
-        println!("--- user ---\n{}", rendered.user);
+        crate::outln!("--- user ---\n{}", rendered.user);
     }
     Ok(Outcome::Ok)
 }

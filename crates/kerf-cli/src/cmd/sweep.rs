@@ -256,16 +256,24 @@ fn print_human(subjects: &[Subject], sweeps: &[Sweep]) {
         .max()
         .unwrap_or(0)
         .max(6);
-    println!(
+    crate::outln!(
         "{:<name_w$}  {:>6}  {:>6}  {:>8}  {:>10}  {:>4} {:>4} {:>4} {:>4}  curve (0 → 100% of the reply emitted)",
-        "reply", "total", "score", "median", "first obj", "25%", "50%", "75%", "90%"
+        "reply",
+        "total",
+        "score",
+        "median",
+        "first obj",
+        "25%",
+        "50%",
+        "75%",
+        "90%"
     );
     for (s, w) in subjects.iter().zip(sweeps) {
         let first = w
             .first_object()
             .map(|o| format!("{:.0}%", 100.0 * fraction(o, w.length)))
             .unwrap_or_else(|| "never".into());
-        println!(
+        crate::outln!(
             "{:<name_w$}  {:>6}  {:>6.3}  {:>8}  {:>10}  {:>4} {:>4} {:>4} {:>4}  |{}|",
             s.name,
             w.total,
@@ -280,7 +288,7 @@ fn print_human(subjects: &[Subject], sweeps: &[Sweep]) {
         );
     }
     if let Some(w) = sweeps.first() {
-        println!(
+        crate::outln!(
             "unit: {} ({} cuts); score = mean over every cut of objects recovered ÷ total",
             w.unit,
             w.length + 1

@@ -569,3 +569,21 @@ fn sweep_bad_requests() {
         stderr(&o)
     );
 }
+
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    // `kerf parse big.jsonl | head -1`: the reader goes away; kerf stops quietly.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.jsonl");
+    std::fs::write(&p, "{\"a\": 1}\n".repeat(200_000)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["parse", p.to_str().unwrap(), "--type", "jsonl"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
