@@ -102,10 +102,12 @@ fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> 
     let whole_prefix_limit = fence_close_end.unwrap_or(len + 1);
     let blank_run_end = |from: usize| {
         // Prefixes up to and including the blank run after `from` parse alike; the first prefix
-        // that takes in the next non-blank character does not.
+        // that takes in the next non-blank character does not (a cut inside that character
+        // still counts as the boundary before it).
         text[from..]
-            .find(|c: char| !c.is_whitespace())
-            .map(|i| from + i + 1)
+            .char_indices()
+            .find(|(_, c)| !c.is_whitespace())
+            .map(|(i, c)| from + i + c.len_utf8())
             .unwrap_or(len + 1)
             .min(whole_prefix_limit)
     };

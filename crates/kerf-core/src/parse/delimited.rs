@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::Acceptor;
-use super::lines::{LineCounter, excerpt, is_fence};
+use super::lines::{LineCounter, excerpt, floor_char_boundary, is_fence};
 use crate::error::{Error, Result};
 use crate::prompt::{DelimiterPreset, Delimiters};
 use crate::report::{DropKind, ParseReport};
@@ -148,10 +148,12 @@ impl Scanner {
         }
         if self.completion_at.is_none() {
             // Search only the new text (with an overlap for a delimiter split across feeds).
-            let from = self
-                .searched
-                .saturating_sub(format.completion.len())
-                .max(self.pos);
+            let from = floor_char_boundary(
+                text,
+                self.searched
+                    .saturating_sub(format.completion.len())
+                    .max(self.pos),
+            );
             self.completion_at = text[from..].find(&format.completion).map(|i| from + i);
             self.searched = text.len();
         }

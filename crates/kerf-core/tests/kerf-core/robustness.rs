@@ -142,3 +142,77 @@ fn fuzz_crash_parse_jsonl_22d39acc() {
         }
     }
 }
+
+/// The `stream_vs_whole` fuzz harness, for regression inputs.
+fn stream_vs_whole(data: &[u8]) {
+    use kerf_core::prompt::DelimiterPreset;
+    use kerf_core::{DelimitedFormat, Parser, StreamParser};
+    let parser = match data[0] % 8 {
+        0 => Parser::new(ResponseType::Jsonl),
+        1 => parser(ResponseType::Jsonl, Some(union_schema())),
+        2 => Parser::new(ResponseType::Json),
+        3 => parser(
+            ResponseType::Json,
+            Some(serde_json::json!({"type": "array", "items": union_schema()})),
+        ),
+        4 => Parser::new(ResponseType::Json).with_salvage(true),
+        5 => parser(
+            ResponseType::Json,
+            Some(serde_json::json!({"type": "array", "items": union_schema()})),
+        )
+        .with_salvage(true),
+        6 => Parser::new(ResponseType::Delimited),
+        _ => Parser::new(ResponseType::Delimited)
+            .with_delimiters(DelimitedFormat::preset(DelimiterPreset::LightragLegacy)),
+    };
+    let sizes = &data[1..4];
+    let text = String::from_utf8_lossy(&data[4..]).into_owned();
+    let vars = Map::new();
+    let whole = parser.parse(&text, &vars);
+    let mut s = StreamParser::new(&parser, Map::new());
+    let (mut at, mut i) = (0, 0);
+    while at < text.len() {
+        let mut next = (at + 1 + sizes[i % 3] as usize % 17).min(text.len());
+        while !text.is_char_boundary(next) {
+            next += 1;
+        }
+        s.feed(&text[at..next]);
+        assert_eq!(
+            s.snapshot(),
+            parser.parse(s.text(), &vars),
+            "after {next} bytes of {text:?}"
+        );
+        at = next;
+        i += 1;
+    }
+    assert_eq!(s.finish(), whole);
+}
+
+/// Found by the `stream_vs_whole` fuzz target.
+#[test]
+fn fuzz_crash_stream_vs_whole() {
+    stream_vs_whole(&[0x87, 0xc2, 0x3c, 0xc2, 0xfb, 0xcd, 0xc7, 0x5b, 0xbd, 0xc3]);
+    stream_vs_whole(&[
+        0xbf, 0xfe, 0x5c, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0xf4, 0xb2,
+    ]);
+}
+
+/// Found by the `sweep_vs_reparse` fuzz target: a multi-byte character right after a bare number.
+#[test]
+fn fuzz_crash_sweep_after_bare_number() {
+    for text in ["2\u{fffd}J", "4\u{fffd}\n", "[]\u{e9}", "{} é"] {
+        let p = kerf_core::Parser::new(ResponseType::Json);
+        let curve = kerf_core::sweep::byte_curve(&p, text, &Map::new()).unwrap();
+        for c in 0..=text.len() {
+            let mut b = c;
+            while !text.is_char_boundary(b) {
+                b -= 1;
+            }
+            assert_eq!(
+                curve.at(c),
+                p.parse(&text[..b], &Map::new()).objects.len(),
+                "cut {c} of {text:?}"
+            );
+        }
+    }
+}
