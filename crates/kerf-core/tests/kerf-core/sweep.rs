@@ -153,7 +153,9 @@ pub(crate) fn json_reply() -> impl Strategy<Value = String> {
             Just("\n```"),
             Just("\n```\nDone."),
             Just("  \n"),
-            Just(" thanks")
+            Just(" thanks"),
+            Just("é"),
+            Just(" \u{fffd}x")
         ],
         prop_oneof![
             Just(None),
