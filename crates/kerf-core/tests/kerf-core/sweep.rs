@@ -173,7 +173,8 @@ pub(crate) fn json_reply() -> impl Strategy<Value = String> {
             };
             let mut t = format!("{pre}{value}{post}");
             if cut > 0 && t.len() > cut && cut % 3 == 0 {
-                t.truncate(t.len() - cut);
+                let c = floor(&t, t.len() - cut);
+                t.truncate(c);
             }
             t
         })
