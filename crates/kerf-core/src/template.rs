@@ -32,14 +32,7 @@ impl Template {
     pub fn new(name: &str, source: &str) -> Result<Self> {
         let env = environment();
         env.template_from_named_str(name, source)
-            .map_err(|e| Error::TemplateSyntax {
-                name: name.into(),
-                line: e.line(),
-                message: e
-                    .detail()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| e.kind().to_string()),
-            })?;
+            .map_err(|e| syntax_error(name, &e))?;
         Ok(Template {
             name: name.into(),
             source: source.into(),
@@ -70,14 +63,7 @@ impl Template {
         let env = environment();
         let t = env
             .template_from_named_str(&self.name, &self.source)
-            .map_err(|e| Error::TemplateSyntax {
-                name: self.name.clone(),
-                line: e.line(),
-                message: e
-                    .detail()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| e.kind().to_string()),
-            })?;
+            .map_err(|e| syntax_error(&self.name, &e))?;
         t.render(JValue::from_serialize(ctx)).map_err(|e| {
             if e.kind() == ErrorKind::UndefinedError {
                 let nested: Vec<String> = t.undeclared_variables(true).into_iter().collect();
@@ -122,6 +108,18 @@ impl Template {
             .or(missing.first())
             .map(|m| m.to_string())
             .unwrap_or_else(|| "(unknown)".into())
+    }
+}
+
+/// A template that does not compile: name, line and minijinja's own description.
+fn syntax_error(name: &str, e: &minijinja::Error) -> Error {
+    Error::TemplateSyntax {
+        name: name.into(),
+        line: e.line(),
+        message: e
+            .detail()
+            .map(str::to_string)
+            .unwrap_or_else(|| e.kind().to_string()),
     }
 }
 

@@ -19,6 +19,36 @@ pub fn load_prompt(path: &Path) -> Result<kerf_core::Prompt> {
     Ok(kerf_core::Prompt::from_loaded(loaded, path)?)
 }
 
+/// How to read a reply: a prompt file, or a response type with an optional schema. Shared by
+/// every command that parses replies (`parse`, `sweep`).
+#[derive(clap::Args)]
+pub struct ReplyArgs {
+    /// Response type; defaults to the prompt's when --prompt is given.
+    #[arg(long = "type", value_enum)]
+    pub response_type: Option<parse::TypeArg>,
+    /// A JSON Schema file: of the whole value for json, of each line for jsonl, of each record for delimited.
+    #[arg(long, conflicts_with = "prompt")]
+    pub schema: Option<std::path::PathBuf>,
+    /// A prompt file: its response type, schema, delimiters and post-processing rules apply.
+    #[arg(long)]
+    pub prompt: Option<std::path::PathBuf>,
+    /// For json: recover complete elements from a cut-off or partly invalid reply instead of
+    /// failing (`sweep` refuses it for now: which value salvage picks can change with the cut).
+    #[arg(long)]
+    pub salvage: bool,
+}
+
+impl ReplyArgs {
+    pub fn parser(&self) -> Result<kerf_core::Parser> {
+        parser_for(
+            self.response_type.map(Into::into),
+            self.schema.as_deref(),
+            self.prompt.as_deref(),
+            self.salvage,
+        )
+    }
+}
+
 /// The parser for a reply: from a prompt file (its type — or `response_type` if given — schema,
 /// delimiters and rules), or from a response type and an optional schema file.
 pub fn parser_for(

@@ -41,18 +41,8 @@ Exits 1 when nothing usable was recovered (no objects and at least one drop), or
 pub struct Args {
     /// The reply to parse (`-` for standard input).
     pub file: PathBuf,
-    /// Response type; defaults to the prompt's when --prompt is given.
-    #[arg(long = "type", value_enum)]
-    pub response_type: Option<TypeArg>,
-    /// A JSON Schema file: of the whole value for json, of each line for jsonl, of each record for delimited.
-    #[arg(long, conflicts_with = "prompt")]
-    pub schema: Option<PathBuf>,
-    /// A prompt file: its response type, schema, delimiters and post-processing rules apply.
-    #[arg(long)]
-    pub prompt: Option<PathBuf>,
-    /// For json: recover complete elements from a cut-off or partly invalid reply instead of failing.
-    #[arg(long)]
-    pub salvage: bool,
+    #[command(flatten)]
+    pub reply: super::ReplyArgs,
     /// Run variables (for the prompt's passthrough rule), as NAME=VALUE.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub vars: Vec<String>,
@@ -69,12 +59,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<Outcome> {
     let run_vars = vars(&args.vars)?;
-    let parser = super::parser_for(
-        args.response_type.map(Into::into),
-        args.schema.as_deref(),
-        args.prompt.as_deref(),
-        args.salvage,
-    )?;
+    let parser = args.reply.parser()?;
     let text = read_input(&args.file)?;
     let report = parser.parse(&text, &run_vars);
     if args.json {

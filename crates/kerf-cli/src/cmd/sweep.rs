@@ -34,18 +34,8 @@ pub struct Args {
     /// The complete reply (`-` for standard input). Not used with --compare.
     #[arg(required_unless_present = "compare")]
     pub file: Option<PathBuf>,
-    /// Response type: json (strict), jsonl or delimited; defaults to the prompt's with --prompt.
-    #[arg(long = "type", value_enum)]
-    pub response_type: Option<TypeArg>,
-    /// A JSON Schema: of the whole value for json, of each line for jsonl, of each record for delimited.
-    #[arg(long, conflicts_with = "prompt")]
-    pub schema: Option<PathBuf>,
-    /// A prompt file: its response type, schema, delimiters and post-processing rules apply.
-    #[arg(long)]
-    pub prompt: Option<PathBuf>,
-    /// Sweep salvage-mode JSON (refused for now: which value salvage picks can change with the cut).
-    #[arg(long)]
-    pub salvage: bool,
+    #[command(flatten)]
+    pub reply: super::ReplyArgs,
     /// Cut unit: byte (cuts inside a character count as the boundary before it), char, or token.
     #[arg(long, value_enum, default_value = "byte")]
     pub unit: UnitArg,
@@ -139,12 +129,7 @@ fn unit_for(args: &Args, text: &str) -> Result<Unit> {
 pub fn run(args: Args) -> Result<Outcome> {
     let subjects: Vec<Subject> = if args.compare.is_empty() {
         let file = args.file.clone().unwrap_or_default();
-        let parser = super::parser_for(
-            args.response_type.map(Into::into),
-            args.schema.as_deref(),
-            args.prompt.as_deref(),
-            args.salvage,
-        )?;
+        let parser = args.reply.parser()?;
         vec![Subject {
             name: format!("{} ({})", file.display(), parser.response_type()),
             parser,

@@ -133,14 +133,7 @@ impl Scanner {
                 if !at_eof {
                     return Step::Wait;
                 }
-                let line = self.lines.line_at(text, pos);
-                report.drop(
-                    line,
-                    DropKind::Truncated,
-                    format!("cut off: {}", excerpt(&text[pos..])),
-                );
-                report.truncated = true;
-                Step::To(text.len())
+                self.cut_off(text, pos, report)
             }
             Some(Err(e)) => {
                 let err_line_start = if e.line() <= 1 {
@@ -155,14 +148,7 @@ impl Scanner {
                     if !at_eof {
                         return Step::Wait;
                     }
-                    let line = self.lines.line_at(text, pos);
-                    report.drop(
-                        line,
-                        DropKind::Truncated,
-                        format!("cut off: {}", excerpt(&text[pos..])),
-                    );
-                    report.truncated = true;
-                    return Step::To(text.len());
+                    return self.cut_off(text, pos, report);
                 }
                 // The value ran over several lines before breaking. If the break is where a new
                 // value starts on its line (an unterminated object followed by the next one),
@@ -197,6 +183,18 @@ impl Scanner {
             }
             None => Step::To(text.len()),
         }
+    }
+
+    /// The object at `pos` runs into the end of the text: the reply was cut off there.
+    fn cut_off(&mut self, text: &str, pos: usize, report: &mut ParseReport) -> Step {
+        let line = self.lines.line_at(text, pos);
+        report.drop(
+            line,
+            DropKind::Truncated,
+            format!("cut off: {}", excerpt(&text[pos..])),
+        );
+        report.truncated = true;
+        Step::To(text.len())
     }
 
     /// Something at `pos` that does not start an object: a scalar (dropped as `not_object`) or
