@@ -4,36 +4,25 @@
 //!
 //! Run: `cargo bench -p kerf-core --bench parse`
 
+mod common;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kerf_core::{CompiledSchema, Parser, ResponseType};
+use kerf_core::{Parser, ResponseType};
 use serde_json::{Map, Value};
 
 fn reply(target_bytes: usize) -> String {
     let mut out = String::with_capacity(target_bytes + 256);
-    let mut i = 0u64;
+    let mut i = 0;
     while out.len() < target_bytes {
-        if i % 2 == 0 {
-            out.push_str(&format!(
-                "{{\"type\": \"definition\", \"entity\": \"entity {i}\", \"definition\": \"A molecule or process described in paragraph {i} of the source text\"}}\n"
-            ));
-        } else {
-            out.push_str(&format!(
-                "{{\"type\": \"relationship\", \"subject\": \"entity {i}\", \"predicate\": \"located in\", \"object\": \"compartment {}\", \"object-entity\": true}}\n",
-                i % 17
-            ));
-        }
+        out.push_str(&common::union_line(i));
+        out.push('\n');
         i += 1;
     }
     out
 }
 
 fn bench(c: &mut Criterion) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../schemas/agent-kg-extract.schema.json");
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(root).expect("schema")).expect("json");
-    let parser = Parser::new(ResponseType::Jsonl)
-        .with_schema(CompiledSchema::compile(&schema, "bench").expect("compiles"));
+    let parser = common::union_parser();
     let text = reply(10 * 1024 * 1024);
     let vars = Map::new();
     let expected = text.lines().count();

@@ -4,31 +4,22 @@
 //!
 //! Run: `cargo bench -p kerf-core --bench sweep`
 
+mod common;
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use kerf_core::StreamParser;
 use kerf_core::sweep::{Unit, sweep};
-use kerf_core::{CompiledSchema, Parser, ResponseType, StreamParser};
-use serde_json::{Map, Value};
+use serde_json::Map;
 
 fn reply(n: usize) -> String {
     (0..n)
-        .map(|i| {
-            if i % 2 == 0 {
-                format!("{{\"type\": \"definition\", \"entity\": \"entity {i}\", \"definition\": \"A process described in paragraph {i}\"}}")
-            } else {
-                format!("{{\"type\": \"relationship\", \"subject\": \"entity {i}\", \"predicate\": \"located in\", \"object\": \"compartment\", \"object-entity\": true}}")
-            }
-        })
+        .map(common::union_line)
         .collect::<Vec<_>>()
         .join("\n")
 }
 
 fn bench(c: &mut Criterion) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../schemas/agent-kg-extract.schema.json");
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(root).expect("schema")).expect("json");
-    let parser = Parser::new(ResponseType::Jsonl)
-        .with_schema(CompiledSchema::compile(&schema, "bench").expect("compiles"));
+    let parser = common::union_parser();
     let vars = Map::new();
     let mut g = c.benchmark_group("sweep_every_byte_jsonl");
     g.sample_size(10);
