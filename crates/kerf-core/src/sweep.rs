@@ -17,7 +17,9 @@
 //!   intervals (the value's end up to the next non-blank character; from the closing fence on; the
 //!   digits of a bare number), which are found once and evaluated with the real parser.
 //!
-//! Salvage-mode sweeps are not offered: which value salvage picks can change with the prefix.
+//! - `json` (salvage): the value salvage picks can change with the prefix, but only where one of
+//!   at most 64 candidate openings appears or settles; between those points the count follows the
+//!   chosen array's element ends (see `parse::json::salvage_curve` for the argument).
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -67,11 +69,21 @@ pub fn byte_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> Res
             ends.sort_unstable();
             Ok(ByteCurve::from_ends(text.len(), &ends))
         }
-        ResponseType::Json if parser.salvage() => Err(Error::Usage(
-            "sweeps of salvage-mode JSON are not supported yet (which value salvage picks can change with the prefix); sweep the strict parse".into(),
-        )),
+        ResponseType::Json if parser.salvage() => {
+            let stripped = text.strip_prefix('\u{feff}').unwrap_or(text);
+            let bom = text.len() - stripped.len();
+            let mut steps = crate::parse::salvage_curve(stripped, parser, vars);
+            // Offsets are into the text as given; a cut inside the BOM recovers what "" does.
+            steps.iter_mut().skip(1).for_each(|s| s.0 += bom);
+            Ok(ByteCurve {
+                len: text.len(),
+                steps,
+            })
+        }
         ResponseType::Json => Ok(strict_json_curve(parser, text, vars)),
-        ResponseType::Text => Err(Error::Usage("a `text` reply is always one object; sweep json, jsonl or delimited".into())),
+        ResponseType::Text => Err(Error::Usage(
+            "a `text` reply is always one object; sweep json, jsonl or delimited".into(),
+        )),
     }
 }
 

@@ -555,19 +555,36 @@ fn sweep_bad_requests() {
     );
     let o = kerf(&["sweep", "--compare", "x.txt:yaml"]);
     assert_eq!(o.status.code(), Some(2));
-    let o = kerf(&[
-        "sweep",
-        "tests/fixtures/replies/agent-kg-extract.jsonl.txt",
-        "--type",
-        "json",
-        "--salvage",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("salvage-mode JSON are not supported yet"),
-        "{}",
-        stderr(&o)
-    );
+}
+
+#[test]
+fn salvage_sweep_of_a_cut_array_agrees_with_salvage_parse_at_every_step() {
+    let reply = "tests/fixtures/replies/agent-kg-extract-array.cut.json.txt";
+    let prompt = "prompts/agent-kg-extract-array.json";
+    let o = kerf(&["sweep", reply, "--prompt", prompt, "--salvage", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let points = v["points"].as_array().unwrap();
+    let total = v["total"].as_u64().unwrap();
+    // The cut-off array still gives its complete elements, one step per element.
+    assert!(total >= 3, "{v}");
+    assert_eq!(points.len() as u64, total + 2, "{v}");
+    let text = std::fs::read(repo().join(reply)).unwrap();
+    let count = |cut: usize| {
+        let o = kerf_stdin(
+            &["parse", "-", "--prompt", prompt, "--salvage", "--json"],
+            Some(&text[..cut]),
+        );
+        stdout_json(&o)["objects"].as_array().unwrap().len() as u64
+    };
+    for (i, p) in points.iter().enumerate() {
+        let (c, n) = (p[0].as_u64().unwrap() as usize, p[1].as_u64().unwrap());
+        assert_eq!(count(c), n, "cut {c}");
+        // A change point: one byte earlier, one object fewer.
+        if i > 0 && i + 1 < points.len() {
+            assert_eq!(count(c - 1), n - 1, "cut {}", c - 1);
+        }
+    }
 }
 
 #[test]

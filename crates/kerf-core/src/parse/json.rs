@@ -134,6 +134,7 @@ pub(crate) fn salvage(text: &str, parser: &Parser, vars: &Map<String, Value>) ->
         report: &mut report,
         parser,
         vars,
+        number_reads: None,
     };
     salvager.find_and_take(region_start, region_start + region.len());
     report
@@ -145,6 +146,9 @@ struct Salvager<'a, 'r> {
     report: &'r mut ParseReport,
     parser: &'a Parser,
     vars: &'a Map<String, Value>,
+    /// When set, `walk_array` records where each element that starts like a number was read:
+    /// (its offset, the last prefix end at which a shorter number may be read there).
+    number_reads: Option<Vec<(usize, usize)>>,
 }
 
 /// How one element read went.
@@ -153,6 +157,13 @@ enum Read {
     CutOff,
     /// Does not parse: the message, and the offset where parsing failed.
     Broken(String, usize),
+}
+
+/// The value salvage takes: the `{` or `[` at an offset, or a bare scalar (no opening at all).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Choice {
+    At(usize),
+    Bare,
 }
 
 /// At most this many candidate openings are tried when looking for the value inside prose.
@@ -191,11 +202,20 @@ impl Salvager<'_, '_> {
         pos
     }
 
-    /// Find the JSON value in `[start, end)` and take it. Candidates are the `{` and `[` openings;
+    /// Find the JSON value in `[start, end)` and take it.
+    fn find_and_take(&mut self, start: usize, end: usize) {
+        match self.choose(start, end, |_, _| {}) {
+            Choice::At(at) => self.take(at, end),
+            Choice::Bare => self.take_bare(start, end),
+        }
+    }
+
+    /// Which value salvage takes from `[start, end)`. Candidates are the `{` and `[` openings;
     /// the first whose value is complete and valid wins at once, otherwise the one that reaches
     /// furthest (complete, cut off at the end, or broken part-way — salvage handles the last two),
-    /// so a stray `[1]` in the prose does not hide the real answer.
-    fn find_and_take(&mut self, start: usize, end: usize) {
+    /// so a stray `[1]` in the prose does not hide the real answer. `seen` is told each candidate
+    /// tried and how its read went (sweeps use it to find where the choice can change).
+    fn choose(&self, start: usize, end: usize, mut seen: impl FnMut(usize, &Read)) -> Choice {
         let bytes = self.text.as_bytes();
         let mut pos = start;
         let mut best: Option<(usize, usize)> = None; // (reach, opening offset)
@@ -204,11 +224,12 @@ impl Salvager<'_, '_> {
                 break;
             };
             let at = pos + i;
-            let reach = match self.read(at, end) {
+            let read = self.read(at, end);
+            seen(at, &read);
+            let reach = match read {
                 Read::Value(v, next) => {
                     if self.parser.schema.as_ref().is_some_and(|s| s.is_valid(&v)) {
-                        self.take(at, end);
-                        return;
+                        return Choice::At(at);
                     }
                     pos = next;
                     next
@@ -235,11 +256,11 @@ impl Salvager<'_, '_> {
                 break;
             }
         }
-        if let Some((_, at)) = best {
-            self.take(at, end);
-            return;
-        }
-        // No object or array: perhaps a bare scalar.
+        best.map_or(Choice::Bare, |(_, at)| Choice::At(at))
+    }
+
+    /// No object or array in `[start, end)`: perhaps a bare scalar.
+    fn take_bare(&mut self, start: usize, end: usize) {
         let body = self.text[start..end].trim();
         match serde_json::from_str::<Value>(body) {
             Ok(v) => Acceptor {
@@ -328,7 +349,18 @@ impl Salvager<'_, '_> {
                 break;
             }
             let line = self.lines.line_of(pos);
-            match self.read(pos, end) {
+            let read = self.read(pos, end);
+            if let Some(reads) = self.number_reads.as_mut()
+                && matches!(self.text.as_bytes()[pos], b'-' | b'0'..=b'9')
+            {
+                let last = match &read {
+                    Read::Value(_, next) => next - 1,
+                    Read::Broken(_, failed_at) => *failed_at,
+                    Read::CutOff => end,
+                };
+                reads.push((pos, last));
+            }
+            match read {
                 Read::Value(v, next) => {
                     let before = elements.objects.len();
                     acceptor.accept(&mut elements, line, next, v);
@@ -563,4 +595,322 @@ impl Salvager<'_, '_> {
         }
         Some(out)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Salvage sweeps.
+
+/// The exact byte curve of salvage mode over `text` (BOM already removed): `(offset, count)`
+/// steps, the count holding from `offset` to the next step, where the count at `c` is
+/// `salvage(&text[..c]).objects.len()`.
+///
+/// Why this is exact without re-parsing every prefix:
+/// - The region a prefix's value is looked for in depends only on where the fences fall: before
+///   the opening fence, the whole prefix; on the fence's own line, nothing; inside the block, the
+///   block so far; from the closing fence on, the block — fixed, so the count is too.
+/// - Within a region, each candidate opening's read goes one way for prefixes that end before a
+///   settling point (cut off) and another from it on (complete at its end, or broken at the first
+///   non-blank character from where it breaks). So the choice of value only changes where a
+///   candidate appears or settles — at most two points per candidate (64 at most). At each such
+///   point the real `choose` runs on the prefix.
+/// - While an array is chosen, a prefix recovers exactly the elements of the longest prefix's walk
+///   that end within it, plus — when it ends inside an element that starts like a number — that
+///   shorter number if accepted (`[1` of `[12`). One walk gives every element's end.
+/// - While an object or a bare scalar is chosen, the count (0 or 1) can only change where one of
+///   its top-level tokens starts or ends; the real parser runs at each of those points (the cost
+///   grows with the number of top-level members, not with the reply's length).
+pub(crate) fn salvage_curve(
+    text: &str,
+    parser: &Parser,
+    vars: &Map<String, Value>,
+) -> Vec<(usize, usize)> {
+    let len = text.len();
+    let lines = LineIndex::new(text);
+    let mut scratch = ParseReport::default();
+    let mut sweep = SalvageSweep {
+        salvager: Salvager {
+            text,
+            lines: &lines,
+            report: &mut scratch,
+            parser,
+            vars,
+            number_reads: None,
+        },
+        steps: Vec::new(),
+    };
+    match text.find("```") {
+        None => sweep.region(0, 0, len + 1),
+        Some(open) => {
+            sweep.region(0, 0, open + 3);
+            // On the opening fence's line the block has no content yet: one value for all.
+            let content = next_line_start(text, open);
+            sweep.eval_at(open + 3);
+            match text[content..].find("```") {
+                Some(i) => {
+                    let close = content + i + 3;
+                    sweep.region(content, content, close);
+                    sweep.eval_at(close);
+                }
+                None => sweep.region(content, content, len + 1),
+            }
+        }
+    }
+    sweep.steps
+}
+
+struct SalvageSweep<'a, 'r> {
+    salvager: Salvager<'a, 'r>,
+    steps: Vec<(usize, usize)>,
+}
+
+impl SalvageSweep<'_, '_> {
+    fn push(&mut self, offset: usize, count: usize) {
+        match self.steps.last_mut() {
+            Some(last) if last.0 == offset => last.1 = count,
+            Some(last) if last.1 == count => {}
+            _ => self.steps.push((offset, count)),
+        }
+    }
+
+    /// The real parser on the prefix of `c` bytes.
+    fn eval_at(&mut self, c: usize) {
+        let text = self.salvager.text;
+        if c > text.len() {
+            return;
+        }
+        let c = floor_char_boundary(text, c);
+        let n = salvage(&text[..c], self.salvager.parser, self.salvager.vars)
+            .objects
+            .len();
+        self.push(c, n);
+    }
+
+    /// Prefixes `c` in `[lo, hi)` whose value is looked for in `[start, c)`.
+    fn region(&mut self, start: usize, lo: usize, hi: usize) {
+        let text = self.salvager.text;
+        let hi = hi.min(text.len() + 1);
+        if lo >= hi {
+            return;
+        }
+        let longest = hi - 1;
+        let mut cuts = vec![lo];
+        self.salvager.choose(start, longest, |at, read| {
+            cuts.push(at + 1);
+            match read {
+                Read::Value(_, next) => cuts.push(*next),
+                Read::Broken(_, failed_at) => {
+                    cuts.extend([*failed_at, failed_at + 1]);
+                    if let Some((i, ch)) = text[*failed_at..longest]
+                        .char_indices()
+                        .find(|(_, ch)| !ch.is_whitespace())
+                    {
+                        cuts.push(failed_at + i + ch.len_utf8());
+                    }
+                }
+                Read::CutOff => {}
+            }
+        });
+        let mut cuts: Vec<usize> = cuts
+            .into_iter()
+            .filter(|&c| c >= lo && c < hi)
+            .map(|c| floor_char_boundary(text, c).max(lo))
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut walked: Option<(usize, Vec<usize>, Vec<(usize, usize)>)> = None;
+        for (k, &b) in cuts.iter().enumerate() {
+            let b2 = cuts.get(k + 1).copied().unwrap_or(hi);
+            match self.salvager.choose(start, b, |_, _| {}) {
+                Choice::At(a) if text.as_bytes()[a] == b'[' => {
+                    if walked.as_ref().is_none_or(|w| w.0 != a) {
+                        walked = Some(self.walk(a, longest));
+                    }
+                    if let Some((a, ends, reads)) = walked.as_ref() {
+                        let (ends, reads) = (ends.clone(), reads.clone());
+                        self.array_steps(*a, &ends, &reads, b, b2);
+                    }
+                }
+                Choice::At(a) => {
+                    self.eval_at(b);
+                    for c in object_probes(text, a, b2) {
+                        if c > b && c < b2 {
+                            self.eval_at(c);
+                        }
+                    }
+                }
+                Choice::Bare => {
+                    self.eval_at(b);
+                    for c in bare_probes(text, start, longest) {
+                        if c > b && c < b2 {
+                            self.eval_at(c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Walk the array at `a` over `[a, end)`: the ends of its accepted elements, and where its
+    /// number-like elements were read.
+    fn walk(&mut self, a: usize, end: usize) -> (usize, Vec<usize>, Vec<(usize, usize)>) {
+        self.salvager.number_reads = Some(Vec::new());
+        let items = self.salvager.parser.items.as_ref();
+        let (elements, _) = self.salvager.walk_array(a, end, items);
+        let reads = self.salvager.number_reads.take().unwrap_or_default();
+        self.salvager.report.dropped.clear();
+        (a, elements.into_iter().map(|(_, e)| e).collect(), reads)
+    }
+
+    /// Steps for prefixes in `[b, b2)` while the array's walk is what they recover.
+    fn array_steps(
+        &mut self,
+        _a: usize,
+        ends: &[usize],
+        reads: &[(usize, usize)],
+        b: usize,
+        b2: usize,
+    ) {
+        let text = self.salvager.text;
+        let mut events = vec![b];
+        events.extend(ends.iter().copied().filter(|&e| e > b && e < b2));
+        for &(p, last) in reads {
+            if last < b || p + 1 >= b2 {
+                continue;
+            }
+            events.extend((p + 1).max(b)..=(last + 1).min(b2 - 1));
+        }
+        events.sort_unstable();
+        events.dedup();
+        for c in events {
+            if !text.is_char_boundary(c) {
+                continue;
+            }
+            let complete = ends.partition_point(|&e| e <= c);
+            let partial = match reads.binary_search_by(|r| r.0.cmp(&c)) {
+                Ok(_) | Err(0) => 0,
+                Err(i) => {
+                    let (p, last) = reads[i - 1];
+                    if c <= last { self.number_at(p, c) } else { 0 }
+                }
+            };
+            self.push(c, complete + partial);
+        }
+    }
+
+    /// Whether the number-like element at `p`, cut at `c`, is read and accepted as an element.
+    fn number_at(&mut self, p: usize, c: usize) -> usize {
+        let Read::Value(v, _) = self.salvager.read(p, c) else {
+            return 0;
+        };
+        let mut report = ParseReport::default();
+        Acceptor {
+            schema: self.salvager.parser.items.as_ref(),
+            post: &self.salvager.parser.post,
+            vars: self.salvager.vars,
+        }
+        .accept(&mut report, 0, c, v);
+        report.objects.len()
+    }
+}
+
+/// Offsets (prefix ends) where an object's recovered content can change: the start and end of
+/// each of its top-level tokens, every character of bare tokens (numbers, literals), up to its
+/// closing brace or `hi`.
+fn object_probes(text: &str, a: usize, hi: usize) -> Vec<usize> {
+    let b = text.as_bytes();
+    let hi = hi.min(b.len());
+    let mut probes = vec![a + 1];
+    let mut i = a + 1;
+    while i < hi {
+        match b[i] {
+            b'"' => {
+                probes.push(i + 1);
+                i = string_end(b, i);
+                probes.push(i);
+            }
+            b'{' | b'[' => {
+                probes.push(i + 1);
+                i = container_end(b, i);
+                probes.push(i);
+            }
+            b'}' | b']' => {
+                probes.push(i + 1);
+                break;
+            }
+            w if w.is_ascii_whitespace() => i += 1,
+            _ => {
+                i += 1;
+                probes.push(i);
+            }
+        }
+    }
+    probes
+}
+
+/// Offset after the string literal opening at `i` (or the end of the text).
+fn string_end(b: &[u8], i: usize) -> usize {
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'"' => return j + 1,
+            b'\\' => j += 2,
+            _ => j += 1,
+        }
+    }
+    b.len()
+}
+
+/// Offset after the bracket closing the container opening at `i` (or the end of the text).
+fn container_end(b: &[u8], i: usize) -> usize {
+    let mut depth = 0usize;
+    let mut j = i;
+    while j < b.len() {
+        match b[j] {
+            b'"' => {
+                j = string_end(b, j);
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return j + 1;
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+/// Offsets where a bare scalar in `[start, end)` can become (or stop being) the whole region:
+/// each character of a number, the end of a string or literal, and the next non-blank character.
+fn bare_probes(text: &str, start: usize, end: usize) -> Vec<usize> {
+    let Some((i, ch)) = text[start..end]
+        .char_indices()
+        .find(|(_, ch)| !ch.is_whitespace())
+    else {
+        return Vec::new();
+    };
+    let s = start + i;
+    let mut probes = vec![s + ch.len_utf8()];
+    let run = text[s..end]
+        .bytes()
+        .take_while(|b| b"-+.eE0123456789".contains(b))
+        .count();
+    probes.extend(s + 1..=s + run);
+    let mut stream = serde_json::Deserializer::from_str(&text[s..end]).into_iter::<Value>();
+    let value_end = match stream.next() {
+        Some(Ok(_)) => s + stream.byte_offset(),
+        _ => s + run,
+    };
+    probes.push(value_end);
+    if let Some((j, ch)) = text[value_end..end]
+        .char_indices()
+        .find(|(_, ch)| !ch.is_whitespace())
+    {
+        probes.push(value_end + j + ch.len_utf8());
+    }
+    probes
 }

@@ -11,6 +11,7 @@ pub(crate) mod lines;
 mod stream;
 
 pub use delimited::DelimitedFormat;
+pub(crate) use json::salvage_curve;
 pub use stream::StreamParser;
 
 use serde_json::{Map, Number, Value};

@@ -227,21 +227,118 @@ fn metrics_of_a_jsonl_and_an_array_reply() {
 }
 
 #[test]
-fn salvage_and_text_sweeps_are_refused_with_reasons() {
+fn text_sweeps_and_unknown_tokenizers_are_refused_with_reasons() {
     let vars = Map::new();
-    let err = byte_curve(
-        &Parser::new(ResponseType::Json).with_salvage(true),
-        "[]",
-        &vars,
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("salvage"), "{err}");
     assert!(byte_curve(&Parser::new(ResponseType::Text), "x", &vars).is_err());
     assert!(
         sweep::token_unit("gpt2", "x")
             .unwrap_err()
             .to_string()
             .contains("o200k_base")
+    );
+}
+
+/// Replies salvage has to dig out: prose with stray brackets, fences, arrays with bad, cut-off
+/// and number elements, objects with arrays under their keys (LightRAG's JSON shape).
+pub(crate) fn salvage_reply() -> impl Strategy<Value = String> {
+    let element = prop_oneof![
+        5 => (0..50u32).prop_map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}")),
+        1 => Just("{\"entity\": \"x\"}".to_string()),
+        1 => Just("{\"entity\": oops}".to_string()),
+        1 => Just("{\"entity\": \"a\", \"definition\": \"A\"} {\"entity\": \"b\"}".to_string()),
+        1 => prop_oneof![Just("12"), Just("-3.5e2"), Just("1.x"), Just("true")].prop_map(str::to_string),
+        1 => Just("{\n  \"entity\": \"p\",\n  \"definition\": \"pretty\"\n}".to_string()),
+        1 => Just("\"bad \u{1} string\"".to_string()),
+    ];
+    let items = prop::collection::vec(element, 0..5);
+    let value = (items.clone(), items, any::<bool>(), 0..4u8).prop_map(|(a, b, pretty, shape)| {
+        let sep = if pretty { ",\n  " } else { ", " };
+        match shape {
+            0 | 1 => format!("[{}]", a.join(sep)),
+            2 => format!(
+                "{{\"entities\": [{}],{}\"relationships\": [{}], \"n\": 12}}",
+                a.join(sep),
+                if pretty { "\n" } else { " " },
+                b.join(sep)
+            ),
+            _ => format!("{{\"entity\": \"solo\", \"definition\": \"one\", \"n\": 7}}"),
+        }
+    });
+    (
+        value,
+        prop_oneof![
+            Just(""),
+            Just("Sure:\n"),
+            Just("Look at [1] and {x}: "),
+            Just("[\"a\"] then "),
+            Just("```json\n"),
+            Just("Here:\n```\n"),
+            Just("  ")
+        ],
+        prop_oneof![
+            Just(""),
+            Just("\n```"),
+            Just("\n```\nDone [2]."),
+            Just(" and {\"entity\": \"z\"}"),
+            Just(" thanks"),
+            Just("é")
+        ],
+        prop_oneof![5 => Just(None), 1 => Just(Some("42")), 1 => Just(Some("\"s\"")), 1 => Just(Some("nul"))],
+        0..40usize,
+    )
+        .prop_map(|(value, pre, post, scalar, cut)| {
+            let body = scalar.map(str::to_string).unwrap_or(value);
+            let mut t = format!("{pre}{body}{post}");
+            if cut > 0 && t.len() > cut && cut % 2 == 0 {
+                let c = floor(&t, t.len() - cut);
+                t.truncate(c);
+            }
+            t
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn salvage_json_sweep_equals_reparse(text in salvage_reply(), bom in any::<bool>()) {
+        let text = if bom { format!("\u{feff}{text}") } else { text };
+        let array = serde_json::json!({"type": "array", "items": definition_schema()});
+        assert_exact(&parser(ResponseType::Json, Some(array)).with_salvage(true), &text);
+        let lightrag = serde_json::json!({"type": "object", "properties": {
+            "entities": {"type": "array", "items": definition_schema()},
+            "relationships": {"type": "array", "items": definition_schema()},
+            "n": {"type": "integer", "maximum": 5}}, "required": ["entities"]});
+        assert_exact(&parser(ResponseType::Json, Some(lightrag)).with_salvage(true), &text);
+        assert_exact(&Parser::new(ResponseType::Json).with_salvage(true), &text);
+    }
+}
+
+#[test]
+fn salvage_sweep_of_a_cut_array_counts_each_element_once_complete() {
+    let elements: Vec<String> = (0..3)
+        .map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}"))
+        .collect();
+    // Cut inside the third element: salvage recovers two, strict none.
+    let full = format!("Sure, see [1]:\n[{}]", elements.join(", "));
+    let text = &full[..full.len() - 10];
+    let vars = Map::new();
+    let schema = serde_json::json!({"type": "array", "items": definition_schema()});
+    let s = sweep::sweep(
+        &parser(ResponseType::Json, Some(schema)).with_salvage(true),
+        text,
+        &vars,
+        &Unit::Byte,
+    )
+    .unwrap();
+    assert_eq!(s.total, 2);
+    let first_end = full.find("d0\"}").unwrap() + 4;
+    let second_end = full.find("d1\"}").unwrap() + 4;
+    // The stray `[1]` is one element without a schema-valid value: nothing counts until the real
+    // array's first element closes.
+    assert_eq!(
+        s.points,
+        vec![(0, 0), (first_end, 1), (second_end, 2), (text.len(), 2)]
     );
 }
 
