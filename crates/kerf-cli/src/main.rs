@@ -31,6 +31,9 @@ enum Command {
     Import(cmd::import::Args),
     Check(cmd::check::Args),
     Sweep(cmd::sweep::Args),
+    Run(cmd::run::Args),
+    Compare(cmd::compare::Args),
+    Models(cmd::models::Args),
 }
 
 /// How a command ended when it did not fail outright.
@@ -57,7 +60,11 @@ fn main() -> ExitCode {
         Command::Import(a) => a.json,
         Command::Check(a) => a.json,
         Command::Sweep(a) => a.json,
+        Command::Run(a) => a.json,
+        Command::Compare(a) => a.json,
+        Command::Models(a) => a.json(),
     };
+    init_tracing();
     let result = match cli.command {
         Command::Render(a) => cmd::render::run(a),
         Command::Parse(a) => cmd::parse::run(a),
@@ -66,15 +73,31 @@ fn main() -> ExitCode {
         Command::Import(a) => cmd::import::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Models(a) => cmd::models::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::InputFailed) => ExitCode::from(1),
         Err(err) => {
-            let (code, status) = match err.downcast_ref::<kerf_core::Error>() {
-                Some(e) if e.is_environmental() => (e.code(), 2),
-                Some(e) => (e.code(), 1),
-                None => ("internal", 2),
+            let (code, status) = match (
+                err.downcast_ref::<kerf_core::Error>(),
+                err.downcast_ref::<kerf_llm::Error>(),
+            ) {
+                (Some(e), _) if e.is_environmental() => (e.code(), 2),
+                (Some(e), _) => (e.code(), 1),
+                // The request or its constraint was wrong: the input failed.
+                (
+                    _,
+                    Some(
+                        e @ (kerf_llm::Error::Constraint(_)
+                        | kerf_llm::Error::ContextOverflow { .. }
+                        | kerf_llm::Error::Request(_)),
+                    ),
+                ) => (e.code(), 1),
+                (_, Some(e)) => (e.code(), 2),
+                _ => ("internal", 2),
             };
             eprintln!("kerf: error[{code}]: {err:#}");
             if json {
@@ -85,4 +108,21 @@ fn main() -> ExitCode {
             ExitCode::from(status)
         }
     }
+}
+
+/// Logs go through `tracing`: llama.cpp's lines are kept for reports (what it offloaded) and
+/// shown only when asked (`KERF_LOG=llama-cpp-2=info`); Kerf's own warnings show by default.
+fn init_tracing() {
+    use tracing_subscriber::prelude::*;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KERF_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,llama-cpp-2=off"));
+    let _ = tracing_subscriber::registry()
+        .with(kerf_llama::logs::Capture)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_target(true)
+                .with_filter(filter),
+        )
+        .try_init();
 }

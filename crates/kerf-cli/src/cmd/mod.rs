@@ -1,11 +1,14 @@
 //! One module per subcommand: argument struct (with `--help` examples) and `run`.
 
 pub mod check;
+pub mod compare;
 pub mod export;
 pub mod import;
 pub mod lint;
+pub mod models;
 pub mod parse;
 pub mod render;
+pub mod run;
 pub mod sweep;
 
 use std::path::Path;
@@ -33,7 +36,7 @@ pub struct ReplyArgs {
     #[arg(long)]
     pub prompt: Option<std::path::PathBuf>,
     /// For json: recover complete elements from a cut-off or partly invalid reply instead of
-    /// failing (`sweep` refuses it for now: which value salvage picks can change with the cut).
+    /// failing.
     #[arg(long)]
     pub salvage: bool,
 }
@@ -99,4 +102,69 @@ pub fn load_schema_or_prompt(
         return Ok((schema, Some(prompt)));
     }
     Ok((value, None))
+}
+
+/// The document and variables a prompt is rendered with: shared by `render`, `run`, `compare`.
+#[derive(clap::Args, Clone)]
+pub struct InputArgs {
+    /// The input document (`-` for standard input); bound to the prompt's input variable (default `text`).
+    #[arg(long, conflicts_with = "sample")]
+    pub input: Option<std::path::PathBuf>,
+    /// Use the sample input shipped with the prompt (its `sample-input` key).
+    #[arg(long)]
+    pub sample: bool,
+    /// Run variables as NAME=VALUE (JSON values are parsed: --var 'types=["a","b"]').
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// A JSON object of global terms (TrustGraph's global terms).
+    #[arg(long)]
+    pub terms: Option<std::path::PathBuf>,
+}
+
+impl InputArgs {
+    /// Render `prompt` (loaded from `path`): global terms, then the prompt's terms, then the
+    /// input document and --var. Returns the rendered turns and the run's variables.
+    pub fn render(
+        &self,
+        prompt: &kerf_core::Prompt,
+        path: &Path,
+    ) -> Result<(
+        kerf_core::Rendered,
+        serde_json::Map<String, serde_json::Value>,
+    )> {
+        use serde_json::Value;
+        let global = match &self.terms {
+            Some(p) => match crate::output::read_json(p)? {
+                Value::Object(m) => m,
+                _ => {
+                    return Err(kerf_core::Error::Usage(format!(
+                        "{}: global terms must be a JSON object",
+                        p.display()
+                    ))
+                    .into());
+                }
+            },
+            None => Default::default(),
+        };
+        let mut run_vars = serde_json::Map::new();
+        let input_path = if self.sample {
+            Some(prompt.sample_input_path().ok_or_else(|| {
+                kerf_core::Error::Usage(format!(
+                    "{}: the prompt has no `sample-input`",
+                    path.display()
+                ))
+            })?)
+        } else {
+            self.input.clone()
+        };
+        if let Some(p) = &input_path {
+            run_vars.insert(
+                prompt.file.input_variable().to_string(),
+                Value::String(crate::output::read_input(p)?),
+            );
+        }
+        run_vars.extend(crate::output::vars(&self.vars)?);
+        let rendered = prompt.render(&global, &run_vars)?;
+        Ok((rendered, run_vars))
+    }
 }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 use crate::Outcome;
-use crate::output::{print_json, read_input, read_json, vars};
+use crate::output::print_json;
 
 /// Render a prompt's system and user turns with terms and variables merged as TrustGraph does.
 #[derive(clap::Args)]
@@ -22,18 +22,8 @@ An undefined variable is an error naming the template, line and variable.")]
 pub struct Args {
     /// The prompt file.
     pub prompt: PathBuf,
-    /// The input document (`-` for standard input); bound to the prompt's input variable (default `text`).
-    #[arg(long, conflicts_with = "sample")]
-    pub input: Option<PathBuf>,
-    /// Use the sample input shipped with the prompt (its `sample-input` key).
-    #[arg(long)]
-    pub sample: bool,
-    /// Run variables as NAME=VALUE (JSON values are parsed: --var 'types=["a","b"]').
-    #[arg(long = "var", value_name = "NAME=VALUE")]
-    pub vars: Vec<String>,
-    /// A JSON object of global terms (TrustGraph's global terms).
-    #[arg(long)]
-    pub terms: Option<PathBuf>,
+    #[command(flatten)]
+    pub input: super::InputArgs,
     /// List the variables the templates read (and which the prompt's terms supply), then stop.
     #[arg(long)]
     pub list_vars: bool,
@@ -71,38 +61,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         }
         return Ok(Outcome::Ok);
     }
-    let global = match &args.terms {
-        Some(path) => match read_json(path)? {
-            Value::Object(m) => m,
-            _ => {
-                return Err(kerf_core::Error::Usage(format!(
-                    "{}: global terms must be a JSON object",
-                    path.display()
-                ))
-                .into());
-            }
-        },
-        None => Default::default(),
-    };
-    let mut run_vars = serde_json::Map::new();
-    let input_path = if args.sample {
-        Some(prompt.sample_input_path().ok_or_else(|| {
-            kerf_core::Error::Usage(format!(
-                "{}: the prompt has no `sample-input`",
-                args.prompt.display()
-            ))
-        })?)
-    } else {
-        args.input.clone()
-    };
-    if let Some(path) = &input_path {
-        run_vars.insert(
-            prompt.file.input_variable().to_string(),
-            Value::String(read_input(path)?),
-        );
-    }
-    run_vars.extend(vars(&args.vars)?);
-    let rendered = prompt.render(&global, &run_vars)?;
+    let (rendered, _) = args.input.render(&prompt, &args.prompt)?;
     if args.json {
         print_json(
             &json!({"id": prompt.id(), "system": rendered.system, "user": rendered.user, "variables": prompt.input_variables()}),

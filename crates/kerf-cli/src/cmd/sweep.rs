@@ -39,7 +39,8 @@ pub struct Args {
     /// Cut unit: byte (cuts inside a character count as the boundary before it), char, or token.
     #[arg(long, value_enum, default_value = "byte")]
     pub unit: UnitArg,
-    /// Tokenizer for --unit token: o200k_base (default) or cl100k_base.
+    /// Tokenizer for --unit token: o200k_base (default), cl100k_base, or a GGUF model's path
+    /// (cuts at that model's token boundaries).
     #[arg(long, default_value = "o200k_base")]
     pub tokenizer: String,
     /// Compare formats: FILE:TYPE[:SCHEMA_OR_PROMPT] … (curves on one normalised axis).
@@ -122,8 +123,25 @@ fn unit_for(args: &Args, text: &str) -> Result<Unit> {
     Ok(match args.unit {
         UnitArg::Byte => Unit::Byte,
         UnitArg::Char => Unit::Char,
-        UnitArg::Token => sweep::token_unit(&args.tokenizer, text)?,
+        UnitArg::Token => token_unit(&args.tokenizer, text)?,
     })
+}
+
+/// Token cuts from a named tiktoken vocabulary, or from a GGUF model's own tokenizer (a path
+/// ending in `.gguf`: cuts fall where that model's tokens end).
+pub fn token_unit(tokenizer: &str, text: &str) -> Result<Unit> {
+    if tokenizer.ends_with(".gguf") {
+        let path = Path::new(tokenizer);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| tokenizer.to_string());
+        return Ok(Unit::Token {
+            name,
+            boundaries: kerf_llama::token_boundaries(path, text)?,
+        });
+    }
+    Ok(sweep::token_unit(tokenizer, text)?)
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
@@ -204,7 +222,12 @@ pub fn run(args: Args) -> Result<Outcome> {
             print_json(&json!({"compare": all}));
         }
     } else {
-        print_human(&subjects, &sweeps);
+        let rows: Vec<(String, &Sweep)> = subjects
+            .iter()
+            .zip(&sweeps)
+            .map(|(s, w)| (s.name.clone(), w))
+            .collect();
+        print_table(&rows);
     }
     Ok(Outcome::Ok)
 }
@@ -234,10 +257,11 @@ pub fn sparkline(w: &Sweep, width: usize) -> String {
         .collect()
 }
 
-fn print_human(subjects: &[Subject], sweeps: &[Sweep]) {
-    let name_w = subjects
+/// The side-by-side table: one row per named curve, with its metrics and a sparkline.
+pub fn print_table(rows: &[(String, &Sweep)]) {
+    let name_w = rows
         .iter()
-        .map(|s| s.name.chars().count())
+        .map(|(name, _)| name.chars().count())
         .max()
         .unwrap_or(0)
         .max(6);
@@ -253,14 +277,14 @@ fn print_human(subjects: &[Subject], sweeps: &[Sweep]) {
         "75%",
         "90%"
     );
-    for (s, w) in subjects.iter().zip(sweeps) {
+    for (name, w) in rows {
         let first = w
             .first_object()
             .map(|o| format!("{:.0}%", 100.0 * fraction(o, w.length)))
             .unwrap_or_else(|| "never".into());
         crate::outln!(
             "{:<name_w$}  {:>6}  {:>6.3}  {:>8}  {:>10}  {:>4} {:>4} {:>4} {:>4}  |{}|",
-            s.name,
+            name,
             w.total,
             w.score,
             w.median(),
@@ -272,7 +296,7 @@ fn print_human(subjects: &[Subject], sweeps: &[Sweep]) {
             sparkline(w, 40)
         );
     }
-    if let Some(w) = sweeps.first() {
+    if let Some((_, w)) = rows.first() {
         crate::outln!(
             "unit: {} ({} cuts); score = mean over every cut of objects recovered ÷ total",
             w.unit,

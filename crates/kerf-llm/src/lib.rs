@@ -1,0 +1,240 @@
+//! The provider contract every model backend implements — the local llama.cpp engine now, cloud
+//! APIs later — so `kerf run`, `kerf compare` and the desktop app drive them all the same way.
+//!
+//! A [`Request`] (messages, budget, sampling, stop strings, an output [`Constraint`]) goes to
+//! [`Provider::run`], which reports [`Event`]s as text arrives and returns the [`Finish`]: why it
+//! stopped, token usage and timings. A [`CancelToken`] stops a run between tokens.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+        }
+    }
+}
+
+/// What the output is held to while it is generated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
+pub enum Constraint {
+    None,
+    /// One JSON value valid against this schema.
+    Json(Value),
+    /// Any number of lines, each one JSON object valid against this schema (one line each).
+    Jsonl(Value),
+    /// A llama.cpp GBNF grammar (root rule `root`).
+    Gbnf(String),
+    /// A Lark grammar in llguidance's dialect.
+    Lark(String),
+}
+
+impl Constraint {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Constraint::None => "none",
+            Constraint::Json(_) => "json",
+            Constraint::Jsonl(_) => "jsonl",
+            Constraint::Gbnf(_) => "gbnf",
+            Constraint::Lark(_) => "lark",
+        }
+    }
+}
+
+/// One run: what to send and how to sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub messages: Vec<Message>,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub seed: Option<u64>,
+    pub stop: Vec<String>,
+    pub constraint: Constraint,
+}
+
+impl Request {
+    /// A request from an optional system text and the user text, with Kerf's defaults: greedy
+    /// decoding (temperature 0) so reruns are comparable, 512 tokens, no constraint.
+    pub fn new(system: Option<&str>, user: &str) -> Self {
+        let mut messages = Vec::new();
+        if let Some(s) = system.filter(|s| !s.trim().is_empty()) {
+            messages.push(Message::new(Role::System, s));
+        }
+        messages.push(Message::new(Role::User, user));
+        Request {
+            messages,
+            max_tokens: 512,
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: None,
+            stop: Vec::new(),
+            constraint: Constraint::None,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishReason {
+    /// The model ended its reply (end-of-generation token, a stop string, or the grammar closed).
+    Stop,
+    /// The token budget ran out: the reply is truncated.
+    Length,
+    Cancelled,
+    Error,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Cancelled => "cancelled",
+            FinishReason::Error => "error",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+/// Where the time went, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// From the start of the run (prompt processing included) to the first generated token.
+    pub first_token_seconds: Option<f64>,
+    /// Prompt tokens processed per second.
+    pub prompt_tokens_per_second: f64,
+    /// Generated tokens per second, from the first generated token to the last.
+    pub tokens_per_second: f64,
+    /// Time spent computing and applying the constraint's token masks.
+    pub constraint_seconds: f64,
+    pub total_seconds: f64,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finish {
+    pub reason: FinishReason,
+    pub usage: Usage,
+    pub timings: Timings,
+    /// For `error`: what went wrong after text had started to arrive.
+    pub error: Option<String>,
+    /// What the provider actually did, in its own terms (device, layers offloaded, which
+    /// constraint engine ran and why): shown to the user, kept with the run.
+    pub details: Value,
+}
+
+/// What a run reports while it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<'a> {
+    /// More reply text (always whole UTF-8 characters).
+    Text(&'a str),
+    /// A notice worth showing the user (a fallback taken, a setting ignored).
+    Warning(&'a str),
+}
+
+/// Stops a run between tokens; cheap to clone and share with another thread.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Errors a provider reports before or instead of a reply. Each has a stable code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The provider cannot run in this build or on this machine (says how to get it).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The model file is missing, not a model, damaged, or too large.
+    #[error("{path}: {message}")]
+    Model { path: String, message: String },
+    /// The output constraint cannot be built.
+    #[error("constraint: {0}")]
+    Constraint(String),
+    /// The prompt does not fit the context window.
+    #[error(
+        "the prompt is {prompt_tokens} tokens but the context holds {context} (with {max_tokens} more for the reply); shorten the input or raise the context size"
+    )]
+    ContextOverflow {
+        prompt_tokens: u32,
+        max_tokens: u32,
+        context: u32,
+    },
+    /// A request the provider cannot serve as given.
+    #[error("{0}")]
+    Request(String),
+    /// The engine failed part-way.
+    #[error("{0}")]
+    Engine(String),
+}
+
+impl Error {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Unavailable(_) => "provider-unavailable",
+            Error::Model { .. } => "model",
+            Error::Constraint(_) => "constraint",
+            Error::ContextOverflow { .. } => "context-overflow",
+            Error::Request(_) => "request",
+            Error::Engine(_) => "engine",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A model backend.
+pub trait Provider {
+    /// A short name for reports (`local`, `openai`, …).
+    fn name(&self) -> &str;
+    /// The model this provider runs (a path or an id).
+    fn model(&self) -> String;
+    /// Whether it can hold output to `constraint`.
+    fn supports(&self, constraint: &Constraint) -> bool;
+    /// Run `request`, calling `on_event` as text arrives; return how it ended. A run cut short by
+    /// the budget, a cancellation or a mid-stream failure still returns `Ok` with that reason, so
+    /// the text received so far can be parsed.
+    fn run(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(Event<'_>),
+    ) -> Result<Finish>;
+}
