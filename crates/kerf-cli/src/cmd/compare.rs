@@ -109,14 +109,22 @@ pub fn run(args: Args) -> Result<Outcome> {
     }
     progress.finish_and_clear();
 
-    // Each format's longest reply that ended on its own, swept at the model's token boundaries.
+    // Each format's longest reply that ended on its own (not cut by its budget), swept at the
+    // model's token boundaries.
     let model_path = PathBuf::from(provider.model());
     let mut sweeps: Vec<(usize, &Row, Sweep)> = Vec::new();
     for i in 0..prompts.len() {
         let best = rows
             .iter()
             .filter(|r| r.prompt == i && r.out.finish.reason == FinishReason::Stop)
-            .max_by_key(|r| (r.out.raw.len(), r.constrained));
+            // One that yielded objects first (an empty curve teaches nothing), then the longest.
+            .max_by_key(|r| {
+                (
+                    !r.out.report.objects.is_empty(),
+                    r.out.raw.len(),
+                    r.constrained,
+                )
+            });
         if let Some(r) = best {
             let boundaries = kerf_llama::token_boundaries(&model_path, &r.out.raw)?;
             let unit = Unit::Token {

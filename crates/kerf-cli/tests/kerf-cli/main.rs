@@ -604,3 +604,180 @@ fn closed_stdout_is_not_a_panic() {
     assert_eq!(o.status.code(), Some(0));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 }
+
+/// Everything that runs the real bundled model, in one test so the runs do not compete for the
+/// CPU: `kerf run`, `kerf compare`, token sweeps at the model's boundaries, `kerf models list`.
+#[test]
+fn local_model_runs_compare_and_model_token_sweeps() {
+    let model = kerf(&["models", "list", "--json"]);
+    assert_eq!(model.status.code(), Some(0), "{}", stderr(&model));
+    let list = stdout_json(&model);
+    let default = list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["default"] == true)
+        .unwrap_or_else(|| panic!("run `kerf models fetch` first: {list}"))
+        .clone();
+    assert_eq!(default["quantisation"], "Q4_1");
+    assert_eq!(default["context_length"], 8192);
+    assert_eq!(default["chat_template"], true);
+    let gguf = default["path"].as_str().unwrap().to_string();
+
+    // kerf run --json: the parse report's keys plus the run's.
+    let o = kerf(&[
+        "run",
+        "prompts/agent-kg-extract.json",
+        "--sample",
+        "--max-tokens",
+        "120",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    for key in [
+        "objects",
+        "dropped",
+        "truncated",
+        "finish_reason",
+        "usage",
+        "timings",
+        "raw",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing: {v}");
+    }
+    assert_eq!(v["details"]["constraint"]["engine"], "llguidance");
+    let objects = v["objects"].as_array().unwrap();
+    assert!(!objects.is_empty(), "{v}");
+    let raw = v["raw"].as_str().unwrap();
+    // What was parsed is what `kerf parse` makes of the raw reply.
+    let p = kerf_stdin(
+        &[
+            "parse",
+            "-",
+            "--prompt",
+            "prompts/agent-kg-extract.json",
+            "--json",
+        ],
+        Some(raw.as_bytes()),
+    );
+    assert_eq!(stdout_json(&p)["objects"], v["objects"]);
+    assert_eq!(
+        v["usage"]["completion_tokens"].as_u64().unwrap() <= 120,
+        true
+    );
+    if v["finish_reason"] == "length" {
+        assert_eq!(v["usage"]["completion_tokens"], 120);
+    }
+
+    // Human output streams the reply, then the summary with device and offload.
+    let o = kerf(&[
+        "run",
+        "prompts/extract-definitions.json",
+        "--sample",
+        "--max-tokens",
+        "40",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("finish: "), "{out}");
+    assert!(out.contains("layers offloaded"), "{out}");
+
+    // kerf compare --json: the documented row keys, both formats at each budget.
+    let o = kerf(&[
+        "compare",
+        "prompts/agent-kg-extract.json",
+        "prompts/agent-kg-extract-array.json",
+        "--sample",
+        "--max-tokens",
+        "24,300",
+        "--constrain",
+        "auto",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let keys: Vec<&String> = rows[0].as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        vec![
+            "prompt",
+            "response_type",
+            "max_tokens",
+            "constrained",
+            "objects",
+            "dropped",
+            "truncated",
+            "finish_reason",
+            "completion_tokens",
+            "seconds"
+        ]
+    );
+    // At 24 tokens both are cut off; the array yields nothing.
+    let array_24 = rows
+        .iter()
+        .find(|r| r["max_tokens"] == 24 && r["response_type"] == "json")
+        .unwrap();
+    assert_eq!(array_24["finish_reason"], "length");
+    assert_eq!(array_24["objects"], 0);
+    assert_eq!(array_24["truncated"], true);
+    for s in v["sweeps"].as_array().unwrap() {
+        assert!(s["unit"].as_str().unwrap().starts_with("token:"), "{s}");
+        let points = s["points"].as_array().unwrap();
+        assert_eq!(points.last().unwrap()[1], s["total"]);
+    }
+
+    // Token sweeps at the model's own boundaries agree with parsing the reply cut there.
+    let (_d, reply) = tmp("reply.jsonl", raw.as_bytes());
+    let o = kerf(&[
+        "sweep",
+        reply.to_str().unwrap(),
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--unit",
+        "token",
+        "--tokenizer",
+        &gguf,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = stdout_json(&o);
+    assert_eq!(s["unit"], "token:SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_eq!(s["total"].as_u64().unwrap() as usize, objects.len());
+}
+
+#[test]
+fn a_missing_model_says_how_to_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["run", "prompts/agent-kg-extract.json", "--sample", "--json"])
+        .env("KERF_DATA_DIR", dir.path())
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("kerf models fetch"), "{}", stderr(&o));
+    assert_eq!(stdout_json(&o)["error"]["code"], "model");
+    let o = kerf(&[
+        "run",
+        "prompts/agent-kg-extract.json",
+        "--sample",
+        "--model",
+        "Cargo.toml",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("Cargo.toml: not a GGUF model"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kerf(&[
+        "run",
+        "prompts/agent-kg-extract.json",
+        "--sample",
+        "--provider",
+        "openai",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
