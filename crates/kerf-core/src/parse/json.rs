@@ -779,12 +779,16 @@ impl SalvageSweep<'_, '_> {
             }
             events.extend((p + 1).max(b)..=(last + 1).min(b2 - 1));
         }
+        // A change inside a character shows at the next character boundary.
+        for c in events.iter_mut() {
+            while !text.is_char_boundary(*c) {
+                *c += 1;
+            }
+        }
+        events.retain(|&c| c < b2);
         events.sort_unstable();
         events.dedup();
         for c in events {
-            if !text.is_char_boundary(c) {
-                continue;
-            }
             let complete = ends.partition_point(|&e| e <= c);
             let partial = match reads.binary_search_by(|r| r.0.cmp(&c)) {
                 Ok(_) | Err(0) => 0,

@@ -216,3 +216,26 @@ fn fuzz_crash_sweep_after_bare_number() {
         }
     }
 }
+
+/// Found by the `sweep_vs_reparse` fuzz target on salvage sweeps: a form feed (blank to Rust's
+/// `trim`, not to JSON) before a number element, then a multi-byte character.
+#[test]
+fn fuzz_crash_salvage_sweep_form_feed_before_number() {
+    for text in ["[\u{c}3\u{fffd}g\u{fffd}"] {
+        let p = kerf_core::Parser::new(ResponseType::Json).with_salvage(true);
+        let curve = kerf_core::sweep::byte_curve(&p, text, &Map::new()).unwrap();
+        for c in 0..=text.len() {
+            let mut b = c;
+            while !text.is_char_boundary(b) {
+                b -= 1;
+            }
+            assert_eq!(
+                curve.at(c),
+                p.parse(&text[..b], &Map::new()).objects.len(),
+                "cut {c} of {text:?}: curve {:?}, parse {:?}",
+                curve.steps,
+                p.parse(&text[..b], &Map::new())
+            );
+        }
+    }
+}
