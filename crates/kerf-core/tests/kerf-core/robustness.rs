@@ -221,8 +221,17 @@ fn fuzz_crash_sweep_after_bare_number() {
 /// `trim`, not to JSON) before a number element, then a multi-byte character.
 #[test]
 fn fuzz_crash_salvage_sweep_form_feed_before_number() {
-    for text in ["[\u{c}3\u{fffd}g\u{fffd}"] {
-        let p = kerf_core::Parser::new(ResponseType::Json).with_salvage(true);
+    let array = serde_json::json!({"type": "array", "items": {"type": "object"}});
+    for (text, schema) in [
+        ("[\u{c}3\u{fffd}g\u{fffd}", None),
+        (" {0\u{c}0:\0\0\0", Some(array)),
+    ] {
+        let p = match schema {
+            Some(s) => kerf_core::Parser::new(ResponseType::Json)
+                .with_schema(kerf_core::CompiledSchema::compile(&s, "t").unwrap()),
+            None => kerf_core::Parser::new(ResponseType::Json),
+        }
+        .with_salvage(true);
         let curve = kerf_core::sweep::byte_curve(&p, text, &Map::new()).unwrap();
         for c in 0..=text.len() {
             let mut b = c;
