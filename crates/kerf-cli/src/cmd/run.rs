@@ -106,6 +106,26 @@ pub fn constraint_for(prompt: &Prompt) -> Constraint {
     }
 }
 
+/// A token Ctrl-C cancels: the run in progress stops between tokens and keeps what arrived (the
+/// report shows `cancelled`); later runs of the same command see it cancelled too and stop at once.
+/// A second Ctrl-C (no run listening) ends the process as usual.
+pub fn interrupt_token() -> CancelToken {
+    static TOKEN: std::sync::OnceLock<CancelToken> = std::sync::OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            let token = CancelToken::new();
+            let t = token.clone();
+            let _ = ctrlc::set_handler(move || {
+                if t.is_cancelled() {
+                    std::process::exit(130);
+                }
+                t.cancel();
+            });
+            token
+        })
+        .clone()
+}
+
 /// One finished run: how it ended, what came back, what the parser made of it.
 pub struct Outcomes {
     pub finish: Finish,
@@ -123,7 +143,7 @@ pub fn execute(
     on_text: &mut dyn FnMut(&str),
 ) -> Result<Outcomes> {
     let mut raw = String::new();
-    let cancel = CancelToken::new();
+    let cancel = interrupt_token();
     let finish = provider.run(request, &cancel, &mut |e| match e {
         Event::Text(t) => {
             raw.push_str(t);

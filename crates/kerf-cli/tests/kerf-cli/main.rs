@@ -682,6 +682,33 @@ fn local_model_runs_compare_and_model_token_sweeps() {
     assert!(out.contains("finish: "), "{out}");
     assert!(out.contains("layers offloaded"), "{out}");
 
+    // Ctrl-C stops the run between tokens; the reply so far is still parsed and reported.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args([
+            "run",
+            "prompts/agent-kg-extract.json",
+            "--sample",
+            "--max-tokens",
+            "400",
+            "--constrain",
+            "none",
+        ])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("finish: cancelled"), "{out}\n{}", stderr(&o));
+
     // kerf compare --json: the documented row keys, both formats at each budget.
     let o = kerf(&[
         "compare",

@@ -696,19 +696,7 @@ impl SalvageSweep<'_, '_> {
         let mut cuts = vec![lo];
         self.salvager.choose(start, longest, |at, read| {
             cuts.push(at + 1);
-            match read {
-                Read::Value(_, next) => cuts.push(*next),
-                Read::Broken(_, failed_at) => {
-                    cuts.extend([*failed_at, failed_at + 1]);
-                    if let Some((i, ch)) = text[*failed_at..longest]
-                        .char_indices()
-                        .find(|(_, ch)| !ch.is_whitespace())
-                    {
-                        cuts.push(failed_at + i + ch.len_utf8());
-                    }
-                }
-                Read::CutOff => {}
-            }
+            cuts.extend(settle_points(text, read, longest));
         });
         let mut cuts: Vec<usize> = cuts
             .into_iter()
@@ -732,7 +720,7 @@ impl SalvageSweep<'_, '_> {
                 }
                 Choice::At(a) => {
                     self.eval_at(b);
-                    for c in object_probes(text, a, b2) {
+                    for c in object_probes(&self.salvager, a, b2) {
                         if c > b && c < b2 {
                             self.eval_at(c);
                         }
@@ -817,24 +805,46 @@ impl SalvageSweep<'_, '_> {
     }
 }
 
+/// Where a read that went as `read` over a longer text settles for shorter prefixes: prefixes
+/// ending before these points read it as cut off; from them on, as it went.
+fn settle_points(text: &str, read: &Read, end: usize) -> Vec<usize> {
+    match read {
+        Read::Value(_, next) => vec![*next],
+        Read::Broken(_, failed_at) => {
+            let mut points = vec![*failed_at, failed_at + 1];
+            // Broken only once a non-blank (to `trim`) character follows the break.
+            if let Some((i, ch)) = text[*failed_at..end]
+                .char_indices()
+                .find(|(_, ch)| !ch.is_whitespace())
+            {
+                points.push(failed_at + i + ch.len_utf8());
+            }
+            points
+        }
+        Read::CutOff => Vec::new(),
+    }
+}
+
 /// Offsets (prefix ends) where an object's recovered content can change: the start and end of
-/// each of its top-level tokens, every character of bare tokens (numbers, literals), up to its
-/// closing brace or `hi`.
-fn object_probes(text: &str, a: usize, hi: usize) -> Vec<usize> {
+/// each of its top-level tokens, where each string or nested value settles (a key that is cut
+/// off ends the walk quietly, a broken one drops), every character of bare tokens (numbers,
+/// literals), up to its closing brace or `hi`.
+fn object_probes(salvager: &Salvager<'_, '_>, a: usize, hi: usize) -> Vec<usize> {
+    let text = salvager.text;
     let b = text.as_bytes();
     let hi = hi.min(b.len());
     let mut probes = vec![a + 1];
     let mut i = a + 1;
     while i < hi {
         match b[i] {
-            b'"' => {
+            open @ (b'"' | b'{' | b'[') => {
                 probes.push(i + 1);
-                i = string_end(b, i);
-                probes.push(i);
-            }
-            b'{' | b'[' => {
-                probes.push(i + 1);
-                i = container_end(b, i);
+                probes.extend(settle_points(text, &salvager.read(i, hi), hi));
+                i = if open == b'"' {
+                    string_end(b, i)
+                } else {
+                    container_end(b, i)
+                };
                 probes.push(i);
             }
             b'}' | b']' => {

@@ -225,6 +225,11 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
     for (text, schema) in [
         ("[\u{c}3\u{fffd}g\u{fffd}", None),
         (" {0\u{c}0:\0\0\0", Some(array)),
+        // A key position holding a nested value: cut off, the walk ends quietly; broken, it drops.
+        (
+            ".{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{u{{{{{{{{{{{{{{{{[.[\nU\u{fffd}\u{fffd}",
+            None,
+        ),
     ] {
         let p = match schema {
             Some(s) => kerf_core::Parser::new(ResponseType::Json)
