@@ -97,6 +97,15 @@ impl ParseReport {
         counts
     }
 
+    /// The drop counts as people read them: `2 schema, 1 truncated` (empty when nothing dropped).
+    pub fn drop_summary(&self) -> String {
+        self.drop_counts()
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Nothing usable came out while something was dropped: the CLI's "input failed" case.
     pub fn failed(&self) -> bool {
         self.objects.is_empty() && !self.dropped.is_empty()

@@ -246,14 +246,7 @@ fn print_rows(prompts: &[kerf_core::Prompt], rows: &[Row], provider: &dyn Provid
         }
         last_budget = Some(r.max_tokens);
         let p = &prompts[r.prompt];
-        let drops = r
-            .out
-            .report
-            .drop_counts()
-            .iter()
-            .map(|(k, n)| format!("{n} {k}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let drops = r.out.report.drop_summary();
         crate::outln!(
             "{:>6}  {:<name_w$}  {:<11}  {:>7}  {:<24}  {:<9}  {:<6}  {:>6}  {:>5.1}s",
             r.max_tokens,

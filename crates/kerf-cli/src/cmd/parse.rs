@@ -85,12 +85,7 @@ pub fn run(args: Args) -> Result<Outcome> {
 }
 
 fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
-    let drops = r
-        .drop_counts()
-        .iter()
-        .map(|(k, n)| format!("{n} {k}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let drops = r.drop_summary();
     crate::outln!(
         "{name}: {t}, {} object(s) accepted, {} dropped{}{}",
         r.objects.len(),

@@ -233,12 +233,7 @@ pub fn run(args: Args) -> Result<Outcome> {
 fn print_summary(prompt: &Prompt, out: &Outcomes) {
     let f = &out.finish;
     let r = &out.report;
-    let drops = r
-        .drop_counts()
-        .iter()
-        .map(|(k, n)| format!("{n} {k}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let drops = r.drop_summary();
     crate::outln!(
         "── {} ({}): {} object(s), {} dropped{}{}",
         prompt.id(),

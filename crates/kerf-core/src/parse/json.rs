@@ -713,9 +713,10 @@ impl SalvageSweep<'_, '_> {
                     if walked.as_ref().is_none_or(|w| w.0 != a) {
                         walked = Some(self.walk(a, longest));
                     }
-                    if let Some((a, ends, reads)) = walked.as_ref() {
-                        let (ends, reads) = (ends.clone(), reads.clone());
-                        self.array_steps(*a, &ends, &reads, b, b2);
+                    // Moved out and back, not cloned: one walk serves every interval.
+                    if let Some((a, ends, reads)) = walked.take() {
+                        self.array_steps(&ends, &reads, b, b2);
+                        walked = Some((a, ends, reads));
                     }
                 }
                 Choice::At(a) => {
@@ -750,14 +751,7 @@ impl SalvageSweep<'_, '_> {
     }
 
     /// Steps for prefixes in `[b, b2)` while the array's walk is what they recover.
-    fn array_steps(
-        &mut self,
-        _a: usize,
-        ends: &[usize],
-        reads: &[(usize, usize)],
-        b: usize,
-        b2: usize,
-    ) {
+    fn array_steps(&mut self, ends: &[usize], reads: &[(usize, usize)], b: usize, b2: usize) {
         let text = self.salvager.text;
         let mut events = vec![b];
         events.extend(ends.iter().copied().filter(|&e| e > b && e < b2));

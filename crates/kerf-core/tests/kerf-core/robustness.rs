@@ -201,19 +201,7 @@ fn fuzz_crash_stream_vs_whole() {
 #[test]
 fn fuzz_crash_sweep_after_bare_number() {
     for text in ["2\u{fffd}J", "4\u{fffd}\n", "[]\u{e9}", "{} é"] {
-        let p = kerf_core::Parser::new(ResponseType::Json);
-        let curve = kerf_core::sweep::byte_curve(&p, text, &Map::new()).unwrap();
-        for c in 0..=text.len() {
-            let mut b = c;
-            while !text.is_char_boundary(b) {
-                b -= 1;
-            }
-            assert_eq!(
-                curve.at(c),
-                p.parse(&text[..b], &Map::new()).objects.len(),
-                "cut {c} of {text:?}"
-            );
-        }
+        crate::sweep::assert_exact(&kerf_core::Parser::new(ResponseType::Json), text);
     }
 }
 
@@ -237,19 +225,6 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
             None => kerf_core::Parser::new(ResponseType::Json),
         }
         .with_salvage(true);
-        let curve = kerf_core::sweep::byte_curve(&p, text, &Map::new()).unwrap();
-        for c in 0..=text.len() {
-            let mut b = c;
-            while !text.is_char_boundary(b) {
-                b -= 1;
-            }
-            assert_eq!(
-                curve.at(c),
-                p.parse(&text[..b], &Map::new()).objects.len(),
-                "cut {c} of {text:?}: curve {:?}, parse {:?}",
-                curve.steps,
-                p.parse(&text[..b], &Map::new())
-            );
-        }
+        crate::sweep::assert_exact(&p, text);
     }
 }

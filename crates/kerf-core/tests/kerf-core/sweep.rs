@@ -17,7 +17,7 @@ pub(crate) fn floor(text: &str, mut c: usize) -> usize {
 }
 
 /// Assert the curve equals the naive re-parse at every byte cut.
-fn assert_exact(parser: &Parser, text: &str) {
+pub(crate) fn assert_exact(parser: &Parser, text: &str) {
     let vars = Map::new();
     let curve = byte_curve(parser, text, &vars).unwrap();
     for c in 0..=text.len() {
