@@ -401,6 +401,9 @@ pub struct Rewrite {
     pub schema: Value,
     /// Changes and blockers, as lint findings (`rewrite` = changed, `error` = blocker kept as is).
     pub findings: Vec<Finding>,
+    /// The key a non-object root was wrapped under (the reply's value is found there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrapped_in: Option<&'static str>,
 }
 
 impl Rewrite {
@@ -443,10 +446,10 @@ pub fn wrap_key(schema: &Value) -> &'static str {
 /// Rewrite `schema` into one OpenAI's strict mode accepts, listing every change and blocker.
 pub fn openai_strict(schema: &Value) -> Rewrite {
     let findings = lint(schema, Provider::Openai);
-    let mut out = if root_is_plain_object(schema) {
-        schema.clone()
-    } else {
-        wrap_root(schema, wrap_key(schema))
+    let wrapped_in = (!root_is_plain_object(schema)).then(|| wrap_key(schema));
+    let mut out = match wrapped_in {
+        None => schema.clone(),
+        Some(key) => wrap_root(schema, key),
     };
     if let Value::Object(m) = &mut out {
         m.remove("$schema");
@@ -455,6 +458,7 @@ pub fn openai_strict(schema: &Value) -> Rewrite {
     Rewrite {
         schema: out,
         findings,
+        wrapped_in,
     }
 }
 

@@ -32,7 +32,35 @@ fn engine_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Engine(format!("{what}: {e}"))
 }
 
+/// The CPU features this build's ggml was compiled for (see `.cargo/config.toml`): without them
+/// the first matrix product would die of an illegal instruction, so refuse to start instead.
+fn check_cpu() -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let missing: Vec<&str> = [
+            ("avx", std::arch::is_x86_feature_detected!("avx")),
+            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+            ("fma", std::arch::is_x86_feature_detected!("fma")),
+            ("f16c", std::arch::is_x86_feature_detected!("f16c")),
+            ("bmi2", std::arch::is_x86_feature_detected!("bmi2")),
+        ]
+        .into_iter()
+        .filter(|(_, has)| !has)
+        .map(|(name, _)| name)
+        .collect();
+        if !missing.is_empty() {
+            return Err(Error::Unavailable(format!(
+                "this build of Kerf's local engine needs an x86-64-v3 CPU and this one lacks {}; \
+                 rebuild with the GGML_* lines removed from .cargo/config.toml",
+                missing.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn backend() -> Result<&'static LlamaBackend> {
+    check_cpu()?;
     static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
@@ -400,7 +428,12 @@ pub fn run(
         .with_n_batch(n_batch)
         .with_n_ubatch(n_batch)
         .with_n_threads(threads)
-        .with_n_threads_batch(threads);
+        .with_n_threads_batch(threads)
+        .with_flash_attention_policy(match config.flash_attention {
+            None => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
+            Some(false) => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+            Some(true) => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+        });
     let mut ctx = model
         .new_context(backend, params)
         .map_err(|e| engine_error("creating the context", e))?;
@@ -412,6 +445,11 @@ pub fn run(
         "load_seconds": if reused { 0.0 } else { loaded.load_seconds },
         "context": n_ctx,
         "threads": threads,
+        "flash_attention": match config.flash_attention {
+            None => "auto",
+            Some(true) => "on",
+            Some(false) => "off",
+        },
         "offload": loaded.offload,
     });
     let finish = |reason, completion, timings: Timings, error: Option<String>, details: Value| {
@@ -420,6 +458,7 @@ pub fn run(
             usage: Usage {
                 prompt_tokens,
                 completion_tokens: completion,
+                reasoning_tokens: None,
             },
             timings,
             error,

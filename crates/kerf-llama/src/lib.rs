@@ -58,9 +58,12 @@ pub struct LocalConfig {
     /// Context size in tokens; by default just what the prompt and the budget need (at least
     /// 2,048), up to the model's training context.
     pub context: Option<u32>,
-    /// CPU threads; by default the cores less one (llama.cpp's threads spin; a shared CPU
-    /// collapses when every core is taken).
+    /// CPU threads; by default every core (fastest on an idle machine; on a busy one llama.cpp's
+    /// spinning threads lose badly to contention, so pass fewer).
     pub threads: Option<i32>,
+    /// Flash attention: `None` lets llama.cpp decide (its default), `Some(false)` turns it off
+    /// (what llama-cpp-python does by default), `Some(true)` forces it on.
+    pub flash_attention: Option<bool>,
     pub batch: u32,
     pub gpu_layers: GpuLayers,
     pub main_gpu: i32,
@@ -78,6 +81,7 @@ impl LocalConfig {
             model,
             context: None,
             threads: None,
+            flash_attention: None,
             batch: 512,
             gpu_layers: GpuLayers::Auto,
             main_gpu: 0,

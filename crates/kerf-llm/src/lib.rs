@@ -5,6 +5,12 @@
 //! [`Provider::run`], which reports [`Event`]s as text arrives and returns the [`Finish`]: why it
 //! stopped, token usage and timings. A [`CancelToken`] stops a run between tokens.
 
+pub mod cloud;
+pub mod http;
+pub mod providers;
+pub mod secrets;
+pub mod sse;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -97,13 +103,19 @@ impl Request {
 
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// The model ended its reply (end-of-generation token, a stop string, or the grammar closed).
     Stop,
     /// The token budget ran out: the reply is truncated.
     Length,
     Cancelled,
+    /// The provider withheld or cut the reply for its content policy.
+    ContentFilter,
+    /// The model declined (OpenAI's `refusal`); the refusal text is the reply.
+    Refusal,
+    /// The stream broke off part-way (network, idle timeout, server): the text received is kept.
+    Interrupted,
     Error,
 }
 
@@ -113,6 +125,9 @@ impl FinishReason {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
             FinishReason::Cancelled => "cancelled",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Refusal => "refusal",
+            FinishReason::Interrupted => "interrupted",
             FinishReason::Error => "error",
         }
     }
@@ -121,7 +136,11 @@ impl FinishReason {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u32,
+    /// Every generated token, reasoning included (what the provider bills as output).
     pub completion_tokens: u32,
+    /// Of `completion_tokens`, those spent on hidden reasoning (reasoning models only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
 }
 
 /// Where the time went, in seconds.
@@ -203,6 +222,27 @@ pub enum Error {
     /// The engine failed part-way.
     #[error("{0}")]
     Engine(String),
+    /// A cloud API answered with an error status (after any retries).
+    #[error("HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    /// Connecting, or the first byte, or a gap between chunks took too long.
+    #[error("timeout: {0}")]
+    Timeout(String),
+    /// The network failed: refused, unreachable, reset.
+    #[error("network: {0}")]
+    Network(String),
+    /// No API key for a provider that needs one (says where Kerf looked).
+    #[error("{0}")]
+    Auth(String),
+    /// A reply Kerf cannot read (malformed event stream, unexpected JSON); names the place.
+    #[error("{0}")]
+    Protocol(String),
+    /// Provider configuration: unknown name, bad kind, unreadable config file.
+    #[error("{0}")]
+    Config(String),
+    /// The run was cancelled before any reply arrived.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl Error {
@@ -214,6 +254,13 @@ impl Error {
             Error::ContextOverflow { .. } => "context-overflow",
             Error::Request(_) => "request",
             Error::Engine(_) => "engine",
+            Error::Http { .. } => "http",
+            Error::Timeout(_) => "timeout",
+            Error::Network(_) => "network",
+            Error::Auth(_) => "auth",
+            Error::Protocol(_) => "protocol",
+            Error::Config(_) => "provider-config",
+            Error::Cancelled => "cancelled",
         }
     }
 }

@@ -40,6 +40,9 @@ pub struct ModelArgs {
     /// CPU threads (default: every core).
     #[arg(long)]
     pub threads: Option<i32>,
+    /// Flash attention: auto (llama.cpp decides), on, or off.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "on", "off"])]
+    pub flash_attn: String,
     /// Context size in tokens (default: what the prompt and budget need, at least 2048).
     #[arg(long)]
     pub context: Option<u32>,
@@ -69,6 +72,11 @@ impl ModelArgs {
         config.gpu_layers = self.gpu_layers;
         config.main_gpu = self.main_gpu;
         config.threads = self.threads;
+        config.flash_attention = match self.flash_attn.as_str() {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None,
+        };
         config.context = self.context;
         config.chat_template = self.chat_template.clone();
         config.prefer_gbnf = self.gbnf;

@@ -208,6 +208,60 @@ fn bad_requests_are_clear_errors() {
         .run(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
         .unwrap_err();
     assert!(err.to_string().contains("truncated GGUF"), "{err}");
+
+    // A model larger than this machine's memory: refused from its size, before llama.cpp maps it.
+    let huge = dir.path().join("huge.gguf");
+    crate::gguf::sparse_gguf(&huge, 1 << 40);
+    let err = LocalProvider::new(LocalConfig::new(huge))
+        .run(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
+        .unwrap_err();
+    assert_eq!(err.code(), "model");
+    assert!(
+        err.to_string().contains("too large for this machine"),
+        "{err}"
+    );
+}
+
+/// A schema llguidance refuses (it does not implement `uniqueItems`) still constrains the run:
+/// through llama.cpp's GBNF sampler, with a warning that says which engine and why.
+#[test]
+fn a_schema_llguidance_rejects_falls_back_to_gbnf_and_says_why() {
+    let _g = lock();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "topic": {"type": "string", "maxLength": 40},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 3, "uniqueItems": true}
+        },
+        "required": ["topic", "tags"],
+        "additionalProperties": false
+    });
+    let mut req = Request::new(
+        Some("Reply with JSON only."),
+        "Describe photosynthesis as a topic and up to three tags.",
+    );
+    req.max_tokens = 120;
+    req.constraint = Constraint::Json(schema.clone());
+    let (f, text, warnings) = run(&provider(), &req);
+    let c = &f.details["constraint"];
+    assert_eq!(c["engine"], "gbnf", "{c}");
+    assert!(c["why"].as_str().unwrap().contains("uniqueItems"), "{c}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("llguidance cannot compile this schema") && w.contains("GBNF")),
+        "{warnings:?}"
+    );
+    assert_eq!(f.reason, FinishReason::Stop, "{text}");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("one JSON value");
+    // GBNF cannot express uniqueness either; everything else in the schema holds.
+    let mut without_unique = schema;
+    without_unique["properties"]["tags"]
+        .as_object_mut()
+        .unwrap()
+        .remove("uniqueItems");
+    let schema = kerf_core::schema::CompiledSchema::compile(&without_unique, "test").unwrap();
+    assert!(schema.is_valid(&value), "{text} does not match the schema");
 }
 
 #[test]

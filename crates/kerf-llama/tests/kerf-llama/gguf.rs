@@ -1,6 +1,6 @@
 //! The GGUF header reader: what it reads, and the files it refuses before llama.cpp sees them.
 
-use kerf_llama::gguf::inspect;
+use kerf_llama::gguf::{check_memory, inspect};
 
 /// A small GGUF: metadata, and one F32 tensor of `elements` whose data is `data_bytes` long.
 fn tiny_gguf(elements: u64, data_bytes: usize) -> Vec<u8> {
@@ -81,4 +81,29 @@ fn refuses_what_is_not_a_whole_gguf() {
         missing.to_string().contains("no such model file"),
         "{missing}"
     );
+}
+
+/// A GGUF whose tensor data is `bytes` long, as a sparse file: the header is real, the rest holes.
+pub fn sparse_gguf(path: &std::path::Path, bytes: u64) {
+    let head = tiny_gguf(bytes / 4, 0);
+    std::fs::write(path, &head).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.set_len(head.len() as u64 + bytes).unwrap();
+}
+
+#[test]
+fn a_model_larger_than_memory_is_refused_before_loading() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("huge.gguf");
+    sparse_gguf(&p, 1 << 40); // 1 TiB of weights
+    let info = inspect(&p).unwrap();
+    assert!(info.size_bytes > 1 << 40);
+    let err = check_memory(&info).unwrap_err();
+    assert_eq!(err.code(), "model");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("huge.gguf") && msg.contains("too large for this machine"),
+        "{msg}"
+    );
+    assert!(msg.contains("MiB of memory is available"), "{msg}");
 }

@@ -1,0 +1,399 @@
+//! Cloud and server providers behind the [`Provider`] contract: one streaming driver (transport,
+//! SSE, cancellation, interruption, timings) and, per wire protocol, how to build the request
+//! and read its events (`openai`, and more kinds as they land).
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::http::{self, Chunk, HttpConfig, HttpRequest};
+use crate::providers::{Kind, ProviderDef, Structured};
+use crate::secrets::{self, Key};
+use crate::sse::{SseDecoder, SseEvent};
+use crate::{
+    CancelToken, Constraint, Error, Event, Finish, FinishReason, Provider, Request, Result,
+    Timings, Usage,
+};
+
+mod openai;
+
+/// A configured cloud or server provider with its key resolved.
+pub struct CloudProvider {
+    pub def: ProviderDef,
+    key: Option<Key>,
+    pub http: HttpConfig,
+}
+
+impl std::fmt::Debug for CloudProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudProvider")
+            .field("def", &self.def)
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+impl CloudProvider {
+    /// The provider with its key looked up (keyring, then environment); an `auth` error if it
+    /// needs one and none is found.
+    pub fn new(def: ProviderDef) -> Result<Self> {
+        let key = secrets::key_for(&def)?;
+        Ok(Self::with_key(def, key))
+    }
+
+    pub fn with_key(def: ProviderDef, key: Option<Key>) -> Self {
+        CloudProvider {
+            def,
+            key,
+            http: HttpConfig::default(),
+        }
+    }
+
+    /// Where the key came from, for the run's record (never the key).
+    pub fn key_source(&self) -> Option<String> {
+        self.key.as_ref().map(|k| k.source.to_string())
+    }
+
+    /// The structured-output mode a run with `constraint` uses, and why.
+    pub fn mode_for(&self, constraint: &Constraint) -> (Structured, &'static str) {
+        let Constraint::Json(_) = constraint else {
+            return (
+                Structured::None,
+                match constraint {
+                    Constraint::Jsonl(_) => {
+                        "JSONL has no structured-output mode at any provider: the prompt alone asks for one object per line"
+                    }
+                    _ => "no constraint asked for",
+                },
+            );
+        };
+        if self.def.structured != Structured::Auto {
+            return (self.def.structured, "configured");
+        }
+        match self.def.kind {
+            Kind::Openai => match &self.def.probe {
+                Some(p) if p.honours(Structured::JsonSchema) => (
+                    Structured::JsonSchema,
+                    "probed: the server honours json_schema",
+                ),
+                Some(p) if p.honours(Structured::JsonObject) => (
+                    Structured::JsonObject,
+                    "probed: the server ignores or rejects json_schema but honours json_object",
+                ),
+                Some(_) => (
+                    Structured::None,
+                    "probed: the server honours no structured-output mode",
+                ),
+                None => (Structured::JsonSchema, "default (not probed)"),
+            },
+            Kind::Anthropic => (Structured::Tool, "default: a forced tool"),
+            Kind::Gemini => (Structured::JsonSchema, "default: responseSchema"),
+        }
+    }
+
+    fn redact(&self, text: &str) -> String {
+        secrets::redact(text, self.key.as_ref())
+    }
+
+    fn redact_error(&self, e: Error) -> Error {
+        let r = |s: String| self.redact(&s);
+        match e {
+            Error::Http { status, message } => Error::Http {
+                status,
+                message: r(message),
+            },
+            Error::Timeout(m) => Error::Timeout(r(m)),
+            Error::Network(m) => Error::Network(r(m)),
+            Error::Protocol(m) => Error::Protocol(r(m)),
+            other => other,
+        }
+    }
+}
+
+/// What a wire protocol contributes: its request, and how to read what comes back.
+pub(crate) struct Built {
+    pub http: HttpRequest,
+    /// What the run did, in this provider's terms (mode, rewrites, wrapper key).
+    pub details: Value,
+    /// Notices to show before the reply (lint findings of a schema rewrite).
+    pub warnings: Vec<String>,
+}
+
+/// The state of one streamed reply, filled in by the protocol's event reader.
+#[derive(Default)]
+pub(crate) struct Reply {
+    pub text: String,
+    pub finish: Option<FinishReason>,
+    pub usage: Option<Usage>,
+    /// A refusal's text (OpenAI), reported as the reply with reason `refusal`.
+    pub refusal: String,
+    /// An error the provider reported inside the stream.
+    pub error: Option<String>,
+    pub done: bool,
+    /// Content-bearing events seen (a token count estimate when usage is missing).
+    pub deltas: u32,
+}
+
+/// Drive one streamed run: post, decode SSE (or a whole JSON reply if the server ignored
+/// `stream`), hand text to `on_event`, and end with the truthful reason.
+fn drive(
+    p: &CloudProvider,
+    built: Built,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(Event<'_>),
+    read_event: &dyn Fn(&SseEvent, &mut Reply) -> std::result::Result<(), String>,
+    read_whole: &dyn Fn(&Value, &mut Reply) -> std::result::Result<(), String>,
+) -> Result<Finish> {
+    let start = Instant::now();
+    for w in &built.warnings {
+        on_event(Event::Warning(w));
+    }
+    let mut details = built.details;
+    let mut retry_notes = Vec::new();
+    let posted = http::post(&p.http, &built.http, cancel, &mut |r| {
+        let note = p.redact(&format!(
+            "retry {} in {:.1} s after {}",
+            r.attempt,
+            r.delay.as_secs_f64(),
+            r.why
+        ));
+        on_event(Event::Warning(&note));
+        retry_notes.push(note);
+    });
+    details["retries"] = json!(retry_notes);
+    let mut resp = match posted {
+        Ok(r) => r,
+        Err(Error::Cancelled) => {
+            return Ok(finish(
+                FinishReason::Cancelled,
+                Reply::default(),
+                start,
+                None,
+                None,
+                details,
+            ));
+        }
+        Err(e) => return Err(p.redact_error(e)),
+    };
+    let head_at = Instant::now();
+    let mut reply = Reply::default();
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    let mut sent = 0usize;
+    let mut emit = |reply: &Reply,
+                    on_event: &mut dyn FnMut(Event<'_>),
+                    first: &mut Option<Instant>,
+                    last: &mut Instant| {
+        if reply.text.len() > sent {
+            let now = Instant::now();
+            first.get_or_insert(now);
+            *last = now;
+            on_event(Event::Text(&reply.text[sent..]));
+            sent = reply.text.len();
+        }
+    };
+    let mut cut: Option<String> = None;
+    if resp.content_type.starts_with("application/json") {
+        // The server ignored `stream: true` (some do): one whole reply.
+        let body = resp.read_to_end(cancel).map_err(|e| p.redact_error(e))?;
+        let v: Value = serde_json::from_slice(&body).map_err(|e| {
+            Error::Protocol(format!(
+                "{}: the reply is not JSON ({e}): {}",
+                p.def.name,
+                p.redact(&http::error_message(&body))
+            ))
+        })?;
+        read_whole(&v, &mut reply).map_err(|e| Error::Protocol(format!("{}: {e}", p.def.name)))?;
+        emit(&reply, on_event, &mut first, &mut last);
+        details["streamed"] = json!(false);
+    } else {
+        let mut sse = SseDecoder::new();
+        let mut events: Vec<SseEvent> = Vec::new();
+        loop {
+            let ended = match resp.next_chunk(cancel) {
+                Chunk::Bytes(b) => {
+                    match sse.feed(&b) {
+                        Ok(evs) => events.extend(evs),
+                        Err(e) => cut = Some(format!("malformed event stream: {e}")),
+                    }
+                    false
+                }
+                Chunk::End => {
+                    match sse.finish() {
+                        Ok(ev) => events.extend(ev),
+                        Err(e) => cut = Some(format!("malformed event stream: {e}")),
+                    }
+                    true
+                }
+                Chunk::Cancelled => {
+                    reply.finish = Some(FinishReason::Cancelled);
+                    true
+                }
+                Chunk::Idle(d) => {
+                    cut = Some(format!(
+                        "the stream stalled: no byte for {} s",
+                        d.as_secs_f64()
+                    ));
+                    true
+                }
+                Chunk::Broken(e) => {
+                    cut = Some(format!("the stream broke off: {e}"));
+                    true
+                }
+            };
+            for ev in events.drain(..) {
+                if reply.done {
+                    break;
+                }
+                if let Err(e) = read_event(&ev, &mut reply) {
+                    cut = Some(format!("event at line {} of the stream: {e}", ev.line));
+                    break;
+                }
+                emit(&reply, on_event, &mut first, &mut last);
+            }
+            if ended || cut.is_some() || reply.done {
+                break;
+            }
+        }
+        details["streamed"] = json!(true);
+    }
+    if !reply.refusal.is_empty() {
+        reply.text.push_str(&reply.refusal);
+        emit(&reply, on_event, &mut first, &mut last);
+        reply.finish = Some(FinishReason::Refusal);
+    }
+    let (reason, error) = match (&cut, reply.finish, &reply.error) {
+        (_, Some(FinishReason::Cancelled), _) => (FinishReason::Cancelled, None),
+        (Some(why), _, _) => (FinishReason::Interrupted, Some(p.redact(why))),
+        (None, _, Some(e)) => (FinishReason::Error, Some(p.redact(e))),
+        (None, Some(r), None) => (r, None),
+        (None, None, None) => (
+            FinishReason::Interrupted,
+            Some("the stream ended without a finish reason".to_string()),
+        ),
+    };
+    details["first_byte_seconds"] = json!(head_at.duration_since(start).as_secs_f64());
+    Ok(finish(
+        reason,
+        reply,
+        start,
+        first.map(|f| (f, last)),
+        error,
+        details,
+    ))
+}
+
+fn finish(
+    reason: FinishReason,
+    reply: Reply,
+    start: Instant,
+    span: Option<(Instant, Instant)>,
+    error: Option<String>,
+    mut details: Value,
+) -> Finish {
+    let usage = match reply.usage {
+        Some(u) => {
+            details["usage_source"] = json!("provider");
+            u
+        }
+        None => {
+            details["usage_source"] =
+                json!("none reported: completion_tokens counts streamed deltas");
+            Usage {
+                prompt_tokens: 0,
+                completion_tokens: reply.deltas,
+                reasoning_tokens: None,
+            }
+        }
+    };
+    let gen_seconds = span.map_or(0.0, |(f, l)| l.duration_since(f).as_secs_f64());
+    Finish {
+        reason,
+        usage,
+        timings: Timings {
+            first_token_seconds: span.map(|(f, _)| f.duration_since(start).as_secs_f64()),
+            prompt_tokens_per_second: 0.0,
+            tokens_per_second: if gen_seconds > 0.0 && usage.completion_tokens > 1 {
+                f64::from(usage.completion_tokens - 1) / gen_seconds
+            } else {
+                0.0
+            },
+            constraint_seconds: 0.0,
+            total_seconds: start.elapsed().as_secs_f64(),
+        },
+        error,
+        details,
+    }
+}
+
+impl Provider for CloudProvider {
+    fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    fn model(&self) -> String {
+        self.def.model.clone()
+    }
+
+    fn supports(&self, constraint: &Constraint) -> bool {
+        matches!(
+            constraint,
+            Constraint::None | Constraint::Json(_) | Constraint::Jsonl(_)
+        )
+    }
+
+    fn run(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(Event<'_>),
+    ) -> Result<Finish> {
+        if !self.supports(&request.constraint) {
+            return Err(Error::Constraint(format!(
+                "{} (a {} provider) cannot hold output to a {} grammar; grammars run on the local engine",
+                self.def.name,
+                self.def.kind.as_str(),
+                request.constraint.name()
+            )));
+        }
+        let (mode, why) = self.mode_for(&request.constraint);
+        match self.def.kind {
+            Kind::Openai => {
+                let built = openai::build(self, request, mode, why)?;
+                drive(
+                    self,
+                    built,
+                    cancel,
+                    on_event,
+                    &openai::read_event,
+                    &openai::read_whole,
+                )
+            }
+            Kind::Anthropic | Kind::Gemini => Err(Error::Unavailable(format!(
+                "{} providers are not in this build yet",
+                self.def.kind.as_str()
+            ))),
+        }
+    }
+}
+
+/// Headers every protocol sends, plus the key under the protocol's own header.
+pub(crate) fn headers(p: &CloudProvider, key_header: &str, bearer: bool) -> Vec<(String, String)> {
+    let mut h = vec![
+        ("content-type".to_string(), "application/json".to_string()),
+        ("accept".to_string(), "text/event-stream".to_string()),
+    ];
+    if let Some(k) = &p.key {
+        let v = if bearer {
+            format!("Bearer {}", k.expose())
+        } else {
+            k.expose().to_string()
+        };
+        h.push((key_header.to_string(), v));
+    }
+    h
+}
+
+pub(crate) fn url(p: &CloudProvider, path: &str) -> String {
+    format!("{}/{}", p.def.base_url.trim_end_matches('/'), path)
+}

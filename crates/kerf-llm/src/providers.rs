@@ -1,0 +1,320 @@
+//! Provider definitions: the cloud and server endpoints a user has configured, kept in
+//! `providers.json` in Kerf's config directory (`KERF_CONFIG_DIR`, else the platform's config
+//! directory). Names, kinds, URLs, models and default parameters only — never a key: keys live
+//! in the OS keyring or the environment (see [`crate::secrets`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Which wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// OpenAI's chat completions, as OpenAI, DeepSeek, vLLM, Ollama, LM Studio and llama.cpp's
+    /// server speak it.
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// Google's Gemini `generateContent`.
+    Gemini,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Openai => "openai",
+            Kind::Anthropic => "anthropic",
+            Kind::Gemini => "gemini",
+        }
+    }
+
+    /// The environment variable Kerf falls back to for this kind's key.
+    pub fn key_env(self) -> &'static str {
+        match self {
+            Kind::Openai => "OPENAI_API_KEY",
+            Kind::Anthropic => "ANTHROPIC_API_KEY",
+            Kind::Gemini => "GEMINI_API_KEY",
+        }
+    }
+
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Kind::Openai => "https://api.openai.com/v1",
+            Kind::Anthropic => "https://api.anthropic.com/v1",
+            Kind::Gemini => "https://generativelanguage.googleapis.com/v1beta",
+        }
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "openai" | "openai-compatible" => Ok(Kind::Openai),
+            "anthropic" => Ok(Kind::Anthropic),
+            "gemini" => Ok(Kind::Gemini),
+            other => Err(format!(
+                "unknown provider kind `{other}` (one of: openai, anthropic, gemini)"
+            )),
+        }
+    }
+}
+
+/// How a run asks for structured output (what each kind offers; `auto` picks the best one the
+/// provider is known to honour).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Structured {
+    #[default]
+    Auto,
+    /// No structured-output request: the prompt alone asks for the format.
+    None,
+    /// OpenAI `response_format: {"type": "json_object"}`.
+    JsonObject,
+    /// OpenAI `response_format: {"type": "json_schema", strict}`; Anthropic's native
+    /// `output_format`; Gemini's `responseSchema`.
+    JsonSchema,
+    /// Anthropic: a forced tool whose `input_schema` is the schema.
+    Tool,
+}
+
+impl Structured {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Structured::Auto => "auto",
+            Structured::None => "none",
+            Structured::JsonObject => "json_object",
+            Structured::JsonSchema => "json_schema",
+            Structured::Tool => "tool",
+        }
+    }
+}
+
+impl std::str::FromStr for Structured {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(Structured::Auto),
+            "none" | "text" => Ok(Structured::None),
+            "json_object" => Ok(Structured::JsonObject),
+            "json_schema" => Ok(Structured::JsonSchema),
+            "tool" => Ok(Structured::Tool),
+            other => Err(format!(
+                "unknown structured-output mode `{other}` (one of: auto, none, json_object, json_schema, tool)"
+            )),
+        }
+    }
+}
+
+/// What `kerf providers probe` found a server really does with each mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeProbe {
+    pub mode: Structured,
+    /// `honoured` (the reply obeyed), `ignored` (accepted, reply did not obey), `rejected` (an
+    /// error status), `failed` (no answer).
+    pub result: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probe {
+    /// When, as an RFC 3339 UTC timestamp.
+    pub at: String,
+    pub model: String,
+    pub modes: Vec<ModeProbe>,
+}
+
+impl Probe {
+    pub fn honours(&self, mode: Structured) -> bool {
+        self.modes
+            .iter()
+            .any(|m| m.mode == mode && m.result == "honoured")
+    }
+}
+
+/// One configured provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderDef {
+    pub name: String,
+    pub kind: Kind,
+    pub base_url: String,
+    pub model: String,
+    /// An environment variable to read the key from (after the keyring, before the kind's
+    /// standard variable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+    /// A server that needs no key (a local vLLM, Ollama or llama.cpp server).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_key: bool,
+    #[serde(default)]
+    pub structured: Structured,
+    /// OpenAI-compatible: send the budget as `max_completion_tokens` (OpenAI's newer models
+    /// require it) instead of `max_tokens` (what most other servers read).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub max_completion_tokens: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+}
+
+impl ProviderDef {
+    pub fn new(name: &str, kind: Kind, base_url: Option<&str>, model: &str) -> Self {
+        ProviderDef {
+            name: name.to_string(),
+            kind,
+            base_url: base_url
+                .unwrap_or(kind.default_base_url())
+                .trim_end_matches('/')
+                .to_string(),
+            model: model.to_string(),
+            key_env: None,
+            no_key: false,
+            structured: Structured::Auto,
+            max_completion_tokens: false,
+            probe: None,
+        }
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    providers: Vec<ProviderDef>,
+}
+
+/// Kerf's config directory: `KERF_CONFIG_DIR`, else the platform's (`~/.config/kerf` on Linux).
+pub fn config_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("KERF_CONFIG_DIR") {
+        return PathBuf::from(d);
+    }
+    directories::ProjectDirs::from("", "", "kerf")
+        .map(|d| d.config_dir().to_path_buf())
+        .unwrap_or_else(|| PathBuf::from(".kerf"))
+}
+
+/// The configured providers, loaded from and saved to one file.
+#[derive(Debug)]
+pub struct Registry {
+    pub path: PathBuf,
+    pub providers: Vec<ProviderDef>,
+}
+
+impl Registry {
+    /// The user's registry (an absent file is an empty registry).
+    pub fn load_default() -> Result<Self> {
+        Self::load(&config_dir().join("providers.json"))
+    }
+
+    pub fn load(path: &Path) -> Result<Self> {
+        let providers = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let de = &mut serde_json::Deserializer::from_str(&text);
+                let file: File = serde_path_to_error::deserialize(de).map_err(|e| {
+                    let at = e.path().to_string();
+                    let inner = e.into_inner();
+                    Error::Config(format!(
+                        "{}:{}:{}: {} (at {at})",
+                        path.display(),
+                        inner.line(),
+                        inner.column(),
+                        strip_position(&inner.to_string())
+                    ))
+                })?;
+                file.providers
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::Config(format!("{}: {e}", path.display()))),
+        };
+        let mut seen = std::collections::HashSet::new();
+        for p in &providers {
+            if !seen.insert(p.name.as_str()) {
+                return Err(Error::Config(format!(
+                    "{}: provider `{}` is defined twice",
+                    path.display(),
+                    p.name
+                )));
+            }
+        }
+        Ok(Registry {
+            path: path.to_path_buf(),
+            providers,
+        })
+    }
+
+    /// Write the file atomically (a temporary file renamed over it), so a crash mid-write never
+    /// leaves a half-written registry.
+    pub fn save(&self) -> Result<()> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Config(format!("{}: {e}", dir.display())))?;
+        let file = File {
+            providers: self.providers.clone(),
+        };
+        let text = serde_json::to_string_pretty(&file)
+            .map_err(|e| Error::Config(format!("serialising providers: {e}")))?;
+        let tmp = self.path.with_extension("json.tmp");
+        std::fs::write(&tmp, text + "\n")
+            .and_then(|()| std::fs::rename(&tmp, &self.path))
+            .map_err(|e| Error::Config(format!("{}: {e}", self.path.display())))
+    }
+
+    pub fn get(&self, name: &str) -> Result<&ProviderDef> {
+        self.providers
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| self.unknown(name))
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Result<&mut ProviderDef> {
+        if !self.providers.iter().any(|p| p.name == name) {
+            return Err(self.unknown(name));
+        }
+        Ok(self
+            .providers
+            .iter_mut()
+            .find(|p| p.name == name)
+            .expect("checked above"))
+    }
+
+    fn unknown(&self, name: &str) -> Error {
+        let known: Vec<&str> = self.providers.iter().map(|p| p.name.as_str()).collect();
+        Error::Config(format!(
+            "no provider named `{name}` in {} (configured: {}); add one with `kerf providers add {name} --kind openai --base-url URL --model MODEL`",
+            self.path.display(),
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ))
+    }
+
+    /// Add or replace a definition.
+    pub fn upsert(&mut self, def: ProviderDef) {
+        match self.providers.iter_mut().find(|p| p.name == def.name) {
+            Some(p) => *p = def,
+            None => self.providers.push(def),
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) -> Result<ProviderDef> {
+        let i = self
+            .providers
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| self.unknown(name))?;
+        Ok(self.providers.remove(i))
+    }
+}
+
+/// serde_json appends " at line L column C"; the message already leads with the position.
+fn strip_position(s: &str) -> String {
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
