@@ -34,6 +34,7 @@ enum Command {
     Run(cmd::run::Args),
     Compare(cmd::compare::Args),
     Models(cmd::models::Args),
+    Providers(cmd::providers::Args),
 }
 
 /// How a command ended when it did not fail outright.
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         Command::Run(a) => a.json,
         Command::Compare(a) => a.json,
         Command::Models(a) => a.json(),
+        Command::Providers(a) => a.json(),
     };
     init_tracing();
     let result = match cli.command {
@@ -76,6 +78,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Models(a) => cmd::models::run(a),
+        Command::Providers(a) => cmd::providers::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -3,7 +3,7 @@
 //! truncated, too large for memory), so bad files get a clear error instead of a crash.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -227,7 +227,7 @@ impl Reader<'_> {
     }
     fn position(&mut self) -> Result<u64, Error> {
         self.inner
-            .seek(SeekFrom::Current(0))
+            .stream_position()
             .map_err(|e| model_error(self.path, e.to_string()))
     }
 }

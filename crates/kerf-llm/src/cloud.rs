@@ -76,9 +76,13 @@ impl CloudProvider {
                     Structured::JsonSchema,
                     "probed: the server honours json_schema",
                 ),
+                Some(p) if p.honours(Structured::JsonObjectSchema) => (
+                    Structured::JsonObjectSchema,
+                    "probed: the server rejects or ignores json_schema but holds json_object to a schema",
+                ),
                 Some(p) if p.honours(Structured::JsonObject) => (
                     Structured::JsonObject,
-                    "probed: the server ignores or rejects json_schema but honours json_object",
+                    "probed: the server honours only json_object (any object, not the schema)",
                 ),
                 Some(_) => (
                     Structured::None,
@@ -149,6 +153,11 @@ fn drive(
         on_event(Event::Warning(w));
     }
     let mut details = built.details;
+    details["provider"] = json!(p.def.name);
+    details["model"] = json!(p.def.model);
+    if let Some(k) = p.key_source() {
+        details["key_source"] = json!(k);
+    }
     let mut retry_notes = Vec::new();
     let posted = http::post(&p.http, &built.http, cancel, &mut |r| {
         let note = p.redact(&format!(
@@ -212,9 +221,8 @@ fn drive(
         loop {
             let ended = match resp.next_chunk(cancel) {
                 Chunk::Bytes(b) => {
-                    match sse.feed(&b) {
-                        Ok(evs) => events.extend(evs),
-                        Err(e) => cut = Some(format!("malformed event stream: {e}")),
+                    if let Err(e) = sse.feed(&b, &mut events) {
+                        cut = Some(format!("malformed event stream: {e}"));
                     }
                     false
                 }
@@ -396,4 +404,123 @@ pub(crate) fn headers(p: &CloudProvider, key_header: &str, bearer: bool) -> Vec<
 
 pub(crate) fn url(p: &CloudProvider, path: &str) -> String {
     format!("{}/{}", p.def.base_url.trim_end_matches('/'), path)
+}
+
+/// What `kerf providers probe` sends: a tiny request per structured-output mode, to find out
+/// which ones the server really honours (some reject a mode, some accept it and ignore it).
+pub fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers::Probe {
+    let schema = json!({
+        "type": "object",
+        "properties": {"probe": {"type": "string", "enum": ["kerf"]}},
+        "required": ["probe"],
+        "additionalProperties": false
+    });
+    let modes: &[Structured] = match p.def.kind {
+        Kind::Openai => &[
+            Structured::None,
+            Structured::JsonObject,
+            Structured::JsonObjectSchema,
+            Structured::JsonSchema,
+        ],
+        Kind::Anthropic => &[Structured::None, Structured::Tool, Structured::JsonSchema],
+        Kind::Gemini => &[Structured::None, Structured::JsonSchema],
+    };
+    let mut results = Vec::new();
+    for &mode in modes {
+        let mut def = p.def.clone();
+        def.structured = mode;
+        let probe_provider = CloudProvider {
+            def,
+            key: p.key.clone(),
+            // One attempt per mode: some servers answer a mode they refuse with a 500.
+            http: HttpConfig {
+                max_retries: 0,
+                ..p.http.clone()
+            },
+        };
+        let mut req = Request::new(
+            Some("You are a terse assistant."),
+            "Reply with exactly one word: hello",
+        );
+        req.max_tokens = 48;
+        if mode != Structured::None {
+            req.constraint = Constraint::Json(schema.clone());
+        }
+        let mut text = String::new();
+        let outcome = probe_provider.run(&req, cancel, &mut |e| {
+            if let Event::Text(t) = e {
+                text.push_str(t);
+            }
+        });
+        let (result, detail) = match outcome {
+            // A 4xx refuses the request; some servers (llama-cpp-python) answer a validation
+            // failure with a 500 whose message names the field.
+            Err(Error::Http { status, message })
+                if (400..500).contains(&status)
+                    || message.contains("response_format")
+                    || message.contains(mode.as_str()) =>
+            {
+                ("rejected", format!("HTTP {status}: {message}"))
+            }
+            Err(e) => ("failed", e.to_string()),
+            Ok(f) if f.reason == FinishReason::Error || f.reason == FinishReason::Interrupted => (
+                "failed",
+                f.error.unwrap_or_else(|| f.reason.as_str().into()),
+            ),
+            Ok(f) => {
+                let value: Option<Value> = serde_json::from_str(text.trim()).ok();
+                let shown: String = text.chars().take(60).collect();
+                let obeyed = match mode {
+                    Structured::None => !text.trim().is_empty(),
+                    // Asked for a word, a reply that opens an object was forced to (a budget
+                    // may cut the object before it closes).
+                    Structured::JsonObject => text.trim_start().starts_with('{'),
+                    _ => value == Some(json!({"probe": "kerf"})),
+                };
+                (
+                    if obeyed { "honoured" } else { "ignored" },
+                    format!("{} · reply {shown:?}", f.reason.as_str()),
+                )
+            }
+        };
+        // One line, short: servers' error messages can carry whole tracebacks.
+        let mut detail = detail.split_whitespace().collect::<Vec<_>>().join(" ");
+        if detail.chars().count() > 200 {
+            detail = format!("{}…", detail.chars().take(200).collect::<String>());
+        }
+        results.push(crate::providers::ModeProbe {
+            mode,
+            result: result.into(),
+            detail: p.redact(&detail),
+        });
+    }
+    crate::providers::Probe {
+        at: rfc3339_now(),
+        model: p.def.model.clone(),
+        modes: results,
+    }
+}
+
+/// Now as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }

@@ -74,6 +74,9 @@ pub enum Structured {
     None,
     /// OpenAI `response_format: {"type": "json_object"}`.
     JsonObject,
+    /// `response_format: {"type": "json_object", "schema": …}`: the extension llama.cpp's and
+    /// llama-cpp-python's servers read (they hold the reply to the schema with a grammar).
+    JsonObjectSchema,
     /// OpenAI `response_format: {"type": "json_schema", strict}`; Anthropic's native
     /// `output_format`; Gemini's `responseSchema`.
     JsonSchema,
@@ -87,6 +90,7 @@ impl Structured {
             Structured::Auto => "auto",
             Structured::None => "none",
             Structured::JsonObject => "json_object",
+            Structured::JsonObjectSchema => "json_object_schema",
             Structured::JsonSchema => "json_schema",
             Structured::Tool => "tool",
         }
@@ -100,10 +104,11 @@ impl std::str::FromStr for Structured {
             "auto" => Ok(Structured::Auto),
             "none" | "text" => Ok(Structured::None),
             "json_object" => Ok(Structured::JsonObject),
+            "json_object_schema" => Ok(Structured::JsonObjectSchema),
             "json_schema" => Ok(Structured::JsonSchema),
             "tool" => Ok(Structured::Tool),
             other => Err(format!(
-                "unknown structured-output mode `{other}` (one of: auto, none, json_object, json_schema, tool)"
+                "unknown structured-output mode `{other}` (one of: auto, none, json_object, json_object_schema, json_schema, tool)"
             )),
         }
     }

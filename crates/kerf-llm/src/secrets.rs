@@ -4,8 +4,9 @@
 //! it from any text that might echo it (a provider's error message, a transport error).
 //!
 //! On Linux the keyring is the desktop's Secret Service (GNOME Keyring, KWallet) when a session
-//! bus offers one, else the kernel's keyutils keyring — which keeps keys only until logout or
-//! reboot; [`store`] says which is in use so the CLI can tell the user.
+//! bus offers one, else the kernel's user keyring (keyutils), which keeps keys until reboot;
+//! [`store`] says which is in use so the CLI can tell the user. `KERF_KEYRING=kernel` or
+//! `secret-service` forces one.
 
 use crate::providers::ProviderDef;
 use crate::{Error, Result};
@@ -36,6 +37,13 @@ pub struct Key {
 }
 
 impl Key {
+    pub fn new(value: impl Into<String>, source: KeySource) -> Self {
+        Key {
+            value: value.into(),
+            source,
+        }
+    }
+
     pub fn expose(&self) -> &str {
         &self.value
     }
@@ -66,65 +74,107 @@ pub fn redact(text: &str, key: Option<&Key>) -> String {
     out
 }
 
-#[cfg(target_os = "linux")]
-mod store_choice {
-    use std::sync::OnceLock;
+/// Where keys are kept on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    /// The keyring crate's platform store: Secret Service, macOS Keychain, Windows Credential
+    /// Manager.
+    Platform,
+    /// Linux without a Secret Service (a server, CI, a bare window manager): the kernel's user
+    /// keyring, shared by the user's processes until reboot.
+    #[cfg(target_os = "linux")]
+    Kernel,
+}
 
-    /// Secret Service when reachable, else keyutils; decided once per process.
-    pub fn init() -> &'static str {
-        static CHOICE: OnceLock<&'static str> = OnceLock::new();
-        CHOICE.get_or_init(|| {
+fn choice() -> (Store, &'static str) {
+    static CHOICE: std::sync::OnceLock<(Store, &'static str)> = std::sync::OnceLock::new();
+    *CHOICE.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
             let forced = std::env::var("KERF_KEYRING").ok();
             let secret_service = match forced.as_deref() {
-                Some("keyutils") => false,
+                Some("kernel") => false,
                 Some("secret-service") => true,
                 _ => std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some() && reachable(),
             };
             if secret_service {
-                keyring::set_default_credential_builder(
-                    keyring::secret_service::default_credential_builder(),
-                );
-                "Secret Service"
+                (Store::Platform, "Secret Service")
             } else {
-                keyring::set_default_credential_builder(
-                    keyring::keyutils::default_credential_builder(),
-                );
-                "kernel (keyutils, kept until logout)"
+                (Store::Kernel, "kernel user (kept until reboot)")
             }
-        })
-    }
-
-    fn reachable() -> bool {
-        let builder = keyring::secret_service::default_credential_builder();
-        match builder.build(None, super::SERVICE, "kerf-probe") {
-            Ok(c) => matches!(c.get_password(), Ok(_) | Err(keyring::Error::NoEntry)),
-            Err(_) => false,
         }
-    }
+        #[cfg(target_os = "macos")]
+        {
+            (Store::Platform, "macOS Keychain")
+        }
+        #[cfg(windows)]
+        {
+            (Store::Platform, "Windows Credential Manager")
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+        {
+            (Store::Platform, "platform")
+        }
+    })
 }
 
-#[cfg(not(target_os = "linux"))]
-mod store_choice {
-    pub fn init() -> &'static str {
-        if cfg!(target_os = "macos") {
-            "macOS Keychain"
-        } else if cfg!(windows) {
-            "Windows Credential Manager"
-        } else {
-            "platform"
-        }
-    }
+#[cfg(target_os = "linux")]
+fn reachable() -> bool {
+    keyring::Entry::new(SERVICE, "kerf-probe")
+        .is_ok_and(|e| matches!(e.get_password(), Ok(_) | Err(keyring::Error::NoEntry)))
 }
 
 /// Which keyring holds keys on this machine.
 pub fn store() -> &'static str {
-    store_choice::init()
+    choice().1
+}
+
+/// The kernel's user keyring (keyutils), one `user` key per provider named `kerf:NAME`.
+#[cfg(target_os = "linux")]
+mod kernel {
+    use linux_keyutils::{KeyError, KeyRing, KeyRingIdentifier};
+
+    fn ring() -> Result<KeyRing, String> {
+        KeyRing::from_special_id(KeyRingIdentifier::User, true).map_err(|e| format!("{e:?}"))
+    }
+
+    fn name(provider: &str) -> String {
+        format!("kerf:{provider}")
+    }
+
+    pub fn set(provider: &str, key: &str) -> Result<(), String> {
+        ring()?
+            .add_key(&name(provider), key.as_bytes())
+            .map(|_| ())
+            .map_err(|e| format!("{e:?}"))
+    }
+
+    pub fn get(provider: &str) -> Option<String> {
+        let bytes = ring()
+            .ok()?
+            .search(&name(provider))
+            .ok()?
+            .read_to_vec()
+            .ok()?;
+        String::from_utf8(bytes).ok()
+    }
+
+    pub fn delete(provider: &str) -> Result<bool, String> {
+        match ring()?.search(&name(provider)) {
+            Ok(k) => k.invalidate().map(|()| true).map_err(|e| format!("{e:?}")),
+            Err(KeyError::KeyDoesNotExist) => Ok(false),
+            Err(e) => Err(format!("{e:?}")),
+        }
+    }
 }
 
 fn entry(provider: &str) -> Result<keyring::Entry> {
-    store();
     keyring::Entry::new(SERVICE, provider)
         .map_err(|e| Error::Auth(format!("the {} keyring: {e}", store())))
+}
+
+fn keyring_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Auth(format!("{what} the {} keyring: {e}", store()))
 }
 
 /// Store `key` for `provider` in the keyring.
@@ -133,25 +183,38 @@ pub fn set_key(provider: &str, key: &str) -> Result<()> {
     if key.is_empty() {
         return Err(Error::Auth("an empty key was given; nothing stored".into()));
     }
-    entry(provider)?.set_password(key).map_err(|e| {
-        Error::Auth(format!(
-            "could not store the key in the {} keyring: {e}",
-            store()
-        ))
-    })
+    match choice().0 {
+        Store::Platform => entry(provider)?
+            .set_password(key)
+            .map_err(|e| keyring_error("could not store the key in", e)),
+        #[cfg(target_os = "linux")]
+        Store::Kernel => {
+            kernel::set(provider, key).map_err(|e| keyring_error("could not store the key in", e))
+        }
+    }
 }
 
 /// Remove `provider`'s key from the keyring; `false` if there was none.
 pub fn delete_key(provider: &str) -> Result<bool> {
-    match entry(provider)?.delete_credential() {
-        Ok(()) => Ok(true),
-        Err(keyring::Error::NoEntry) => Ok(false),
-        Err(e) => Err(Error::Auth(format!("the {} keyring: {e}", store()))),
+    match choice().0 {
+        Store::Platform => match entry(provider)?.delete_credential() {
+            Ok(()) => Ok(true),
+            Err(keyring::Error::NoEntry) => Ok(false),
+            Err(e) => Err(keyring_error("could not remove the key from", e)),
+        },
+        #[cfg(target_os = "linux")]
+        Store::Kernel => {
+            kernel::delete(provider).map_err(|e| keyring_error("could not remove the key from", e))
+        }
     }
 }
 
 fn from_keyring(provider: &str) -> Option<String> {
-    entry(provider).ok()?.get_password().ok()
+    match choice().0 {
+        Store::Platform => entry(provider).ok()?.get_password().ok(),
+        #[cfg(target_os = "linux")]
+        Store::Kernel => kernel::get(provider),
+    }
 }
 
 /// The key for `def`: keyring, then `def.key_env`, then the kind's variable. `Ok(None)` for a

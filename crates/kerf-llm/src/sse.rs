@@ -32,9 +32,9 @@ impl SseDecoder {
         Self::default()
     }
 
-    /// Feed bytes; returns the events completed by them, or the first malformed line.
-    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, String> {
-        let mut out = Vec::new();
+    /// Feed bytes, appending the events they complete to `out`; stops at the first malformed
+    /// line (the events before it are kept).
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), String> {
         for &b in bytes {
             if self.after_cr {
                 self.after_cr = false;
@@ -54,7 +54,7 @@ impl SseDecoder {
                 _ => self.buf.push(b),
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The end of the stream: a final event without its blank line is dispatched (servers that
@@ -134,7 +134,7 @@ mod tests {
         let mut d = SseDecoder::new();
         let mut out = Vec::new();
         for c in chunks {
-            out.extend(d.feed(c).unwrap());
+            d.feed(c, &mut out).unwrap();
         }
         out.extend(d.finish().unwrap());
         out
@@ -163,7 +163,9 @@ mod tests {
     #[test]
     fn html_is_not_an_event_stream() {
         let mut d = SseDecoder::new();
-        let err = d.feed(b"data: ok\n\n<html>\n").unwrap_err();
+        let mut out = Vec::new();
+        let err = d.feed(b"data: ok\n\n<html>\n", &mut out).unwrap_err();
         assert!(err.contains("line 3") && err.contains("<html>"), "{err}");
+        assert_eq!(out[0].data, "ok", "the event before the bad line is kept");
     }
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_core::sweep::{Sweep, Unit};
+use kerf_core::sweep::Sweep;
 use kerf_llm::{Constraint, FinishReason, Provider};
 use serde_json::{Value, json};
 
@@ -95,7 +95,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                     request.constraint = constraint_for(prompt);
                 }
                 let t = std::time::Instant::now();
-                let out = execute(&provider, prompt, &request, &vars, &mut |_| {})?;
+                let out = execute(provider.as_provider(), prompt, &request, &vars, &mut |_| {})?;
                 rows.push(Row {
                     prompt: i,
                     max_tokens: budget,
@@ -111,7 +111,7 @@ pub fn run(args: Args) -> Result<Outcome> {
 
     // Each format's longest reply that ended on its own (not cut by its budget), swept at the
     // model's token boundaries.
-    let model_path = PathBuf::from(provider.model());
+    let gguf = provider.gguf();
     let mut sweeps: Vec<(usize, &Row, Sweep)> = Vec::new();
     for i in 0..prompts.len() {
         let best = rows
@@ -126,14 +126,12 @@ pub fn run(args: Args) -> Result<Outcome> {
                 )
             });
         if let Some(r) = best {
-            let boundaries = kerf_llama::token_boundaries(&model_path, &r.out.raw)?;
-            let unit = Unit::Token {
-                name: model_path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                boundaries,
-            };
+            // A local model's own tokens; for a cloud model, o200k_base (OpenAI's current
+            // vocabulary) approximates where its tokens end.
+            let tokenizer = gguf
+                .as_ref()
+                .map_or_else(|| "o200k_base".to_string(), |p| p.display().to_string());
+            let unit = super::sweep::token_unit(&tokenizer, &r.out.raw)?;
             let sweep = kerf_core::sweep::sweep(
                 &prompts[i].parser,
                 &r.out.raw,
@@ -182,9 +180,11 @@ pub fn run(args: Args) -> Result<Outcome> {
                 })
             })
             .collect();
-        print_json(&json!({"model": provider.model(), "rows": rows_json, "sweeps": sweeps_json}));
+        print_json(
+            &json!({"model": provider.as_provider().model(), "rows": rows_json, "sweeps": sweeps_json}),
+        );
     } else {
-        print_rows(&prompts, &rows, &provider);
+        print_rows(&prompts, &rows, provider.as_provider());
         if !sweeps.is_empty() {
             crate::outln!(
                 "\nIf the longest complete reply of each format had been cut at every token:"

@@ -7,6 +7,7 @@ pub mod import;
 pub mod lint;
 pub mod models;
 pub mod parse;
+pub mod providers;
 pub mod render;
 pub mod run;
 pub mod sweep;

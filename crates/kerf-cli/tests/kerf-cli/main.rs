@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use rstest::rstest;
+
+mod providers;
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {

@@ -261,7 +261,7 @@ pub(crate) fn salvage_reply() -> impl Strategy<Value = String> {
                 if pretty { "\n" } else { " " },
                 b.join(sep)
             ),
-            _ => format!("{{\"entity\": \"solo\", \"definition\": \"one\", \"n\": 7}}"),
+            _ => "{\"entity\": \"solo\", \"definition\": \"one\", \"n\": 7}".to_string(),
         }
     });
     (

@@ -1,5 +1,6 @@
 //! kerf-llama: the GGUF reader and model store always; with the `engine` feature, runs of the
 //! real bundled model (SmolLM2-135M-Instruct, fetched by the test command first).
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod gguf;
 

@@ -58,6 +58,9 @@ pub(crate) fn build(
     let mut warnings = Vec::new();
     match (mode, &req.constraint) {
         (Structured::JsonObject, _) => body["response_format"] = json!({"type": "json_object"}),
+        (Structured::JsonObjectSchema, Constraint::Json(schema)) => {
+            body["response_format"] = json!({"type": "json_object", "schema": schema});
+        }
         (Structured::JsonSchema, Constraint::Json(schema)) => {
             let rewrite = lint::openai_strict(schema);
             for f in &rewrite.findings {

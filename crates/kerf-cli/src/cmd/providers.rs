@@ -1,0 +1,309 @@
+//! `kerf providers`: the cloud APIs and OpenAI-compatible servers runs can use, their keys, and
+//! what each really honours.
+
+use std::io::{BufRead, IsTerminal};
+
+use anyhow::Result;
+use kerf_llm::cloud::{self, CloudProvider};
+use kerf_llm::providers::{Kind, ProviderDef, Registry, Structured};
+use kerf_llm::secrets;
+use serde_json::{Value, json};
+
+use crate::Outcome;
+use crate::output::print_json;
+
+/// Configure cloud and server providers (OpenAI-compatible, Anthropic, Gemini).
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  kerf providers add openai --kind openai --model gpt-4o-mini
+  kerf providers add local-vllm --kind openai --base-url http://127.0.0.1:8000/v1 --model qwen2.5 --no-key
+  kerf providers add claude --kind anthropic --model claude-sonnet-4-5
+  printf %s \"$KEY\" | kerf providers set-key openai
+  kerf providers probe local-vllm
+  kerf run prompts/agent-kg-extract.json --sample --provider openai
+
+Definitions live in providers.json in Kerf's config directory (KERF_CONFIG_DIR, else
+~/.config/kerf). Keys never do: they go to the OS keyring (set-key), or come from the environment
+(the provider's --key-env variable, else OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY).")]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// The configured providers, where each one's key is found, and what a probe found.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add (or replace) a provider.
+    Add {
+        name: String,
+        /// openai (any OpenAI-compatible server), anthropic or gemini.
+        #[arg(long, value_parser = parse_kind)]
+        kind: Kind,
+        /// The API's base URL (default: the kind's public endpoint).
+        #[arg(long)]
+        base_url: Option<String>,
+        #[arg(long)]
+        model: String,
+        /// An environment variable to read the key from.
+        #[arg(long)]
+        key_env: Option<String>,
+        /// The server needs no key (a local vLLM, Ollama, llama.cpp server).
+        #[arg(long)]
+        no_key: bool,
+        /// Structured-output mode: auto, none, json_object, json_schema, tool.
+        #[arg(long, default_value = "auto", value_parser = parse_structured)]
+        structured: Structured,
+        /// Send the budget as `max_completion_tokens` (OpenAI's newer models) not `max_tokens`.
+        #[arg(long)]
+        max_completion_tokens: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a provider (and its key from the keyring).
+    Remove {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Store a provider's API key in the OS keyring, read from standard input (never an argument).
+    SetKey {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a provider's key from the keyring.
+    DeleteKey {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send tiny requests to find which structured-output modes the server really honours; the
+    /// result is stored and `--structured auto` runs use it.
+    Probe {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_kind(s: &str) -> Result<Kind, String> {
+    s.parse()
+}
+
+fn parse_structured(s: &str) -> Result<Structured, String> {
+    s.parse()
+}
+
+impl Args {
+    pub fn json(&self) -> bool {
+        match &self.action {
+            Action::List { json }
+            | Action::Add { json, .. }
+            | Action::Remove { json, .. }
+            | Action::SetKey { json, .. }
+            | Action::DeleteKey { json, .. }
+            | Action::Probe { json, .. } => *json,
+        }
+    }
+}
+
+/// Where a provider's key would come from, without reading it out.
+fn key_status(def: &ProviderDef) -> String {
+    match secrets::key_for(def) {
+        Ok(Some(k)) => format!("from {}", k.source),
+        Ok(None) => "none needed".into(),
+        Err(_) => "MISSING".into(),
+    }
+}
+
+fn valid_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    if !ok || name == "local" {
+        return Err(kerf_core::Error::Usage(format!(
+            "`{name}` cannot name a provider: use letters, digits, `-`, `_` or `.` (and not `local`, the bundled engine)"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> Result<Outcome> {
+    let json_out = args.json();
+    let mut registry = Registry::load_default()?;
+    match args.action {
+        Action::List { .. } => {
+            let rows: Vec<Value> = registry
+                .providers
+                .iter()
+                .map(|p| {
+                    json!({
+                        "name": p.name, "kind": p.kind, "base_url": p.base_url, "model": p.model,
+                        "structured": p.structured, "key": key_status(p), "probe": p.probe,
+                    })
+                })
+                .collect();
+            if json_out {
+                print_json(
+                    &json!({"config": registry.path, "keyring": secrets::store(), "providers": rows}),
+                );
+            } else if rows.is_empty() {
+                crate::outln!(
+                    "no providers configured in {} (add one: kerf providers add NAME --kind openai --model MODEL)",
+                    registry.path.display()
+                );
+            } else {
+                crate::outln!(
+                    "{:<14} {:<10} {:<40} {:<22} {:<12} key",
+                    "name",
+                    "kind",
+                    "base url",
+                    "model",
+                    "structured"
+                );
+                for p in &registry.providers {
+                    crate::outln!(
+                        "{:<14} {:<10} {:<40} {:<22} {:<12} {}",
+                        p.name,
+                        p.kind.as_str(),
+                        p.base_url,
+                        p.model,
+                        p.structured.as_str(),
+                        key_status(p)
+                    );
+                    if let Some(probe) = &p.probe {
+                        let modes: Vec<String> = probe
+                            .modes
+                            .iter()
+                            .map(|m| format!("{} {}", m.mode.as_str(), m.result))
+                            .collect();
+                        crate::outln!("{:<14} probed {}: {}", "", probe.at, modes.join(", "));
+                    }
+                }
+            }
+        }
+        Action::Add {
+            name,
+            kind,
+            base_url,
+            model,
+            key_env,
+            no_key,
+            structured,
+            max_completion_tokens,
+            ..
+        } => {
+            valid_name(&name)?;
+            if let Some(u) = &base_url
+                && !(u.starts_with("http://") || u.starts_with("https://"))
+            {
+                return Err(kerf_core::Error::Usage(format!(
+                    "--base-url `{u}` must start with http:// or https://"
+                ))
+                .into());
+            }
+            let mut def = ProviderDef::new(&name, kind, base_url.as_deref(), &model);
+            def.key_env = key_env;
+            def.no_key = no_key;
+            def.structured = structured;
+            def.max_completion_tokens = max_completion_tokens;
+            registry.upsert(def.clone());
+            registry.save()?;
+            if json_out {
+                print_json(
+                    &json!({"added": def, "config": registry.path, "key": key_status(&def)}),
+                );
+            } else {
+                crate::outln!(
+                    "added {} ({} at {}, model {}) to {}; key: {}",
+                    def.name,
+                    def.kind.as_str(),
+                    def.base_url,
+                    def.model,
+                    registry.path.display(),
+                    key_status(&def)
+                );
+            }
+        }
+        Action::Remove { name, .. } => {
+            let def = registry.remove(&name)?;
+            registry.save()?;
+            let key_removed = secrets::delete_key(&def.name).unwrap_or(false);
+            if json_out {
+                print_json(&json!({"removed": def.name, "key_removed": key_removed}));
+            } else {
+                crate::outln!(
+                    "removed {}{}",
+                    def.name,
+                    if key_removed {
+                        " and its key from the keyring"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        Action::SetKey { name, .. } => {
+            registry.get(&name)?;
+            let stdin = std::io::stdin();
+            let key = if stdin.is_terminal() {
+                rpassword::prompt_password(format!("API key for {name} (not echoed): "))?
+            } else {
+                let mut line = String::new();
+                stdin.lock().read_line(&mut line)?;
+                line
+            };
+            secrets::set_key(&name, &key)?;
+            if json_out {
+                print_json(&json!({"provider": name, "stored_in": secrets::store()}));
+            } else {
+                crate::outln!(
+                    "stored the key for {name} in the {} keyring",
+                    secrets::store()
+                );
+            }
+        }
+        Action::DeleteKey { name, .. } => {
+            let removed = secrets::delete_key(&name)?;
+            if json_out {
+                print_json(&json!({"provider": name, "removed": removed}));
+            } else if removed {
+                crate::outln!(
+                    "removed the key for {name} from the {} keyring",
+                    secrets::store()
+                );
+            } else {
+                crate::outln!("no key for {name} in the {} keyring", secrets::store());
+            }
+        }
+        Action::Probe { name, .. } => {
+            let def = registry.get(&name)?.clone();
+            let provider = CloudProvider::new(def)?;
+            let probe = cloud::probe(&provider, &crate::cmd::run::interrupt_token());
+            registry.get_mut(&name)?.probe = Some(probe.clone());
+            registry.save()?;
+            let (chosen, why) = CloudProvider::with_key(registry.get(&name)?.clone(), None)
+                .mode_for(&kerf_llm::Constraint::Json(json!({"type": "object"})));
+            if json_out {
+                print_json(
+                    &json!({"provider": name, "probe": probe, "auto_mode": chosen, "why": why}),
+                );
+            } else {
+                crate::outln!("{name} ({}), model {}:", provider.def.base_url, probe.model);
+                for m in &probe.modes {
+                    crate::outln!("  {:<12} {:<9} {}", m.mode.as_str(), m.result, m.detail);
+                }
+                crate::outln!("auto mode for JSON prompts: {} ({why})", chosen.as_str());
+            }
+        }
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,406 @@
+//! Cloud providers against a loopback HTTP server that replays transcripts in each provider's
+//! documented streaming format: complete replies, budget cut-offs, streams cut mid-chunk, 429s
+//! with `Retry-After`, 500s, a first byte too slow, malformed event streams, HTML error bodies.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod server;
+
+use std::time::{Duration, Instant};
+
+use kerf_llm::cloud::CloudProvider;
+use kerf_llm::http::HttpConfig;
+use kerf_llm::providers::{Kind, ProviderDef, Structured};
+use kerf_llm::secrets::{Key, KeySource};
+use kerf_llm::{CancelToken, Constraint, Event, Finish, FinishReason, Provider, Request};
+use serde_json::{Value, json};
+
+use server::{Act, Server};
+
+const PLANTED_KEY: &str = "sk-kerf-PLANTED-a1b2c3d4e5f6g7h8";
+
+fn transcript(name: &str) -> Vec<u8> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/kerf-llm/transcripts")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A provider of `kind` pointed at the server, with the planted key and quick timeouts.
+fn provider(server: &Server, kind: Kind) -> CloudProvider {
+    let def = ProviderDef::new("replay", kind, Some(&server.base_url()), "test-model");
+    let key = Key::new(PLANTED_KEY, KeySource::Env("KERF_TEST_KEYVAR".into()));
+    let mut p = CloudProvider::with_key(def, Some(key));
+    p.http = HttpConfig {
+        connect_timeout: Duration::from_secs(2),
+        first_byte_timeout: Duration::from_millis(800),
+        idle_timeout: Duration::from_millis(800),
+        max_retries: 2,
+        backoff_base: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(200),
+        retry_after_max: Duration::from_secs(5),
+    };
+    p
+}
+
+fn json_request() -> Request {
+    let mut r = Request::new(Some("Extract."), "Chlorophyll is a green pigment.");
+    r.max_tokens = 64;
+    r.constraint = Constraint::Json(json!({
+        "type": "array",
+        "items": {"type": "object", "properties": {"entity": {"type": "string"}}, "required": ["entity"]}
+    }));
+    r
+}
+
+struct Ran {
+    result: kerf_llm::Result<Finish>,
+    text: String,
+    warnings: Vec<String>,
+}
+
+fn run(p: &CloudProvider, req: &Request) -> Ran {
+    run_with(p, req, &CancelToken::new())
+}
+
+fn run_with(p: &CloudProvider, req: &Request, cancel: &CancelToken) -> Ran {
+    let mut text = String::new();
+    let mut warnings = Vec::new();
+    let result = p.run(req, cancel, &mut |e| match e {
+        Event::Text(t) => text.push_str(t),
+        Event::Warning(w) => warnings.push(w.to_string()),
+    });
+    Ran {
+        result,
+        text,
+        warnings,
+    }
+}
+
+/// Nothing a user can see carries the key: not the text, the warnings, the finish, the error.
+fn assert_no_key(r: &Ran) {
+    let all = format!(
+        "{}\n{:?}\n{}",
+        r.text,
+        r.warnings,
+        match &r.result {
+            Ok(f) => serde_json::to_string(f).unwrap(),
+            Err(e) => e.to_string(),
+        }
+    );
+    assert!(!all.contains("PLANTED"), "the key leaked: {all}");
+}
+
+#[test]
+fn a_complete_streamed_reply_arrives_whole_whatever_the_chunking() {
+    let body = transcript("openai-complete.sse");
+    // Chunks of 7 bytes: events, lines and UTF-8 characters split everywhere.
+    let server = Server::start(vec![Act::sse(
+        200,
+        body.chunks(7).map(<[u8]>::to_vec).collect(),
+    )]);
+    let p = provider(&server, Kind::Openai);
+    let r = run(&p, &json_request());
+    let f = r.result.as_ref().unwrap();
+    assert_eq!(f.reason, FinishReason::Stop);
+    assert_eq!(
+        r.text,
+        "{\"type\":\"definition\",\"entity\":\"chlorophyll\",\"definition\":\"a green pigment — naïve café\"}\n{\"type\":\"definition\",\"entity\":\"glucose\",\"definition\":\"a sugar\"}\n"
+    );
+    assert_eq!(f.usage.prompt_tokens, 412);
+    assert_eq!(f.usage.completion_tokens, 38);
+    assert_eq!(f.usage.reasoning_tokens, Some(0));
+    assert_eq!(f.details["usage_source"], "provider");
+
+    // What was sent: the strict json_schema (array root wrapped under `items`), the budget, the key.
+    let sent = server.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].path, "/chat/completions");
+    assert_eq!(
+        sent[0].header("authorization").as_deref(),
+        Some(format!("Bearer {PLANTED_KEY}").as_str())
+    );
+    let body: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["max_tokens"], 64);
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    let js = &body["response_format"]["json_schema"];
+    assert_eq!(js["strict"], true);
+    assert_eq!(js["schema"]["required"], json!(["items"]));
+    assert_eq!(js["schema"]["additionalProperties"], false);
+    assert_eq!(f.details["wrapped_in"], "items");
+    assert_no_key(&r);
+}
+
+#[test]
+fn a_budget_cut_is_length_and_keeps_the_text() {
+    let server = Server::start(vec![Act::sse(200, vec![transcript("openai-length.sse")])]);
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Length);
+    assert!(r.text.ends_with("\"subject\":\"chloro"), "{}", r.text);
+    assert_eq!(f.usage.completion_tokens, 32);
+    assert_eq!(f.usage.reasoning_tokens, Some(12));
+}
+
+#[test]
+fn refusals_and_content_filters_are_reported_as_such() {
+    let server = Server::start(vec![
+        Act::sse(200, vec![transcript("openai-refusal.sse")]),
+        Act::sse(200, vec![transcript("openai-content-filter.sse")]),
+    ]);
+    let p = provider(&server, Kind::Openai);
+    let r = run(&p, &json_request());
+    assert_eq!(r.result.unwrap().reason, FinishReason::Refusal);
+    assert_eq!(r.text, "I'm sorry, I can't help with that.");
+    let r = run(&p, &json_request());
+    assert_eq!(r.result.unwrap().reason, FinishReason::ContentFilter);
+    assert_eq!(r.text, "{\"type\":\"definition\",");
+}
+
+#[test]
+fn a_stream_cut_mid_chunk_is_interrupted_and_keeps_what_arrived() {
+    let body = transcript("openai-complete.sse");
+    // The connection drops inside the fourth event (chunked encoding never finished).
+    let cut = String::from_utf8_lossy(&body).find("glucose").unwrap();
+    let server = Server::start(vec![Act::sse(200, vec![body[..cut].to_vec()]).cut_off()]);
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Interrupted);
+    assert!(
+        f.error.as_deref().unwrap().contains("broke off"),
+        "{:?}",
+        f.error
+    );
+    // The complete first object arrived and is kept.
+    assert!(r.text.contains("\"entity\":\"chlorophyll\""), "{}", r.text);
+    assert!(!r.text.contains("glucose"));
+}
+
+#[test]
+fn a_429_with_retry_after_is_waited_out_then_succeeds() {
+    let server = Server::start(vec![
+        Act::status(
+            429,
+            "{\"error\":{\"message\":\"Rate limit reached\",\"type\":\"requests\"}}",
+        )
+        .header("retry-after", "1"),
+        Act::sse(200, vec![transcript("openai-length.sse")]),
+    ]);
+    let t = Instant::now();
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let f = r.result.unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_secs(1),
+        "Retry-After was not honoured"
+    );
+    assert_eq!(f.reason, FinishReason::Length);
+    assert_eq!(f.details["retries"].as_array().unwrap().len(), 1);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.starts_with("retry 1 in 1.0 s after HTTP 429: Rate limit reached")),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn server_errors_are_retried_a_bounded_number_of_times() {
+    let err = "{\"error\":{\"message\":\"The server had an error\",\"type\":\"server_error\"}}";
+    let server = Server::start(vec![Act::status(500, err); 3]);
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let e = r.result.unwrap_err();
+    assert_eq!(e.code(), "http");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("HTTP 500")
+            && msg.contains("The server had an error")
+            && msg.contains("after 2 retries"),
+        "{msg}"
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn a_truncated_reply_is_never_retried() {
+    let server = Server::start(vec![Act::sse(200, vec![transcript("openai-length.sse")])]);
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    assert_eq!(r.result.unwrap().reason, FinishReason::Length);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn a_first_byte_past_the_timeout_is_a_timeout_error() {
+    let server = Server::start(vec![
+        Act::sse(200, vec![transcript("openai-complete.sse")]).delay_head(Duration::from_secs(3)),
+    ]);
+    let t = Instant::now();
+    let e = run(&provider(&server, Kind::Openai), &json_request())
+        .result
+        .unwrap_err();
+    assert_eq!(e.code(), "timeout", "{e}");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "waited {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn a_stalled_stream_is_interrupted_by_the_idle_timeout() {
+    let body = transcript("openai-complete.sse");
+    let first = String::from_utf8_lossy(&body).find("\n\n").unwrap() + 2;
+    let server = Server::start(vec![
+        Act::sse(200, vec![body[..first].to_vec(), body[first..].to_vec()])
+            .gap(Duration::from_secs(3)),
+    ]);
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Interrupted);
+    assert!(
+        f.error.as_deref().unwrap().contains("stalled"),
+        "{:?}",
+        f.error
+    );
+}
+
+#[test]
+fn malformed_event_streams_and_html_bodies_are_clear_errors() {
+    let server = Server::start(vec![
+        Act::sse(200, vec![b"data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n<html><body>Proxy error</body></html>\n".to_vec()]),
+        Act::sse(200, vec![b"data: {not json\n\n".to_vec()]),
+        Act::status(403, "<html><head><title>403 Forbidden</title></head><body><h1>Forbidden</h1></body></html>")
+            .header("content-type", "text/html"),
+    ]);
+    let p = provider(&server, Kind::Openai);
+    let r = run(&p, &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Interrupted);
+    assert_eq!(r.text, "ok");
+    let e = f.error.unwrap();
+    assert!(
+        e.contains("malformed event stream") && e.contains("line 3") && e.contains("<html>"),
+        "{e}"
+    );
+
+    let f = run(&p, &json_request()).result.unwrap();
+    assert_eq!(f.reason, FinishReason::Interrupted);
+    assert!(
+        f.error.as_deref().unwrap().contains("data is not JSON"),
+        "{:?}",
+        f.error
+    );
+
+    let e = run(&p, &json_request()).result.unwrap_err();
+    assert_eq!(e.code(), "http");
+    assert_eq!(
+        e.to_string(),
+        "HTTP 403: (not JSON) 403 Forbidden Forbidden"
+    );
+}
+
+#[test]
+fn a_key_the_server_echoes_back_is_redacted() {
+    let echo = format!(
+        "{{\"error\":{{\"message\":\"Incorrect API key provided: {PLANTED_KEY}. You can find your API key at …\",\"type\":\"invalid_request_error\"}}}}"
+    );
+    let server = Server::start(vec![Act::status(401, &echo)]);
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let e = r.result.as_ref().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Incorrect API key provided: [redacted]"),
+        "{e}"
+    );
+    assert_no_key(&r);
+    assert!(!format!("{:?}", provider(&server, Kind::Openai)).contains("PLANTED"));
+}
+
+#[test]
+fn cancellation_mid_stream_keeps_the_text() {
+    let body = transcript("openai-complete.sse");
+    let parts: Vec<Vec<u8>> = String::from_utf8_lossy(&body)
+        .split_inclusive("\n\n")
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let server = Server::start(vec![Act::sse(200, parts).gap(Duration::from_millis(300))]);
+    let p = provider(&server, Kind::Openai);
+    let cancel = CancelToken::new();
+    let c = cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        c.cancel();
+    });
+    let t = Instant::now();
+    let r = run_with(&p, &json_request(), &cancel);
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Cancelled);
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        r.text.contains("chlorophyll") && !r.text.contains("glucose"),
+        "{}",
+        r.text
+    );
+}
+
+#[test]
+fn a_server_that_ignores_stream_is_read_whole() {
+    let whole = json!({
+        "id": "chatcmpl-5", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"entity\":\"x\"}"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 5}
+    });
+    let server = Server::start(vec![
+        Act::status(200, &whole.to_string()).header("content-type", "application/json"),
+    ]);
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(
+        (f.reason, r.text.as_str()),
+        (FinishReason::Stop, "{\"entity\":\"x\"}")
+    );
+    assert_eq!(f.details["streamed"], false);
+    assert_eq!(f.usage.completion_tokens, 5);
+}
+
+#[test]
+fn modes_follow_the_configuration_and_the_probe() {
+    let server = Server::start(vec![
+        Act::sse(200, vec![transcript("openai-length.sse")]),
+        Act::sse(200, vec![transcript("openai-length.sse")]),
+    ]);
+    let mut p = provider(&server, Kind::Openai);
+    p.def.structured = Structured::JsonObject;
+    p.def.max_completion_tokens = true;
+    run(&p, &json_request()).result.unwrap();
+    p.def.structured = Structured::None;
+    run(&p, &json_request()).result.unwrap();
+    let sent = server.requests();
+    let a: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    assert_eq!(a["response_format"], json!({"type": "json_object"}));
+    assert_eq!(a["max_completion_tokens"], 64);
+    assert!(a.get("max_tokens").is_none());
+    let b: Value = serde_json::from_slice(&sent[1].body).unwrap();
+    assert!(b.get("response_format").is_none());
+}
+
+#[test]
+fn no_key_is_a_clear_error_naming_where_kerf_looked() {
+    let mut def = ProviderDef::new("nokey", Kind::Anthropic, None, "m");
+    def.key_env = Some("KERF_TEST_SURELY_UNSET".into());
+    // Nothing in this test binary sets ANTHROPIC_API_KEY or stores a key for `nokey`.
+    let e = CloudProvider::new(def).unwrap_err();
+    assert_eq!(e.code(), "auth");
+    let m = e.to_string();
+    assert!(
+        m.contains("kerf providers set-key nokey")
+            && m.contains("$KERF_TEST_SURELY_UNSET or $ANTHROPIC_API_KEY"),
+        "{m}"
+    );
+}
