@@ -531,3 +531,74 @@ fn make_nullable(prop: &mut Value) {
         }
     }
 }
+
+/// Rewrite `schema` into Gemini's response-schema subset (an OpenAPI 3.0 dialect): local `$ref`s
+/// inlined, `oneOf` as `anyOf`, `const` as a one-value `enum`, `["T", "null"]` as `T` with
+/// `nullable`, every other keyword outside the subset dropped. The findings are the lint's: what
+/// Gemini would have rejected or ignored, now rewritten or left to Kerf's validation after the
+/// reply.
+pub fn gemini_schema(schema: &Value) -> Rewrite {
+    fn convert(root: &Value, node: &Value, depth: usize) -> Value {
+        let node = crate::schema::resolve_local_ref(root, node).unwrap_or(node);
+        let Value::Object(m) = node else {
+            return node.clone();
+        };
+        // A recursive schema cannot be inlined forever: past this depth, any value.
+        if depth > 12 {
+            return json!({});
+        }
+        let mut out = Map::new();
+        for (k, v) in m {
+            match k.as_str() {
+                "oneOf" | "anyOf" => {
+                    let branches: Vec<Value> = v
+                        .as_array()
+                        .map(|a| a.iter().map(|b| convert(root, b, depth + 1)).collect())
+                        .unwrap_or_default();
+                    out.insert("anyOf".into(), Value::Array(branches));
+                }
+                "const" => {
+                    out.insert("enum".into(), json!([v]));
+                }
+                "type" => match v {
+                    Value::Array(ts) => {
+                        let non_null: Vec<&Value> = ts.iter().filter(|t| *t != "null").collect();
+                        if let Some(t) = non_null.first() {
+                            out.insert("type".into(), (*t).clone());
+                        }
+                        if non_null.len() < ts.len() {
+                            out.insert("nullable".into(), json!(true));
+                        }
+                    }
+                    _ => {
+                        out.insert("type".into(), v.clone());
+                    }
+                },
+                "properties" => {
+                    let props: Map<String, Value> = v
+                        .as_object()
+                        .map(|p| {
+                            p.iter()
+                                .map(|(name, s)| (name.clone(), convert(root, s, depth + 1)))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    out.insert("properties".into(), Value::Object(props));
+                }
+                "items" => {
+                    out.insert("items".into(), convert(root, v, depth + 1));
+                }
+                k if GEMINI_KEYWORDS.contains(&k) => {
+                    out.insert(k.into(), v.clone());
+                }
+                _ => {}
+            }
+        }
+        Value::Object(out)
+    }
+    Rewrite {
+        schema: convert(schema, schema, 0),
+        findings: lint(schema, Provider::Gemini),
+        wrapped_in: None,
+    }
+}

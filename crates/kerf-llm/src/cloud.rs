@@ -1,6 +1,6 @@
 //! Cloud and server providers behind the [`Provider`] contract: one streaming driver (transport,
 //! SSE, cancellation, interruption, timings) and, per wire protocol, how to build the request
-//! and read its events (`openai`, and more kinds as they land).
+//! and read its events (`openai`, `anthropic`, `gemini`).
 
 use std::time::Instant;
 
@@ -15,6 +15,8 @@ use crate::{
     Timings, Usage,
 };
 
+mod anthropic;
+mod gemini;
 mod openai;
 
 /// A configured cloud or server provider with its key resolved.
@@ -377,10 +379,28 @@ impl Provider for CloudProvider {
                     &openai::read_whole,
                 )
             }
-            Kind::Anthropic | Kind::Gemini => Err(Error::Unavailable(format!(
-                "{} providers are not in this build yet",
-                self.def.kind.as_str()
-            ))),
+            Kind::Anthropic => {
+                let built = anthropic::build(self, request, mode, why)?;
+                drive(
+                    self,
+                    built,
+                    cancel,
+                    on_event,
+                    &anthropic::read_event,
+                    &anthropic::read_whole,
+                )
+            }
+            Kind::Gemini => {
+                let built = gemini::build(self, request, mode, why)?;
+                drive(
+                    self,
+                    built,
+                    cancel,
+                    on_event,
+                    &gemini::read_event,
+                    &gemini::read_whole,
+                )
+            }
         }
     }
 }

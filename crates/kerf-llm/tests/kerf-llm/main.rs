@@ -404,3 +404,137 @@ fn no_key_is_a_clear_error_naming_where_kerf_looked() {
         "{m}"
     );
 }
+
+#[test]
+fn anthropic_forced_tool_streams_the_tool_input_as_the_reply() {
+    let body = transcript("anthropic-tool.sse");
+    let server = Server::start(vec![Act::sse(
+        200,
+        body.chunks(11).map(<[u8]>::to_vec).collect(),
+    )]);
+    let p = provider(&server, Kind::Anthropic);
+    let r = run(&p, &json_request());
+    let f = r.result.as_ref().unwrap();
+    assert_eq!(f.reason, FinishReason::Stop);
+    let v: Value = serde_json::from_str(&r.text).unwrap();
+    assert_eq!(v["items"][0]["entity"], "chlorophyll");
+    assert_eq!(f.details["wrapped_in"], "items");
+    assert_eq!(
+        (f.usage.prompt_tokens, f.usage.completion_tokens),
+        (472, 41)
+    );
+
+    let sent = &server.requests()[0];
+    assert_eq!(sent.path, "/messages");
+    assert_eq!(sent.header("x-api-key").as_deref(), Some(PLANTED_KEY));
+    assert_eq!(
+        sent.header("anthropic-version").as_deref(),
+        Some("2023-06-01")
+    );
+    let b: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(b["system"], "Extract.");
+    assert_eq!(
+        b["messages"],
+        json!([{"role": "user", "content": "Chlorophyll is a green pigment."}])
+    );
+    assert_eq!(
+        b["tool_choice"],
+        json!({"type": "tool", "name": "kerf_reply"})
+    );
+    assert_eq!(
+        b["tools"][0]["input_schema"]["properties"]["items"]["type"],
+        "array"
+    );
+    assert_eq!(b["max_tokens"], 64);
+    assert_no_key(&r);
+}
+
+#[test]
+fn anthropic_max_tokens_is_length_and_stream_errors_keep_the_text() {
+    let server = Server::start(vec![
+        Act::sse(200, vec![transcript("anthropic-max-tokens.sse")]),
+        Act::sse(200, vec![transcript("anthropic-overloaded.sse")]),
+    ]);
+    let mut p = provider(&server, Kind::Anthropic);
+    p.def.structured = Structured::JsonSchema;
+    let r = run(&p, &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Length);
+    assert!(r.text.ends_with("{\"type\":\"relation"));
+    assert_eq!(
+        (f.usage.prompt_tokens, f.usage.completion_tokens),
+        (500, 32)
+    );
+    let sent = server.requests();
+    assert_eq!(
+        sent[0].header("anthropic-beta").as_deref(),
+        Some("structured-outputs-2025-11-13")
+    );
+    let b: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    assert_eq!(b["output_format"]["type"], "json_schema");
+
+    let r = run(&p, &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Error);
+    assert_eq!(r.text, "{\"type\":");
+    assert!(f.error.unwrap().contains("Overloaded (overloaded_error)"));
+}
+
+#[test]
+fn gemini_json_with_a_rewritten_response_schema() {
+    let server = Server::start(vec![
+        Act::sse(200, vec![transcript("gemini-json.sse")]),
+        Act::sse(200, vec![transcript("gemini-max-tokens.sse")]),
+    ]);
+    let p = provider(&server, Kind::Gemini);
+    let mut req = json_request();
+    req.constraint = Constraint::Json(json!({
+        "type": "array",
+        "items": {"oneOf": [
+            {"type": "object", "properties": {"type": {"const": "definition"}, "entity": {"type": "string"}, "note": {"type": ["string", "null"]}}, "required": ["type", "entity"], "additionalProperties": false}
+        ]}
+    }));
+    let r = run(&p, &req);
+    let f = r.result.as_ref().unwrap();
+    assert_eq!(f.reason, FinishReason::Stop);
+    let v: Value = serde_json::from_str(&r.text).unwrap();
+    assert_eq!(v[0]["entity"], "chlorophyll");
+    assert_eq!(f.usage.prompt_tokens, 455);
+    assert_eq!(
+        (f.usage.completion_tokens, f.usage.reasoning_tokens),
+        (144, Some(120))
+    );
+    // The lint's findings were shown before sending.
+    assert!(
+        r.warnings.iter().any(|w| w.contains("oneOf")),
+        "{:?}",
+        r.warnings
+    );
+
+    let sent = &server.requests()[0];
+    assert_eq!(
+        sent.path,
+        "/models/test-model:streamGenerateContent?alt=sse"
+    );
+    assert_eq!(sent.header("x-goog-api-key").as_deref(), Some(PLANTED_KEY));
+    let b: Value = serde_json::from_slice(&sent.body).unwrap();
+    let g = &b["generationConfig"];
+    assert_eq!(g["responseMimeType"], "application/json");
+    assert_eq!(g["maxOutputTokens"], 64);
+    let branch = &g["responseSchema"]["items"]["anyOf"][0];
+    assert_eq!(
+        branch["properties"]["type"],
+        json!({"enum": ["definition"]})
+    );
+    assert_eq!(
+        branch["properties"]["note"],
+        json!({"type": "string", "nullable": true})
+    );
+    assert!(branch.get("additionalProperties").is_none());
+    assert_eq!(b["systemInstruction"]["parts"][0]["text"], "Extract.");
+
+    let r = run(&p, &json_request());
+    assert_eq!(r.result.as_ref().unwrap().reason, FinishReason::Length);
+    assert!(r.text.ends_with("\"defin"));
+    assert_no_key(&r);
+}

@@ -1,0 +1,169 @@
+//! Google Gemini `streamGenerateContent` (server-sent events with `alt=sse`), with
+//! `responseMimeType: application/json` and a `responseSchema` rewritten into Gemini's OpenAPI
+//! subset (the lint's findings are shown before sending).
+
+use kerf_core::lint;
+use serde_json::{Value, json};
+
+use super::{Built, CloudProvider, Reply, headers, url};
+use crate::http::HttpRequest;
+use crate::providers::Structured;
+use crate::sse::SseEvent;
+use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
+
+pub(crate) fn build(
+    p: &CloudProvider,
+    req: &Request,
+    mode: Structured,
+    why: &str,
+) -> Result<Built> {
+    let system: Vec<&str> = req
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content.as_str())
+        .collect();
+    let contents: Vec<Value> = req
+        .messages
+        .iter()
+        .filter(|m| m.role != Role::System)
+        .map(|m| {
+            json!({"role": if m.role == Role::Assistant { "model" } else { "user" }, "parts": [{"text": m.content}]})
+        })
+        .collect();
+    let mut config = json!({
+        "maxOutputTokens": req.max_tokens,
+        "temperature": req.temperature,
+        "topP": req.top_p,
+    });
+    if let Some(seed) = req.seed {
+        config["seed"] = json!(seed);
+    }
+    if !req.stop.is_empty() {
+        config["stopSequences"] = json!(req.stop);
+    }
+    let mut details = json!({
+        "protocol": "gemini",
+        "base_url": p.def.base_url,
+        "structured": {"mode": mode.as_str(), "why": why},
+    });
+    let mut warnings = Vec::new();
+    match (mode, &req.constraint) {
+        (Structured::JsonSchema, Constraint::Json(schema)) => {
+            let rewrite = lint::gemini_schema(schema);
+            for f in &rewrite.findings {
+                warnings.push(format!(
+                    "rewritten for Gemini: {} `{}`: {}",
+                    f.pointer, f.keyword, f.message
+                ));
+            }
+            details["structured"]["changes"] = json!(rewrite.findings.len());
+            config["responseMimeType"] = json!("application/json");
+            config["responseSchema"] = rewrite.schema;
+        }
+        (Structured::JsonObject, _) => config["responseMimeType"] = json!("application/json"),
+        (Structured::Tool | Structured::JsonObjectSchema, _) => {
+            return Err(Error::Request(format!(
+                "{}: Gemini takes none, json_object (JSON without a schema) or json_schema",
+                p.def.name
+            )));
+        }
+        _ => {}
+    }
+    let mut body = json!({"contents": contents, "generationConfig": config});
+    if !system.is_empty() {
+        body["systemInstruction"] = json!({"parts": [{"text": system.join("\n\n")}]});
+    }
+    let body = serde_json::to_vec(&body).map_err(|e| Error::Request(e.to_string()))?;
+    Ok(Built {
+        http: HttpRequest {
+            // The key goes in a header, never in the URL (URLs end up in error messages).
+            url: url(
+                p,
+                &format!("models/{}:streamGenerateContent?alt=sse", p.def.model),
+            ),
+            headers: headers(p, "x-goog-api-key", false),
+            body,
+        },
+        details,
+        warnings,
+    })
+}
+
+fn reason(s: &str) -> FinishReason {
+    match s {
+        "MAX_TOKENS" => FinishReason::Length,
+        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => {
+            FinishReason::ContentFilter
+        }
+        _ => FinishReason::Stop,
+    }
+}
+
+/// One `GenerateContentResponse` (a streamed piece or the whole reply).
+fn read(v: &Value, r: &mut Reply) {
+    if let Some(block) = v
+        .pointer("/promptFeedback/blockReason")
+        .and_then(Value::as_str)
+    {
+        r.finish = Some(FinishReason::ContentFilter);
+        r.error = Some(format!("the prompt was blocked ({block})"));
+    }
+    if let Some(c) = v.pointer("/candidates/0") {
+        if let Some(parts) = c.pointer("/content/parts").and_then(Value::as_array) {
+            for part in parts {
+                // Thought summaries are not the reply.
+                if part.get("thought").and_then(Value::as_bool) == Some(true) {
+                    continue;
+                }
+                if let Some(t) = part.get("text").and_then(Value::as_str)
+                    && !t.is_empty()
+                {
+                    r.text.push_str(t);
+                    r.deltas += 1;
+                }
+            }
+        }
+        if let Some(f) = c.get("finishReason").and_then(Value::as_str) {
+            r.finish = Some(reason(f));
+        }
+    }
+    if let Some(u) = v.get("usageMetadata") {
+        let n = |k: &str| u.get(k).and_then(Value::as_u64).map(|n| n as u32);
+        let thoughts = n("thoughtsTokenCount");
+        r.usage = Some(Usage {
+            prompt_tokens: n("promptTokenCount").unwrap_or(0),
+            completion_tokens: n("candidatesTokenCount").unwrap_or(0) + thoughts.unwrap_or(0),
+            reasoning_tokens: thoughts,
+        });
+    }
+}
+
+pub(crate) fn read_event(ev: &SseEvent, r: &mut Reply) -> std::result::Result<(), String> {
+    if ev.data.trim().is_empty() {
+        return Ok(());
+    }
+    let v: Value = serde_json::from_str(&ev.data).map_err(|e| {
+        let shown: String = ev.data.chars().take(80).collect();
+        format!("data is not JSON ({e}): `{shown}`")
+    })?;
+    if let Some(e) = v.get("error") {
+        r.error = Some(format!(
+            "the provider reported an error mid-stream: {}",
+            e.get("message").and_then(Value::as_str).unwrap_or("?")
+        ));
+        r.done = true;
+        return Ok(());
+    }
+    read(&v, r);
+    Ok(())
+}
+
+pub(crate) fn read_whole(v: &Value, r: &mut Reply) -> std::result::Result<(), String> {
+    // A non-streamed call answers one object; some proxies answer the stream as a JSON array.
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| read(i, r)),
+        _ => read(v, r),
+    }
+    Ok(())
+}
