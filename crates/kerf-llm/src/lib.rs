@@ -7,6 +7,7 @@
 
 pub mod cloud;
 pub mod http;
+pub mod prices;
 pub mod providers;
 pub mod secrets;
 pub mod sse;

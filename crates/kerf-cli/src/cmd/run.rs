@@ -266,6 +266,11 @@ pub fn run(args: Args) -> Result<Outcome> {
         }
     })?;
     let f = &out.finish;
+    // Cloud runs are priced from the table (a local run costs nothing but electricity).
+    let cost = match &provider {
+        Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?.estimate(&p.def.model, &f.usage),
+        Chosen::Local(_) => None,
+    };
     if json_out {
         let mut v = serde_json::to_value(&out.report)?;
         if let Value::Object(m) = &mut v {
@@ -277,11 +282,22 @@ pub fn run(args: Args) -> Result<Outcome> {
             m.insert("model".into(), json!(provider.as_provider().model()));
             m.insert("error".into(), json!(f.error));
             m.insert("details".into(), f.details.clone());
+            m.insert("cost".into(), serde_json::to_value(&cost)?);
         }
         print_json(&v);
     } else {
         crate::outln!("\n");
         print_summary(&prompt, &out);
+        if let Some(c) = &cost {
+            crate::outln!(
+                "   cost: ~${:.5} ({} at ${}/M in, ${}/M out, from {})",
+                c.usd,
+                c.matched,
+                c.price.input,
+                c.price.output,
+                c.source
+            );
+        }
     }
     Ok(if out.report.failed() {
         Outcome::InputFailed

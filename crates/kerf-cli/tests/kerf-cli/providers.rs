@@ -82,6 +82,7 @@ fn a_configured_provider_runs_a_prompt_and_its_key_never_shows() {
                 "{{\"error\":{{\"message\":\"Incorrect API key provided: {PLANTED}\",\"type\":\"invalid_request_error\"}}}}"
             ),
         ),
+        Act::sse(200, vec![openai_stream(&wrapped.to_string(), "stop")]),
     ]);
     let env = [("KERF_TEST_KEYVAR", PLANTED)];
     let url = server.base_url();
@@ -188,11 +189,35 @@ fn a_configured_provider_runs_a_prompt_and_its_key_never_shows() {
         "{err}"
     );
 
+    assert_eq!(server.requests().len(), 3, "one connection per run");
+    // A model in the price table: the run's estimated cost (300 in × $0.15/M + 40 out × $0.60/M).
+    let priced = kerf_env(
+        cfg,
+        &env,
+        &[
+            "run",
+            "prompts/agent-kg-extract-array.json",
+            "--sample",
+            "--provider",
+            "replay",
+            "--model",
+            "gpt-4o-mini-2024-07-18",
+            "--json",
+        ],
+        None,
+    );
+    let v = stdout_json(&priced);
+    assert_eq!(v["cost"]["matched"], "gpt-4o-mini", "{v}");
+    assert!(
+        (v["cost"]["usd"].as_f64().unwrap() - 0.000069).abs() < 1e-12,
+        "{v}"
+    );
+
     let list = kerf_env(cfg, &env, &["providers", "list"], None);
     assert!(String::from_utf8_lossy(&list.stdout).contains("from $KERF_TEST_KEYVAR"));
 
     // Nowhere: not in any output above, not in the config file.
-    for o in [&add, &run, &cut, &bad, &list] {
+    for o in [&add, &run, &cut, &bad, &priced, &list] {
         assert!(
             !everything(o).contains("PLANTED"),
             "the key leaked: {}",
