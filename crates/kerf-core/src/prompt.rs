@@ -187,6 +187,21 @@ pub struct PromptFile {
         skip_serializing_if = "Option::is_none"
     )]
     pub input_variable: Option<String>,
+    /// Validate, then re-ask (TypeChat / Instructor style): when a reply fails parsing or its
+    /// schema and was not cut off by its budget, the problems go back to the model as a
+    /// follow-up turn, up to `max-attempts` replies in all. A truncated reply is never repaired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
+}
+
+/// The `repair` key of a prompt file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Repair {
+    /// Replies in all, the first included (2 = one repair).
+    #[serde(rename = "max-attempts", alias = "max_attempts")]
+    #[schemars(range(min = 1, max = 10))]
+    pub max_attempts: u32,
 }
 
 /// A prompt file and what loading it noticed.

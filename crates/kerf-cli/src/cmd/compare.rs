@@ -95,7 +95,14 @@ pub fn run(args: Args) -> Result<Outcome> {
                     request.constraint = constraint_for(prompt);
                 }
                 let t = std::time::Instant::now();
-                let out = execute(provider.as_provider(), prompt, &request, &vars, &mut |_| {})?;
+                let out = execute(
+                    provider.as_provider(),
+                    prompt,
+                    &request,
+                    &vars,
+                    false,
+                    &mut |_| {},
+                )?;
                 rows.push(Row {
                     prompt: i,
                     max_tokens: budget,

@@ -8,7 +8,7 @@ use kerf_core::{ParseReport, Prompt, ResponseType};
 use kerf_llama::{GpuLayers, LocalConfig, LocalProvider};
 use kerf_llm::cloud::CloudProvider;
 use kerf_llm::providers::Structured;
-use kerf_llm::{CancelToken, Constraint, Event, Finish, Provider, Request};
+use kerf_llm::{CancelToken, Constraint, Event, Finish, Message, Provider, Request, Role};
 use serde_json::{Map, Value, json};
 
 use crate::Outcome;
@@ -173,37 +173,103 @@ pub fn interrupt_token() -> CancelToken {
         .clone()
 }
 
-/// One finished run: how it ended, what came back, what the parser made of it.
-pub struct Outcomes {
+/// One reply: how it ended, what came back, what the parser made of it.
+pub struct Attempt {
     pub finish: Finish,
     pub raw: String,
     pub report: ParseReport,
 }
 
-/// Run `request` on `provider` and parse the reply with `prompt`'s parser. `on_text` sees the
-/// reply as it arrives; warnings go to standard error.
+/// One finished run: its last reply, and the earlier ones a repair loop sent back.
+pub struct Outcomes {
+    pub finish: Finish,
+    pub raw: String,
+    pub report: ParseReport,
+    /// Replies before the last, oldest first (empty without `repair`).
+    pub earlier: Vec<Attempt>,
+}
+
+/// Whether a reply goes back for repair: it ended on its own (a reply cut by its budget, a
+/// cancel or a broken stream is never repaired) and something in it was dropped for a reason
+/// other than being cut off.
+fn needs_repair(a: &Attempt) -> bool {
+    a.finish.reason == kerf_llm::FinishReason::Stop
+        && a.report
+            .dropped
+            .iter()
+            .any(|d| d.kind != kerf_core::DropKind::Truncated)
+}
+
+/// The follow-up turn of a repair: what was wrong, where.
+fn repair_turn(report: &ParseReport) -> String {
+    let problems: Vec<String> = report
+        .dropped
+        .iter()
+        .filter(|d| d.kind != kerf_core::DropKind::Truncated)
+        .map(|d| format!("- line {}: {}: {}", d.line, d.kind.as_str(), d.detail))
+        .collect();
+    format!(
+        "Your reply could not be used as it is:\n{}\n\nReply again with the complete, corrected output only, in the same format.",
+        problems.join("\n")
+    )
+}
+
+/// Run `request` on `provider` and parse the reply with `prompt`'s parser. With `repair` and a
+/// prompt that opts in (`repair: {max-attempts}`), a reply that fails parsing or validation goes
+/// back with its problems, up to the prompt's attempt count. `on_text` sees every reply as it
+/// arrives; warnings go to standard error.
 pub fn execute(
     provider: &dyn Provider,
     prompt: &Prompt,
     request: &Request,
     vars: &Map<String, Value>,
+    repair: bool,
     on_text: &mut dyn FnMut(&str),
 ) -> Result<Outcomes> {
-    let mut raw = String::new();
+    let max_attempts = match (repair, prompt.file.repair) {
+        (true, Some(r)) => r.max_attempts.max(1) as usize,
+        _ => 1,
+    };
     let cancel = interrupt_token();
-    let finish = provider.run(request, &cancel, &mut |e| match e {
-        Event::Text(t) => {
-            raw.push_str(t);
-            on_text(t);
+    let mut request = request.clone();
+    let mut earlier: Vec<Attempt> = Vec::new();
+    loop {
+        let mut raw = String::new();
+        let finish = provider.run(&request, &cancel, &mut |e| match e {
+            Event::Text(t) => {
+                raw.push_str(t);
+                on_text(t);
+            }
+            Event::Warning(w) => eprintln!("kerf: warning: {w}"),
+        })?;
+        let report = prompt.parse(unwrapped(&raw, &finish).as_deref().unwrap_or(&raw), vars);
+        let attempt = Attempt {
+            finish,
+            raw,
+            report,
+        };
+        if earlier.len() + 1 >= max_attempts || !needs_repair(&attempt) {
+            return Ok(Outcomes {
+                finish: attempt.finish,
+                raw: attempt.raw,
+                report: attempt.report,
+                earlier,
+            });
         }
-        Event::Warning(w) => eprintln!("kerf: warning: {w}"),
-    })?;
-    let report = prompt.parse(unwrapped(&raw, &finish).as_deref().unwrap_or(&raw), vars);
-    Ok(Outcomes {
-        finish,
-        raw,
-        report,
-    })
+        eprintln!(
+            "kerf: repair: reply {} of at most {max_attempts} failed ({}); sending its problems back",
+            earlier.len() + 1,
+            attempt.report.drop_summary()
+        );
+        on_text(&format!("\n── repair attempt {} ──\n", earlier.len() + 2));
+        request
+            .messages
+            .push(Message::new(Role::Assistant, attempt.raw.clone()));
+        request
+            .messages
+            .push(Message::new(Role::User, repair_turn(&attempt.report)));
+        earlier.push(attempt);
+    }
 }
 
 /// A reply to a schema the provider needed wrapped (OpenAI strict mode takes only object roots,
@@ -259,12 +325,19 @@ pub fn run(args: Args) -> Result<Outcome> {
     }
     let json_out = args.json;
     let mut stdout = std::io::stdout();
-    let out = execute(provider.as_provider(), &prompt, &request, &vars, &mut |t| {
-        if !json_out {
-            let _ = stdout.write_all(t.as_bytes());
-            let _ = stdout.flush();
-        }
-    })?;
+    let out = execute(
+        provider.as_provider(),
+        &prompt,
+        &request,
+        &vars,
+        true,
+        &mut |t| {
+            if !json_out {
+                let _ = stdout.write_all(t.as_bytes());
+                let _ = stdout.flush();
+            }
+        },
+    )?;
     let f = &out.finish;
     // Cloud runs are priced from the table (a local run costs nothing but electricity).
     let cost = match &provider {
@@ -283,6 +356,18 @@ pub fn run(args: Args) -> Result<Outcome> {
             m.insert("error".into(), json!(f.error));
             m.insert("details".into(), f.details.clone());
             m.insert("cost".into(), serde_json::to_value(&cost)?);
+            // Every reply of a repair loop, oldest first, with its tokens (the last is the run).
+            let attempts: Vec<Value> = out
+                .earlier
+                .iter()
+                .map(|a| (&a.finish, &a.raw, &a.report))
+                .chain(std::iter::once((&out.finish, &out.raw, &out.report)))
+                .map(|(f, raw, r)| {
+                    json!({"finish_reason": f.reason.as_str(), "usage": f.usage, "raw": raw,
+                           "objects": r.objects.len(), "dropped": r.dropped.len()})
+                })
+                .collect();
+            m.insert("attempts".into(), json!(attempts));
         }
         print_json(&v);
     } else {

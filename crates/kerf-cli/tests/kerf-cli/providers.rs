@@ -484,3 +484,123 @@ fn a_real_openai_compatible_server() {
         "{e}"
     );
 }
+
+#[test]
+fn repair_sends_validation_errors_back_and_never_repairs_a_truncated_reply() {
+    let config = tempfile::tempdir().unwrap();
+    let cfg = config.path();
+    let prompt = cfg.join("terms.json");
+    std::fs::write(
+        &prompt,
+        serde_json::to_string(&json!({
+            "prompt": "List the terms in: {{text}}",
+            "response-type": "jsonl",
+            "schema": {"type": "object", "properties": {"term": {"type": "string"}}, "required": ["term"], "additionalProperties": false},
+            "repair": {"max-attempts": 3}
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        // A line that breaks the schema, then the corrected reply.
+        Act::sse(
+            200,
+            vec![openai_stream(
+                "{\"term\": \"chlorophyll\"}\n{\"name\": \"glucose\"}\n",
+                "stop",
+            )],
+        ),
+        Act::sse(
+            200,
+            vec![openai_stream(
+                "{\"term\": \"chlorophyll\"}\n{\"term\": \"glucose\"}\n",
+                "stop",
+            )],
+        ),
+        // Cut by its budget with a bad line: reported, never sent back.
+        Act::sse(
+            200,
+            vec![openai_stream(
+                "{\"name\": \"x\"}\n{\"term\": \"gl",
+                "length",
+            )],
+        ),
+    ]);
+    let url = server.base_url();
+    let p = prompt.to_str().unwrap();
+    kerf_env(
+        cfg,
+        &[],
+        &[
+            "providers",
+            "add",
+            "srv",
+            "--kind",
+            "openai",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--no-key",
+        ],
+        None,
+    );
+    let o = kerf_env(
+        cfg,
+        &[],
+        &[
+            "run",
+            p,
+            "--var",
+            "text=Plants make glucose.",
+            "--provider",
+            "srv",
+            "--json",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", everything(&o));
+    let v = stdout_json(&o);
+    assert_eq!(
+        v["objects"],
+        json!([{"term": "chlorophyll"}, {"term": "glucose"}])
+    );
+    let attempts = v["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{v}");
+    assert_eq!(
+        (
+            attempts[0]["objects"].as_u64(),
+            attempts[0]["dropped"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(attempts[0]["usage"]["completion_tokens"], 40);
+    assert!(
+        stderr(&o).contains("kerf: repair: reply 1 of at most 3 failed"),
+        "{}",
+        stderr(&o)
+    );
+    // The second request carried the first reply and what was wrong with it.
+    let sent: Value = serde_json::from_slice(&server.requests()[1].body).unwrap();
+    let msgs = sent["messages"].as_array().unwrap();
+    assert_eq!(msgs[msgs.len() - 2]["role"], "assistant");
+    assert!(
+        msgs[msgs.len() - 2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"name\": \"glucose\"")
+    );
+    let turn = msgs[msgs.len() - 1]["content"].as_str().unwrap();
+    assert!(turn.contains("line 2") && turn.contains("schema"), "{turn}");
+
+    let o = kerf_env(
+        cfg,
+        &[],
+        &["run", p, "--var", "text=x", "--provider", "srv", "--json"],
+        None,
+    );
+    let v = stdout_json(&o);
+    assert_eq!(v["finish_reason"], "length");
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(server.requests().len(), 3);
+}
