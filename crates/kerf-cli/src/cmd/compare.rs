@@ -7,7 +7,7 @@ use kerf_core::sweep::Sweep;
 use kerf_llm::{Constraint, FinishReason, Provider};
 use serde_json::{Value, json};
 
-use super::run::{ModelArgs, Outcomes, constraint_for, execute};
+use super::run::{Chosen, ModelArgs, Outcomes, constraint_for, execute};
 use crate::Outcome;
 use crate::output::print_json;
 
@@ -70,7 +70,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     let total_runs: usize = budgets.len()
         * prompts
             .iter()
-            .map(|p| variants(args.constrain, p).len())
+            .map(|p| variants(args.constrain, p, &provider).len())
             .sum::<usize>();
     let progress = if args.json {
         indicatif::ProgressBar::hidden()
@@ -84,7 +84,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     for &budget in &budgets {
         for (i, (prompt, path)) in prompts.iter().zip(&args.prompts).enumerate() {
             let (rendered, vars) = args.input.render(prompt, path)?;
-            for constrained in variants(args.constrain, prompt) {
+            for constrained in variants(args.constrain, prompt, &provider) {
                 progress.set_message(format!(
                     "{} · {budget} tokens{}",
                     prompt.id(),
@@ -218,8 +218,15 @@ pub fn run(args: Args) -> Result<Outcome> {
 }
 
 /// Constrained and/or unconstrained, as asked and as the prompt allows.
-fn variants(mode: ConstrainMode, prompt: &kerf_core::Prompt) -> Vec<bool> {
-    let can = constraint_for(prompt) != Constraint::None;
+/// The constrained/unconstrained passes a prompt gets. A cloud provider with no structured mode
+/// for the prompt's format (JSONL anywhere; or a server that honours none) gets only the
+/// unconstrained pass: a "constrained" row would be the same request under a false label.
+fn variants(mode: ConstrainMode, prompt: &kerf_core::Prompt, provider: &Chosen) -> Vec<bool> {
+    let constraint = constraint_for(prompt);
+    let can = match provider {
+        Chosen::Cloud(p) => p.mode_for(&constraint).0 != kerf_llm::providers::Structured::None,
+        Chosen::Local(_) => constraint != Constraint::None,
+    };
     match mode {
         ConstrainMode::Both if can => vec![true, false],
         ConstrainMode::Auto if can => vec![true],
