@@ -426,6 +426,47 @@ pub(crate) fn url(p: &CloudProvider, path: &str) -> String {
     format!("{}/{}", p.def.base_url.trim_end_matches('/'), path)
 }
 
+/// The system text (all system messages, joined) and the other turns, for protocols that take
+/// the system prompt apart from the conversation (Anthropic, Gemini).
+pub(crate) fn split_system(req: &Request) -> (Option<String>, Vec<&crate::Message>) {
+    let (system, turns): (Vec<&crate::Message>, Vec<&crate::Message>) = req
+        .messages
+        .iter()
+        .partition(|m| m.role == crate::Role::System);
+    let system = (!system.is_empty()).then(|| {
+        system
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    });
+    (system, turns)
+}
+
+/// A finished request: the JSON body serialised, posted to `url` with `headers`.
+pub(crate) fn built(
+    url: String,
+    headers: Vec<(String, String)>,
+    body: &Value,
+    details: Value,
+    warnings: Vec<String>,
+) -> Result<Built> {
+    let body = serde_json::to_vec(body).map_err(|e| Error::Request(e.to_string()))?;
+    Ok(Built {
+        http: HttpRequest { url, headers, body },
+        details,
+        warnings,
+    })
+}
+
+/// An event's `data` as JSON, or what it was instead.
+pub(crate) fn event_json(data: &str) -> std::result::Result<Value, String> {
+    serde_json::from_str(data).map_err(|e| {
+        let shown: String = data.chars().take(80).collect();
+        format!("data is not JSON ({e}): `{shown}`")
+    })
+}
+
 /// What `kerf providers probe` sends: a tiny request per structured-output mode, to find out
 /// which ones the server really honours (some reject a mode, some accept it and ignore it).
 pub fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers::Probe {

@@ -5,8 +5,7 @@
 use kerf_core::lint;
 use serde_json::{Value, json};
 
-use super::{Built, CloudProvider, Reply, headers, url};
-use crate::http::HttpRequest;
+use super::{Built, CloudProvider, Reply, built, event_json, headers, split_system, url};
 use crate::providers::Structured;
 use crate::sse::SseEvent;
 use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
@@ -22,16 +21,9 @@ pub(crate) fn build(
     mode: Structured,
     why: &str,
 ) -> Result<Built> {
-    let system: Vec<&str> = req
-        .messages
+    let (system, turns) = split_system(req);
+    let messages: Vec<Value> = turns
         .iter()
-        .filter(|m| m.role == Role::System)
-        .map(|m| m.content.as_str())
-        .collect();
-    let messages: Vec<Value> = req
-        .messages
-        .iter()
-        .filter(|m| m.role != Role::System)
         .map(|m| {
             json!({"role": if m.role == Role::Assistant { "assistant" } else { "user" }, "content": m.content})
         })
@@ -47,8 +39,8 @@ pub(crate) fn build(
     if req.top_p < 1.0 {
         body["top_p"] = json!(req.top_p);
     }
-    if !system.is_empty() {
-        body["system"] = json!(system.join("\n\n"));
+    if let Some(system) = system {
+        body["system"] = json!(system);
     }
     if !req.stop.is_empty() {
         body["stop_sequences"] = json!(req.stop);
@@ -93,16 +85,7 @@ pub(crate) fn build(
         }
         _ => {}
     }
-    let body = serde_json::to_vec(&body).map_err(|e| Error::Request(e.to_string()))?;
-    Ok(Built {
-        http: HttpRequest {
-            url: url(p, "messages"),
-            headers: hdrs,
-            body,
-        },
-        details,
-        warnings,
-    })
+    built(url(p, "messages"), hdrs, &body, details, warnings)
 }
 
 fn reason(s: &str) -> FinishReason {
@@ -136,10 +119,7 @@ pub(crate) fn read_event(ev: &SseEvent, r: &mut Reply) -> std::result::Result<()
     if ev.data.trim().is_empty() {
         return Ok(());
     }
-    let v: Value = serde_json::from_str(&ev.data).map_err(|e| {
-        let shown: String = ev.data.chars().take(80).collect();
-        format!("data is not JSON ({e}): `{shown}`")
-    })?;
+    let v = event_json(&ev.data)?;
     let kind = v.get("type").and_then(Value::as_str).unwrap_or(&ev.event);
     match kind {
         "message_start" => {

@@ -5,8 +5,7 @@
 use kerf_core::lint;
 use serde_json::{Value, json};
 
-use super::{Built, CloudProvider, Reply, headers, url};
-use crate::http::HttpRequest;
+use super::{Built, CloudProvider, Reply, built, event_json, headers, split_system, url};
 use crate::providers::Structured;
 use crate::sse::SseEvent;
 use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
@@ -17,16 +16,9 @@ pub(crate) fn build(
     mode: Structured,
     why: &str,
 ) -> Result<Built> {
-    let system: Vec<&str> = req
-        .messages
+    let (system, turns) = split_system(req);
+    let contents: Vec<Value> = turns
         .iter()
-        .filter(|m| m.role == Role::System)
-        .map(|m| m.content.as_str())
-        .collect();
-    let contents: Vec<Value> = req
-        .messages
-        .iter()
-        .filter(|m| m.role != Role::System)
         .map(|m| {
             json!({"role": if m.role == Role::Assistant { "model" } else { "user" }, "parts": [{"text": m.content}]})
         })
@@ -71,23 +63,20 @@ pub(crate) fn build(
         _ => {}
     }
     let mut body = json!({"contents": contents, "generationConfig": config});
-    if !system.is_empty() {
-        body["systemInstruction"] = json!({"parts": [{"text": system.join("\n\n")}]});
+    if let Some(system) = system {
+        body["systemInstruction"] = json!({"parts": [{"text": system}]});
     }
-    let body = serde_json::to_vec(&body).map_err(|e| Error::Request(e.to_string()))?;
-    Ok(Built {
-        http: HttpRequest {
-            // The key goes in a header, never in the URL (URLs end up in error messages).
-            url: url(
-                p,
-                &format!("models/{}:streamGenerateContent?alt=sse", p.def.model),
-            ),
-            headers: headers(p, "x-goog-api-key", false),
-            body,
-        },
+    built(
+        // The key goes in a header, never in the URL (URLs end up in error messages).
+        url(
+            p,
+            &format!("models/{}:streamGenerateContent?alt=sse", p.def.model),
+        ),
+        headers(p, "x-goog-api-key", false),
+        &body,
         details,
         warnings,
-    })
+    )
 }
 
 fn reason(s: &str) -> FinishReason {
@@ -143,10 +132,7 @@ pub(crate) fn read_event(ev: &SseEvent, r: &mut Reply) -> std::result::Result<()
     if ev.data.trim().is_empty() {
         return Ok(());
     }
-    let v: Value = serde_json::from_str(&ev.data).map_err(|e| {
-        let shown: String = ev.data.chars().take(80).collect();
-        format!("data is not JSON ({e}): `{shown}`")
-    })?;
+    let v = event_json(&ev.data)?;
     if let Some(e) = v.get("error") {
         r.error = Some(format!(
             "the provider reported an error mid-stream: {}",

@@ -4,8 +4,7 @@
 use kerf_core::lint::{self, Severity};
 use serde_json::{Value, json};
 
-use super::{Built, CloudProvider, Reply, headers, url};
-use crate::http::HttpRequest;
+use super::{Built, CloudProvider, Reply, built, event_json, headers, url};
 use crate::providers::Structured;
 use crate::sse::SseEvent;
 use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
@@ -91,16 +90,13 @@ pub(crate) fn build(
         }
         _ => {}
     }
-    let body = serde_json::to_vec(&body).map_err(|e| Error::Request(e.to_string()))?;
-    Ok(Built {
-        http: HttpRequest {
-            url: url(p, "chat/completions"),
-            headers: headers(p, "authorization", true),
-            body,
-        },
+    built(
+        url(p, "chat/completions"),
+        headers(p, "authorization", true),
+        &body,
         details,
         warnings,
-    })
+    )
 }
 
 fn usage(v: &Value) -> Option<Usage> {
@@ -145,10 +141,7 @@ pub(crate) fn read_event(ev: &SseEvent, r: &mut Reply) -> std::result::Result<()
     if data.is_empty() {
         return Ok(());
     }
-    let v: Value = serde_json::from_str(data).map_err(|e| {
-        let shown: String = data.chars().take(80).collect();
-        format!("data is not JSON ({e}): `{shown}`")
-    })?;
+    let v = event_json(data)?;
     if let Some(e) = provider_error(&v) {
         r.error = Some(format!("the provider reported an error mid-stream: {e}"));
         r.done = true;
