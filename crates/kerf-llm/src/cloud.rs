@@ -459,6 +459,16 @@ pub(crate) fn built(
     })
 }
 
+/// The run's details every protocol starts from: which protocol, where, and the structured-output
+/// mode with the reason it was chosen.
+pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> Value {
+    json!({
+        "protocol": p.def.kind.as_str(),
+        "base_url": p.def.base_url,
+        "structured": {"mode": mode.as_str(), "why": why},
+    })
+}
+
 /// An event's `data` as JSON, or what it was instead.
 pub(crate) fn event_json(data: &str) -> std::result::Result<Value, String> {
     serde_json::from_str(data).map_err(|e| {

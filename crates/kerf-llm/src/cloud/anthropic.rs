@@ -5,7 +5,9 @@
 use kerf_core::lint;
 use serde_json::{Value, json};
 
-use super::{Built, CloudProvider, Reply, built, event_json, headers, split_system, url};
+use super::{
+    Built, CloudProvider, Reply, base_details, built, event_json, headers, split_system, url,
+};
 use crate::providers::Structured;
 use crate::sse::SseEvent;
 use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
@@ -45,11 +47,7 @@ pub(crate) fn build(
     if !req.stop.is_empty() {
         body["stop_sequences"] = json!(req.stop);
     }
-    let mut details = json!({
-        "protocol": "anthropic",
-        "base_url": p.def.base_url,
-        "structured": {"mode": mode.as_str(), "why": why},
-    });
+    let mut details = base_details(p, mode, why);
     let mut hdrs = headers(p, "x-api-key", false);
     hdrs.push(("anthropic-version".into(), VERSION.into()));
     let mut warnings = Vec::new();

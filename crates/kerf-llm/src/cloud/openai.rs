@@ -4,7 +4,7 @@
 use kerf_core::lint::{self, Severity};
 use serde_json::{Value, json};
 
-use super::{Built, CloudProvider, Reply, built, event_json, headers, url};
+use super::{Built, CloudProvider, Reply, base_details, built, event_json, headers, url};
 use crate::providers::Structured;
 use crate::sse::SseEvent;
 use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
@@ -49,11 +49,7 @@ pub(crate) fn build(
     if !req.stop.is_empty() {
         body["stop"] = json!(req.stop);
     }
-    let mut details = json!({
-        "protocol": "openai",
-        "base_url": p.def.base_url,
-        "structured": {"mode": mode.as_str(), "why": why},
-    });
+    let mut details = base_details(p, mode, why);
     let mut warnings = Vec::new();
     match (mode, &req.constraint) {
         (Structured::JsonObject, _) => body["response_format"] = json!({"type": "json_object"}),
