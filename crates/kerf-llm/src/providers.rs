@@ -191,14 +191,9 @@ struct File {
     providers: Vec<ProviderDef>,
 }
 
-/// Kerf's config directory: `KERF_CONFIG_DIR`, else the platform's (`~/.config/kerf` on Linux).
+/// Kerf's config directory (see [`kerf_core::dirs::config_dir`]).
 pub fn config_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("KERF_CONFIG_DIR") {
-        return PathBuf::from(d);
-    }
-    directories::ProjectDirs::from("", "", "kerf")
-        .map(|d| d.config_dir().to_path_buf())
-        .unwrap_or_else(|| PathBuf::from(".kerf"))
+    kerf_core::dirs::config_dir()
 }
 
 /// The configured providers, loaded from and saved to one file.

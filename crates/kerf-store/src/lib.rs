@@ -1,0 +1,41 @@
+//! # kerf-store
+//!
+//! Kerf's history: every run and experiment, kept in one SQLite file so a prompt engineer can
+//! compare today's attempt with yesterday's.
+//!
+//! - [`Store`] — `open(path)` (WAL, a busy timeout, migrations applied) or `in_memory()`; the
+//!   clock is injected ([`Clock`]) so tests are deterministic.
+//! - Content-addressed [`PromptVersion`]s and [`Input`]s: an edited prompt is a new version, and
+//!   old runs keep pointing at what they ran.
+//! - Runs: [`Store::begin_run`] writes the run as `running` before the first token and returns a
+//!   [`RunWriter`] that appends the reply as it streams (a transaction per batch of chunks, not
+//!   per token) and ends it `ok`, `truncated`, `interrupted` or `error`. If the process dies
+//!   mid-run, the next open finds the run's [`owner`] gone and marks it `interrupted`, keeping the
+//!   text received.
+//! - Experiments: a `compare` or `sweep` as one record grouping its runs and curves.
+//! - Queries: [`Filter`] for lists, [`RunRecord`] for one run in full; tags and notes.
+//!
+//! No API key or other secret is stored: callers pass only what a run is (texts, parameters,
+//! what the provider reported), and the CLI's tests grep the database file for a planted key.
+
+pub mod error;
+pub mod migrate;
+pub mod owner;
+mod runs;
+mod store;
+
+pub use error::{Error, Result};
+pub use runs::{
+    Experiment, ExperimentSummary, Filter, Input, NewRun, PromptVersion, RunEnd, RunRecord,
+    RunSummary, RunWriter, Status,
+};
+pub use store::{Clock, Store};
+
+/// The history file's name in Kerf's data directory.
+pub const FILE_NAME: &str = "history.sqlite";
+
+/// The history file a front end opens by default: `history.sqlite` in Kerf's data directory
+/// (`--data-dir`, `KERF_DATA_DIR`, or the platform's).
+pub fn default_path() -> std::path::PathBuf {
+    kerf_core::dirs::data_dir().join(FILE_NAME)
+}

@@ -1,0 +1,291 @@
+//! Opening the history: the file's checks, connection settings, migrations and the recovery of
+//! runs whose process died.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
+
+use crate::error::{Error, Result};
+use crate::owner::{self, Owner};
+
+/// Milliseconds since the Unix epoch, as the store should see "now" (tests inject a fixed one).
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// How long a write waits for another process's write to finish before giving up. Writes are
+/// short (a run's start, a batch of streamed text, its end), so this is only reached when
+/// something holds the file far longer than Kerf ever does.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The history: one SQLite connection, its clock, and (once it writes a run) its owner claim.
+pub struct Store {
+    pub(crate) conn: Connection,
+    pub(crate) clock: Clock,
+    /// The database file (`None` in memory).
+    path: Option<PathBuf>,
+    /// Claimed on the first run or experiment this store starts.
+    owner: RefCell<Option<Owner>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Open (or create) the history at `path`: refuse a file that is not a Kerf history, is
+    /// damaged or is newer than this build — without writing to it — then migrate it and mark the
+    /// runs of dead processes `interrupted`.
+    pub fn open(path: &Path) -> Result<Self> {
+        Self::open_with_clock(path, Arc::new(kerf_core::time::now_ms))
+    }
+
+    pub fn open_with_clock(path: &Path, clock: Clock) -> Result<Self> {
+        let place = path.display().to_string();
+        if path.is_dir() {
+            return Err(Error::Io {
+                path: place,
+                message: "is a directory, not a history file".into(),
+            });
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::Io {
+                path: parent.display().to_string(),
+                message: format!("cannot create the data directory: {e}"),
+            })?;
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| Error::sqlite(&place, e))?;
+        let mut store = Store {
+            conn,
+            clock,
+            path: Some(path.to_path_buf()),
+            owner: RefCell::new(None),
+        };
+        store.configure()?;
+        store.recover()?;
+        Ok(store)
+    }
+
+    /// A history that lives only as long as the value (tests; the app's scratch runs).
+    pub fn in_memory() -> Result<Self> {
+        let conn = Connection::open_in_memory().map_err(|e| Error::sqlite(":memory:", e))?;
+        let mut store = Store {
+            conn,
+            clock: Arc::new(kerf_core::time::now_ms),
+            path: None,
+            owner: RefCell::new(None),
+        };
+        store.configure()?;
+        Ok(store)
+    }
+
+    /// Use `clock` for every timestamp written from now on.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The database file, or `None` for an in-memory store.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub(crate) fn place(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or_else(|| ":memory:".into(), |p| p.display().to_string())
+    }
+
+    /// Map a SQLite error on this store's file.
+    pub(crate) fn err(&self, e: rusqlite::Error) -> Error {
+        Error::sqlite(&self.place(), e)
+    }
+
+    pub(crate) fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// The settings every connection gets, checked before anything is written: the busy timeout,
+    /// the file's identity and version (refused untouched if wrong), then WAL and migrations.
+    fn configure(&mut self) -> Result<()> {
+        let place = self.place();
+        let sql = |e| Error::sqlite(&place, e);
+        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+        // Reading the header first: a file that is not SQLite fails here, before any write.
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(sql)?;
+        if self.path.is_some() {
+            if version > crate::migrate::LATEST {
+                return Err(Error::Newer {
+                    path: place,
+                    found: version,
+                    known: crate::migrate::LATEST,
+                });
+            }
+            // WAL: readers never block the writer, and a killed writer loses at most its
+            // uncommitted transaction. NORMAL sync is durable across process crashes.
+            self.conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+                .map_err(sql)?;
+            self.conn
+                .execute_batch("PRAGMA synchronous = NORMAL")
+                .map_err(sql)?;
+        }
+        self.conn
+            .execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(sql)?;
+        crate::migrate::migrate(&mut self.conn, &place)
+    }
+
+    /// This store's owner id, claiming it on first use (a file store only).
+    pub(crate) fn owner_id(&self) -> Result<Option<String>> {
+        let Some(path) = &self.path else {
+            return Ok(None);
+        };
+        let mut owner = self.owner.borrow_mut();
+        if owner.is_none() {
+            let dir = owner::dir_for(path);
+            *owner = Some(Owner::claim(&dir).map_err(|e| Error::Io {
+                path: dir.display().to_string(),
+                message: format!("cannot claim a run owner: {e}"),
+            })?);
+        }
+        Ok(owner.as_ref().map(|o| o.id.clone()))
+    }
+
+    /// Runs and experiments still `running` whose process is gone become `interrupted`, keeping
+    /// the text received (and, for runs, a parse report of it). Returns how many runs were.
+    pub fn recover(&self) -> Result<usize> {
+        let Some(path) = &self.path else {
+            return Ok(0);
+        };
+        let dir = owner::dir_for(path);
+        let mine = self.owner.borrow().as_ref().map(|o| o.id.clone());
+        let dead = |id: &Option<String>| match id {
+            Some(id) => Some(id) != mine.as_ref() && !owner::is_alive(&dir, id),
+            None => true,
+        };
+        let running: Vec<(i64, Option<String>)> = self.query_pairs(
+            "SELECT id, owner FROM runs WHERE status = 'running'",
+        )?;
+        let runs: Vec<i64> = running
+            .into_iter()
+            .filter(|(_, o)| dead(o))
+            .map(|(id, _)| id)
+            .collect();
+        let experiments: Vec<i64> = self
+            .query_pairs("SELECT id, owner FROM experiments WHERE status = 'running'")?
+            .into_iter()
+            .filter(|(_, o)| dead(o))
+            .map(|(id, _)| id)
+            .collect();
+        for &id in &runs {
+            self.interrupt_run(id)?;
+        }
+        for &id in &experiments {
+            self.conn
+                .execute(
+                    "UPDATE experiments SET status = 'interrupted', finished_at = ?2, owner = NULL,
+                     error = 'the Kerf process running this experiment stopped before it finished'
+                     WHERE id = ?1 AND status = 'running'",
+                    params![id, self.now()],
+                )
+                .map_err(|e| self.err(e))?;
+        }
+        owner::sweep_dead(&dir);
+        if !runs.is_empty() {
+            tracing::warn!(
+                "{} run(s) left running by a process that stopped were marked interrupted (their text is kept)",
+                runs.len()
+            );
+        }
+        Ok(runs.len())
+    }
+
+    fn query_pairs(&self, sql: &str) -> Result<Vec<(i64, Option<String>)>> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Fold a dead run's streamed chunks into its reply, parse what arrived, mark it interrupted.
+    fn interrupt_run(&self, id: i64) -> Result<()> {
+        let tx = self.write()?;
+        let raw: String = tx
+            .query_row(
+                "SELECT coalesce(group_concat(text, ''), '') FROM
+                 (SELECT text FROM run_chunks WHERE run_id = ?1 ORDER BY seq)",
+                [id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let (version_text, vars): (String, String) = tx
+            .query_row(
+                "SELECT p.text, i.vars FROM runs r JOIN prompt_versions p ON p.id = r.prompt_version
+                 JOIN inputs i ON i.id = r.input_id WHERE r.id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| self.err(e))?;
+        let report = crate::runs::parse_with_version(&version_text, &vars, &raw);
+        let (objects, dropped, truncated) = report.as_ref().map_or((None, None, None), |r| {
+            (
+                Some(r.objects.len() as i64),
+                Some(r.dropped.len() as i64),
+                Some(r.truncated),
+            )
+        });
+        let report = report.and_then(|r| serde_json::to_string(&r).ok());
+        tx.execute(
+            "UPDATE run_bodies SET raw = raw || ?2, report = ?3 WHERE run_id = ?1",
+            params![id, raw, report],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM run_chunks WHERE run_id = ?1", [id])
+            .map_err(|e| self.err(e))?;
+        tx.execute(
+            "UPDATE runs SET status = 'interrupted', finish_reason = 'interrupted', finished_at = ?2,
+             owner = NULL, objects = ?3, dropped = ?4, truncated = ?5, error_code = 'interrupted',
+             error = 'the Kerf process running this stopped (killed or crashed) mid-run; the text received is kept'
+             WHERE id = ?1",
+            params![id, self.now(), objects, dropped, truncated],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// A write transaction that takes the write lock up front, so a concurrent writer waits on
+    /// the busy timeout instead of failing with "database is locked" on upgrade.
+    pub(crate) fn write(&self) -> Result<rusqlite::Transaction<'_>> {
+        rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Check the file's integrity (`PRAGMA integrity_check`): `ok`, or what is wrong.
+    pub fn integrity_check(&self) -> Result<String> {
+        let mut stmt = self
+            .conn
+            .prepare("PRAGMA integrity_check")
+            .map_err(|e| self.err(e))?;
+        let lines: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(|e| self.err(e))?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.err(e))?;
+        Ok(lines.join("\n"))
+    }
+}

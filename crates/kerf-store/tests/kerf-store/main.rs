@@ -1,0 +1,353 @@
+//! The history on real SQLite files: migrations and committed fixtures of every schema version,
+//! refusal of newer or foreign files, recovery of runs whose writer died, concurrent writers.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use kerf_store::{Filter, NewRun, RunEnd, Status, Store};
+use serde_json::{Value, json};
+
+const PROMPT: &str = r#"{"id": "kg", "prompt": "Extract from {{text}}", "response-type": "jsonl",
+ "schema": {"type": "object", "required": ["entity"], "properties": {"entity": {"type": "string"}}}}"#;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kerf-store/fixtures")
+}
+
+/// A clock that starts at 2026-11-22T00:00:00Z and moves one second per reading.
+fn ticking() -> kerf_store::Clock {
+    let t = Arc::new(AtomicI64::new(1_795_305_600_000));
+    Arc::new(move || t.fetch_add(1000, Ordering::SeqCst))
+}
+
+fn new_run(store: &Store, doc: &str) -> NewRun {
+    let version = store
+        .put_prompt_version("kg", Some("prompts/kg.json"), "jsonl", PROMPT)
+        .unwrap();
+    let input = store.put_input(&json!({"text": doc}), &json!({})).unwrap();
+    NewRun {
+        prompt_version: version,
+        input,
+        experiment: None,
+        rerun_of: None,
+        provider: "local".into(),
+        model: "/models/m.gguf".into(),
+        model_sha256: Some("ab".repeat(32)),
+        params: json!({"max_tokens": 64, "temperature": 0.0}),
+        system: None,
+        user: format!("Extract from {doc}"),
+    }
+}
+
+/// A run written as the CLI writes one: streamed in pieces, then ended.
+fn record(store: &Store, doc: &str, pieces: &[&str], finish: &str) -> i64 {
+    let mut w = store.begin_run(&new_run(store, doc)).unwrap();
+    for p in pieces {
+        w.push(p).unwrap();
+    }
+    let raw: String = pieces.concat();
+    let report = kerf_core::Prompt::compile(
+        kerf_core::PromptFile::from_json_str(PROMPT, "p").unwrap().file,
+        "p",
+    )
+    .unwrap()
+    .parse(&raw, &Default::default());
+    w.finish(RunEnd {
+        finish_reason: finish.into(),
+        raw,
+        report: Some(report),
+        usage: json!({"prompt_tokens": 10, "completion_tokens": 20}),
+        ..RunEnd::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_new_file_is_migrated_and_runs_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/history.sqlite");
+    let store = Store::open_with_clock(&path, ticking()).unwrap();
+    let id = record(
+        &store,
+        "DNA and RNA",
+        &["{\"entity\": \"DNA\"}\n", "{\"entity\": \"RNA\"}\n"],
+        "stop",
+    );
+    let run = store.run(id).unwrap();
+    assert_eq!(run.summary.status, Status::Ok);
+    assert_eq!(run.raw, "{\"entity\": \"DNA\"}\n{\"entity\": \"RNA\"}\n");
+    assert_eq!(run.summary.objects, Some(2));
+    assert_eq!(run.summary.prompt, "kg");
+    assert_eq!(run.summary.created_at, "2026-11-22T00:00:02Z");
+    assert_eq!(run.input.vars, json!({"text": "DNA and RNA"}));
+    assert_eq!(run.summary.completion_tokens, Some(20));
+    // Content addressing: the same prompt text and input are stored once.
+    record(&store, "DNA and RNA", &["x"], "length");
+    let n: Vec<_> = store.list(&Filter::default()).unwrap();
+    assert_eq!(n.len(), 2);
+    assert_eq!(n[0].prompt_version, n[1].prompt_version);
+    assert_eq!(n[0].status, Status::Truncated, "newest first");
+    let v = store.prompt_version(&n[0].prompt_version[..8]).unwrap();
+    assert_eq!(v.text, PROMPT);
+    drop(store);
+    // Reopening reads the same; WAL mode is on.
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.list(&Filter::default()).unwrap().len(), 2);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn every_migration_file_is_embedded_in_order() {
+    let mut files: Vec<String> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let embedded: Vec<&str> = kerf_store::migrate::MIGRATIONS.iter().map(|m| m.0).collect();
+    assert_eq!(files, embedded);
+    for (i, name) in embedded.iter().enumerate() {
+        assert!(name.starts_with(&format!("{:04}_", i + 1)), "{name}");
+    }
+}
+
+/// Each committed `vN.sqlite` (a history written by schema version N, with one finished run)
+/// opens, migrates to the latest version, and keeps its run.
+#[test]
+fn every_earlier_schema_version_opens_and_keeps_its_runs() {
+    let mut seen = 0;
+    for v in 1..=kerf_store::migrate::LATEST {
+        let fixture = fixtures().join(format!("v{v}.sqlite"));
+        assert!(fixture.is_file(), "no fixture for schema version {v}: {}", fixture.display());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.sqlite");
+        std::fs::copy(&fixture, &path).unwrap();
+        let store = Store::open(&path).unwrap();
+        let runs = store.list(&Filter::default()).unwrap();
+        assert_eq!(runs.len(), 1, "v{v}");
+        let run = store.run(runs[0].id).unwrap();
+        assert_eq!(run.raw, "{\"entity\": \"DNA\"}\n{\"entity\": \"RN", "v{v}");
+        assert_eq!(run.summary.status, Status::Truncated, "v{v}");
+        assert_eq!(run.summary.tags, vec!["fixture"], "v{v}");
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+        seen += 1;
+    }
+    assert_eq!(seen, kerf_store::migrate::LATEST);
+}
+
+/// Writes `fixtures/v{LATEST}.sqlite` — run once when a migration is added:
+/// `cargo test -p kerf-store -- --ignored write_fixture_for_this_schema_version`.
+#[test]
+#[ignore]
+fn write_fixture_for_this_schema_version() {
+    let path = fixtures().join(format!("v{}.sqlite", kerf_store::migrate::LATEST));
+    let _ = std::fs::remove_file(&path);
+    {
+        let store = Store::open_with_clock(&path, ticking()).unwrap();
+        let id = record(&store, "DNA and RNA", &["{\"entity\": \"DNA\"}\n", "{\"entity\": \"RN"], "length");
+        store.tag(id, "fixture").unwrap();
+    }
+    // One self-contained file: closing the last connection folds the WAL back in.
+    let wal = path.with_file_name(format!("v{}.sqlite-wal", kerf_store::migrate::LATEST));
+    assert!(!wal.exists());
+    let _ = std::fs::remove_dir_all(kerf_store::owner::dir_for(&path));
+}
+
+#[test]
+fn a_file_from_a_newer_kerf_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    drop(Store::open(&path).unwrap());
+    // What a future Kerf would leave: a higher schema version.
+    set_user_version(&path, 99);
+    let before = std::fs::read(&path).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert_eq!(err.code(), "store-newer");
+    let msg = err.to_string();
+    assert!(msg.contains("newer Kerf") && msg.contains("99") && msg.contains("history.sqlite"), "{msg}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the file must not change");
+}
+
+/// Set a SQLite file's user_version by editing its header (bytes 60..64), as a newer Kerf's
+/// migration would have.
+fn set_user_version(path: &Path, v: u32) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[60..64].copy_from_slice(&v.to_be_bytes());
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_corrupt_or_foreign_file_is_named_and_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    let junk = b"these are not the bytes of a database, and Kerf must not write over them. ".repeat(80);
+    std::fs::write(&path, &junk).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert_eq!(err.code(), "store-corrupt", "{err}");
+    assert!(err.to_string().contains("history.sqlite"), "{err}");
+    assert!(err.to_string().contains("left untouched"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), junk);
+
+    // A good history with a damaged page in the middle: refused or reported, never rewritten.
+    let path = dir.path().join("damaged.sqlite");
+    {
+        let store = Store::open(&path).unwrap();
+        for i in 0..200 {
+            record(&store, &format!("document {i} {}", "words ".repeat(200)), &["{\"entity\": \"x\"}\n"], "stop");
+        }
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 64 * 1024, "{}", bytes.len());
+    for b in &mut bytes[8192..8192 + 4096] {
+        *b = 0xA5;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    match Store::open(&path) {
+        Err(e) => assert_eq!(e.code(), "store-corrupt", "{e}"),
+        Ok(store) => {
+            let check = store.integrity_check();
+            let bad = match check {
+                Ok(s) => s != "ok",
+                Err(e) => e.code() == "store-corrupt",
+            };
+            assert!(bad, "a damaged page went unnoticed");
+        }
+    }
+}
+
+#[test]
+fn a_run_whose_process_died_is_interrupted_with_its_text_on_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    let store = Store::open(&path).unwrap();
+    let mut w = store.begin_run(&new_run(&store, "DNA")).unwrap();
+    w.push("{\"entity\": \"DNA\"}\n{\"ent").unwrap();
+    let id = w.id();
+    // Another open while the writer lives: its run is left alone.
+    let other = Store::open(&path).unwrap();
+    assert_eq!(other.run(id).unwrap().summary.status, Status::Running);
+    drop(other);
+    // The writer "dies": no finish, no clean-up (what SIGKILL leaves), and its lock goes.
+    std::mem::forget(w);
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    let run = store.run(id).unwrap();
+    assert_eq!(run.summary.status, Status::Interrupted);
+    assert_eq!(run.raw, "{\"entity\": \"DNA\"}\n{\"ent");
+    assert_eq!(run.summary.objects, Some(1), "what arrived is parsed");
+    assert_eq!(run.report.unwrap().truncated, true);
+    assert!(run.summary.error.unwrap().contains("stopped"));
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn a_writer_dropped_without_finishing_keeps_its_run_as_interrupted() {
+    let store = Store::in_memory().unwrap();
+    let id = {
+        let mut w = store.begin_run(&new_run(&store, "d")).unwrap();
+        w.push("partial").unwrap();
+        w.push(" text").unwrap();
+        w.id()
+    };
+    let run = store.run(id).unwrap();
+    assert_eq!(run.summary.status, Status::Interrupted);
+    assert_eq!(run.raw, "partial text");
+}
+
+#[test]
+fn filters_tags_notes_and_delete() {
+    let store = Store::in_memory().unwrap().with_clock(ticking());
+    let a = record(&store, "one", &["{\"entity\": \"a\"}\n"], "stop");
+    let b = record(&store, "two", &["{\"entity\": \"b\"}\n{\"en"], "length");
+    let c = record(&store, "three", &[], "cancelled");
+    store.tag(b, "baseline").unwrap();
+    store.tag(b, "baseline").unwrap();
+    store.note(a, Some("first try")).unwrap();
+    let ids = |f: Filter| -> Vec<i64> { store.list(&f).unwrap().iter().map(|r| r.id).collect() };
+    assert_eq!(ids(Filter::default()), vec![c, b, a]);
+    assert_eq!(ids(Filter { status: Some(Status::Truncated), ..Filter::default() }), vec![b]);
+    assert_eq!(ids(Filter { status: Some(Status::Interrupted), ..Filter::default() }), vec![c]);
+    assert_eq!(ids(Filter { tag: Some("baseline".into()), ..Filter::default() }), vec![b]);
+    assert_eq!(ids(Filter { limit: Some(1), ..Filter::default() }), vec![c]);
+    let t_b = store.run(b).unwrap().summary.created_ms;
+    assert_eq!(ids(Filter { since: Some(t_b), ..Filter::default() }), vec![c, b]);
+    assert_eq!(ids(Filter { prompt: Some("kg".into()), ..Filter::default() }).len(), 3);
+    let version = store.run(a).unwrap().summary.prompt_version;
+    assert_eq!(ids(Filter { prompt: Some(version[..10].to_uppercase()), ..Filter::default() }).len(), 3);
+    assert_eq!(ids(Filter { prompt: Some("other".into()), ..Filter::default() }), Vec::<i64>::new());
+    assert_eq!(ids(Filter { provider: Some("local".into()), model: Some("m.gguf".into()), ..Filter::default() }).len(), 3);
+    assert_eq!(store.run(b).unwrap().summary.tags, vec!["baseline"]);
+    assert_eq!(store.run(a).unwrap().summary.note.as_deref(), Some("first try"));
+    store.delete(b).unwrap();
+    assert_eq!(store.run(b).unwrap_err().code(), "not-found");
+    assert_eq!(store.tag(b, "x").unwrap_err().code(), "not-found");
+    assert_eq!(ids(Filter::default()), vec![c, a]);
+}
+
+#[test]
+fn experiments_group_their_runs() {
+    let store = Store::in_memory().unwrap();
+    let e = store.begin_experiment("compare", &json!({"budgets": [24, 300]})).unwrap();
+    let mut run = new_run(&store, "doc");
+    run.experiment = Some(e);
+    let w = store.begin_run(&run).unwrap();
+    let id = w.finish(RunEnd { finish_reason: "stop".into(), ..RunEnd::default() }).unwrap();
+    store.finish_experiment(e, &json!({"rows": [1]}), None).unwrap();
+    let x = store.experiment(e).unwrap();
+    assert_eq!(x.summary.status, "ok");
+    assert_eq!(x.summary.runs, 1);
+    assert_eq!(x.run_list[0].id, id);
+    assert_eq!(x.result, Some(json!({"rows": [1]})));
+    assert_eq!(store.experiments(None).unwrap().len(), 1);
+}
+
+/// Several connections writing at once (each as a separate process would: its own connection
+/// and file locks): every write lands, none fails with "database is locked".
+#[test]
+fn concurrent_writers_never_see_database_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    drop(Store::open(&path).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let store = Store::open(&path).unwrap();
+                for i in 0..25 {
+                    let mut w = store.begin_run(&new_run(&store, &format!("{t}-{i}"))).unwrap();
+                    for _ in 0..5 {
+                        w.push("{\"entity\": \"x\"}\n").unwrap();
+                        w.flush().unwrap();
+                    }
+                    let id = w.finish(RunEnd { finish_reason: "stop".into(), ..RunEnd::default() }).unwrap();
+                    store.tag(id, &format!("t{t}")).unwrap();
+                    store.list(&Filter { limit: Some(10), ..Filter::default() }).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.list(&Filter::default()).unwrap().len(), 100);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn status_follows_the_finish_reason() {
+    for (reason, status) in [
+        ("stop", Status::Ok),
+        ("refusal", Status::Ok),
+        ("content_filter", Status::Ok),
+        ("length", Status::Truncated),
+        ("cancelled", Status::Interrupted),
+        ("interrupted", Status::Interrupted),
+        ("error", Status::Error),
+    ] {
+        assert_eq!(Status::for_finish(reason), status, "{reason}");
+    }
+    let _: Value = json!(null);
+}
