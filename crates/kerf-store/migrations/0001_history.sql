@@ -105,3 +105,12 @@ CREATE TABLE run_tags (
     PRIMARY KEY (run_id, tag)
 ) WITHOUT ROWID;
 CREATE INDEX run_tags_by_tag ON run_tags (tag);
+
+-- SHA-256 of local model files, remembered by path, size and modification time so a run on a
+-- multi-gigabyte GGUF does not hash it again.
+CREATE TABLE model_hashes (
+    path     TEXT PRIMARY KEY,
+    size     INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256   TEXT NOT NULL
+);
