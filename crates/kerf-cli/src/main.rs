@@ -6,6 +6,7 @@
 mod chart;
 mod cmd;
 mod output;
+mod record;
 
 use std::process::ExitCode;
 
@@ -18,6 +19,8 @@ Commands print for people by default; --json gives machine-readable output (expo
 #[derive(Parser)]
 #[command(name = "kerf", version, about = "Kerf: a prompt-and-schema workbench for LLM extraction prompts", after_help = AFTER_HELP)]
 struct Cli {
+    #[command(flatten)]
+    globals: record::Globals,
     #[command(subcommand)]
     command: Command,
 }
@@ -35,6 +38,7 @@ enum Command {
     Compare(cmd::compare::Args),
     Models(cmd::models::Args),
     Providers(cmd::providers::Args),
+    History(cmd::history::Args),
 }
 
 /// How a command ended when it did not fail outright.
@@ -65,7 +69,12 @@ fn main() -> ExitCode {
         Command::Compare(a) => a.json,
         Command::Models(a) => a.json(),
         Command::Providers(a) => a.json(),
+        Command::History(a) => a.json(),
     };
+    if let Some(dir) = &cli.globals.data_dir {
+        kerf_core::dirs::set_data_dir(std::path::absolute(dir).unwrap_or_else(|_| dir.clone()));
+    }
+    let globals = &cli.globals;
     init_tracing();
     let result = match cli.command {
         Command::Render(a) => cmd::render::run(a),
@@ -74,11 +83,12 @@ fn main() -> ExitCode {
         Command::Export(a) => cmd::export::run(a),
         Command::Import(a) => cmd::import::run(a),
         Command::Check(a) => cmd::check::run(a),
-        Command::Sweep(a) => cmd::sweep::run(a),
-        Command::Run(a) => cmd::run::run(a),
-        Command::Compare(a) => cmd::compare::run(a),
+        Command::Sweep(a) => cmd::sweep::run(a, globals),
+        Command::Run(a) => cmd::run::run(a, globals),
+        Command::Compare(a) => cmd::compare::run(a, globals),
         Command::Models(a) => cmd::models::run(a),
         Command::Providers(a) => cmd::providers::run(a),
+        Command::History(a) => cmd::history::run(a, globals),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
@@ -100,7 +110,10 @@ fn main() -> ExitCode {
                     ),
                 ) => (e.code(), 1),
                 (_, Some(e)) => (e.code(), 2),
-                _ => ("internal", 2),
+                _ => match err.downcast_ref::<kerf_store::Error>() {
+                    Some(e) => (e.code(), 2),
+                    None => ("internal", 2),
+                },
             };
             eprintln!("kerf: error[{code}]: {err:#}");
             if json {

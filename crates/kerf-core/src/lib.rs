@@ -11,12 +11,14 @@
 //! - [`sweep`] — truncation sweeps: objects recovered at every cut, and resilience metrics.
 //! - [`lint`] — what a schema uses that a provider rejects or silently ignores; the OpenAI strict
 //!   rewrite.
+//! - [`diff`] — what changed between two runs' objects.
 //! - [`dirs`] — where Kerf keeps models, history and config; [`time`] — timestamps and dates.
 //! - [`export`] — TrustGraph config bundles and templates (and import back), OpenAI
 //!   `response_format`, Anthropic tool schemas.
 //!
 //! [`Prompt`] ties them together: a loaded, compiled prompt that renders and parses.
 
+pub mod diff;
 pub mod dirs;
 pub mod error;
 pub mod export;

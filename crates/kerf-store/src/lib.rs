@@ -27,7 +27,7 @@ mod store;
 pub use error::{Error, Result};
 pub use runs::{
     Experiment, ExperimentSummary, Filter, Input, NewRun, PromptVersion, RunEnd, RunRecord,
-    RunSummary, RunWriter, Status,
+    RunSummary, RunWriter, Status, sha256_hex,
 };
 pub use store::{Clock, Store};
 

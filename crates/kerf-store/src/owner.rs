@@ -48,6 +48,10 @@ impl Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        // The folder goes too when no other process holds a claim in it.
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 

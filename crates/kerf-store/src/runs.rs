@@ -382,13 +382,18 @@ impl Drop for RunWriter<'_> {
     }
 }
 
-fn sha256_hex(parts: &[&[u8]]) -> String {
+fn sha256_parts(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update((p.len() as u64).to_le_bytes());
         h.update(p);
     }
     format!("{:x}", h.finalize())
+}
+
+/// SHA-256 of some bytes, hex (how the history names a reply it does not keep).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
 }
 
 /// JSON with object keys sorted, so equal values hash alike whatever order they were built in.
@@ -468,7 +473,7 @@ impl Store {
         response_type: &str,
         text: &str,
     ) -> Result<String> {
-        let id = sha256_hex(&[text.as_bytes()]);
+        let id = sha256_hex(text.as_bytes());
         let tx = self.write()?;
         tx.execute(
             "INSERT OR IGNORE INTO prompt_versions (id, name, path, response_type, text, created_at)
@@ -518,7 +523,7 @@ impl Store {
     /// Keep a run's input (once per distinct input); returns its id.
     pub fn put_input(&self, vars: &Value, terms: &Value) -> Result<String> {
         let (v, t) = (canonical(vars), canonical(terms));
-        let id = sha256_hex(&[v.as_bytes(), t.as_bytes()]);
+        let id = sha256_parts(&[v.as_bytes(), t.as_bytes()]);
         let tx = self.write()?;
         tx.execute(
             "INSERT OR IGNORE INTO inputs (id, vars, terms, created_at) VALUES (?1, ?2, ?3, ?4)",

@@ -7,11 +7,11 @@ use kerf_core::sweep::Sweep;
 use kerf_llm::{Constraint, FinishReason, Provider};
 use serde_json::{Value, json};
 
-use super::run::{Chosen, ModelArgs, Outcomes, constraint_for, execute};
+use super::run::{Chosen, ModelArgs, Outcomes, constraint_for, execute_recorded};
 use crate::Outcome;
 use crate::output::print_json;
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ConstrainMode {
     /// Each format with and without its schema constraint (where it has one).
     Both,
@@ -49,6 +49,8 @@ pub struct Args {
 }
 
 struct Row {
+    /// The run's id in the history.
+    run_id: Option<i64>,
     prompt: usize,
     max_tokens: u32,
     constrained: bool,
@@ -56,13 +58,53 @@ struct Row {
     out: Outcomes,
 }
 
-pub fn run(args: Args) -> Result<Outcome> {
+pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     let prompts = args
         .prompts
         .iter()
         .map(|p| super::load_prompt(p))
         .collect::<Result<Vec<_>>>()?;
+    let sources = prompts
+        .iter()
+        .zip(&args.prompts)
+        .map(|(p, path)| crate::record::PromptSource::read(p, path))
+        .collect::<Result<Vec<_>>>()?;
     let provider = args.model.provider()?;
+    let history = crate::record::open(globals)?;
+    let experiment = match &history {
+        Some(store) => Some(store.begin_experiment(
+            "compare",
+            &json!({
+                "prompts": args.prompts.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                "max_tokens": args.max_tokens,
+                "constrain": format!("{:?}", args.constrain).to_lowercase(),
+                "provider": crate::record::provider_name(&provider),
+                "model": provider.as_provider().model(),
+                "model_args": args.model.to_argv(),
+            }),
+        )?),
+        None => None,
+    };
+    let result = compare(&args, &prompts, &sources, &provider, history.as_ref(), experiment);
+    if let (Some(store), Some(id)) = (&history, experiment) {
+        match &result {
+            Ok(v) => store.finish_experiment(id, v, None)?,
+            Err(e) => store.finish_experiment(id, &Value::Null, Some(&format!("{e:#}")))?,
+        }
+    }
+    result.map(|_| Outcome::Ok)
+}
+
+/// Run every prompt at every budget, print the table (or the JSON), and return the JSON form
+/// (what the history keeps as the experiment's result).
+fn compare(
+    args: &Args,
+    prompts: &[kerf_core::Prompt],
+    sources: &[crate::record::PromptSource],
+    provider: &Chosen,
+    history: Option<&kerf_store::Store>,
+    experiment: Option<i64>,
+) -> Result<Value> {
     let mut rows: Vec<Row> = Vec::new();
     let mut budgets = args.max_tokens.clone();
     budgets.sort_unstable();
@@ -70,7 +112,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     let total_runs: usize = budgets.len()
         * prompts
             .iter()
-            .map(|p| variants(args.constrain, p, &provider).len())
+            .map(|p| variants(args.constrain, p, provider).len())
             .sum::<usize>();
     let progress = if args.json {
         indicatif::ProgressBar::hidden()
@@ -83,27 +125,38 @@ pub fn run(args: Args) -> Result<Outcome> {
     );
     for &budget in &budgets {
         for (i, (prompt, path)) in prompts.iter().zip(&args.prompts).enumerate() {
-            let (rendered, vars) = args.input.render(prompt, path)?;
-            for constrained in variants(args.constrain, prompt, &provider) {
+            let rendering = args.input.render(prompt, path)?;
+            for constrained in variants(args.constrain, prompt, provider) {
                 progress.set_message(format!(
                     "{} · {budget} tokens{}",
                     prompt.id(),
                     if constrained { " · constrained" } else { "" }
                 ));
-                let mut request = args.model.request(&rendered, budget);
+                let mut request = args.model.request(&rendering.rendered, budget);
                 if constrained {
                     request.constraint = constraint_for(prompt);
                 }
+                let meta = crate::record::RunMeta {
+                    prompt: &sources[i],
+                    response_type: prompt.file.response_type.to_string(),
+                    rendering: &rendering,
+                    params: args.model.params(budget, constrained),
+                    experiment,
+                    rerun_of: None,
+                };
                 let t = std::time::Instant::now();
-                let out = execute(
-                    provider.as_provider(),
+                let (out, run_id) = execute_recorded(
+                    history,
+                    &meta,
+                    provider,
                     prompt,
                     &request,
-                    &vars,
+                    &rendering.vars,
                     false,
                     &mut |_| {},
                 )?;
                 rows.push(Row {
+                    run_id,
                     prompt: i,
                     max_tokens: budget,
                     constrained,
@@ -150,8 +203,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     }
 
     let name = |i: usize| prompts[i].id().to_string();
-    if args.json {
-        let rows_json: Vec<Value> = rows
+    let rows_json: Vec<Value> = rows
             .iter()
             .map(|r| {
                 let dropped: serde_json::Map<String, Value> = r
@@ -172,6 +224,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                     "finish_reason": r.out.finish.reason.as_str(),
                     "completion_tokens": r.out.finish.usage.completion_tokens,
                     "seconds": r.seconds,
+                    "history_id": r.run_id,
                 })
             })
             .collect();
@@ -187,11 +240,12 @@ pub fn run(args: Args) -> Result<Outcome> {
                 })
             })
             .collect();
-        print_json(
-            &json!({"model": provider.as_provider().model(), "rows": rows_json, "sweeps": sweeps_json}),
-        );
+    let result = json!({"model": provider.as_provider().model(), "experiment": experiment,
+                        "rows": rows_json, "sweeps": sweeps_json});
+    if args.json {
+        print_json(&result);
     } else {
-        print_rows(&prompts, &rows, provider.as_provider());
+        print_rows(prompts, &rows, provider.as_provider());
         if !sweeps.is_empty() {
             crate::outln!(
                 "\nIf the longest complete reply of each format had been cut at every token:"
@@ -213,8 +267,11 @@ pub fn run(args: Args) -> Result<Outcome> {
                 .collect();
             super::sweep::print_table(&table);
         }
+        if let Some(e) = experiment {
+            crate::outln!("\nhistory: experiment {e} (kerf history show e{e})");
+        }
     }
-    Ok(Outcome::Ok)
+    Ok(result)
 }
 
 /// Constrained and/or unconstrained, as asked and as the prompt allows.

@@ -3,6 +3,7 @@
 pub mod check;
 pub mod compare;
 pub mod export;
+pub mod history;
 pub mod import;
 pub mod lint;
 pub mod models;
@@ -124,15 +125,8 @@ pub struct InputArgs {
 
 impl InputArgs {
     /// Render `prompt` (loaded from `path`): global terms, then the prompt's terms, then the
-    /// input document and --var. Returns the rendered turns and the run's variables.
-    pub fn render(
-        &self,
-        prompt: &kerf_core::Prompt,
-        path: &Path,
-    ) -> Result<(
-        kerf_core::Rendered,
-        serde_json::Map<String, serde_json::Value>,
-    )> {
+    /// input document and --var.
+    pub fn render(&self, prompt: &kerf_core::Prompt, path: &Path) -> Result<Rendering> {
         use serde_json::Value;
         let global = match &self.terms {
             Some(p) => match crate::output::read_json(p)? {
@@ -165,7 +159,20 @@ impl InputArgs {
             );
         }
         run_vars.extend(crate::output::vars(&self.vars)?);
-        let rendered = prompt.render(&global, &run_vars)?;
-        Ok((rendered, run_vars))
+        Ok(Rendering {
+            rendered: prompt.render(&global, &run_vars)?,
+            vars: run_vars,
+            terms: global,
+        })
     }
+}
+
+/// A prompt rendered for a run: the turns, and what they were rendered from (kept in the history
+/// so a run can be repeated exactly).
+pub struct Rendering {
+    pub rendered: kerf_core::Rendered,
+    /// The run's variables: the input document and every --var.
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    /// Global terms (--terms).
+    pub terms: serde_json::Map<String, serde_json::Value>,
 }

@@ -61,7 +61,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         }
         return Ok(Outcome::Ok);
     }
-    let (rendered, _) = args.input.render(&prompt, &args.prompt)?;
+    let rendered = args.input.render(&prompt, &args.prompt)?.rendered;
     if args.json {
         print_json(
             &json!({"id": prompt.id(), "system": rendered.system, "user": rendered.user, "variables": prompt.input_variables()}),

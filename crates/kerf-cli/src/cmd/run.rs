@@ -122,6 +122,76 @@ impl ModelArgs {
         Ok(Chosen::Local(LocalProvider::new(config)))
     }
 
+    /// These flags as `kerf run` takes them: what the history keeps so `kerf history rerun`
+    /// repeats the run exactly (parsed back by the same clap definitions).
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        let mut flag = |name: &str, value: String| {
+            a.push(format!("--{name}"));
+            a.push(value);
+        };
+        flag("provider", self.provider.clone());
+        if let Some(m) = &self.model {
+            flag("model", m.display().to_string());
+        }
+        if let Some(s) = self.structured {
+            flag("structured", s.as_str().to_string());
+        }
+        flag("temperature", self.temperature.to_string());
+        flag("top-p", self.top_p.to_string());
+        if let Some(s) = self.seed {
+            flag("seed", s.to_string());
+        }
+        for s in &self.stop {
+            flag("stop", s.clone());
+        }
+        flag(
+            "gpu-layers",
+            match self.gpu_layers {
+                GpuLayers::Auto => "auto".into(),
+                GpuLayers::None => "none".into(),
+                GpuLayers::All => "all".into(),
+                GpuLayers::Count(n) => n.to_string(),
+            },
+        );
+        flag("main-gpu", self.main_gpu.to_string());
+        if let Some(t) = self.threads {
+            flag("threads", t.to_string());
+        }
+        flag("flash-attn", self.flash_attn.clone());
+        if let Some(c) = self.context {
+            flag("context", c.to_string());
+        }
+        if let Some(t) = &self.chat_template {
+            flag("chat-template", t.clone());
+        }
+        if self.gbnf {
+            a.push("--gbnf".into());
+        }
+        a
+    }
+
+    /// A run's parameters as the history keeps them: the budget, whether the output was held to
+    /// the schema, and every model flag (`argv`, which `kerf history rerun` parses back).
+    pub fn params(&self, max_tokens: u32, constrained: bool) -> Value {
+        json!({
+            "max_tokens": max_tokens,
+            "constrain": if constrained { "auto" } else { "none" },
+            // f32 flags as typed (0.7, not 0.699999988…).
+            "temperature": self.temperature.to_string().parse::<f64>().ok(),
+            "top_p": self.top_p.to_string().parse::<f64>().ok(),
+            "seed": self.seed,
+            "stop": self.stop,
+            "structured": self.structured.map(|s| s.as_str()),
+            "gpu_layers": self.to_argv().iter().skip_while(|a| *a != "--gpu-layers").nth(1),
+            "threads": self.threads,
+            "context": self.context,
+            "flash_attn": self.flash_attn,
+            "gbnf": self.gbnf,
+            "argv": self.to_argv(),
+        })
+    }
+
     /// A request for the rendered prompt under these sampling settings.
     pub fn request(&self, rendered: &kerf_core::Rendered, max_tokens: u32) -> Request {
         let mut r = Request::new(rendered.system.as_deref(), &rendered.user);
@@ -272,6 +342,76 @@ pub fn execute(
     }
 }
 
+/// [`execute`], kept in the history as it streams (when `history` is given): written as
+/// `running` before the first token, text appended in batches, ended with its report. A
+/// history write that fails (a full disk) stops the run and is the error returned. Returns the
+/// outcome and the run's id in the history.
+#[allow(clippy::too_many_arguments)]
+pub fn execute_recorded(
+    history: Option<&kerf_store::Store>,
+    meta: &crate::record::RunMeta<'_>,
+    provider: &Chosen,
+    prompt: &Prompt,
+    request: &Request,
+    vars: &Map<String, Value>,
+    repair: bool,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<(Outcomes, Option<i64>)> {
+    let mut writer = match history {
+        Some(store) => Some(crate::record::begin(store, meta, provider)?),
+        None => None,
+    };
+    let mut store_error: Option<kerf_store::Error> = None;
+    let cancel = interrupt_token();
+    let result = execute(
+        provider.as_provider(),
+        prompt,
+        request,
+        vars,
+        repair,
+        &mut |t| {
+            if let (Some(w), None) = (writer.as_mut(), &store_error) {
+                if let Err(e) = w.push(t) {
+                    store_error = Some(e);
+                    cancel.cancel();
+                }
+            }
+            on_text(t);
+        },
+    );
+    if let Some(e) = store_error {
+        if let Some(w) = writer {
+            let _ = w.fail(e.code(), &e.to_string());
+        }
+        return Err(e.into());
+    }
+    match result {
+        Ok(out) => {
+            let cost = cost_of(provider, &out.finish)?;
+            let id = match writer {
+                Some(w) => Some(w.finish(crate::record::run_end(&out, cost.as_ref()))?),
+                None => None,
+            };
+            Ok((out, id))
+        }
+        Err(e) => {
+            if let Some(w) = writer {
+                let _ = w.fail(crate::record::error_code(&e), &format!("{e:#}"));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The estimated cost of a cloud run from the price table (a local run costs nothing but
+/// electricity).
+pub fn cost_of(provider: &Chosen, f: &Finish) -> Result<Option<kerf_llm::prices::Cost>> {
+    Ok(match provider {
+        Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?.estimate(&p.def.model, &f.usage),
+        Chosen::Local(_) => None,
+    })
+}
+
 /// A reply to a schema the provider needed wrapped (OpenAI strict mode takes only object roots,
 /// so an array schema is sent as `{"items": [...]}`): the value under the wrapper key, as the
 /// prompt's parser expects it. `None` when nothing was wrapped or the reply is not a whole
@@ -315,21 +455,60 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args) -> Result<Outcome> {
+pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     let prompt = super::load_prompt(&args.prompt)?;
-    let (rendered, vars) = args.input.render(&prompt, &args.prompt)?;
+    let rendering = args.input.render(&prompt, &args.prompt)?;
     let provider = args.model.provider()?;
-    let mut request = args.model.request(&rendered, args.max_tokens);
-    if args.constrain == ConstrainArg::Auto {
-        request.constraint = constraint_for(&prompt);
-    }
-    let json_out = args.json;
-    let mut stdout = std::io::stdout();
-    let out = execute(
-        provider.as_provider(),
+    let source = crate::record::PromptSource::read(&prompt, &args.prompt)?;
+    let history = crate::record::open(globals)?;
+    run_prompt(
         &prompt,
+        &source,
+        &rendering,
+        &provider,
+        &args.model,
+        args.max_tokens,
+        args.constrain,
+        args.json,
+        history.as_ref(),
+        None,
+    )
+}
+
+/// Run a loaded prompt and print its reply and report: `kerf run`, and `kerf history rerun`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_prompt(
+    prompt: &Prompt,
+    source: &crate::record::PromptSource,
+    rendering: &super::Rendering,
+    provider: &Chosen,
+    model: &ModelArgs,
+    max_tokens: u32,
+    constrain: ConstrainArg,
+    json_out: bool,
+    history: Option<&kerf_store::Store>,
+    rerun_of: Option<i64>,
+) -> Result<Outcome> {
+    let mut request = model.request(&rendering.rendered, max_tokens);
+    if constrain == ConstrainArg::Auto {
+        request.constraint = constraint_for(prompt);
+    }
+    let meta = crate::record::RunMeta {
+        prompt: source,
+        response_type: prompt.file.response_type.to_string(),
+        rendering,
+        params: model.params(max_tokens, constrain == ConstrainArg::Auto),
+        experiment: None,
+        rerun_of,
+    };
+    let mut stdout = std::io::stdout();
+    let (out, run_id) = execute_recorded(
+        history,
+        &meta,
+        provider,
+        prompt,
         &request,
-        &vars,
+        &rendering.vars,
         true,
         &mut |t| {
             if !json_out {
@@ -339,11 +518,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         },
     )?;
     let f = &out.finish;
-    // Cloud runs are priced from the table (a local run costs nothing but electricity).
-    let cost = match &provider {
-        Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?.estimate(&p.def.model, &f.usage),
-        Chosen::Local(_) => None,
-    };
+    let cost = cost_of(provider, f)?;
     if json_out {
         let mut v = serde_json::to_value(&out.report)?;
         if let Value::Object(m) = &mut v {
@@ -368,11 +543,12 @@ pub fn run(args: Args) -> Result<Outcome> {
                 })
                 .collect();
             m.insert("attempts".into(), json!(attempts));
+            m.insert("history_id".into(), json!(run_id));
         }
         print_json(&v);
     } else {
         crate::outln!("\n");
-        print_summary(&prompt, &out);
+        print_summary(prompt, &out);
         if let Some(c) = &cost {
             crate::outln!(
                 "   cost: ~${:.5} ({} at ${}/M in, ${}/M out, from {})",
@@ -382,6 +558,9 @@ pub fn run(args: Args) -> Result<Outcome> {
                 c.price.output,
                 c.source
             );
+        }
+        if let Some(id) = run_id {
+            crate::outln!("   history: run {id} (kerf history show {id})");
         }
     }
     Ok(if out.report.failed() {

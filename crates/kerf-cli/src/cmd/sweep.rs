@@ -144,7 +144,7 @@ pub fn token_unit(tokenizer: &str, text: &str) -> Result<Unit> {
     Ok(sweep::token_unit(tokenizer, text)?)
 }
 
-pub fn run(args: Args) -> Result<Outcome> {
+pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     let subjects: Vec<Subject> = if args.compare.is_empty() {
         let file = args.file.clone().unwrap_or_default();
         let parser = args.reply.parser()?;
@@ -209,18 +209,35 @@ pub fn run(args: Args) -> Result<Outcome> {
             eprintln!("kerf: wrote {}", path.display());
         }
     }
+    let one = |w: &Sweep| json!({"total": w.total, "points": w.points, "score": w.score, "unit": w.unit});
+    let result = if sweeps.len() == 1 {
+        one(&sweeps[0])
+    } else {
+        let all: Vec<_> = subjects
+            .iter()
+            .zip(&sweeps)
+            .map(|(s, w)| json!({"name": s.name, "sweep": one(w)}))
+            .collect();
+        json!({"compare": all})
+    };
+    // Kept in the history as an experiment: which replies (by name, size and hash), how they were
+    // cut, and the curves.
+    if let Some(store) = crate::record::open(globals)? {
+        let replies: Vec<_> = subjects
+            .iter()
+            .map(|s| {
+                json!({"name": s.name, "bytes": s.text.len(), "response_type": s.parser.response_type().to_string(),
+                       "sha256": kerf_store::sha256_hex(s.text.as_bytes())})
+            })
+            .collect();
+        let id = store.begin_experiment(
+            "sweep",
+            &json!({"replies": replies, "unit": args_unit_name(&args), "tokenizer": args.tokenizer}),
+        )?;
+        store.finish_experiment(id, &result, None)?;
+    }
     if args.json {
-        let one = |w: &Sweep| json!({"total": w.total, "points": w.points, "score": w.score, "unit": w.unit});
-        if sweeps.len() == 1 {
-            print_json(&one(&sweeps[0]));
-        } else {
-            let all: Vec<_> = subjects
-                .iter()
-                .zip(&sweeps)
-                .map(|(s, w)| json!({"name": s.name, "sweep": one(w)}))
-                .collect();
-            print_json(&json!({"compare": all}));
-        }
+        print_json(&result);
     } else {
         let rows: Vec<(String, &Sweep)> = subjects
             .iter()

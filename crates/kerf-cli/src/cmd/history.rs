@@ -1,0 +1,741 @@
+//! `kerf history`: every run, compare and sweep Kerf has recorded — list, show, diff, rerun,
+//! export, tag, note, delete.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{CommandFactory, FromArgMatches, Subcommand};
+use kerf_store::{Filter, RunRecord, RunSummary, Status, Store};
+use serde_json::{Value, json};
+
+use super::run::{ConstrainArg, ModelArgs};
+use crate::Outcome;
+use crate::output::print_json;
+use crate::record::Globals;
+
+/// Browse and reuse the history of runs and experiments (kept in history.sqlite in Kerf's data
+/// directory; see --data-dir).
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  kerf history list --status truncated --since 7d
+  kerf history show last
+  kerf history diff 12 15
+  kerf history rerun 12 --provider openai --max-tokens 1024
+  kerf history export --format csv --prompt agent-kg-extract > runs.csv
+  kerf history tag 12 baseline
+  kerf history show e3          (an experiment: a compare or a sweep)
+
+RUN is a run's number (from `list`) or `last`. `kerf run`, `compare` and `sweep` record here
+unless given --no-history.")]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Sub,
+}
+
+#[derive(Subcommand)]
+pub enum Sub {
+    /// Runs, newest first (filters combine).
+    List(ListArgs),
+    /// One run in full (rendered prompt, raw reply, report), or an experiment (`e3`).
+    Show(ShowArgs),
+    /// What changed between two runs: prompt text, input, parameters, outcome, objects.
+    Diff(DiffArgs),
+    /// Run a stored run again: the same prompt version, input and parameters; any `kerf run`
+    /// flag given after RUN overrides the stored one.
+    Rerun(RerunArgs),
+    /// Every matching run as JSON lines (full records) or CSV (one summary row each).
+    Export(ExportArgs),
+    /// Compares and sweeps, newest first.
+    Experiments(ExperimentsArgs),
+    /// Add tags to a run (or --remove them).
+    Tag(TagArgs),
+    /// Set a run's note (an empty TEXT clears it).
+    Note(NoteArgs),
+    /// Delete runs (asks first unless --yes).
+    Delete(DeleteArgs),
+}
+
+impl Args {
+    pub fn json(&self) -> bool {
+        match &self.command {
+            Sub::List(a) => a.json,
+            Sub::Show(a) => a.json,
+            Sub::Diff(a) => a.json,
+            Sub::Experiments(a) => a.json,
+            Sub::Rerun(a) => a.overrides.iter().any(|f| f == "--json"),
+            _ => false,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Clone, Copy)]
+pub enum StatusArg {
+    Running,
+    Ok,
+    Truncated,
+    Interrupted,
+    Error,
+}
+
+impl From<StatusArg> for Status {
+    fn from(s: StatusArg) -> Self {
+        match s {
+            StatusArg::Running => Status::Running,
+            StatusArg::Ok => Status::Ok,
+            StatusArg::Truncated => Status::Truncated,
+            StatusArg::Interrupted => Status::Interrupted,
+            StatusArg::Error => Status::Error,
+        }
+    }
+}
+
+/// Which runs: shared by `list` and `export`.
+#[derive(clap::Args)]
+pub struct FilterArgs {
+    /// A prompt's id, or the start of a prompt version (6+ hex digits).
+    #[arg(long)]
+    pub prompt: Option<String>,
+    #[arg(long, value_enum)]
+    pub status: Option<StatusArg>,
+    /// `local`, or a configured provider's name.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Part of the model's path or id.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Created at or after: YYYY-MM-DD, an RFC 3339 time, or an age (30m, 12h, 7d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Created before (same forms as --since).
+    #[arg(long)]
+    pub until: Option<String>,
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// Runs of one experiment.
+    #[arg(long)]
+    pub experiment: Option<i64>,
+}
+
+impl FilterArgs {
+    fn filter(&self, limit: Option<usize>) -> Result<Filter> {
+        let now = kerf_core::time::now_ms();
+        let moment = |s: &Option<String>, flag: &str| -> Result<Option<i64>> {
+            s.as_deref()
+                .map(|t| {
+                    kerf_core::time::parse_moment(t, now)
+                        .map_err(|e| kerf_core::Error::Usage(format!("{flag}: {e}")).into())
+                })
+                .transpose()
+        };
+        Ok(Filter {
+            prompt: self.prompt.clone(),
+            status: self.status.map(Into::into),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            since: moment(&self.since, "--since")?,
+            until: moment(&self.until, "--until")?,
+            tag: self.tag.clone(),
+            experiment: self.experiment,
+            limit,
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// At most this many (0: all).
+    #[arg(long, default_value_t = 30)]
+    pub limit: usize,
+    /// An array of runs, newest first: {id, status, prompt, prompt_version, provider, model,
+    /// created_at, objects, dropped, truncated, finish_reason, tokens, cost_usd, tags, note, …}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct ShowArgs {
+    /// A run (number or `last`), or an experiment (`e3`).
+    pub run: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct DiffArgs {
+    pub a: String,
+    pub b: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct RerunArgs {
+    pub run: String,
+    /// `kerf run` flags that override the stored ones (--provider, --model, --max-tokens,
+    /// --constrain, --temperature, …, --json).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "FLAGS")]
+    pub overrides: Vec<String>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    Jsonl,
+    Csv,
+}
+
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: ExportFormat,
+    /// Write here instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct ExperimentsArgs {
+    #[arg(long, default_value_t = 30)]
+    pub limit: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct TagArgs {
+    pub run: String,
+    #[arg(required = true)]
+    pub tags: Vec<String>,
+    #[arg(long)]
+    pub remove: bool,
+}
+
+#[derive(clap::Args)]
+pub struct NoteArgs {
+    pub run: String,
+    pub text: String,
+}
+
+#[derive(clap::Args)]
+pub struct DeleteArgs {
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// Do not ask.
+    #[arg(long)]
+    pub yes: bool,
+}
+
+/// A run named on the command line: its number, or `last`.
+fn run_id(store: &Store, text: &str) -> Result<i64> {
+    if text == "last" {
+        return Ok(store.last_run()?);
+    }
+    text.trim_start_matches(['r', '#'])
+        .parse()
+        .map_err(|_| {
+            kerf_core::Error::Usage(format!(
+                "`{text}` is not a run: give its number (see `kerf history list`) or `last`"
+            ))
+            .into()
+        })
+}
+
+pub fn run(args: Args, globals: &Globals) -> Result<Outcome> {
+    let store = crate::record::open_for_reading()?;
+    match args.command {
+        Sub::List(a) => list(&store, &a),
+        Sub::Show(a) => show(&store, &a),
+        Sub::Diff(a) => diff(&store, &a),
+        Sub::Rerun(a) => rerun(&store, a, globals),
+        Sub::Export(a) => export(&store, &a),
+        Sub::Experiments(a) => experiments(&store, &a),
+        Sub::Tag(a) => {
+            let id = run_id(&store, &a.run)?;
+            for t in &a.tags {
+                if a.remove {
+                    store.untag(id, t)?;
+                } else {
+                    store.tag(id, t)?;
+                }
+            }
+            let tags = store.run(id)?.summary.tags;
+            eprintln!("kerf: run {id} tags: {}", if tags.is_empty() { "(none)".into() } else { tags.join(", ") });
+            Ok(Outcome::Ok)
+        }
+        Sub::Note(a) => {
+            let id = run_id(&store, &a.run)?;
+            store.note(id, Some(a.text.as_str()).filter(|t| !t.is_empty()))?;
+            Ok(Outcome::Ok)
+        }
+        Sub::Delete(a) => delete(&store, &a),
+    }
+}
+
+fn list(store: &Store, a: &ListArgs) -> Result<Outcome> {
+    let runs = store.list(&a.filter.filter(Some(a.limit).filter(|n| *n > 0))?)?;
+    if a.json {
+        print_json(&serde_json::to_value(&runs)?);
+        return Ok(Outcome::Ok);
+    }
+    if runs.is_empty() {
+        crate::outln!("No runs match. Runs appear here after `kerf run`, `kerf compare` or the app.");
+        return Ok(Outcome::Ok);
+    }
+    let prompt_w = runs.iter().map(|r| r.prompt.chars().count()).max().unwrap_or(6).max(6);
+    crate::outln!(
+        "{:>5}  {:<20}  {:<11}  {:<prompt_w$}  {:<9}  {:>7}  {:>7}  {:<6}  {:>6}  model",
+        "run", "created", "status", "prompt", "provider", "objects", "dropped", "finish", "tokens"
+    );
+    for r in &runs {
+        crate::outln!(
+            "{:>5}  {:<20}  {:<11}  {:<prompt_w$}  {:<9}  {:>7}  {:>7}  {:<6}  {:>6}  {}{}",
+            r.id,
+            r.created_at,
+            r.status.as_str(),
+            r.prompt,
+            r.provider,
+            opt(r.objects),
+            opt(r.dropped),
+            r.finish_reason.as_deref().unwrap_or("-"),
+            opt(r.completion_tokens),
+            short_model(&r.model),
+            labels(r)
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+fn opt(v: Option<i64>) -> String {
+    v.map_or_else(|| "-".into(), |n| n.to_string())
+}
+
+/// A model path's file name (ids stay whole).
+fn short_model(m: &str) -> &str {
+    if m.ends_with(".gguf") {
+        m.rsplit('/').next().unwrap_or(m)
+    } else {
+        m
+    }
+}
+
+/// Tags, note and experiment, after a list row.
+fn labels(r: &RunSummary) -> String {
+    let mut s = String::new();
+    if let Some(e) = r.experiment {
+        s.push_str(&format!("  [e{e}]"));
+    }
+    for t in &r.tags {
+        s.push_str(&format!("  #{t}"));
+    }
+    if let Some(n) = &r.note {
+        s.push_str(&format!("  “{}”", crate::output::compact(&json!(n), 40).trim_matches('"')));
+    }
+    s
+}
+
+fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
+    if let Some(e) = a.run.strip_prefix('e').and_then(|n| n.parse::<i64>().ok()) {
+        let x = store.experiment(e)?;
+        if a.json {
+            print_json(&serde_json::to_value(&x)?);
+        } else {
+            crate::outln!("experiment e{} · {} · {} · {}", x.summary.id, x.summary.kind, x.summary.status, x.summary.created_at);
+            crate::outln!("asked: {}", crate::output::compact(&x.spec, 300));
+            if let Some(err) = &x.error {
+                crate::outln!("error: {err}");
+            }
+            for r in &x.run_list {
+                crate::outln!(
+                    "  run {:>5}  {:<11}  {:<24} {:>4} objects  finish {:<9} {:>5} tokens  max_tokens {}",
+                    r.id,
+                    r.status.as_str(),
+                    r.prompt,
+                    opt(r.objects),
+                    r.finish_reason.as_deref().unwrap_or("-"),
+                    opt(r.completion_tokens),
+                    store.run(r.id)?.params["max_tokens"]
+                );
+            }
+            if x.summary.kind == "sweep" {
+                if let Some(result) = &x.result {
+                    crate::outln!("curves: {}", crate::output::compact(result, 400));
+                }
+            }
+        }
+        return Ok(Outcome::Ok);
+    }
+    let rec = store.run(run_id(store, &a.run)?)?;
+    let version = store.prompt_version(&rec.summary.prompt_version)?;
+    if a.json {
+        let mut v = serde_json::to_value(&rec)?;
+        v["prompt_text"] = json!(version.text);
+        v["prompt_path"] = json!(version.path);
+        print_json(&v);
+        return Ok(Outcome::Ok);
+    }
+    print_record(&rec, &version);
+    Ok(Outcome::Ok)
+}
+
+fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
+    let s = &rec.summary;
+    crate::outln!(
+        "run {} · {} · {}{}{}",
+        s.id,
+        s.status.as_str(),
+        s.created_at,
+        rec.finished_at.as_ref().map(|f| format!(" → {f}")).unwrap_or_default(),
+        s.rerun_of.map(|r| format!(" · rerun of {r}")).unwrap_or_default()
+    );
+    crate::outln!(
+        "prompt: {} (version {}{}) · {}",
+        s.prompt,
+        &s.prompt_version[..12],
+        version.path.as_ref().map(|p| format!(", {p}")).unwrap_or_default(),
+        version.response_type
+    );
+    crate::outln!(
+        "provider: {} · model: {}{}",
+        s.provider,
+        s.model,
+        rec.model_sha256.as_ref().map(|h| format!(" (sha256 {}…)", &h[..12])).unwrap_or_default()
+    );
+    let params: Vec<String> = rec
+        .params
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| *k != "argv" && !v.is_null())
+        .map(|(k, v)| format!("{k}={}", crate::output::compact(v, 60)))
+        .collect();
+    crate::outln!("params: {}", params.join(" "));
+    if !s.tags.is_empty() || s.note.is_some() {
+        crate::outln!(
+            "tags: {} · note: {}",
+            if s.tags.is_empty() { "-".into() } else { s.tags.join(", ") },
+            s.note.as_deref().unwrap_or("-")
+        );
+    }
+    crate::outln!(
+        "finish: {} · tokens: {} prompt + {} completion · {} tok/s · first token {}s{}",
+        s.finish_reason.as_deref().unwrap_or("-"),
+        opt(s.prompt_tokens),
+        opt(s.completion_tokens),
+        rec.timings["tokens_per_second"].as_f64().map_or("-".into(), |t| format!("{t:.1}")),
+        rec.timings["first_token_seconds"].as_f64().map_or("-".into(), |t| format!("{t:.2}")),
+        s.cost_usd.map(|c| format!(" · cost ~${c:.5}")).unwrap_or_default()
+    );
+    if let Some(e) = &s.error {
+        crate::outln!("error: [{}] {e}", rec.error_code.as_deref().unwrap_or("?"));
+    }
+    if let Some(r) = &rec.report {
+        let drops = r.drop_summary();
+        crate::outln!(
+            "report: {} object(s), {} dropped{}{}",
+            r.objects.len(),
+            r.dropped.len(),
+            if drops.is_empty() { String::new() } else { format!(" ({drops})") },
+            if r.truncated { ", reply CUT OFF" } else { "" }
+        );
+        for d in &r.dropped {
+            crate::outln!("   line {:>4}  {:<13} {}", d.line, d.kind.as_str(), d.detail);
+        }
+    }
+    if rec.earlier.len() > 0 {
+        crate::outln!("repair: {} earlier repl{} (see --json `earlier`)", rec.earlier.len(), if rec.earlier.len() == 1 { "y" } else { "ies" });
+    }
+    if let Some(system) = &rec.system {
+        crate::outln!("\n── system ──\n{system}");
+    }
+    crate::outln!("\n── user ──\n{}", rec.user);
+    crate::outln!("\n── reply ({} bytes) ──\n{}", rec.raw.len(), rec.raw);
+}
+
+fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
+    let (x, y) = (store.run(run_id(store, &a.a)?)?, store.run(run_id(store, &a.b)?)?);
+    let (vx, vy) = (
+        store.prompt_version(&x.summary.prompt_version)?,
+        store.prompt_version(&y.summary.prompt_version)?,
+    );
+    let text_diff = |a: &str, b: &str, name_a: &str, name_b: &str| -> Option<String> {
+        (a != b).then(|| {
+            similar::TextDiff::from_lines(a, b)
+                .unified_diff()
+                .context_radius(2)
+                .header(name_a, name_b)
+                .to_string()
+        })
+    };
+    let (ix, iy) = (x.summary.id, y.summary.id);
+    let prompt_diff = text_diff(&vx.text, &vy.text, &format!("run {ix} prompt"), &format!("run {iy} prompt"));
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
+    let input_diff = text_diff(
+        &pretty(&json!({"vars": x.input.vars, "terms": x.input.terms})),
+        &pretty(&json!({"vars": y.input.vars, "terms": y.input.terms})),
+        &format!("run {ix} input"),
+        &format!("run {iy} input"),
+    );
+    let mut params: Vec<(String, Value, Value)> = Vec::new();
+    let mut with_run = |k: &str, a: Value, b: Value| {
+        if a != b {
+            params.push((k.to_string(), a, b));
+        }
+    };
+    with_run("provider", json!(x.summary.provider), json!(y.summary.provider));
+    with_run("model", json!(x.summary.model), json!(y.summary.model));
+    for (k, _, _) in kerf_core::diff::changed_fields(&x.params, &y.params) {
+        if k != "argv" {
+            with_run(&k, x.params[&k].clone(), y.params[&k].clone());
+        }
+    }
+    let none = Vec::new();
+    let objects = kerf_core::diff::objects(
+        x.report.as_ref().map_or(&none, |r| &r.objects),
+        y.report.as_ref().map_or(&none, |r| &r.objects),
+    );
+    if a.json {
+        let outcome = |r: &RunRecord| {
+            json!({"id": r.summary.id, "status": r.summary.status, "finish_reason": r.summary.finish_reason,
+                   "objects": r.summary.objects, "dropped": r.summary.dropped,
+                   "completion_tokens": r.summary.completion_tokens})
+        };
+        print_json(&json!({
+            "a": outcome(&x), "b": outcome(&y),
+            "prompt": {"same": prompt_diff.is_none(), "a": vx.id, "b": vy.id, "diff": prompt_diff},
+            "input": {"same": input_diff.is_none(), "diff": input_diff},
+            "params": params.iter().map(|(k, a, b)| json!({"name": k, "a": a, "b": b})).collect::<Vec<_>>(),
+            "objects": objects,
+        }));
+        return Ok(Outcome::Ok);
+    }
+    crate::outln!("run {ix} ({}) → run {iy} ({})", x.summary.created_at, y.summary.created_at);
+    match &prompt_diff {
+        None => crate::outln!("prompt: same version ({}, {})", &vx.id[..12], vx.name),
+        Some(d) => crate::outln!("prompt: {} → {}\n{d}", &vx.id[..12], &vy.id[..12]),
+    }
+    match &input_diff {
+        None => crate::outln!("input: same"),
+        Some(d) => crate::outln!("input: changed\n{d}"),
+    }
+    if params.is_empty() {
+        crate::outln!("parameters: same");
+    } else {
+        crate::outln!("parameters:");
+        for (k, a, b) in &params {
+            crate::outln!("  {k}: {} → {}", crate::output::compact(a, 80), crate::output::compact(b, 80));
+        }
+    }
+    crate::outln!(
+        "outcome: {} → {} · finish {} → {} · objects {} → {} · dropped {} → {} · tokens {} → {}",
+        x.summary.status, y.summary.status,
+        x.summary.finish_reason.as_deref().unwrap_or("-"), y.summary.finish_reason.as_deref().unwrap_or("-"),
+        opt(x.summary.objects), opt(y.summary.objects),
+        opt(x.summary.dropped), opt(y.summary.dropped),
+        opt(x.summary.completion_tokens), opt(y.summary.completion_tokens),
+    );
+    crate::outln!(
+        "objects: {} unchanged, {} added, {} removed, {} changed",
+        objects.unchanged,
+        objects.added.len(),
+        objects.removed.len(),
+        objects.changed.len()
+    );
+    for o in &objects.added {
+        crate::outln!("  + {}", crate::output::compact(o, 160));
+    }
+    for o in &objects.removed {
+        crate::outln!("  - {}", crate::output::compact(o, 160));
+    }
+    for (p, q) in &objects.changed {
+        crate::outln!("  ~ {}", crate::output::compact(p, 120));
+        for (k, before, after) in kerf_core::diff::changed_fields(p, q) {
+            crate::outln!("      {k}: {} → {}", crate::output::compact(&before, 70), crate::output::compact(&after, 70));
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+/// What a rerun is run with: the stored flags, then the user's overrides, parsed by the same
+/// definitions as `kerf run`.
+#[derive(clap::Parser)]
+#[command(name = "kerf history rerun RUN", no_binary_name = true)]
+struct Replay {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[arg(long)]
+    max_tokens: u32,
+    #[arg(long, value_enum)]
+    constrain: ConstrainArg,
+    #[arg(long)]
+    json: bool,
+}
+
+fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
+    let id = run_id(store, &a.run)?;
+    let rec = store.run(id)?;
+    let version = store.prompt_version(&rec.summary.prompt_version)?;
+    let mut argv: Vec<String> = rec.params["argv"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    argv.extend([
+        "--max-tokens".into(),
+        rec.params["max_tokens"].to_string(),
+        "--constrain".into(),
+        rec.params["constrain"].as_str().unwrap_or("auto").into(),
+    ]);
+    argv.extend(a.overrides);
+    let matches = Replay::command()
+        .args_override_self(true)
+        .try_get_matches_from(&argv)
+        .map_err(|e| kerf_core::Error::Usage(format!("rerun {id}: {}", e.render().to_string().trim())))?;
+    let replay = Replay::from_arg_matches(&matches)
+        .map_err(|e| kerf_core::Error::Usage(format!("rerun {id}: {e}")))?;
+    let place = format!("run {id}'s prompt (version {})", &version.id[..12]);
+    let loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
+    let prompt = kerf_core::Prompt::compile(loaded.file, &place)?;
+    let as_map = |v: &Value| v.as_object().cloned().unwrap_or_default();
+    let (vars, terms) = (as_map(&rec.input.vars), as_map(&rec.input.terms));
+    let rendering = super::Rendering {
+        rendered: prompt.render(&terms, &vars)?,
+        vars,
+        terms,
+    };
+    let source = crate::record::PromptSource {
+        name: version.name.clone(),
+        path: version.path.clone(),
+        text: version.text.clone(),
+    };
+    let provider = replay.model.provider()?;
+    if !replay.json {
+        eprintln!("kerf: rerunning run {id} ({}, {})", rec.summary.prompt, rec.summary.created_at);
+    }
+    let history = crate::record::open(globals)?;
+    super::run::run_prompt(
+        &prompt,
+        &source,
+        &rendering,
+        &provider,
+        &replay.model,
+        replay.max_tokens,
+        replay.constrain,
+        replay.json,
+        history.as_ref(),
+        Some(id),
+    )
+}
+
+fn export(store: &Store, a: &ExportArgs) -> Result<Outcome> {
+    let runs = store.list(&a.filter.filter(None)?)?;
+    let mut text = String::new();
+    match a.format {
+        ExportFormat::Jsonl => {
+            for r in &runs {
+                let rec = store.run(r.id)?;
+                text.push_str(&serde_json::to_string(&rec)?);
+                text.push('\n');
+            }
+        }
+        ExportFormat::Csv => {
+            text.push_str("id,created_at,status,prompt,prompt_version,provider,model,finish_reason,objects,dropped,truncated,prompt_tokens,completion_tokens,cost_usd,attempts,experiment,tags,note\n");
+            let cell = |s: &str| {
+                if s.contains([',', '"', '\n', '\r']) {
+                    format!("\"{}\"", s.replace('"', "\"\""))
+                } else {
+                    s.to_string()
+                }
+            };
+            for r in &runs {
+                let o = |v: Option<i64>| v.map(|n| n.to_string()).unwrap_or_default();
+                let row = [
+                    r.id.to_string(),
+                    r.created_at.clone(),
+                    r.status.to_string(),
+                    r.prompt.clone(),
+                    r.prompt_version.clone(),
+                    r.provider.clone(),
+                    r.model.clone(),
+                    r.finish_reason.clone().unwrap_or_default(),
+                    o(r.objects),
+                    o(r.dropped),
+                    r.truncated.map(|t| t.to_string()).unwrap_or_default(),
+                    o(r.prompt_tokens),
+                    o(r.completion_tokens),
+                    r.cost_usd.map(|c| c.to_string()).unwrap_or_default(),
+                    r.attempts.to_string(),
+                    o(r.experiment),
+                    r.tags.join(" "),
+                    r.note.clone().unwrap_or_default(),
+                ];
+                text.push_str(&row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(","));
+                text.push('\n');
+            }
+        }
+    }
+    match &a.output {
+        Some(p) => {
+            crate::output::write_file(p, &text)?;
+            eprintln!("kerf: wrote {} run(s) to {}", runs.len(), p.display());
+        }
+        None => crate::out!("{text}"),
+    }
+    Ok(Outcome::Ok)
+}
+
+fn experiments(store: &Store, a: &ExperimentsArgs) -> Result<Outcome> {
+    let list = store.experiments(Some(a.limit).filter(|n| *n > 0))?;
+    if a.json {
+        print_json(&serde_json::to_value(&list)?);
+        return Ok(Outcome::Ok);
+    }
+    if list.is_empty() {
+        crate::outln!("No experiments yet: `kerf compare` and `kerf sweep` record one each.");
+    }
+    for e in &list {
+        crate::outln!(
+            "e{:<5} {:<8} {:<11} {}  {} run(s){}",
+            e.id,
+            e.kind,
+            e.status,
+            e.created_at,
+            e.runs,
+            e.note.as_ref().map(|n| format!("  “{n}”")).unwrap_or_default()
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+fn delete(store: &Store, a: &DeleteArgs) -> Result<Outcome> {
+    let ids = a.runs.iter().map(|r| run_id(store, r)).collect::<Result<Vec<_>>>()?;
+    let runs = ids.iter().map(|&id| store.run(id)).collect::<Result<Vec<_>, _>>()?;
+    if !a.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(kerf_core::Error::Usage(
+                "kerf history delete asks before deleting; pass --yes to delete without asking".into(),
+            )
+            .into());
+        }
+        for r in &runs {
+            eprintln!("  run {} · {} · {} · {}", r.summary.id, r.summary.prompt, r.summary.status, r.summary.created_at);
+        }
+        eprint!("Delete {} run(s)? This cannot be undone. [y/N] ", runs.len());
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("kerf: nothing deleted");
+            return Ok(Outcome::Ok);
+        }
+    }
+    for id in ids {
+        store.delete(id)?;
+    }
+    eprintln!("kerf: deleted {} run(s)", runs.len());
+    Ok(Outcome::Ok)
+}
