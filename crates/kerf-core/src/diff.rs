@@ -78,7 +78,10 @@ fn similarity(x: &Value, y: &Value) -> Option<f64> {
 /// The fields that differ between two objects: `(field, before, after)`, `Null` where absent.
 pub fn changed_fields(a: &Value, b: &Value) -> Vec<(String, Value, Value)> {
     let empty = Map::new();
-    let (a, b) = (a.as_object().unwrap_or(&empty), b.as_object().unwrap_or(&empty));
+    let (a, b) = (
+        a.as_object().unwrap_or(&empty),
+        b.as_object().unwrap_or(&empty),
+    );
     let mut keys: Vec<&String> = a.keys().collect();
     keys.extend(b.keys().filter(|k| !a.contains_key(*k)));
     keys.into_iter()
@@ -116,7 +119,11 @@ mod tests {
         assert_eq!(d.changed[0].0["entity"], "DNA");
         assert_eq!(
             changed_fields(&d.changed[0].0, &d.changed[0].1),
-            vec![("definition".into(), json!("a molecule"), json!("the genetic molecule"))]
+            vec![(
+                "definition".into(),
+                json!("a molecule"),
+                json!("the genetic molecule")
+            )]
         );
         assert_eq!(d.removed, vec![a[2].clone()]);
         assert_eq!(d.added, vec![b[2].clone()]);
@@ -125,7 +132,10 @@ mod tests {
     #[test]
     fn duplicates_count_and_types_never_pair() {
         let x = json!({"type": "a", "k": 1});
-        let d = objects(&[x.clone(), x.clone()], &[x.clone(), json!({"type": "b", "k": 1})]);
+        let d = objects(
+            &[x.clone(), x.clone()],
+            &[x.clone(), json!({"type": "b", "k": 1})],
+        );
         assert_eq!(d.unchanged, 1);
         assert_eq!(d.removed, vec![x]);
         assert_eq!(d.added.len(), 1);

@@ -112,12 +112,12 @@ mod tests {
             parse_moment("2026-11-22", 0).unwrap(),
             parse_moment("2026-11-22T00:00:00Z", 0).unwrap()
         );
-        assert_eq!(
-            parse_moment("2026-11-22T11:30:05+02:00", 0).unwrap(),
-            ms
-        );
+        assert_eq!(parse_moment("2026-11-22T11:30:05+02:00", 0).unwrap(), ms);
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(parse_moment("2000-02-29", 0).unwrap()), "2000-02-29T00:00:00Z");
+        assert_eq!(
+            rfc3339(parse_moment("2000-02-29", 0).unwrap()),
+            "2000-02-29T00:00:00Z"
+        );
         assert_eq!(parse_moment("7d", ms).unwrap(), ms - 7 * 86_400_000);
         assert_eq!(parse_moment("30m", ms).unwrap(), ms - 1_800_000);
         for bad in ["yesterday", "2026-13-01", "7y", "22/11/2026", ""] {

@@ -329,7 +329,10 @@ impl<'s> RunWriter<'s> {
                 end.report.as_ref().map(|r| r.truncated),
                 tokens("prompt_tokens"),
                 tokens("completion_tokens"),
-                end.cost.as_ref().and_then(|c| c.get("usd")).and_then(Value::as_f64),
+                end.cost
+                    .as_ref()
+                    .and_then(|c| c.get("usd"))
+                    .and_then(Value::as_f64),
                 end.earlier.len() as i64 + 1,
                 end.error.as_ref().map(|e| e.0.clone()),
                 end.error.as_ref().map(|e| e.1.clone()),
@@ -612,11 +615,7 @@ impl Store {
                     Box::new(lower.clone()),
                     &mut clauses,
                 );
-                arg(
-                    "r.prompt_version < ? || 'g'",
-                    Box::new(lower),
-                    &mut clauses,
-                );
+                arg("r.prompt_version < ? || 'g'", Box::new(lower), &mut clauses);
             } else {
                 arg("r.prompt_name = ?", Box::new(p.clone()), &mut clauses);
             }
@@ -747,7 +746,9 @@ impl Store {
     fn require_run(&self, id: i64) -> Result<()> {
         let n: i64 = self
             .conn
-            .query_row("SELECT count(*) FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .query_row("SELECT count(*) FROM runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
             .map_err(|e| self.err(e))?;
         if n == 0 {
             return Err(Error::NotFound {

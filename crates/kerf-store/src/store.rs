@@ -176,9 +176,8 @@ impl Store {
             Some(id) => Some(id) != mine.as_ref() && !owner::is_alive(&dir, id),
             None => true,
         };
-        let running: Vec<(i64, Option<String>)> = self.query_pairs(
-            "SELECT id, owner FROM runs WHERE status = 'running'",
-        )?;
+        let running: Vec<(i64, Option<String>)> =
+            self.query_pairs("SELECT id, owner FROM runs WHERE status = 'running'")?;
         let runs: Vec<i64> = running
             .into_iter()
             .filter(|(_, o)| dead(o))

@@ -85,7 +85,14 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
         )?),
         None => None,
     };
-    let result = compare(&args, &prompts, &sources, &provider, history.as_ref(), experiment);
+    let result = compare(
+        &args,
+        &prompts,
+        &sources,
+        &provider,
+        history.as_ref(),
+        experiment,
+    );
     if let (Some(store), Some(id)) = (&history, experiment) {
         match &result {
             Ok(v) => store.finish_experiment(id, v, None)?,
@@ -204,42 +211,42 @@ fn compare(
 
     let name = |i: usize| prompts[i].id().to_string();
     let rows_json: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                let dropped: serde_json::Map<String, Value> = r
-                    .out
-                    .report
-                    .drop_counts()
-                    .iter()
-                    .map(|(k, n)| (k.as_str().to_string(), json!(n)))
-                    .collect();
-                json!({
-                    "prompt": name(r.prompt),
-                    "response_type": prompts[r.prompt].file.response_type.to_string(),
-                    "max_tokens": r.max_tokens,
-                    "constrained": r.constrained,
-                    "objects": r.out.report.objects.len(),
-                    "dropped": dropped,
-                    "truncated": r.out.report.truncated,
-                    "finish_reason": r.out.finish.reason.as_str(),
-                    "completion_tokens": r.out.finish.usage.completion_tokens,
-                    "seconds": r.seconds,
-                    "history_id": r.run_id,
-                })
+        .iter()
+        .map(|r| {
+            let dropped: serde_json::Map<String, Value> = r
+                .out
+                .report
+                .drop_counts()
+                .iter()
+                .map(|(k, n)| (k.as_str().to_string(), json!(n)))
+                .collect();
+            json!({
+                "prompt": name(r.prompt),
+                "response_type": prompts[r.prompt].file.response_type.to_string(),
+                "max_tokens": r.max_tokens,
+                "constrained": r.constrained,
+                "objects": r.out.report.objects.len(),
+                "dropped": dropped,
+                "truncated": r.out.report.truncated,
+                "finish_reason": r.out.finish.reason.as_str(),
+                "completion_tokens": r.out.finish.usage.completion_tokens,
+                "seconds": r.seconds,
+                "history_id": r.run_id,
             })
-            .collect();
-        let sweeps_json: Vec<Value> = sweeps
-            .iter()
-            .map(|(i, r, w)| {
-                json!({
-                    "prompt": name(*i),
-                    "response_type": prompts[*i].file.response_type.to_string(),
-                    "max_tokens": r.max_tokens,
-                    "constrained": r.constrained,
-                    "total": w.total, "points": w.points, "score": w.score, "unit": w.unit,
-                })
+        })
+        .collect();
+    let sweeps_json: Vec<Value> = sweeps
+        .iter()
+        .map(|(i, r, w)| {
+            json!({
+                "prompt": name(*i),
+                "response_type": prompts[*i].file.response_type.to_string(),
+                "max_tokens": r.max_tokens,
+                "constrained": r.constrained,
+                "total": w.total, "points": w.points, "score": w.score, "unit": w.unit,
             })
-            .collect();
+        })
+        .collect();
     let result = json!({"model": provider.as_provider().model(), "experiment": experiment,
                         "rows": rows_json, "sweeps": sweeps_json});
     if args.json {

@@ -177,7 +177,11 @@ pub struct RerunArgs {
     pub run: String,
     /// `kerf run` flags that override the stored ones (--provider, --model, --max-tokens,
     /// --constrain, --temperature, …, --json).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "FLAGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "FLAGS"
+    )]
     pub overrides: Vec<String>,
 }
 
@@ -235,14 +239,12 @@ fn run_id(store: &Store, text: &str) -> Result<i64> {
     if text == "last" {
         return Ok(store.last_run()?);
     }
-    text.trim_start_matches(['r', '#'])
-        .parse()
-        .map_err(|_| {
-            kerf_core::Error::Usage(format!(
-                "`{text}` is not a run: give its number (see `kerf history list`) or `last`"
-            ))
-            .into()
-        })
+    text.trim_start_matches(['r', '#']).parse().map_err(|_| {
+        kerf_core::Error::Usage(format!(
+            "`{text}` is not a run: give its number (see `kerf history list`) or `last`"
+        ))
+        .into()
+    })
 }
 
 pub fn run(args: Args, globals: &Globals) -> Result<Outcome> {
@@ -264,7 +266,14 @@ pub fn run(args: Args, globals: &Globals) -> Result<Outcome> {
                 }
             }
             let tags = store.run(id)?.summary.tags;
-            eprintln!("kerf: run {id} tags: {}", if tags.is_empty() { "(none)".into() } else { tags.join(", ") });
+            eprintln!(
+                "kerf: run {id} tags: {}",
+                if tags.is_empty() {
+                    "(none)".into()
+                } else {
+                    tags.join(", ")
+                }
+            );
             Ok(Outcome::Ok)
         }
         Sub::Note(a) => {
@@ -283,13 +292,28 @@ fn list(store: &Store, a: &ListArgs) -> Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     if runs.is_empty() {
-        crate::outln!("No runs match. Runs appear here after `kerf run`, `kerf compare` or the app.");
+        crate::outln!(
+            "No runs match. Runs appear here after `kerf run`, `kerf compare` or the app."
+        );
         return Ok(Outcome::Ok);
     }
-    let prompt_w = runs.iter().map(|r| r.prompt.chars().count()).max().unwrap_or(6).max(6);
+    let prompt_w = runs
+        .iter()
+        .map(|r| r.prompt.chars().count())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     crate::outln!(
         "{:>5}  {:<20}  {:<11}  {:<prompt_w$}  {:<9}  {:>7}  {:>7}  {:<6}  {:>6}  model",
-        "run", "created", "status", "prompt", "provider", "objects", "dropped", "finish", "tokens"
+        "run",
+        "created",
+        "status",
+        "prompt",
+        "provider",
+        "objects",
+        "dropped",
+        "finish",
+        "tokens"
     );
     for r in &runs {
         crate::outln!(
@@ -333,7 +357,10 @@ fn labels(r: &RunSummary) -> String {
         s.push_str(&format!("  #{t}"));
     }
     if let Some(n) = &r.note {
-        s.push_str(&format!("  “{}”", crate::output::compact(&json!(n), 40).trim_matches('"')));
+        s.push_str(&format!(
+            "  “{}”",
+            crate::output::compact(&json!(n), 40).trim_matches('"')
+        ));
     }
     s
 }
@@ -344,7 +371,13 @@ fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
         if a.json {
             print_json(&serde_json::to_value(&x)?);
         } else {
-            crate::outln!("experiment e{} · {} · {} · {}", x.summary.id, x.summary.kind, x.summary.status, x.summary.created_at);
+            crate::outln!(
+                "experiment e{} · {} · {} · {}",
+                x.summary.id,
+                x.summary.kind,
+                x.summary.status,
+                x.summary.created_at
+            );
             crate::outln!("asked: {}", crate::output::compact(&x.spec, 300));
             if let Some(err) = &x.error {
                 crate::outln!("error: {err}");
@@ -389,21 +422,33 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
         s.id,
         s.status.as_str(),
         s.created_at,
-        rec.finished_at.as_ref().map(|f| format!(" → {f}")).unwrap_or_default(),
-        s.rerun_of.map(|r| format!(" · rerun of {r}")).unwrap_or_default()
+        rec.finished_at
+            .as_ref()
+            .map(|f| format!(" → {f}"))
+            .unwrap_or_default(),
+        s.rerun_of
+            .map(|r| format!(" · rerun of {r}"))
+            .unwrap_or_default()
     );
     crate::outln!(
         "prompt: {} (version {}{}) · {}",
         s.prompt,
         &s.prompt_version[..12],
-        version.path.as_ref().map(|p| format!(", {p}")).unwrap_or_default(),
+        version
+            .path
+            .as_ref()
+            .map(|p| format!(", {p}"))
+            .unwrap_or_default(),
         version.response_type
     );
     crate::outln!(
         "provider: {} · model: {}{}",
         s.provider,
         s.model,
-        rec.model_sha256.as_ref().map(|h| format!(" (sha256 {}…)", &h[..12])).unwrap_or_default()
+        rec.model_sha256
+            .as_ref()
+            .map(|h| format!(" (sha256 {}…)", &h[..12]))
+            .unwrap_or_default()
     );
     let params: Vec<String> = rec
         .params
@@ -417,7 +462,11 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
     if !s.tags.is_empty() || s.note.is_some() {
         crate::outln!(
             "tags: {} · note: {}",
-            if s.tags.is_empty() { "-".into() } else { s.tags.join(", ") },
+            if s.tags.is_empty() {
+                "-".into()
+            } else {
+                s.tags.join(", ")
+            },
             s.note.as_deref().unwrap_or("-")
         );
     }
@@ -426,9 +475,15 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
         s.finish_reason.as_deref().unwrap_or("-"),
         opt(s.prompt_tokens),
         opt(s.completion_tokens),
-        rec.timings["tokens_per_second"].as_f64().map_or("-".into(), |t| format!("{t:.1}")),
-        rec.timings["first_token_seconds"].as_f64().map_or("-".into(), |t| format!("{t:.2}")),
-        s.cost_usd.map(|c| format!(" · cost ~${c:.5}")).unwrap_or_default()
+        rec.timings["tokens_per_second"]
+            .as_f64()
+            .map_or("-".into(), |t| format!("{t:.1}")),
+        rec.timings["first_token_seconds"]
+            .as_f64()
+            .map_or("-".into(), |t| format!("{t:.2}")),
+        s.cost_usd
+            .map(|c| format!(" · cost ~${c:.5}"))
+            .unwrap_or_default()
     );
     if let Some(e) = &s.error {
         crate::outln!("error: [{}] {e}", rec.error_code.as_deref().unwrap_or("?"));
@@ -439,15 +494,28 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
             "report: {} object(s), {} dropped{}{}",
             r.objects.len(),
             r.dropped.len(),
-            if drops.is_empty() { String::new() } else { format!(" ({drops})") },
+            if drops.is_empty() {
+                String::new()
+            } else {
+                format!(" ({drops})")
+            },
             if r.truncated { ", reply CUT OFF" } else { "" }
         );
         for d in &r.dropped {
-            crate::outln!("   line {:>4}  {:<13} {}", d.line, d.kind.as_str(), d.detail);
+            crate::outln!(
+                "   line {:>4}  {:<13} {}",
+                d.line,
+                d.kind.as_str(),
+                d.detail
+            );
         }
     }
     if rec.earlier.len() > 0 {
-        crate::outln!("repair: {} earlier repl{} (see --json `earlier`)", rec.earlier.len(), if rec.earlier.len() == 1 { "y" } else { "ies" });
+        crate::outln!(
+            "repair: {} earlier repl{} (see --json `earlier`)",
+            rec.earlier.len(),
+            if rec.earlier.len() == 1 { "y" } else { "ies" }
+        );
     }
     if let Some(system) = &rec.system {
         crate::outln!("\n── system ──\n{system}");
@@ -457,7 +525,10 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
 }
 
 fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
-    let (x, y) = (store.run(run_id(store, &a.a)?)?, store.run(run_id(store, &a.b)?)?);
+    let (x, y) = (
+        store.run(run_id(store, &a.a)?)?,
+        store.run(run_id(store, &a.b)?)?,
+    );
     let (vx, vy) = (
         store.prompt_version(&x.summary.prompt_version)?,
         store.prompt_version(&y.summary.prompt_version)?,
@@ -472,7 +543,12 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
         })
     };
     let (ix, iy) = (x.summary.id, y.summary.id);
-    let prompt_diff = text_diff(&vx.text, &vy.text, &format!("run {ix} prompt"), &format!("run {iy} prompt"));
+    let prompt_diff = text_diff(
+        &vx.text,
+        &vy.text,
+        &format!("run {ix} prompt"),
+        &format!("run {iy} prompt"),
+    );
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
     let input_diff = text_diff(
         &pretty(&json!({"vars": x.input.vars, "terms": x.input.terms})),
@@ -486,7 +562,11 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
             params.push((k.to_string(), a, b));
         }
     };
-    with_run("provider", json!(x.summary.provider), json!(y.summary.provider));
+    with_run(
+        "provider",
+        json!(x.summary.provider),
+        json!(y.summary.provider),
+    );
     with_run("model", json!(x.summary.model), json!(y.summary.model));
     for (k, _, _) in kerf_core::diff::changed_fields(&x.params, &y.params) {
         if k != "argv" {
@@ -513,7 +593,11 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
         }));
         return Ok(Outcome::Ok);
     }
-    crate::outln!("run {ix} ({}) → run {iy} ({})", x.summary.created_at, y.summary.created_at);
+    crate::outln!(
+        "run {ix} ({}) → run {iy} ({})",
+        x.summary.created_at,
+        y.summary.created_at
+    );
     match &prompt_diff {
         None => crate::outln!("prompt: same version ({}, {})", &vx.id[..12], vx.name),
         Some(d) => crate::outln!("prompt: {} → {}\n{d}", &vx.id[..12], &vy.id[..12]),
@@ -527,16 +611,25 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
     } else {
         crate::outln!("parameters:");
         for (k, a, b) in &params {
-            crate::outln!("  {k}: {} → {}", crate::output::compact(a, 80), crate::output::compact(b, 80));
+            crate::outln!(
+                "  {k}: {} → {}",
+                crate::output::compact(a, 80),
+                crate::output::compact(b, 80)
+            );
         }
     }
     crate::outln!(
         "outcome: {} → {} · finish {} → {} · objects {} → {} · dropped {} → {} · tokens {} → {}",
-        x.summary.status, y.summary.status,
-        x.summary.finish_reason.as_deref().unwrap_or("-"), y.summary.finish_reason.as_deref().unwrap_or("-"),
-        opt(x.summary.objects), opt(y.summary.objects),
-        opt(x.summary.dropped), opt(y.summary.dropped),
-        opt(x.summary.completion_tokens), opt(y.summary.completion_tokens),
+        x.summary.status,
+        y.summary.status,
+        x.summary.finish_reason.as_deref().unwrap_or("-"),
+        y.summary.finish_reason.as_deref().unwrap_or("-"),
+        opt(x.summary.objects),
+        opt(y.summary.objects),
+        opt(x.summary.dropped),
+        opt(y.summary.dropped),
+        opt(x.summary.completion_tokens),
+        opt(y.summary.completion_tokens),
     );
     crate::outln!(
         "objects: {} unchanged, {} added, {} removed, {} changed",
@@ -554,7 +647,11 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
     for (p, q) in &objects.changed {
         crate::outln!("  ~ {}", crate::output::compact(p, 120));
         for (k, before, after) in kerf_core::diff::changed_fields(p, q) {
-            crate::outln!("      {k}: {} → {}", crate::output::compact(&before, 70), crate::output::compact(&after, 70));
+            crate::outln!(
+                "      {k}: {} → {}",
+                crate::output::compact(&before, 70),
+                crate::output::compact(&after, 70)
+            );
         }
     }
     Ok(Outcome::Ok)
@@ -595,7 +692,9 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
     let matches = Replay::command()
         .args_override_self(true)
         .try_get_matches_from(&argv)
-        .map_err(|e| kerf_core::Error::Usage(format!("rerun {id}: {}", e.render().to_string().trim())))?;
+        .map_err(|e| {
+            kerf_core::Error::Usage(format!("rerun {id}: {}", e.render().to_string().trim()))
+        })?;
     let replay = Replay::from_arg_matches(&matches)
         .map_err(|e| kerf_core::Error::Usage(format!("rerun {id}: {e}")))?;
     let place = format!("run {id}'s prompt (version {})", &version.id[..12]);
@@ -615,7 +714,10 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
     };
     let provider = replay.model.provider()?;
     if !replay.json {
-        eprintln!("kerf: rerunning run {id} ({}, {})", rec.summary.prompt, rec.summary.created_at);
+        eprintln!(
+            "kerf: rerunning run {id} ({}, {})",
+            rec.summary.prompt, rec.summary.created_at
+        );
     }
     let history = crate::record::open(globals)?;
     super::run::run_prompt(
@@ -706,26 +808,43 @@ fn experiments(store: &Store, a: &ExperimentsArgs) -> Result<Outcome> {
             e.status,
             e.created_at,
             e.runs,
-            e.note.as_ref().map(|n| format!("  “{n}”")).unwrap_or_default()
+            e.note
+                .as_ref()
+                .map(|n| format!("  “{n}”"))
+                .unwrap_or_default()
         );
     }
     Ok(Outcome::Ok)
 }
 
 fn delete(store: &Store, a: &DeleteArgs) -> Result<Outcome> {
-    let ids = a.runs.iter().map(|r| run_id(store, r)).collect::<Result<Vec<_>>>()?;
-    let runs = ids.iter().map(|&id| store.run(id)).collect::<Result<Vec<_>, _>>()?;
+    let ids = a
+        .runs
+        .iter()
+        .map(|r| run_id(store, r))
+        .collect::<Result<Vec<_>>>()?;
+    let runs = ids
+        .iter()
+        .map(|&id| store.run(id))
+        .collect::<Result<Vec<_>, _>>()?;
     if !a.yes {
         if !std::io::stdin().is_terminal() {
             return Err(kerf_core::Error::Usage(
-                "kerf history delete asks before deleting; pass --yes to delete without asking".into(),
+                "kerf history delete asks before deleting; pass --yes to delete without asking"
+                    .into(),
             )
             .into());
         }
         for r in &runs {
-            eprintln!("  run {} · {} · {} · {}", r.summary.id, r.summary.prompt, r.summary.status, r.summary.created_at);
+            eprintln!(
+                "  run {} · {} · {} · {}",
+                r.summary.id, r.summary.prompt, r.summary.status, r.summary.created_at
+            );
         }
-        eprint!("Delete {} run(s)? This cannot be undone. [y/N] ", runs.len());
+        eprint!(
+            "Delete {} run(s)? This cannot be undone. [y/N] ",
+            runs.len()
+        );
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer)?;
         if !matches!(answer.trim(), "y" | "Y" | "yes") {

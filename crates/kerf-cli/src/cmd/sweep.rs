@@ -209,7 +209,8 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
             eprintln!("kerf: wrote {}", path.display());
         }
     }
-    let one = |w: &Sweep| json!({"total": w.total, "points": w.points, "score": w.score, "unit": w.unit});
+    let one =
+        |w: &Sweep| json!({"total": w.total, "points": w.points, "score": w.score, "unit": w.unit});
     let result = if sweeps.len() == 1 {
         one(&sweeps[0])
     } else {

@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use rstest::rstest;
 
+mod history;
 mod providers;
 use serde_json::{Value, json};
 
@@ -38,6 +39,13 @@ fn kerf_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
     }
     drop(pipe);
     child.wait_with_output().unwrap()
+}
+
+/// Tests that run the real model take turns: on a 2-core machine, runs competing for the CPU
+/// would only measure each other.
+fn model_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn stdout_json(o: &Output) -> Value {
@@ -611,6 +619,7 @@ fn closed_stdout_is_not_a_panic() {
 /// CPU: `kerf run`, `kerf compare`, token sweeps at the model's boundaries, `kerf models list`.
 #[test]
 fn local_model_runs_compare_and_model_token_sweeps() {
+    let _cpu = model_lock();
     let model = kerf(&["models", "list", "--json"]);
     assert_eq!(model.status.code(), Some(0), "{}", stderr(&model));
     let list = stdout_json(&model);
@@ -740,7 +749,8 @@ fn local_model_runs_compare_and_model_token_sweeps() {
             "truncated",
             "finish_reason",
             "completion_tokens",
-            "seconds"
+            "seconds",
+            "history_id"
         ]
     );
     // At 24 tokens both are cut off; the array yields nothing.

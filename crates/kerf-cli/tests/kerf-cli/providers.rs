@@ -22,6 +22,7 @@ fn kerf_env(config: &Path, env: &[(&str, &str)], args: &[&str], stdin: Option<&[
     cmd.args(args)
         .current_dir(repo())
         .env("KERF_CONFIG_DIR", config)
+        .env("KERF_DATA_DIR", config)
         .env("KERF_KEYRING", "kernel")
         .env_remove("OPENAI_API_KEY")
         .stdin(Stdio::piped())
@@ -229,6 +230,32 @@ fn a_configured_provider_runs_a_prompt_and_its_key_never_shows() {
         !file.contains("PLANTED") && file.contains("KERF_TEST_KEYVAR"),
         "{file}"
     );
+    // Nor in the history, whose runs (the 401 included) were all recorded: the database file
+    // and its write-ahead log, byte for byte.
+    let history = kerf_env(cfg, &env, &["history", "list", "--json"], None);
+    let runs = stdout_json(&history);
+    assert!(runs.as_array().unwrap().len() >= 4, "{runs}");
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["status"] == "error"),
+        "{runs}"
+    );
+    let mut seen = 0;
+    for name in ["history.sqlite", "history.sqlite-wal"] {
+        if let Ok(bytes) = std::fs::read(cfg.join(name)) {
+            seen += bytes.len();
+            assert!(
+                !bytes
+                    .windows(PLANTED.len())
+                    .any(|w| w == PLANTED.as_bytes())
+                    && !bytes.windows(7).any(|w| w == b"PLANTED"),
+                "the key is in {name}"
+            );
+        }
+    }
+    assert!(seen > 0, "no history file was written");
 }
 
 #[test]

@@ -50,7 +50,9 @@ fn record(store: &Store, doc: &str, pieces: &[&str], finish: &str) -> i64 {
     }
     let raw: String = pieces.concat();
     let report = kerf_core::Prompt::compile(
-        kerf_core::PromptFile::from_json_str(PROMPT, "p").unwrap().file,
+        kerf_core::PromptFile::from_json_str(PROMPT, "p")
+            .unwrap()
+            .file,
         "p",
     )
     .unwrap()
@@ -101,12 +103,16 @@ fn a_new_file_is_migrated_and_runs_round_trip() {
 
 #[test]
 fn every_migration_file_is_embedded_in_order() {
-    let mut files: Vec<String> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut files: Vec<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
     files.sort();
-    let embedded: Vec<&str> = kerf_store::migrate::MIGRATIONS.iter().map(|m| m.0).collect();
+    let embedded: Vec<&str> = kerf_store::migrate::MIGRATIONS
+        .iter()
+        .map(|m| m.0)
+        .collect();
     assert_eq!(files, embedded);
     for (i, name) in embedded.iter().enumerate() {
         assert!(name.starts_with(&format!("{:04}_", i + 1)), "{name}");
@@ -120,7 +126,11 @@ fn every_earlier_schema_version_opens_and_keeps_its_runs() {
     let mut seen = 0;
     for v in 1..=kerf_store::migrate::LATEST {
         let fixture = fixtures().join(format!("v{v}.sqlite"));
-        assert!(fixture.is_file(), "no fixture for schema version {v}: {}", fixture.display());
+        assert!(
+            fixture.is_file(),
+            "no fixture for schema version {v}: {}",
+            fixture.display()
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.sqlite");
         std::fs::copy(&fixture, &path).unwrap();
@@ -146,7 +156,12 @@ fn write_fixture_for_this_schema_version() {
     let _ = std::fs::remove_file(&path);
     {
         let store = Store::open_with_clock(&path, ticking()).unwrap();
-        let id = record(&store, "DNA and RNA", &["{\"entity\": \"DNA\"}\n", "{\"entity\": \"RN"], "length");
+        let id = record(
+            &store,
+            "DNA and RNA",
+            &["{\"entity\": \"DNA\"}\n", "{\"entity\": \"RN"],
+            "length",
+        );
         store.tag(id, "fixture").unwrap();
     }
     // One self-contained file: closing the last connection folds the WAL back in.
@@ -166,8 +181,15 @@ fn a_file_from_a_newer_kerf_is_refused_untouched() {
     let err = Store::open(&path).unwrap_err();
     assert_eq!(err.code(), "store-newer");
     let msg = err.to_string();
-    assert!(msg.contains("newer Kerf") && msg.contains("99") && msg.contains("history.sqlite"), "{msg}");
-    assert_eq!(std::fs::read(&path).unwrap(), before, "the file must not change");
+    assert!(
+        msg.contains("newer Kerf") && msg.contains("99") && msg.contains("history.sqlite"),
+        "{msg}"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the file must not change"
+    );
 }
 
 /// Set a SQLite file's user_version by editing its header (bytes 60..64), as a newer Kerf's
@@ -182,7 +204,8 @@ fn set_user_version(path: &Path, v: u32) {
 fn a_corrupt_or_foreign_file_is_named_and_never_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.sqlite");
-    let junk = b"these are not the bytes of a database, and Kerf must not write over them. ".repeat(80);
+    let junk =
+        b"these are not the bytes of a database, and Kerf must not write over them. ".repeat(80);
     std::fs::write(&path, &junk).unwrap();
     let err = Store::open(&path).unwrap_err();
     assert_eq!(err.code(), "store-corrupt", "{err}");
@@ -195,7 +218,12 @@ fn a_corrupt_or_foreign_file_is_named_and_never_overwritten() {
     {
         let store = Store::open(&path).unwrap();
         for i in 0..200 {
-            record(&store, &format!("document {i} {}", "words ".repeat(200)), &["{\"entity\": \"x\"}\n"], "stop");
+            record(
+                &store,
+                &format!("document {i} {}", "words ".repeat(200)),
+                &["{\"entity\": \"x\"}\n"],
+                "stop",
+            );
         }
     }
     let mut bytes = std::fs::read(&path).unwrap();
@@ -267,19 +295,80 @@ fn filters_tags_notes_and_delete() {
     store.note(a, Some("first try")).unwrap();
     let ids = |f: Filter| -> Vec<i64> { store.list(&f).unwrap().iter().map(|r| r.id).collect() };
     assert_eq!(ids(Filter::default()), vec![c, b, a]);
-    assert_eq!(ids(Filter { status: Some(Status::Truncated), ..Filter::default() }), vec![b]);
-    assert_eq!(ids(Filter { status: Some(Status::Interrupted), ..Filter::default() }), vec![c]);
-    assert_eq!(ids(Filter { tag: Some("baseline".into()), ..Filter::default() }), vec![b]);
-    assert_eq!(ids(Filter { limit: Some(1), ..Filter::default() }), vec![c]);
+    assert_eq!(
+        ids(Filter {
+            status: Some(Status::Truncated),
+            ..Filter::default()
+        }),
+        vec![b]
+    );
+    assert_eq!(
+        ids(Filter {
+            status: Some(Status::Interrupted),
+            ..Filter::default()
+        }),
+        vec![c]
+    );
+    assert_eq!(
+        ids(Filter {
+            tag: Some("baseline".into()),
+            ..Filter::default()
+        }),
+        vec![b]
+    );
+    assert_eq!(
+        ids(Filter {
+            limit: Some(1),
+            ..Filter::default()
+        }),
+        vec![c]
+    );
     let t_b = store.run(b).unwrap().summary.created_ms;
-    assert_eq!(ids(Filter { since: Some(t_b), ..Filter::default() }), vec![c, b]);
-    assert_eq!(ids(Filter { prompt: Some("kg".into()), ..Filter::default() }).len(), 3);
+    assert_eq!(
+        ids(Filter {
+            since: Some(t_b),
+            ..Filter::default()
+        }),
+        vec![c, b]
+    );
+    assert_eq!(
+        ids(Filter {
+            prompt: Some("kg".into()),
+            ..Filter::default()
+        })
+        .len(),
+        3
+    );
     let version = store.run(a).unwrap().summary.prompt_version;
-    assert_eq!(ids(Filter { prompt: Some(version[..10].to_uppercase()), ..Filter::default() }).len(), 3);
-    assert_eq!(ids(Filter { prompt: Some("other".into()), ..Filter::default() }), Vec::<i64>::new());
-    assert_eq!(ids(Filter { provider: Some("local".into()), model: Some("m.gguf".into()), ..Filter::default() }).len(), 3);
+    assert_eq!(
+        ids(Filter {
+            prompt: Some(version[..10].to_uppercase()),
+            ..Filter::default()
+        })
+        .len(),
+        3
+    );
+    assert_eq!(
+        ids(Filter {
+            prompt: Some("other".into()),
+            ..Filter::default()
+        }),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        ids(Filter {
+            provider: Some("local".into()),
+            model: Some("m.gguf".into()),
+            ..Filter::default()
+        })
+        .len(),
+        3
+    );
     assert_eq!(store.run(b).unwrap().summary.tags, vec!["baseline"]);
-    assert_eq!(store.run(a).unwrap().summary.note.as_deref(), Some("first try"));
+    assert_eq!(
+        store.run(a).unwrap().summary.note.as_deref(),
+        Some("first try")
+    );
     store.delete(b).unwrap();
     assert_eq!(store.run(b).unwrap_err().code(), "not-found");
     assert_eq!(store.tag(b, "x").unwrap_err().code(), "not-found");
@@ -289,12 +378,21 @@ fn filters_tags_notes_and_delete() {
 #[test]
 fn experiments_group_their_runs() {
     let store = Store::in_memory().unwrap();
-    let e = store.begin_experiment("compare", &json!({"budgets": [24, 300]})).unwrap();
+    let e = store
+        .begin_experiment("compare", &json!({"budgets": [24, 300]}))
+        .unwrap();
     let mut run = new_run(&store, "doc");
     run.experiment = Some(e);
     let w = store.begin_run(&run).unwrap();
-    let id = w.finish(RunEnd { finish_reason: "stop".into(), ..RunEnd::default() }).unwrap();
-    store.finish_experiment(e, &json!({"rows": [1]}), None).unwrap();
+    let id = w
+        .finish(RunEnd {
+            finish_reason: "stop".into(),
+            ..RunEnd::default()
+        })
+        .unwrap();
+    store
+        .finish_experiment(e, &json!({"rows": [1]}), None)
+        .unwrap();
     let x = store.experiment(e).unwrap();
     assert_eq!(x.summary.status, "ok");
     assert_eq!(x.summary.runs, 1);
@@ -316,14 +414,26 @@ fn concurrent_writers_never_see_database_is_locked() {
             std::thread::spawn(move || {
                 let store = Store::open(&path).unwrap();
                 for i in 0..25 {
-                    let mut w = store.begin_run(&new_run(&store, &format!("{t}-{i}"))).unwrap();
+                    let mut w = store
+                        .begin_run(&new_run(&store, &format!("{t}-{i}")))
+                        .unwrap();
                     for _ in 0..5 {
                         w.push("{\"entity\": \"x\"}\n").unwrap();
                         w.flush().unwrap();
                     }
-                    let id = w.finish(RunEnd { finish_reason: "stop".into(), ..RunEnd::default() }).unwrap();
+                    let id = w
+                        .finish(RunEnd {
+                            finish_reason: "stop".into(),
+                            ..RunEnd::default()
+                        })
+                        .unwrap();
                     store.tag(id, &format!("t{t}")).unwrap();
-                    store.list(&Filter { limit: Some(10), ..Filter::default() }).unwrap();
+                    store
+                        .list(&Filter {
+                            limit: Some(10),
+                            ..Filter::default()
+                        })
+                        .unwrap();
                 }
             })
         })

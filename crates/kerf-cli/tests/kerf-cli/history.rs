@@ -1,0 +1,534 @@
+//! `kerf history` and the recording behind it, through real processes on the real model and a
+//! real SQLite file: what is kept, list/show/diff/rerun/export/tag/note/delete, a run killed
+//! mid-stream, two processes writing at once, files Kerf must refuse.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use super::{repo, stderr, stdout_json};
+
+/// `kerf --data-dir DIR …`.
+fn kerf_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok_json(o: Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    stdout_json(&o)
+}
+
+/// The bundled model's path (fetched by the test command into the default data directory).
+fn gguf() -> String {
+    let list = ok_json(super::kerf(&["models", "list", "--json"]));
+    list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["default"] == true)
+        .unwrap_or_else(|| panic!("run `kerf models fetch` first: {list}"))["path"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn run_json(dir: &Path, model: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "run",
+        "prompts/agent-kg-extract.json",
+        "--sample",
+        "--model",
+        model,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    run_out(kerf_in(dir, &args))
+}
+
+/// The JSON of a `kerf run`-like command. Exit 1 means the reply yielded no objects (a tiny
+/// budget); the JSON is printed all the same.
+fn run_out(o: Output) -> Value {
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    stdout_json(&o)
+}
+
+/// Everything a user does with the history, on the bundled model.
+#[test]
+fn runs_are_recorded_then_listed_shown_diffed_rerun_exported_tagged_and_deleted() {
+    let _cpu = super::model_lock();
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let model = gguf();
+    let a = run_json(dir, &model, &["--max-tokens", "60"]);
+    let b = run_json(dir, &model, &["--max-tokens", "120"]);
+    let (ia, ib) = (
+        a["history_id"].as_i64().unwrap(),
+        b["history_id"].as_i64().unwrap(),
+    );
+
+    // list --json: newest first, with the documented keys.
+    let list = ok_json(kerf_in(dir, &["history", "list", "--json"]));
+    let runs = list.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["id"], ib);
+    for key in [
+        "id",
+        "status",
+        "prompt",
+        "provider",
+        "model",
+        "created_at",
+        "objects",
+    ] {
+        assert!(runs[0].get(key).is_some(), "{key}: {}", runs[0]);
+    }
+    assert_eq!(runs[1]["prompt"], "agent-kg-extract");
+    assert_eq!(runs[1]["provider"], "local");
+    assert_eq!(runs[1]["objects"], a["objects"].as_array().unwrap().len());
+    let a_status = if a["finish_reason"] == "length" {
+        "truncated"
+    } else {
+        "ok"
+    };
+    assert_eq!(runs[1]["status"], a_status);
+    let truncated = ok_json(kerf_in(
+        dir,
+        &["history", "list", "--status", a_status, "--json"],
+    ));
+    assert!(truncated.as_array().unwrap().iter().any(|r| r["id"] == ia));
+    let none = ok_json(kerf_in(
+        dir,
+        &[
+            "history",
+            "list",
+            "--prompt",
+            "extract-definitions",
+            "--json",
+        ],
+    ));
+    assert_eq!(none, Value::Array(vec![]));
+
+    // show: exactly what ran and what came back.
+    let shown = ok_json(kerf_in(
+        dir,
+        &["history", "show", &ia.to_string(), "--json"],
+    ));
+    assert_eq!(shown["raw"], a["raw"]);
+    assert_eq!(shown["params"]["max_tokens"], 60);
+    assert_eq!(
+        shown["model_sha256"],
+        kerf_llama::models::DEFAULT_MODEL_SHA256
+    );
+    assert_eq!(shown["report"]["objects"], a["objects"]);
+    assert_eq!(shown["usage"], a["usage"]);
+    let rendered = ok_json(super::kerf(&[
+        "render",
+        "prompts/agent-kg-extract.json",
+        "--sample",
+        "--json",
+    ]));
+    assert_eq!(shown["user"], rendered["user"]);
+    let text = std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap();
+    assert_eq!(shown["prompt_text"], text);
+    let human = kerf_in(dir, &["history", "show", "last"]);
+    let out = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        out.contains(&format!("run {ib}")) && out.contains("── reply"),
+        "{out}"
+    );
+
+    // diff: same prompt and input; the budget changed; the object sets compared.
+    let diff = ok_json(kerf_in(
+        dir,
+        &[
+            "history",
+            "diff",
+            &ia.to_string(),
+            &ib.to_string(),
+            "--json",
+        ],
+    ));
+    assert_eq!(diff["prompt"]["same"], true);
+    assert_eq!(diff["input"]["same"], true);
+    let params = diff["params"].as_array().unwrap();
+    assert_eq!(params.len(), 1, "{diff}");
+    assert_eq!(params[0]["name"], "max_tokens");
+    assert_eq!(
+        (params[0]["a"].clone(), params[0]["b"].clone()),
+        (Value::from(60), Value::from(120))
+    );
+    let o = &diff["objects"];
+    let b_objects = b["objects"].as_array().unwrap().len() as u64;
+    assert_eq!(
+        o["unchanged"].as_u64().unwrap()
+            + o["added"].as_array().unwrap().len() as u64
+            + o["changed"].as_array().unwrap().len() as u64,
+        b_objects,
+        "{o}"
+    );
+
+    // rerun: the stored prompt version, input and flags — greedy decoding repeats the reply.
+    let again = run_out(kerf_in(
+        dir,
+        &["history", "rerun", &ia.to_string(), "--json"],
+    ));
+    assert_eq!(again["raw"], a["raw"]);
+    let ic = again["history_id"].as_i64().unwrap();
+    let c = ok_json(kerf_in(
+        dir,
+        &["history", "show", &ic.to_string(), "--json"],
+    ));
+    assert_eq!(c["rerun_of"], ia);
+    assert_eq!(c["prompt_version"], shown["prompt_version"]);
+    // An override: a smaller budget, and the finish says so.
+    let short = run_out(kerf_in(
+        dir,
+        &[
+            "history",
+            "rerun",
+            &ia.to_string(),
+            "--max-tokens",
+            "8",
+            "--json",
+        ],
+    ));
+    assert_eq!(short["finish_reason"], "length");
+    assert_eq!(short["usage"]["completion_tokens"], 8);
+
+    // tag and note, then filter by tag.
+    assert_eq!(
+        kerf_in(dir, &["history", "tag", &ia.to_string(), "baseline", "v1"])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        kerf_in(
+            dir,
+            &[
+                "history",
+                "note",
+                &ia.to_string(),
+                "before the schema change"
+            ]
+        )
+        .status
+        .code(),
+        Some(0)
+    );
+    let tagged = ok_json(kerf_in(
+        dir,
+        &["history", "list", "--tag", "baseline", "--json"],
+    ));
+    assert_eq!(tagged.as_array().unwrap().len(), 1);
+    assert_eq!(tagged[0]["tags"], serde_json::json!(["baseline", "v1"]));
+    assert_eq!(tagged[0]["note"], "before the schema change");
+
+    // export: every run as JSON lines; CSV with a header row.
+    let jsonl = kerf_in(dir, &["history", "export"]);
+    let lines: Vec<Value> = String::from_utf8_lossy(&jsonl.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    assert!(lines.iter().any(|l| l["raw"] == a["raw"] && l["id"] == ia));
+    let out = d.path().join("runs.csv");
+    let csv = kerf_in(
+        dir,
+        &[
+            "history",
+            "export",
+            "--format",
+            "csv",
+            "--tag",
+            "baseline",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(csv.status.code(), Some(0), "{}", stderr(&csv));
+    let csv = std::fs::read_to_string(&out).unwrap();
+    assert!(csv.starts_with("id,created_at,status,prompt,"), "{csv}");
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+
+    // --no-history leaves the history as it was.
+    run_json(dir, &model, &["--max-tokens", "4", "--no-history"]);
+    assert_eq!(
+        ok_json(kerf_in(dir, &["history", "list", "--json"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+
+    // delete asks first; without a terminal it says to pass --yes and deletes nothing.
+    let refused = kerf_in(dir, &["history", "delete", &ib.to_string()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(stderr(&refused).contains("--yes"), "{}", stderr(&refused));
+    let gone = kerf_in(dir, &["history", "delete", &ib.to_string(), "--yes"]);
+    assert_eq!(gone.status.code(), Some(0), "{}", stderr(&gone));
+    let missing = kerf_in(dir, &["history", "show", &ib.to_string()]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr(&missing).contains(&format!("run {ib} is not in the history")),
+        "{}",
+        stderr(&missing)
+    );
+
+    // compare and sweep are experiments grouping their runs and curves.
+    let cmp = ok_json(kerf_in(
+        dir,
+        &[
+            "compare",
+            "prompts/agent-kg-extract.json",
+            "prompts/agent-kg-extract-array.json",
+            "--sample",
+            "--model",
+            &model,
+            "--max-tokens",
+            "16",
+            "--constrain",
+            "none",
+            "--json",
+        ],
+    ));
+    let e = cmp["experiment"].as_i64().unwrap();
+    let x = ok_json(kerf_in(
+        dir,
+        &["history", "show", &format!("e{e}"), "--json"],
+    ));
+    assert_eq!(x["kind"], "compare");
+    assert_eq!(x["status"], "ok");
+    assert_eq!(x["run_list"].as_array().unwrap().len(), 2);
+    assert_eq!(x["result"]["rows"], cmp["rows"]);
+    let reply = d.path().join("reply.jsonl");
+    std::fs::write(&reply, a["raw"].as_str().unwrap()).unwrap();
+    let sweep = kerf_in(
+        dir,
+        &[
+            "sweep",
+            reply.to_str().unwrap(),
+            "--prompt",
+            "prompts/agent-kg-extract.json",
+            "--json",
+        ],
+    );
+    assert_eq!(sweep.status.code(), Some(0), "{}", stderr(&sweep));
+    let xs = ok_json(kerf_in(dir, &["history", "experiments", "--json"]));
+    assert_eq!(xs[0]["kind"], "sweep");
+    assert_eq!(xs[1]["kind"], "compare");
+}
+
+/// A tiny deterministic generator for kill moments (the seed is printed to repeat a failure).
+fn next(seed: &mut u64) -> u64 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *seed >> 33
+}
+
+/// SIGKILL `kerf run` at 20 random moments mid-stream: each time the next open finds the run
+/// `interrupted`, with the text it had shown, and the file intact.
+#[test]
+fn a_run_killed_mid_stream_is_interrupted_with_its_partial_reply() {
+    let _cpu = super::model_lock();
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let model = gguf();
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("kill moments seed: {seed}");
+    let mut shown_texts = Vec::new();
+    for _ in 0..20 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .arg("--data-dir")
+            .arg(dir)
+            .args([
+                "run",
+                "prompts/agent-kg-extract.json",
+                "--sample",
+                "--max-tokens",
+                "400",
+                "--constrain",
+                "none",
+                "--model",
+                &model,
+            ])
+            .current_dir(repo())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Once the reply has started to show, wait a random 0–1.5 s, then kill without warning.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 1];
+        stdout.read_exact(&mut first).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(next(&mut seed) % 1500));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest);
+        shown_texts.push([&first[..], &rest].concat());
+    }
+    let runs = ok_json(kerf_in(dir, &["history", "list", "--json"]));
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 20);
+    for (r, shown) in runs.iter().rev().zip(&shown_texts) {
+        assert_eq!(r["status"], "interrupted", "{r}");
+        let full = ok_json(kerf_in(
+            dir,
+            &["history", "show", &r["id"].to_string(), "--json"],
+        ));
+        let raw = full["raw"].as_str().unwrap();
+        assert!(!raw.is_empty(), "{full}");
+        // What was stored is a prefix of the same greedy reply the user saw (the store may hold
+        // up to one batch less, or a batch the pipe had not delivered yet).
+        let shown = String::from_utf8_lossy(shown);
+        assert!(
+            shown.starts_with(raw) || raw.starts_with(shown.as_ref()),
+            "stored {raw:?} vs shown {shown:?}"
+        );
+        assert!(
+            full["error"].as_str().unwrap().contains("stopped"),
+            "{full}"
+        );
+    }
+    let store = kerf_store::Store::open(&dir.join("history.sqlite")).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+/// The CLI and the app write at once: a run streams into the history while other processes
+/// record sweeps and tag runs. None fails with "database is locked".
+#[test]
+fn two_processes_writing_at_once_never_see_database_is_locked() {
+    let _cpu = super::model_lock();
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_path_buf();
+    let model = gguf();
+    let reply = d.path().join("reply.jsonl");
+    std::fs::write(
+        &reply,
+        "{\"type\": \"definition\", \"entity\": \"DNA\", \"definition\": \"x\"}\n".repeat(50),
+    )
+    .unwrap();
+    let seed = run_json(&dir, &model, &["--max-tokens", "4"]);
+    let seed_id = seed["history_id"].to_string();
+    let running = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("--data-dir")
+        .arg(&dir)
+        .args([
+            "run",
+            "prompts/agent-kg-extract.json",
+            "--sample",
+            "--max-tokens",
+            "150",
+            "--constrain",
+            "none",
+            "--model",
+            &model,
+            "--json",
+        ])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (dir, reply, seed_id) = (dir.clone(), reply.clone(), seed_id.clone());
+            std::thread::spawn(move || {
+                for i in 0..15 {
+                    let s = kerf_in(
+                        &dir,
+                        &[
+                            "sweep",
+                            reply.to_str().unwrap(),
+                            "--prompt",
+                            "prompts/agent-kg-extract.json",
+                            "--json",
+                        ],
+                    );
+                    assert_eq!(s.status.code(), Some(0), "{}", stderr(&s));
+                    let t = kerf_in(&dir, &["history", "tag", &seed_id, &format!("w{w}-{i}")]);
+                    assert_eq!(t.status.code(), Some(0), "{}", stderr(&t));
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let out = running.wait_with_output().unwrap();
+    let v = run_out(out.clone());
+    assert_eq!(v["finish_reason"], "length", "{v}");
+    assert!(!stderr(&out).contains("locked"));
+    let xs = ok_json(kerf_in(
+        &dir,
+        &["history", "experiments", "--limit", "0", "--json"],
+    ));
+    assert_eq!(xs.as_array().unwrap().len(), 30);
+    let shown = ok_json(kerf_in(&dir, &["history", "show", &seed_id, "--json"]));
+    assert_eq!(shown["tags"].as_array().unwrap().len(), 30);
+    let runs = ok_json(kerf_in(&dir, &["history", "list", "--json"]));
+    assert_eq!(runs[0]["status"], "truncated", "{}", runs[0]);
+}
+
+/// A history from a newer Kerf, and a file that is not one, are refused by name with exit 2 —
+/// and left exactly as they were.
+#[test]
+fn a_newer_or_corrupt_history_is_refused_untouched() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let path: PathBuf = dir.join("history.sqlite");
+    std::fs::write(
+        &path,
+        b"not a database at all, and precious to someone".repeat(100),
+    )
+    .unwrap();
+    let reply = dir.join("reply.jsonl");
+    std::fs::write(&reply, "{\"a\": 1}\n").unwrap();
+    let reply = reply.to_str().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for args in [
+        &["history", "list"][..],
+        &["sweep", reply, "--type", "jsonl"][..],
+    ] {
+        let o = kerf_in(dir, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = stderr(&o);
+        assert!(
+            e.contains("error[store-corrupt]") && e.contains(path.to_str().unwrap()),
+            "{e}"
+        );
+        assert!(e.contains("left untouched"), "{e}");
+    }
+    // --no-history still works, and the file is as it was.
+    let o = kerf_in(dir, &["sweep", reply, "--type", "jsonl", "--no-history"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+
+    std::fs::remove_file(&path).unwrap();
+    drop(kerf_store::Store::open(&path).unwrap());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[60..64].copy_from_slice(&7u32.to_be_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let o = kerf_in(dir, &["history", "list"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("error[store-newer]") && stderr(&o).contains("newer Kerf"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
