@@ -288,3 +288,65 @@ impl Store {
         Ok(lines.join("\n"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{Filter, NewRun, RunEnd, Status};
+    use serde_json::json;
+
+    fn new_run(store: &Store) -> NewRun {
+        let prompt = r#"{"prompt": "{{text}}", "response-type": "jsonl"}"#;
+        NewRun {
+            prompt_version: store
+                .put_prompt_version("p", None, "jsonl", prompt)
+                .unwrap(),
+            input: store.put_input(&json!({"text": "t"}), &json!({})).unwrap(),
+            experiment: None,
+            rerun_of: None,
+            provider: "local".into(),
+            model: "m".into(),
+            model_sha256: None,
+            params: json!({}),
+            system: None,
+            user: "t".into(),
+        }
+    }
+
+    /// A full disk (here: the database's page limit, which SQLite reports exactly as a full
+    /// disk, SQLITE_FULL): the run fails with a clear error and earlier runs are untouched.
+    #[test]
+    fn a_full_disk_fails_the_run_clearly_and_keeps_earlier_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.sqlite")).unwrap();
+        let w = store.begin_run(&new_run(&store)).unwrap();
+        let earlier = w
+            .finish(RunEnd {
+                finish_reason: "stop".into(),
+                raw: "{\"a\": 1}\n".into(),
+                ..RunEnd::default()
+            })
+            .unwrap();
+        let pages: i64 = store
+            .conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        store
+            .conn
+            .execute_batch(&format!("PRAGMA max_page_count = {}", pages + 2))
+            .unwrap();
+        let mut w = store.begin_run(&new_run(&store)).unwrap();
+        let chunk = "x".repeat(64 * 1024);
+        let err = (0..20).find_map(|_| w.push(&chunk).err()).unwrap();
+        assert_eq!(err.code(), "store-full", "{err}");
+        assert!(err.to_string().contains("disk is full"), "{err}");
+        assert!(err.to_string().contains("h.sqlite"), "{err}");
+        drop(w);
+        let run = store.run(earlier).unwrap();
+        assert_eq!(run.summary.status, Status::Ok);
+        assert_eq!(run.raw, "{\"a\": 1}\n");
+        assert_eq!(store.list(&Filter::default()).unwrap().len(), 2);
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+}
