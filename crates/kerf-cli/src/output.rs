@@ -112,3 +112,31 @@ pub fn warn_all(warnings: &[String]) {
         eprintln!("kerf: warning: {w}");
     }
 }
+
+/// "{n} dropped (1 schema, 1 truncated){cut}" — how every command sums up a parse report's drops
+/// after its object count; `cut` is appended when the reply was cut off.
+pub fn dropped_phrase(r: &kerf_core::ParseReport, cut: &str) -> String {
+    let drops = r.drop_summary();
+    format!(
+        "{} dropped{}{}",
+        r.dropped.len(),
+        if drops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({drops})")
+        },
+        if r.truncated { cut } else { "" }
+    )
+}
+
+/// One line per dropped piece: its line, kind and why.
+pub fn print_drops(r: &kerf_core::ParseReport, indent: &str) {
+    for d in &r.dropped {
+        crate::outln!(
+            "{indent}line {:>4}  {:<13} {}",
+            d.line,
+            d.kind.as_str(),
+            d.detail
+        );
+    }
+}

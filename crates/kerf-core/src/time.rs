@@ -56,8 +56,11 @@ pub fn parse_moment(text: &str, now_ms: i64) -> Result<i64, String> {
             "`{text}` is not a date: use YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ, or an age such as 30m, 12h, 7d"
         )
     };
-    if let Some(unit) = t.chars().last().filter(|c| c.is_ascii_alphabetic()) {
-        let n: i64 = t[..t.len() - 1].parse().map_err(|_| bad())?;
+    let age = t.char_indices().last().filter(|(i, c)| {
+        *i > 0 && c.is_ascii_alphabetic() && t[..*i].bytes().all(|b| b.is_ascii_digit())
+    });
+    if let Some((i, unit)) = age {
+        let n: i64 = t[..i].parse().map_err(|_| bad())?;
         let secs = match unit {
             's' => 1,
             'm' => 60,

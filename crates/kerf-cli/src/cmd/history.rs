@@ -489,28 +489,14 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
         crate::outln!("error: [{}] {e}", rec.error_code.as_deref().unwrap_or("?"));
     }
     if let Some(r) = &rec.report {
-        let drops = r.drop_summary();
         crate::outln!(
-            "report: {} object(s), {} dropped{}{}",
+            "report: {} object(s), {}",
             r.objects.len(),
-            r.dropped.len(),
-            if drops.is_empty() {
-                String::new()
-            } else {
-                format!(" ({drops})")
-            },
-            if r.truncated { ", reply CUT OFF" } else { "" }
+            crate::output::dropped_phrase(r, ", reply CUT OFF")
         );
-        for d in &r.dropped {
-            crate::outln!(
-                "   line {:>4}  {:<13} {}",
-                d.line,
-                d.kind.as_str(),
-                d.detail
-            );
-        }
+        crate::output::print_drops(r, "   ");
     }
-    if rec.earlier.len() > 0 {
+    if !rec.earlier.is_empty() {
         crate::outln!(
             "repair: {} earlier repl{} (see --json `earlier`)",
             rec.earlier.len(),

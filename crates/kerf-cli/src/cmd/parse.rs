@@ -85,21 +85,10 @@ pub fn run(args: Args) -> Result<Outcome> {
 }
 
 fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
-    let drops = r.drop_summary();
     crate::outln!(
-        "{name}: {t}, {} object(s) accepted, {} dropped{}{}",
+        "{name}: {t}, {} object(s) accepted, {}",
         r.objects.len(),
-        r.dropped.len(),
-        if drops.is_empty() {
-            String::new()
-        } else {
-            format!(" ({drops})")
-        },
-        if r.truncated {
-            ", reply was CUT OFF"
-        } else {
-            ""
-        }
+        crate::output::dropped_phrase(r, ", reply was CUT OFF")
     );
     if !details {
         return;
@@ -109,8 +98,6 @@ fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
     }
     if !r.dropped.is_empty() {
         crate::outln!("dropped:");
-        for d in &r.dropped {
-            crate::outln!("  line {:>4}  {:<13} {}", d.line, d.kind.as_str(), d.detail);
-        }
+        crate::output::print_drops(r, "  ");
     }
 }

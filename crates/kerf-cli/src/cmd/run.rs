@@ -573,28 +573,14 @@ pub fn run_prompt(
 fn print_summary(prompt: &Prompt, out: &Outcomes) {
     let f = &out.finish;
     let r = &out.report;
-    let drops = r.drop_summary();
     crate::outln!(
-        "── {} ({}): {} object(s), {} dropped{}{}",
+        "── {} ({}): {} object(s), {}",
         prompt.id(),
         prompt.file.response_type,
         r.objects.len(),
-        r.dropped.len(),
-        if drops.is_empty() {
-            String::new()
-        } else {
-            format!(" ({drops})")
-        },
-        if r.truncated { ", reply CUT OFF" } else { "" },
+        crate::output::dropped_phrase(r, ", reply CUT OFF"),
     );
-    for d in &r.dropped {
-        crate::outln!(
-            "   line {:>4}  {:<13} {}",
-            d.line,
-            d.kind.as_str(),
-            d.detail
-        );
-    }
+    crate::output::print_drops(r, "   ");
     if f.details.get("protocol").is_some() {
         return print_cloud_summary(f);
     }
