@@ -367,17 +367,17 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                         );
                     }
                 }
-                if let Some(pat) = m.get("pattern").and_then(Value::as_str) {
-                    if !(pat.starts_with('^') && pat.ends_with('$')) {
-                        add(
-                            Severity::Error,
-                            p,
-                            "pattern",
-                            format!(
-                                "llama.cpp's grammar converter needs patterns anchored with ^…$, got `{pat}`"
-                            ),
-                        );
-                    }
+                if let Some(pat) = m.get("pattern").and_then(Value::as_str)
+                    && !(pat.starts_with('^') && pat.ends_with('$'))
+                {
+                    add(
+                        Severity::Error,
+                        p,
+                        "pattern",
+                        format!(
+                            "llama.cpp's grammar converter needs patterns anchored with ^…$, got `{pat}`"
+                        ),
+                    );
                 }
                 if is_object_schema(m) && !m.contains_key("additionalProperties") {
                     add(Severity::Note, p, "additionalProperties", "not set: llguidance allows extra properties here, llama.cpp's GBNF converter forbids them; set it explicitly".into());
@@ -525,10 +525,10 @@ fn make_nullable(prop: &mut Value) {
             return;
         }
     }
-    if let Some(Value::Array(values)) = m.get_mut("enum") {
-        if !values.contains(&Value::Null) {
-            values.push(Value::Null);
-        }
+    if let Some(Value::Array(values)) = m.get_mut("enum")
+        && !values.contains(&Value::Null)
+    {
+        values.push(Value::Null);
     }
 }
 

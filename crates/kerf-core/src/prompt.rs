@@ -216,10 +216,10 @@ pub struct Loaded {
 pub fn prompt_file_json_schema() -> Value {
     let mut schema = serde_json::to_value(schemars::schema_for!(PromptFile)).unwrap_or(Value::Null);
     // serde aliases are invisible to schemars: publish `object-schema` too, so editors accept it.
-    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-        if let Some(s) = props.get("schema").cloned() {
-            props.insert("object-schema".into(), s);
-        }
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
+        && let Some(s) = props.get("schema").cloned()
+    {
+        props.insert("object-schema".into(), s);
     }
     schema
 }

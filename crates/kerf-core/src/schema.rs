@@ -112,22 +112,21 @@ impl CompiledSchema {
 
     /// The schema that applies to `value` for coercion: the selected union branch, or the root.
     pub fn schema_for(&self, value: &Value) -> &Value {
-        if let Some(u) = &self.union {
-            if let Some(b) = u.select(value) {
-                return &b.schema;
-            }
+        if let Some(u) = &self.union
+            && let Some(b) = u.select(value)
+        {
+            return &b.schema;
         }
         &self.raw
     }
 
     /// Whether `value` is valid, without building error messages.
     pub fn is_valid(&self, value: &Value) -> bool {
-        if let Some(u) = &self.union {
-            if u.branch_decides {
-                if let Some(b) = u.select(value) {
-                    return b.validator.is_valid(value);
-                }
-            }
+        if let Some(u) = &self.union
+            && u.branch_decides
+            && let Some(b) = u.select(value)
+        {
+            return b.validator.is_valid(value);
         }
         self.validator.is_valid(value)
     }
@@ -138,12 +137,11 @@ impl CompiledSchema {
         if self.is_valid(value) {
             return Ok(());
         }
-        if let Some(u) = &self.union {
-            if u.branch_decides {
-                if let Some(b) = u.select(value) {
-                    return check(&b.validator, value).map_err(|v| b.annotate(v));
-                }
-            }
+        if let Some(u) = &self.union
+            && u.branch_decides
+            && let Some(b) = u.select(value)
+        {
+            return check(&b.validator, value).map_err(|v| b.annotate(v));
         }
         let Err(violations) = check(&self.validator, value) else {
             return Ok(());

@@ -105,6 +105,7 @@ pub fn parse_moment(text: &str, now_ms: i64) -> Result<i64, String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

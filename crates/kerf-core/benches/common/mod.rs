@@ -15,7 +15,7 @@ pub fn union_parser() -> Parser {
 
 /// Line `i` of an extraction reply: definitions and relationships alternating.
 pub fn union_line(i: usize) -> String {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         format!(
             "{{\"type\": \"definition\", \"entity\": \"entity {i}\", \"definition\": \"A molecule or process described in paragraph {i} of the source text\"}}"
         )

@@ -212,10 +212,8 @@ fn from_template(t: &Value, id: &str, system: Option<&str>, place: &str) -> Resu
         _ => false,
     };
     fields.insert("id".into(), json!(id));
-    if !is_kerf {
-        if let Some(s) = system.filter(|s| *s != DEFAULT_SYSTEM) {
-            fields.insert("system".into(), json!(s));
-        }
+    if !is_kerf && let Some(s) = system.filter(|s| *s != DEFAULT_SYSTEM) {
+        fields.insert("system".into(), json!(s));
     }
     let loaded = PromptFile::from_value(Value::Object(fields), place, None)?;
     Ok(loaded.file)

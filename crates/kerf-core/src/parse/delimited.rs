@@ -165,17 +165,16 @@ impl Scanner {
             let mut end: Option<(usize, usize, bool)> = rest
                 .find(&format.record)
                 .map(|i| (pos + i, format.record.len(), false));
-            if format.record != "\n" {
-                if let Some(i) = memchr::memchr(b'\n', rest.as_bytes()) {
-                    if end.is_none_or(|(e, _, _)| pos + i < e) {
-                        end = Some((pos + i, 1, false));
-                    }
-                }
+            if format.record != "\n"
+                && let Some(i) = memchr::memchr(b'\n', rest.as_bytes())
+                && end.is_none_or(|(e, _, _)| pos + i < e)
+            {
+                end = Some((pos + i, 1, false));
             }
-            if let Some(c) = self.completion_at {
-                if end.is_none_or(|(e, _, _)| c <= e) {
-                    end = Some((c, format.completion.len(), true));
-                }
+            if let Some(c) = self.completion_at
+                && end.is_none_or(|(e, _, _)| c <= e)
+            {
+                end = Some((c, format.completion.len(), true));
             }
             match end {
                 Some((at, len, is_completion)) => {
