@@ -94,26 +94,15 @@ fn main() -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::InputFailed) => ExitCode::from(1),
         Err(err) => {
-            let (code, status) = match (
-                err.downcast_ref::<kerf_core::Error>(),
-                err.downcast_ref::<kerf_llm::Error>(),
-            ) {
-                (Some(e), _) if e.is_environmental() => (e.code(), 2),
-                (Some(e), _) => (e.code(), 1),
-                // The request or its constraint was wrong: the input failed.
-                (
-                    _,
-                    Some(
-                        e @ (kerf_llm::Error::Constraint(_)
-                        | kerf_llm::Error::ContextOverflow { .. }
-                        | kerf_llm::Error::Request(_)),
-                    ),
-                ) => (e.code(), 1),
-                (_, Some(e)) => (e.code(), 2),
-                _ => match err.downcast_ref::<kerf_store::Error>() {
-                    Some(e) => (e.code(), 2),
-                    None => ("internal", 2),
-                },
+            let (code, status) = match err.downcast_ref::<kerf_api::ApiError>() {
+                Some(e) => (
+                    e.code.as_str(),
+                    if e.code.is_input_failure() { 1 } else { 2 },
+                ),
+                None => {
+                    let code = classify(&err);
+                    (code.as_str(), if code.is_input_failure() { 1 } else { 2 })
+                }
             };
             eprintln!("kerf: error[{code}]: {err:#}");
             if json {
@@ -124,6 +113,21 @@ fn main() -> ExitCode {
             ExitCode::from(status)
         }
     }
+}
+
+/// The code of an error from a crate below kerf-api (the commands not yet on it).
+fn classify(err: &anyhow::Error) -> kerf_api::Code {
+    use kerf_api::Code;
+    if let Some(e) = err.downcast_ref::<kerf_core::Error>() {
+        return Code::from_name(e.code());
+    }
+    if let Some(e) = err.downcast_ref::<kerf_llm::Error>() {
+        return Code::from_name(e.code());
+    }
+    if let Some(e) = err.downcast_ref::<kerf_store::Error>() {
+        return Code::from_name(e.code());
+    }
+    Code::Internal
 }
 
 /// Logs go through `tracing`: llama.cpp's lines are kept for reports (what it offloaded) and

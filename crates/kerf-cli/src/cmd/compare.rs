@@ -4,12 +4,13 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use kerf_core::sweep::Sweep;
-use kerf_llm::{Constraint, FinishReason, Provider};
+use kerf_llm::{FinishReason, Provider};
 use serde_json::{Value, json};
 
-use super::run::{Chosen, ModelArgs, Outcomes, constraint_for, execute_recorded};
+use super::run::{Chosen, ModelArgs, Outcomes, constraint_for, interrupt_token, print_events};
 use crate::Outcome;
 use crate::output::print_json;
+use kerf_api::runs::{RunJob, RunMeta};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ConstrainMode {
@@ -67,7 +68,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     let sources = prompts
         .iter()
         .zip(&args.prompts)
-        .map(|(p, path)| crate::record::PromptSource::read(p, path))
+        .map(|(p, path)| crate::record::prompt_source(p, path))
         .collect::<Result<Vec<_>>>()?;
     let provider = args.model.provider()?;
     let history = crate::record::open(globals)?;
@@ -78,7 +79,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
                 "prompts": args.prompts.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "max_tokens": args.max_tokens,
                 "constrain": format!("{:?}", args.constrain).to_lowercase(),
-                "provider": crate::record::provider_name(&provider),
+                "provider": provider.name(),
                 "model": provider.as_provider().model(),
                 "model_args": args.model.to_argv(),
             }),
@@ -107,7 +108,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
 fn compare(
     args: &Args,
     prompts: &[kerf_core::Prompt],
-    sources: &[crate::record::PromptSource],
+    sources: &[kerf_api::runs::PromptSource],
     provider: &Chosen,
     history: Option<&kerf_store::Store>,
     experiment: Option<i64>,
@@ -139,31 +140,34 @@ fn compare(
                     prompt.id(),
                     if constrained { " · constrained" } else { "" }
                 ));
-                let mut request = args.model.request(&rendering.rendered, budget);
+                let mut request = args.model.settings().request(&rendering.rendered, budget);
                 if constrained {
                     request.constraint = constraint_for(prompt);
                 }
-                let meta = crate::record::RunMeta {
-                    prompt: &sources[i],
-                    response_type: prompt.file.response_type.to_string(),
-                    rendering: &rendering,
-                    params: args.model.params(budget, constrained),
-                    experiment,
-                    rerun_of: None,
-                };
-                let t = std::time::Instant::now();
-                let (out, run_id) = execute_recorded(
-                    history,
-                    &meta,
+                let job = RunJob {
+                    meta: RunMeta {
+                        prompt: &sources[i],
+                        response_type: prompt.file.response_type.to_string(),
+                        rendering: &rendering,
+                        params: args.model.params(budget, constrained),
+                        experiment,
+                        rerun_of: None,
+                    },
                     provider,
                     prompt,
-                    &request,
-                    &rendering.vars,
-                    false,
-                    &mut |_| {},
+                    request: &request,
+                    repair: false,
+                };
+                let t = std::time::Instant::now();
+                let done = kerf_api::runs::run(
+                    history,
+                    &job,
+                    &interrupt_token(),
+                    &mut print_events(true),
                 )?;
+                let out = done.out;
                 rows.push(Row {
-                    run_id,
+                    run_id: done.history_id,
                     prompt: i,
                     max_tokens: budget,
                     constrained,
@@ -286,11 +290,7 @@ fn compare(
 /// for the prompt's format (JSONL anywhere; or a server that honours none) gets only the
 /// unconstrained pass: a "constrained" row would be the same request under a false label.
 fn variants(mode: ConstrainMode, prompt: &kerf_core::Prompt, provider: &Chosen) -> Vec<bool> {
-    let constraint = constraint_for(prompt);
-    let can = match provider {
-        Chosen::Cloud(p) => p.mode_for(&constraint).0 != kerf_llm::providers::Structured::None,
-        Chosen::Local(_) => constraint != Constraint::None,
-    };
+    let can = provider.can_constrain(prompt);
     match mode {
         ConstrainMode::Both if can => vec![true, false],
         ConstrainMode::Auto if can => vec![true],

@@ -394,10 +394,10 @@ fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
                     store.run(r.id)?.params["max_tokens"]
                 );
             }
-            if x.summary.kind == "sweep" {
-                if let Some(result) = &x.result {
-                    crate::outln!("curves: {}", crate::output::compact(result, 400));
-                }
+            if x.summary.kind == "sweep"
+                && let Some(result) = &x.result
+            {
+                crate::outln!("curves: {}", crate::output::compact(result, 400));
             }
         }
         return Ok(Outcome::Ok);
@@ -511,126 +511,69 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
 }
 
 fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
-    let (x, y) = (
-        store.run(run_id(store, &a.a)?)?,
-        store.run(run_id(store, &a.b)?)?,
-    );
-    let (vx, vy) = (
-        store.prompt_version(&x.summary.prompt_version)?,
-        store.prompt_version(&y.summary.prompt_version)?,
-    );
-    let text_diff = |a: &str, b: &str, name_a: &str, name_b: &str| -> Option<String> {
-        (a != b).then(|| {
-            similar::TextDiff::from_lines(a, b)
-                .unified_diff()
-                .context_radius(2)
-                .header(name_a, name_b)
-                .to_string()
-        })
-    };
-    let (ix, iy) = (x.summary.id, y.summary.id);
-    let prompt_diff = text_diff(
-        &vx.text,
-        &vy.text,
-        &format!("run {ix} prompt"),
-        &format!("run {iy} prompt"),
-    );
-    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
-    let input_diff = text_diff(
-        &pretty(&json!({"vars": x.input.vars, "terms": x.input.terms})),
-        &pretty(&json!({"vars": y.input.vars, "terms": y.input.terms})),
-        &format!("run {ix} input"),
-        &format!("run {iy} input"),
-    );
-    let mut params: Vec<(String, Value, Value)> = Vec::new();
-    let mut with_run = |k: &str, a: Value, b: Value| {
-        if a != b {
-            params.push((k.to_string(), a, b));
-        }
-    };
-    with_run(
-        "provider",
-        json!(x.summary.provider),
-        json!(y.summary.provider),
-    );
-    with_run("model", json!(x.summary.model), json!(y.summary.model));
-    for (k, _, _) in kerf_core::diff::changed_fields(&x.params, &y.params) {
-        if k != "argv" {
-            with_run(&k, x.params[&k].clone(), y.params[&k].clone());
-        }
-    }
-    let none = Vec::new();
-    let objects = kerf_core::diff::objects(
-        x.report.as_ref().map_or(&none, |r| &r.objects),
-        y.report.as_ref().map_or(&none, |r| &r.objects),
-    );
+    let d = kerf_api::history::diff(store, run_id(store, &a.a)?, run_id(store, &a.b)?)?;
     if a.json {
-        let outcome = |r: &RunRecord| {
-            json!({"id": r.summary.id, "status": r.summary.status, "finish_reason": r.summary.finish_reason,
-                   "objects": r.summary.objects, "dropped": r.summary.dropped,
-                   "completion_tokens": r.summary.completion_tokens})
-        };
-        print_json(&json!({
-            "a": outcome(&x), "b": outcome(&y),
-            "prompt": {"same": prompt_diff.is_none(), "a": vx.id, "b": vy.id, "diff": prompt_diff},
-            "input": {"same": input_diff.is_none(), "diff": input_diff},
-            "params": params.iter().map(|(k, a, b)| json!({"name": k, "a": a, "b": b})).collect::<Vec<_>>(),
-            "objects": objects,
-        }));
+        print_json(&serde_json::to_value(&d)?);
         return Ok(Outcome::Ok);
     }
+    let (x, y) = (&d.a, &d.b);
     crate::outln!(
-        "run {ix} ({}) → run {iy} ({})",
-        x.summary.created_at,
-        y.summary.created_at
+        "run {} ({}) → run {} ({})",
+        x.id,
+        x.created_at,
+        y.id,
+        y.created_at
     );
-    match &prompt_diff {
-        None => crate::outln!("prompt: same version ({}, {})", &vx.id[..12], vx.name),
-        Some(d) => crate::outln!("prompt: {} → {}\n{d}", &vx.id[..12], &vy.id[..12]),
+    let (va, vb) = (&d.prompt_versions.0[..12], &d.prompt_versions.1[..12]);
+    match &d.prompt.diff {
+        None => crate::outln!("prompt: same version ({va}, {})", d.prompt_name),
+        Some(text) => crate::outln!("prompt: {va} → {vb}\n{text}"),
     }
-    match &input_diff {
+    match &d.input.diff {
         None => crate::outln!("input: same"),
-        Some(d) => crate::outln!("input: changed\n{d}"),
+        Some(text) => crate::outln!("input: changed\n{text}"),
     }
-    if params.is_empty() {
+    if d.params.is_empty() {
         crate::outln!("parameters: same");
     } else {
         crate::outln!("parameters:");
-        for (k, a, b) in &params {
+        for p in &d.params {
             crate::outln!(
-                "  {k}: {} → {}",
-                crate::output::compact(a, 80),
-                crate::output::compact(b, 80)
+                "  {}: {} → {}",
+                p.name,
+                crate::output::compact(&p.a, 80),
+                crate::output::compact(&p.b, 80)
             );
         }
     }
     crate::outln!(
         "outcome: {} → {} · finish {} → {} · objects {} → {} · dropped {} → {} · tokens {} → {}",
-        x.summary.status,
-        y.summary.status,
-        x.summary.finish_reason.as_deref().unwrap_or("-"),
-        y.summary.finish_reason.as_deref().unwrap_or("-"),
-        opt(x.summary.objects),
-        opt(y.summary.objects),
-        opt(x.summary.dropped),
-        opt(y.summary.dropped),
-        opt(x.summary.completion_tokens),
-        opt(y.summary.completion_tokens),
+        x.status,
+        y.status,
+        x.finish_reason.as_deref().unwrap_or("-"),
+        y.finish_reason.as_deref().unwrap_or("-"),
+        opt(x.objects),
+        opt(y.objects),
+        opt(x.dropped),
+        opt(y.dropped),
+        opt(x.completion_tokens),
+        opt(y.completion_tokens),
     );
+    let o = &d.objects;
     crate::outln!(
         "objects: {} unchanged, {} added, {} removed, {} changed",
-        objects.unchanged,
-        objects.added.len(),
-        objects.removed.len(),
-        objects.changed.len()
+        o.unchanged,
+        o.added.len(),
+        o.removed.len(),
+        o.changed.len()
     );
-    for o in &objects.added {
-        crate::outln!("  + {}", crate::output::compact(o, 160));
+    for v in &o.added {
+        crate::outln!("  + {}", crate::output::compact(v, 160));
     }
-    for o in &objects.removed {
-        crate::outln!("  - {}", crate::output::compact(o, 160));
+    for v in &o.removed {
+        crate::outln!("  - {}", crate::output::compact(v, 160));
     }
-    for (p, q) in &objects.changed {
+    for (p, q) in &o.changed {
         crate::outln!("  ~ {}", crate::output::compact(p, 120));
         for (k, before, after) in kerf_core::diff::changed_fields(p, q) {
             crate::outln!(
@@ -693,7 +636,7 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
         vars,
         terms,
     };
-    let source = crate::record::PromptSource {
+    let source = kerf_api::runs::PromptSource {
         name: version.name.clone(),
         path: version.path.clone(),
         text: version.text.clone(),

@@ -167,12 +167,4 @@ impl InputArgs {
     }
 }
 
-/// A prompt rendered for a run: the turns, and what they were rendered from (kept in the history
-/// so a run can be repeated exactly).
-pub struct Rendering {
-    pub rendered: kerf_core::Rendered,
-    /// The run's variables: the input document and every --var.
-    pub vars: serde_json::Map<String, serde_json::Value>,
-    /// Global terms (--terms).
-    pub terms: serde_json::Map<String, serde_json::Value>,
-}
+pub use kerf_api::runs::Rendering;

@@ -4,12 +4,13 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_core::{ParseReport, Prompt, ResponseType};
-use kerf_llama::{GpuLayers, LocalConfig, LocalProvider};
-use kerf_llm::cloud::CloudProvider;
+pub use kerf_api::runs::{Chosen, Outcomes, constraint_for};
+use kerf_api::runs::{PromptSource, RunEvent, RunJob, RunMeta, RunSettings, gpu_layers_name};
+use kerf_core::Prompt;
+use kerf_llama::GpuLayers;
 use kerf_llm::providers::Structured;
-use kerf_llm::{CancelToken, Constraint, Event, Finish, Message, Provider, Request, Role};
-use serde_json::{Map, Value, json};
+use kerf_llm::{CancelToken, Finish};
+use serde_json::{Value, json};
 
 use crate::Outcome;
 use crate::output::print_json;
@@ -70,56 +71,33 @@ fn parse_structured(s: &str) -> Result<Structured, String> {
     s.parse()
 }
 
-/// The provider a command runs on: the local engine or a configured cloud/server one.
-pub enum Chosen {
-    Local(LocalProvider),
-    Cloud(Box<CloudProvider>),
-}
-
-impl Chosen {
-    pub fn as_provider(&self) -> &dyn Provider {
-        match self {
-            Chosen::Local(p) => p,
-            Chosen::Cloud(p) => p.as_ref(),
-        }
-    }
-
-    /// The GGUF file of a local run (its tokenizer cuts sweeps at the model's token boundaries).
-    pub fn gguf(&self) -> Option<PathBuf> {
-        match self {
-            Chosen::Local(p) => Some(PathBuf::from(p.model())),
-            Chosen::Cloud(_) => None,
-        }
-    }
-}
-
 impl ModelArgs {
-    pub fn provider(&self) -> Result<Chosen> {
-        if self.provider != "local" {
-            let registry = kerf_llm::providers::Registry::load_default()?;
-            let mut def = registry.get(&self.provider)?.clone();
-            if let Some(m) = &self.model {
-                def.model = m.display().to_string();
-            }
-            if let Some(s) = self.structured {
-                def.structured = s;
-            }
-            return Ok(Chosen::Cloud(Box::new(CloudProvider::new(def)?)));
+    /// These flags as the use-case layer takes them.
+    pub fn settings(&self) -> RunSettings {
+        RunSettings {
+            provider: self.provider.clone(),
+            model: self.model.as_ref().map(|m| m.display().to_string()),
+            structured: self.structured,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            seed: self.seed,
+            stop: self.stop.clone(),
+            gpu_layers: self.gpu_layers,
+            main_gpu: self.main_gpu,
+            threads: self.threads,
+            flash_attention: match self.flash_attn.as_str() {
+                "on" => Some(true),
+                "off" => Some(false),
+                _ => None,
+            },
+            context: self.context,
+            chat_template: self.chat_template.clone(),
+            gbnf: self.gbnf,
         }
-        let model = kerf_llama::models::resolve(self.model.as_deref())?;
-        let mut config = LocalConfig::new(model);
-        config.gpu_layers = self.gpu_layers;
-        config.main_gpu = self.main_gpu;
-        config.threads = self.threads;
-        config.flash_attention = match self.flash_attn.as_str() {
-            "on" => Some(true),
-            "off" => Some(false),
-            _ => None,
-        };
-        config.context = self.context;
-        config.chat_template = self.chat_template.clone();
-        config.prefer_gbnf = self.gbnf;
-        Ok(Chosen::Local(LocalProvider::new(config)))
+    }
+
+    pub fn provider(&self) -> Result<Chosen> {
+        Ok(self.settings().provider()?)
     }
 
     /// These flags as `kerf run` takes them: what the history keeps so `kerf history rerun`
@@ -145,15 +123,7 @@ impl ModelArgs {
         for s in &self.stop {
             flag("stop", s.clone());
         }
-        flag(
-            "gpu-layers",
-            match self.gpu_layers {
-                GpuLayers::Auto => "auto".into(),
-                GpuLayers::None => "none".into(),
-                GpuLayers::All => "all".into(),
-                GpuLayers::Count(n) => n.to_string(),
-            },
-        );
+        flag("gpu-layers", gpu_layers_name(self.gpu_layers));
         flag("main-gpu", self.main_gpu.to_string());
         if let Some(t) = self.threads {
             flag("threads", t.to_string());
@@ -171,36 +141,12 @@ impl ModelArgs {
         a
     }
 
-    /// A run's parameters as the history keeps them: the budget, whether the output was held to
-    /// the schema, and every model flag (`argv`, which `kerf history rerun` parses back).
+    /// A run's parameters as the history keeps them, plus these flags (`argv`, which
+    /// `kerf history rerun` parses back).
     pub fn params(&self, max_tokens: u32, constrained: bool) -> Value {
-        json!({
-            "max_tokens": max_tokens,
-            "constrain": if constrained { "auto" } else { "none" },
-            // f32 flags as typed (0.7, not 0.699999988…).
-            "temperature": self.temperature.to_string().parse::<f64>().ok(),
-            "top_p": self.top_p.to_string().parse::<f64>().ok(),
-            "seed": self.seed,
-            "stop": self.stop,
-            "structured": self.structured.map(|s| s.as_str()),
-            "gpu_layers": self.to_argv().iter().skip_while(|a| *a != "--gpu-layers").nth(1),
-            "threads": self.threads,
-            "context": self.context,
-            "flash_attn": self.flash_attn,
-            "gbnf": self.gbnf,
-            "argv": self.to_argv(),
-        })
-    }
-
-    /// A request for the rendered prompt under these sampling settings.
-    pub fn request(&self, rendered: &kerf_core::Rendered, max_tokens: u32) -> Request {
-        let mut r = Request::new(rendered.system.as_deref(), &rendered.user);
-        r.max_tokens = max_tokens;
-        r.temperature = self.temperature;
-        r.top_p = self.top_p;
-        r.seed = self.seed;
-        r.stop = self.stop.clone();
-        r
+        let mut p = self.settings().params(max_tokens, constrained);
+        p["argv"] = json!(self.to_argv());
+        p
     }
 }
 
@@ -209,18 +155,6 @@ impl ModelArgs {
 pub enum ConstrainArg {
     Auto,
     None,
-}
-
-/// The constraint a prompt's output can be held to: its schema as one JSON value, or as JSONL
-/// lines; none for text and delimited replies (or a prompt without a schema).
-pub fn constraint_for(prompt: &Prompt) -> Constraint {
-    let schema = prompt.file.schema.clone();
-    match (prompt.file.response_type, schema) {
-        (ResponseType::Json, Some(s)) => Constraint::Json(s),
-        (ResponseType::Jsonl, Some(s)) => Constraint::Jsonl(s),
-        (ResponseType::Jsonl, None) => Constraint::Jsonl(json!({"type": "object"})),
-        _ => Constraint::None,
-    }
 }
 
 /// A token Ctrl-C cancels: the run in progress stops between tokens and keeps what arrived (the
@@ -243,183 +177,32 @@ pub fn interrupt_token() -> CancelToken {
         .clone()
 }
 
-/// One reply: how it ended, what came back, what the parser made of it.
-pub struct Attempt {
-    pub finish: Finish,
-    pub raw: String,
-    pub report: ParseReport,
-}
-
-/// One finished run: its last reply, and the earlier ones a repair loop sent back.
-pub struct Outcomes {
-    pub finish: Finish,
-    pub raw: String,
-    pub report: ParseReport,
-    /// Replies before the last, oldest first (empty without `repair`).
-    pub earlier: Vec<Attempt>,
-}
-
-/// Whether a reply goes back for repair: it ended on its own (a reply cut by its budget, a
-/// cancel or a broken stream is never repaired) and something in it was dropped for a reason
-/// other than being cut off.
-fn needs_repair(a: &Attempt) -> bool {
-    a.finish.reason == kerf_llm::FinishReason::Stop
-        && a.report
-            .dropped
-            .iter()
-            .any(|d| d.kind != kerf_core::DropKind::Truncated)
-}
-
-/// The follow-up turn of a repair: what was wrong, where.
-fn repair_turn(report: &ParseReport) -> String {
-    let problems: Vec<String> = report
-        .dropped
-        .iter()
-        .filter(|d| d.kind != kerf_core::DropKind::Truncated)
-        .map(|d| format!("- line {}: {}: {}", d.line, d.kind.as_str(), d.detail))
-        .collect();
-    format!(
-        "Your reply could not be used as it is:\n{}\n\nReply again with the complete, corrected output only, in the same format.",
-        problems.join("\n")
-    )
-}
-
-/// Run `request` on `provider` and parse the reply with `prompt`'s parser. With `repair` and a
-/// prompt that opts in (`repair: {max-attempts}`), a reply that fails parsing or validation goes
-/// back with its problems, up to the prompt's attempt count. `on_text` sees every reply as it
-/// arrives; warnings go to standard error.
-pub fn execute(
-    provider: &dyn Provider,
-    prompt: &Prompt,
-    request: &Request,
-    vars: &Map<String, Value>,
-    repair: bool,
-    on_text: &mut dyn FnMut(&str),
-) -> Result<Outcomes> {
-    let max_attempts = match (repair, prompt.file.repair) {
-        (true, Some(r)) => r.max_attempts.max(1) as usize,
-        _ => 1,
-    };
-    let cancel = interrupt_token();
-    let mut request = request.clone();
-    let mut earlier: Vec<Attempt> = Vec::new();
-    loop {
-        let mut raw = String::new();
-        let finish = provider.run(&request, &cancel, &mut |e| match e {
-            Event::Text(t) => {
-                raw.push_str(t);
-                on_text(t);
+/// How the CLI shows a run's events: the reply on standard output as it streams (not with
+/// `--json`), warnings and repair notices on standard error.
+pub fn print_events(json_out: bool) -> impl FnMut(RunEvent<'_>) {
+    let mut stdout = std::io::stdout();
+    move |e| match e {
+        RunEvent::Text(t) => {
+            if !json_out {
+                let _ = stdout.write_all(t.as_bytes());
+                let _ = stdout.flush();
             }
-            Event::Warning(w) => eprintln!("kerf: warning: {w}"),
-        })?;
-        let report = prompt.parse(unwrapped(&raw, &finish).as_deref().unwrap_or(&raw), vars);
-        let attempt = Attempt {
-            finish,
-            raw,
-            report,
-        };
-        if earlier.len() + 1 >= max_attempts || !needs_repair(&attempt) {
-            return Ok(Outcomes {
-                finish: attempt.finish,
-                raw: attempt.raw,
-                report: attempt.report,
-                earlier,
-            });
         }
-        eprintln!(
-            "kerf: repair: reply {} of at most {max_attempts} failed ({}); sending its problems back",
-            earlier.len() + 1,
-            attempt.report.drop_summary()
-        );
-        on_text(&format!("\n── repair attempt {} ──\n", earlier.len() + 2));
-        request
-            .messages
-            .push(Message::new(Role::Assistant, attempt.raw.clone()));
-        request
-            .messages
-            .push(Message::new(Role::User, repair_turn(&attempt.report)));
-        earlier.push(attempt);
-    }
-}
-
-/// [`execute`], kept in the history as it streams (when `history` is given): written as
-/// `running` before the first token, text appended in batches, ended with its report. A
-/// history write that fails (a full disk) stops the run and is the error returned. Returns the
-/// outcome and the run's id in the history.
-#[allow(clippy::too_many_arguments)]
-pub fn execute_recorded(
-    history: Option<&kerf_store::Store>,
-    meta: &crate::record::RunMeta<'_>,
-    provider: &Chosen,
-    prompt: &Prompt,
-    request: &Request,
-    vars: &Map<String, Value>,
-    repair: bool,
-    on_text: &mut dyn FnMut(&str),
-) -> Result<(Outcomes, Option<i64>)> {
-    let mut writer = match history {
-        Some(store) => Some(crate::record::begin(store, meta, provider)?),
-        None => None,
-    };
-    let mut store_error: Option<kerf_store::Error> = None;
-    let cancel = interrupt_token();
-    let result = execute(
-        provider.as_provider(),
-        prompt,
-        request,
-        vars,
-        repair,
-        &mut |t| {
-            if let (Some(w), None) = (writer.as_mut(), &store_error) {
-                if let Err(e) = w.push(t) {
-                    store_error = Some(e);
-                    cancel.cancel();
-                }
+        RunEvent::Warning(w) => eprintln!("kerf: warning: {w}"),
+        RunEvent::Repair {
+            attempt,
+            max,
+            problems,
+        } => {
+            eprintln!(
+                "kerf: repair: reply {} of at most {max} failed ({problems}); sending its problems back",
+                attempt - 1
+            );
+            if !json_out {
+                let _ = writeln!(stdout, "\n── repair attempt {attempt} ──");
             }
-            on_text(t);
-        },
-    );
-    if let Some(e) = store_error {
-        if let Some(w) = writer {
-            let _ = w.fail(e.code(), &e.to_string());
-        }
-        return Err(e.into());
-    }
-    match result {
-        Ok(out) => {
-            let cost = cost_of(provider, &out.finish)?;
-            let id = match writer {
-                Some(w) => Some(w.finish(crate::record::run_end(&out, cost.as_ref()))?),
-                None => None,
-            };
-            Ok((out, id))
-        }
-        Err(e) => {
-            if let Some(w) = writer {
-                let _ = w.fail(crate::record::error_code(&e), &format!("{e:#}"));
-            }
-            Err(e)
         }
     }
-}
-
-/// The estimated cost of a cloud run from the price table (a local run costs nothing but
-/// electricity).
-pub fn cost_of(provider: &Chosen, f: &Finish) -> Result<Option<kerf_llm::prices::Cost>> {
-    Ok(match provider {
-        Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?.estimate(&p.def.model, &f.usage),
-        Chosen::Local(_) => None,
-    })
-}
-
-/// A reply to a schema the provider needed wrapped (OpenAI strict mode takes only object roots,
-/// so an array schema is sent as `{"items": [...]}`): the value under the wrapper key, as the
-/// prompt's parser expects it. `None` when nothing was wrapped or the reply is not a whole
-/// wrapped object (a cut-off reply is parsed as it came).
-fn unwrapped(raw: &str, finish: &Finish) -> Option<String> {
-    let key = finish.details.get("wrapped_in")?.as_str()?;
-    let v: Value = serde_json::from_str(raw.trim()).ok()?;
-    v.get(key).map(|inner| inner.to_string())
 }
 
 /// Run a prompt on a model: the reply streams as it is generated, then the parse report.
@@ -459,7 +242,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     let prompt = super::load_prompt(&args.prompt)?;
     let rendering = args.input.render(&prompt, &args.prompt)?;
     let provider = args.model.provider()?;
-    let source = crate::record::PromptSource::read(&prompt, &args.prompt)?;
+    let source = crate::record::prompt_source(&prompt, &args.prompt)?;
     let history = crate::record::open(globals)?;
     run_prompt(
         &prompt,
@@ -479,7 +262,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
 #[allow(clippy::too_many_arguments)]
 pub fn run_prompt(
     prompt: &Prompt,
-    source: &crate::record::PromptSource,
+    source: &PromptSource,
     rendering: &super::Rendering,
     provider: &Chosen,
     model: &ModelArgs,
@@ -489,36 +272,32 @@ pub fn run_prompt(
     history: Option<&kerf_store::Store>,
     rerun_of: Option<i64>,
 ) -> Result<Outcome> {
-    let mut request = model.request(&rendering.rendered, max_tokens);
+    let mut request = model.settings().request(&rendering.rendered, max_tokens);
     if constrain == ConstrainArg::Auto {
         request.constraint = constraint_for(prompt);
     }
-    let meta = crate::record::RunMeta {
-        prompt: source,
-        response_type: prompt.file.response_type.to_string(),
-        rendering,
-        params: model.params(max_tokens, constrain == ConstrainArg::Auto),
-        experiment: None,
-        rerun_of,
-    };
-    let mut stdout = std::io::stdout();
-    let (out, run_id) = execute_recorded(
-        history,
-        &meta,
+    let job = RunJob {
+        meta: RunMeta {
+            prompt: source,
+            response_type: prompt.file.response_type.to_string(),
+            rendering,
+            params: model.params(max_tokens, constrain == ConstrainArg::Auto),
+            experiment: None,
+            rerun_of,
+        },
         provider,
         prompt,
-        &request,
-        &rendering.vars,
-        true,
-        &mut |t| {
-            if !json_out {
-                let _ = stdout.write_all(t.as_bytes());
-                let _ = stdout.flush();
-            }
-        },
+        request: &request,
+        repair: true,
+    };
+    let done = kerf_api::runs::run(
+        history,
+        &job,
+        &interrupt_token(),
+        &mut print_events(json_out),
     )?;
+    let (out, cost, run_id) = (&done.out, &done.cost, done.history_id);
     let f = &out.finish;
-    let cost = cost_of(provider, f)?;
     if json_out {
         let mut v = serde_json::to_value(&out.report)?;
         if let Value::Object(m) = &mut v {
@@ -530,7 +309,7 @@ pub fn run_prompt(
             m.insert("model".into(), json!(provider.as_provider().model()));
             m.insert("error".into(), json!(f.error));
             m.insert("details".into(), f.details.clone());
-            m.insert("cost".into(), serde_json::to_value(&cost)?);
+            m.insert("cost".into(), serde_json::to_value(cost)?);
             // Every reply of a repair loop, oldest first, with its tokens (the last is the run).
             let attempts: Vec<Value> = out
                 .earlier
@@ -548,7 +327,7 @@ pub fn run_prompt(
         print_json(&v);
     } else {
         crate::outln!("\n");
-        print_summary(prompt, &out);
+        print_summary(prompt, out);
         if let Some(c) = &cost {
             crate::outln!(
                 "   cost: ~${:.5} ({} at ${}/M in, ${}/M out, from {})",

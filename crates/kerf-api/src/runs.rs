@@ -1,0 +1,492 @@
+//! Running a prompt: choosing the model, the request, the repair loop, and recording the run in
+//! the history as it streams.
+
+use std::path::PathBuf;
+
+use kerf_core::{ParseReport, Prompt, Rendered, ResponseType};
+use kerf_llama::{GpuLayers, LocalConfig, LocalProvider};
+use kerf_llm::cloud::CloudProvider;
+use kerf_llm::providers::Structured;
+use kerf_llm::{
+    CancelToken, Constraint, Event, Finish, FinishReason, Message, Provider, Request, Role,
+};
+use kerf_store::{NewRun, RunEnd, Store};
+use serde_json::{Map, Value, json};
+
+use crate::error::Result;
+
+/// Which model runs a prompt, and how it samples: what `kerf run`'s model flags and the app's
+/// run panel both fill in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSettings {
+    /// `local` (llama.cpp), or the name of a configured provider.
+    pub provider: String,
+    /// Local: a GGUF path (default: the bundled model). Cloud: a model id instead of the
+    /// provider's configured one.
+    pub model: Option<String>,
+    /// Cloud: the structured-output mode (`None`: the provider's own setting).
+    pub structured: Option<Structured>,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub seed: Option<u64>,
+    pub stop: Vec<String>,
+    pub gpu_layers: GpuLayers,
+    pub main_gpu: i32,
+    pub threads: Option<i32>,
+    /// Flash attention: `None` lets llama.cpp decide.
+    pub flash_attention: Option<bool>,
+    pub context: Option<u32>,
+    pub chat_template: Option<String>,
+    /// Constrain with llama.cpp's GBNF sampler instead of llguidance.
+    pub gbnf: bool,
+}
+
+impl Default for RunSettings {
+    /// The bundled model, greedy (temperature 0, so reruns are comparable).
+    fn default() -> Self {
+        RunSettings {
+            provider: "local".into(),
+            model: None,
+            structured: None,
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: None,
+            stop: Vec::new(),
+            gpu_layers: GpuLayers::Auto,
+            main_gpu: 0,
+            threads: None,
+            flash_attention: None,
+            context: None,
+            chat_template: None,
+            gbnf: false,
+        }
+    }
+}
+
+impl RunSettings {
+    /// The provider these settings name, ready to run.
+    pub fn provider(&self) -> Result<Chosen> {
+        if self.provider != "local" {
+            let registry = kerf_llm::providers::Registry::load_default()?;
+            let mut def = registry.get(&self.provider)?.clone();
+            if let Some(m) = &self.model {
+                def.model = m.clone();
+            }
+            if let Some(s) = self.structured {
+                def.structured = s;
+            }
+            return Ok(Chosen::Cloud(Box::new(CloudProvider::new(def)?)));
+        }
+        let model = kerf_llama::models::resolve(self.model.as_deref().map(std::path::Path::new))?;
+        let mut config = LocalConfig::new(model);
+        config.gpu_layers = self.gpu_layers;
+        config.main_gpu = self.main_gpu;
+        config.threads = self.threads;
+        config.flash_attention = self.flash_attention;
+        config.context = self.context;
+        config.chat_template = self.chat_template.clone();
+        config.prefer_gbnf = self.gbnf;
+        Ok(Chosen::Local(LocalProvider::new(config)))
+    }
+
+    /// A request for the rendered prompt under these sampling settings.
+    pub fn request(&self, rendered: &Rendered, max_tokens: u32) -> Request {
+        let mut r = Request::new(rendered.system.as_deref(), &rendered.user);
+        r.max_tokens = max_tokens;
+        r.temperature = self.temperature;
+        r.top_p = self.top_p;
+        r.seed = self.seed;
+        r.stop = self.stop.clone();
+        r
+    }
+
+    /// A run's parameters as the history keeps them (readable keys; front ends may add their
+    /// own, such as the CLI's flags for `kerf history rerun`).
+    pub fn params(&self, max_tokens: u32, constrained: bool) -> Value {
+        // f32 settings as typed (0.7, not 0.699999988…).
+        let f = |x: f32| x.to_string().parse::<f64>().ok();
+        json!({
+            "max_tokens": max_tokens,
+            "constrain": if constrained { "auto" } else { "none" },
+            "temperature": f(self.temperature),
+            "top_p": f(self.top_p),
+            "seed": self.seed,
+            "stop": self.stop,
+            "structured": self.structured.map(|s| s.as_str()),
+            "gpu_layers": gpu_layers_name(self.gpu_layers),
+            "threads": self.threads,
+            "context": self.context,
+            "flash_attn": match self.flash_attention {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "auto",
+            },
+            "gbnf": self.gbnf,
+        })
+    }
+}
+
+/// `auto`, `none`, `all` or a count: how a GPU-layers setting is written.
+pub fn gpu_layers_name(g: GpuLayers) -> String {
+    match g {
+        GpuLayers::Auto => "auto".into(),
+        GpuLayers::None => "none".into(),
+        GpuLayers::All => "all".into(),
+        GpuLayers::Count(n) => n.to_string(),
+    }
+}
+
+/// The provider a run goes to: the local engine or a configured cloud/server one.
+pub enum Chosen {
+    Local(LocalProvider),
+    Cloud(Box<CloudProvider>),
+}
+
+impl Chosen {
+    pub fn as_provider(&self) -> &dyn Provider {
+        match self {
+            Chosen::Local(p) => p,
+            Chosen::Cloud(p) => p.as_ref(),
+        }
+    }
+
+    /// `local`, or the configured provider's name.
+    pub fn name(&self) -> String {
+        match self {
+            Chosen::Local(_) => "local".into(),
+            Chosen::Cloud(p) => p.def.name.clone(),
+        }
+    }
+
+    /// The GGUF file of a local run (its tokenizer cuts sweeps at the model's token boundaries).
+    pub fn gguf(&self) -> Option<PathBuf> {
+        match self {
+            Chosen::Local(p) => Some(PathBuf::from(p.model())),
+            Chosen::Cloud(_) => None,
+        }
+    }
+
+    /// Whether this provider can hold `prompt`'s output to its schema: llguidance locally; a
+    /// structured-output mode the provider honours in the cloud (none for JSONL anywhere).
+    pub fn can_constrain(&self, prompt: &Prompt) -> bool {
+        let constraint = constraint_for(prompt);
+        match self {
+            Chosen::Cloud(p) => p.mode_for(&constraint).0 != Structured::None,
+            Chosen::Local(_) => constraint != Constraint::None,
+        }
+    }
+
+    /// The estimated cost of a finished run from the price table (a local run costs nothing but
+    /// electricity).
+    pub fn cost(&self, f: &Finish) -> Result<Option<kerf_llm::prices::Cost>> {
+        Ok(match self {
+            Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?.estimate(&p.def.model, &f.usage),
+            Chosen::Local(_) => None,
+        })
+    }
+}
+
+/// The constraint a prompt's output can be held to: its schema as one JSON value, or as JSONL
+/// lines; none for text and delimited replies (or a prompt without a schema).
+pub fn constraint_for(prompt: &Prompt) -> Constraint {
+    let schema = prompt.file.schema.clone();
+    match (prompt.file.response_type, schema) {
+        (ResponseType::Json, Some(s)) => Constraint::Json(s),
+        (ResponseType::Jsonl, Some(s)) => Constraint::Jsonl(s),
+        (ResponseType::Jsonl, None) => Constraint::Jsonl(json!({"type": "object"})),
+        _ => Constraint::None,
+    }
+}
+
+/// What a run reports while it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEvent<'a> {
+    /// More reply text.
+    Text(&'a str),
+    /// A notice worth showing (a fallback taken, a setting ignored).
+    Warning(&'a str),
+    /// A reply failed and goes back with its problems: which attempt starts, of how many.
+    Repair {
+        attempt: usize,
+        max: usize,
+        problems: String,
+    },
+}
+
+/// One reply: how it ended, what came back, what the parser made of it.
+pub struct Attempt {
+    pub finish: Finish,
+    pub raw: String,
+    pub report: ParseReport,
+}
+
+/// One finished run: its last reply, and the earlier ones a repair loop sent back.
+pub struct Outcomes {
+    pub finish: Finish,
+    pub raw: String,
+    pub report: ParseReport,
+    /// Replies before the last, oldest first (empty without `repair`).
+    pub earlier: Vec<Attempt>,
+}
+
+/// Whether a reply goes back for repair: it ended on its own (a reply cut by its budget, a
+/// cancel or a broken stream is never repaired) and something in it was dropped for a reason
+/// other than being cut off.
+fn needs_repair(a: &Attempt) -> bool {
+    a.finish.reason == FinishReason::Stop
+        && a.report
+            .dropped
+            .iter()
+            .any(|d| d.kind != kerf_core::DropKind::Truncated)
+}
+
+/// The follow-up turn of a repair: what was wrong, where.
+fn repair_turn(report: &ParseReport) -> String {
+    let problems: Vec<String> = report
+        .dropped
+        .iter()
+        .filter(|d| d.kind != kerf_core::DropKind::Truncated)
+        .map(|d| format!("- line {}: {}: {}", d.line, d.kind.as_str(), d.detail))
+        .collect();
+    format!(
+        "Your reply could not be used as it is:\n{}\n\nReply again with the complete, corrected output only, in the same format.",
+        problems.join("\n")
+    )
+}
+
+/// Run `request` on `provider` and parse the reply with `prompt`'s parser. With `repair` and a
+/// prompt that opts in (`repair: {max-attempts}`), a reply that fails parsing or validation goes
+/// back with its problems, up to the prompt's attempt count.
+pub fn execute(
+    provider: &dyn Provider,
+    prompt: &Prompt,
+    request: &Request,
+    vars: &Map<String, Value>,
+    repair: bool,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(RunEvent<'_>),
+) -> Result<Outcomes> {
+    let max_attempts = match (repair, prompt.file.repair) {
+        (true, Some(r)) => r.max_attempts.max(1) as usize,
+        _ => 1,
+    };
+    let mut request = request.clone();
+    let mut earlier: Vec<Attempt> = Vec::new();
+    loop {
+        let mut raw = String::new();
+        let finish = provider.run(&request, cancel, &mut |e| match e {
+            Event::Text(t) => {
+                raw.push_str(t);
+                on_event(RunEvent::Text(t));
+            }
+            Event::Warning(w) => on_event(RunEvent::Warning(w)),
+        })?;
+        let report = prompt.parse(unwrapped(&raw, &finish).as_deref().unwrap_or(&raw), vars);
+        let attempt = Attempt {
+            finish,
+            raw,
+            report,
+        };
+        if earlier.len() + 1 >= max_attempts || !needs_repair(&attempt) {
+            return Ok(Outcomes {
+                finish: attempt.finish,
+                raw: attempt.raw,
+                report: attempt.report,
+                earlier,
+            });
+        }
+        on_event(RunEvent::Repair {
+            attempt: earlier.len() + 2,
+            max: max_attempts,
+            problems: attempt.report.drop_summary(),
+        });
+        request
+            .messages
+            .push(Message::new(Role::Assistant, attempt.raw.clone()));
+        request
+            .messages
+            .push(Message::new(Role::User, repair_turn(&attempt.report)));
+        earlier.push(attempt);
+    }
+}
+
+/// A reply to a schema the provider needed wrapped (OpenAI strict mode takes only object roots,
+/// so an array schema is sent as `{"items": [...]}`): the value under the wrapper key, as the
+/// prompt's parser expects it. `None` when nothing was wrapped or the reply is not a whole
+/// wrapped object (a cut-off reply is parsed as it came).
+fn unwrapped(raw: &str, finish: &Finish) -> Option<String> {
+    let key = finish.details.get("wrapped_in")?.as_str()?;
+    let v: Value = serde_json::from_str(raw.trim()).ok()?;
+    v.get(key).map(|inner| inner.to_string())
+}
+
+/// A prompt as the history keeps it: its id, where it came from, and its exact text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptSource {
+    pub name: String,
+    pub path: Option<String>,
+    pub text: String,
+}
+
+/// A prompt rendered for a run: the turns, and what they were rendered from (kept in the history
+/// so a run can be repeated exactly).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendering {
+    pub rendered: Rendered,
+    /// The run's variables: the input document and every --var.
+    pub vars: Map<String, Value>,
+    /// Global terms (TrustGraph's).
+    pub terms: Map<String, Value>,
+}
+
+/// Everything about a run but its reply: what the history needs to start one.
+pub struct RunMeta<'a> {
+    pub prompt: &'a PromptSource,
+    pub response_type: String,
+    pub rendering: &'a Rendering,
+    pub params: Value,
+    pub experiment: Option<i64>,
+    pub rerun_of: Option<i64>,
+}
+
+/// Start a run in the history: its prompt version, input and everything that shapes its reply.
+fn begin<'s>(
+    store: &'s Store,
+    meta: &RunMeta<'_>,
+    provider: &Chosen,
+) -> Result<kerf_store::RunWriter<'s>> {
+    let version = store.put_prompt_version(
+        &meta.prompt.name,
+        meta.prompt.path.as_deref(),
+        &meta.response_type,
+        &meta.prompt.text,
+    )?;
+    let input = store.put_input(
+        &Value::Object(meta.rendering.vars.clone()),
+        &Value::Object(meta.rendering.terms.clone()),
+    )?;
+    let model_sha256 = match provider.gguf() {
+        Some(path) if path.is_file() => Some(store.model_sha256(&path)?),
+        _ => None,
+    };
+    Ok(store.begin_run(&NewRun {
+        prompt_version: version,
+        input,
+        experiment: meta.experiment,
+        rerun_of: meta.rerun_of,
+        provider: provider.name(),
+        model: provider.as_provider().model(),
+        model_sha256,
+        params: meta.params.clone(),
+        system: meta.rendering.rendered.system.clone(),
+        user: meta.rendering.rendered.user.clone(),
+    })?)
+}
+
+/// How a finished run is kept: its last reply, report, usage, and the replies a repair loop
+/// sent back.
+fn run_end(out: &Outcomes, cost: Option<&kerf_llm::prices::Cost>) -> RunEnd {
+    let f = &out.finish;
+    RunEnd {
+        finish_reason: f.reason.as_str().into(),
+        raw: out.raw.clone(),
+        report: Some(out.report.clone()),
+        usage: json!(f.usage),
+        timings: json!(f.timings),
+        details: f.details.clone(),
+        cost: cost.map(|c| {
+            json!({"usd": c.usd, "matched": c.matched, "source": c.source,
+                   "input_per_million": c.price.input, "output_per_million": c.price.output})
+        }),
+        earlier: out
+            .earlier
+            .iter()
+            .map(|a| {
+                json!({"finish_reason": a.finish.reason.as_str(), "usage": a.finish.usage,
+                       "raw": a.raw, "objects": a.report.objects.len(),
+                       "dropped": a.report.dropped.len()})
+            })
+            .collect(),
+        error: f
+            .error
+            .as_ref()
+            .map(|e| ("provider".to_string(), e.clone())),
+    }
+}
+
+/// A run as a front end starts one.
+pub struct RunJob<'a> {
+    pub meta: RunMeta<'a>,
+    pub provider: &'a Chosen,
+    pub prompt: &'a Prompt,
+    pub request: &'a Request,
+    /// Whether a prompt that opts in gets its repair loop.
+    pub repair: bool,
+}
+
+/// A finished run: what came back, its estimated cost, and its id in the history.
+pub struct RunResult {
+    pub out: Outcomes,
+    pub cost: Option<kerf_llm::prices::Cost>,
+    pub history_id: Option<i64>,
+}
+
+/// [`execute`], kept in the history as it streams (when `history` is given): written as
+/// `running` before the first token, text appended in batches, ended with its report. A
+/// history write that fails (a full disk) stops the run and is the error returned; a run that
+/// fails is kept as `error` with what arrived.
+pub fn run(
+    history: Option<&Store>,
+    job: &RunJob<'_>,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(RunEvent<'_>),
+) -> Result<RunResult> {
+    let mut writer = match history {
+        Some(store) => Some(begin(store, &job.meta, job.provider)?),
+        None => None,
+    };
+    let mut store_error: Option<kerf_store::Error> = None;
+    let result = execute(
+        job.provider.as_provider(),
+        job.prompt,
+        job.request,
+        &job.meta.rendering.vars,
+        job.repair,
+        cancel,
+        &mut |e| {
+            if let (RunEvent::Text(t), Some(w), None) = (&e, writer.as_mut(), &store_error)
+                && let Err(err) = w.push(t)
+            {
+                store_error = Some(err);
+                cancel.cancel();
+            }
+            on_event(e);
+        },
+    );
+    if let Some(e) = store_error {
+        if let Some(w) = writer {
+            let _ = w.fail(e.code(), &e.to_string());
+        }
+        return Err(e.into());
+    }
+    match result {
+        Ok(out) => {
+            let cost = job.provider.cost(&out.finish)?;
+            let history_id = match writer {
+                Some(w) => Some(w.finish(run_end(&out, cost.as_ref()))?),
+                None => None,
+            };
+            Ok(RunResult {
+                out,
+                cost,
+                history_id,
+            })
+        }
+        Err(e) => {
+            if let Some(w) = writer {
+                let _ = w.fail(e.code.as_str(), &e.message);
+            }
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! The use cases without a window or a terminal: over `Store::in_memory()`.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use kerf_api::Code;
+use kerf_store::{NewRun, RunEnd, Store};
+use serde_json::json;
+
+#[test]
+fn every_code_round_trips_through_its_name_and_serializes_as_it() {
+    for &c in Code::ALL {
+        assert_eq!(Code::from_name(c.as_str()), c);
+        assert_eq!(serde_json::to_value(c).unwrap(), json!(c.as_str()));
+    }
+    assert_eq!(Code::from_name("no such code"), Code::Internal);
+    let e: kerf_api::ApiError = kerf_store::Error::NotFound {
+        what: "run",
+        id: "9".into(),
+    }
+    .into();
+    assert_eq!(e.code, Code::NotFound);
+    assert_eq!(
+        serde_json::to_value(&e).unwrap(),
+        json!({"code": "not-found", "message": "run 9 is not in the history"})
+    );
+}
+
+fn stored(store: &Store, prompt: &str, params: serde_json::Value, raw: &str) -> i64 {
+    let loaded = kerf_core::PromptFile::from_json_str(prompt, "p").unwrap();
+    let parsed = kerf_core::Prompt::compile(loaded.file, "p")
+        .unwrap()
+        .parse(raw, &Default::default());
+    let w = store
+        .begin_run(&NewRun {
+            prompt_version: store
+                .put_prompt_version("kg", None, "jsonl", prompt)
+                .unwrap(),
+            input: store
+                .put_input(&json!({"text": "doc"}), &json!({}))
+                .unwrap(),
+            experiment: None,
+            rerun_of: None,
+            provider: "local".into(),
+            model: "m.gguf".into(),
+            model_sha256: None,
+            params,
+            system: None,
+            user: "u".into(),
+        })
+        .unwrap();
+    w.finish(RunEnd {
+        finish_reason: "stop".into(),
+        raw: raw.into(),
+        report: Some(parsed),
+        ..RunEnd::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_diff_names_the_prompt_change_the_parameters_and_the_objects() {
+    let store = Store::in_memory().unwrap();
+    let p1 = r#"{"prompt": "Extract {{text}}", "response-type": "jsonl"}"#;
+    let p2 = r#"{"prompt": "Extract every entity in {{text}}", "response-type": "jsonl"}"#;
+    let a = stored(
+        &store,
+        p1,
+        json!({"max_tokens": 64, "argv": ["--x"]}),
+        "{\"type\": \"d\", \"entity\": \"DNA\", \"definition\": \"a molecule\"}\n{\"type\": \"d\", \"entity\": \"RNA\", \"definition\": \"a copy\"}\n",
+    );
+    let b = stored(
+        &store,
+        p2,
+        json!({"max_tokens": 128, "argv": ["--y"]}),
+        "{\"type\": \"d\", \"entity\": \"DNA\", \"definition\": \"the genetic molecule\"}\n{\"type\": \"d\", \"entity\": \"RNA\", \"definition\": \"a copy\"}\n{\"type\": \"d\", \"entity\": \"cell\", \"definition\": \"a unit\"}\n",
+    );
+    let d = kerf_api::history::diff(&store, a, b).unwrap();
+    assert!(!d.prompt.same);
+    assert!(
+        d.prompt
+            .diff
+            .as_ref()
+            .unwrap()
+            .contains("+{\"prompt\": \"Extract every entity in {{text}}\""),
+        "{:?}",
+        d.prompt.diff
+    );
+    assert!(d.input.same);
+    assert_eq!(d.params.len(), 1, "argv is the CLI's own: {:?}", d.params);
+    assert_eq!(
+        (d.params[0].name.as_str(), &d.params[0].a, &d.params[0].b),
+        ("max_tokens", &json!(64), &json!(128))
+    );
+    assert_eq!(d.objects.unchanged, 1);
+    assert_eq!(d.objects.changed.len(), 1);
+    assert_eq!(
+        d.objects.added,
+        vec![json!({"type": "d", "entity": "cell", "definition": "a unit"})]
+    );
+    assert_eq!((d.a.objects, d.b.objects), (Some(2), Some(3)));
+    let missing = kerf_api::history::diff(&store, a, 99).unwrap_err();
+    assert_eq!(missing.code, Code::NotFound);
+}
