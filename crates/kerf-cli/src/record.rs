@@ -23,7 +23,12 @@ pub fn open(globals: &Globals) -> Result<Option<Store>> {
     if globals.no_history {
         return Ok(None);
     }
-    Ok(Some(Store::open(&kerf_store::default_path())?))
+    match Store::open(&kerf_store::default_path()) {
+        Ok(store) => Ok(Some(store)),
+        // Say how to go on without it; the error keeps its code (the chain prints both).
+        Err(e) => Err(anyhow::Error::new(e)
+            .context("the history cannot be recorded (pass --no-history to run without it)")),
+    }
 }
 
 /// The history `kerf history` reads and edits.

@@ -145,6 +145,8 @@ pub fn token_unit(tokenizer: &str, text: &str) -> Result<Unit> {
 }
 
 pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
+    // Opened first: a history that cannot be written fails before the work, not after it.
+    let history = crate::record::open(globals)?;
     let subjects: Vec<Subject> = if args.compare.is_empty() {
         let file = args.file.clone().unwrap_or_default();
         let parser = args.reply.parser()?;
@@ -223,7 +225,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     };
     // Kept in the history as an experiment: which replies (by name, size and hash), how they were
     // cut, and the curves.
-    if let Some(store) = crate::record::open(globals)? {
+    if let Some(store) = &history {
         let replies: Vec<_> = subjects
             .iter()
             .map(|s| {
