@@ -156,6 +156,8 @@ pub struct RunSummary {
     pub finish_reason: Option<String>,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    /// The run's output budget.
+    pub max_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
     pub attempts: i64,
     pub experiment: Option<i64>,
@@ -427,7 +429,11 @@ pub(crate) fn parse_with_version(text: &str, vars: &str, raw: &str) -> Option<Pa
 const SUMMARY_COLUMNS: &str = "r.id, r.status, r.prompt_name, r.prompt_version, r.provider,
     r.model, r.created_at, r.objects, r.dropped, r.truncated, r.finish_reason, r.prompt_tokens,
     r.completion_tokens, r.cost_usd, r.attempts, r.experiment_id, r.rerun_of, r.note, r.error,
-    (SELECT group_concat(tag, char(31)) FROM run_tags t WHERE t.run_id = r.id)";
+    (SELECT group_concat(tag, char(31)) FROM run_tags t WHERE t.run_id = r.id),
+    json_extract(r.params, '$.max_tokens')";
+
+/// How many columns [`SUMMARY_COLUMNS`] has (a query's own columns follow).
+const SUMMARY_WIDTH: usize = 21;
 
 fn summary_from(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
     let status: String = row.get(1)?;
@@ -459,6 +465,7 @@ fn summary_from(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
         note: row.get(17)?,
         error: row.get(18)?,
         tags,
+        max_tokens: row.get(20)?,
     })
 }
 
@@ -681,66 +688,51 @@ impl Store {
     /// One run in full. A run still streaming shows the text stored so far.
     pub fn run(&self, id: i64) -> Result<RunRecord> {
         let sql = format!(
-            "SELECT {SUMMARY_COLUMNS}, r.finished_at, r.model_sha256, r.params, r.input_id,
-             b.system, b.user, b.raw || (SELECT coalesce(group_concat(text, ''), '') FROM
-             (SELECT text FROM run_chunks WHERE run_id = r.id ORDER BY seq)),
-             b.report, b.usage, b.timings, b.details, b.cost, b.earlier, r.error_code
-             FROM runs r JOIN run_bodies b ON b.run_id = r.id WHERE r.id = ?1"
+            "SELECT {SUMMARY_COLUMNS}, r.finished_at, r.model_sha256, r.params, r.error_code,
+             i.id, i.vars, i.terms, b.system, b.user,
+             b.raw || (SELECT coalesce(group_concat(text, ''), '') FROM
+                       (SELECT text FROM run_chunks WHERE run_id = r.id ORDER BY seq)),
+             b.report, b.usage, b.timings, b.details, b.cost, b.earlier
+             FROM runs r JOIN run_bodies b ON b.run_id = r.id JOIN inputs i ON i.id = r.input_id
+             WHERE r.id = ?1"
         );
-        let found = self
-            .conn
+        self.conn
             .query_row(&sql, [id], |r| {
-                let finished: Option<i64> = r.get(20)?;
-                Ok((
-                    summary_from(r)?,
-                    finished.map(kerf_core::time::rfc3339),
-                    r.get::<_, Option<String>>(21)?,
-                    json_col(r.get(22)?),
-                    r.get::<_, String>(23)?,
-                    r.get::<_, Option<String>>(24)?,
-                    r.get::<_, String>(25)?,
-                    r.get::<_, String>(26)?,
-                    r.get::<_, Option<String>>(27)?,
-                    [
-                        json_col(r.get(28)?),
-                        json_col(r.get(29)?),
-                        json_col(r.get(30)?),
-                        json_col(r.get(31)?),
-                        json_col(r.get(32)?),
-                    ],
-                    r.get::<_, Option<String>>(33)?,
-                ))
+                let at = |i: usize| SUMMARY_WIDTH + i;
+                let report: Option<String> = r.get(at(10))?;
+                Ok(RunRecord {
+                    summary: summary_from(r)?,
+                    finished_at: r
+                        .get::<_, Option<i64>>(at(0))?
+                        .map(kerf_core::time::rfc3339),
+                    model_sha256: r.get(at(1))?,
+                    params: json_col(r.get(at(2))?),
+                    error_code: r.get(at(3))?,
+                    input: Input {
+                        id: r.get(at(4))?,
+                        vars: json_col(r.get(at(5))?),
+                        terms: json_col(r.get(at(6))?),
+                    },
+                    system: r.get(at(7))?,
+                    user: r.get(at(8))?,
+                    raw: r.get(at(9))?,
+                    report: report.and_then(|t| serde_json::from_str(&t).ok()),
+                    usage: json_col(r.get(at(11))?),
+                    timings: json_col(r.get(at(12))?),
+                    details: json_col(r.get(at(13))?),
+                    cost: Some(json_col(r.get(at(14))?)).filter(|c| !c.is_null()),
+                    earlier: match json_col(r.get(at(15))?) {
+                        Value::Array(a) => a,
+                        _ => Vec::new(),
+                    },
+                })
             })
             .optional()
             .map_err(|e| self.err(e))?
             .ok_or(Error::NotFound {
                 what: "run",
                 id: id.to_string(),
-            })?;
-        let (summary, finished_at, model_sha256, params, input_id, system, user, raw, report) = (
-            found.0, found.1, found.2, found.3, found.4, found.5, found.6, found.7, found.8,
-        );
-        let [usage, timings, details, cost, earlier] = found.9;
-        Ok(RunRecord {
-            summary,
-            finished_at,
-            model_sha256,
-            params,
-            input: self.input(&input_id)?,
-            system,
-            user,
-            raw,
-            report: report.and_then(|r| serde_json::from_str(&r).ok()),
-            usage,
-            timings,
-            details,
-            cost: Some(cost).filter(|c| !c.is_null()),
-            earlier: match earlier {
-                Value::Array(a) => a,
-                _ => Vec::new(),
-            },
-            error_code: found.10,
-        })
+            })
     }
 
     fn require_run(&self, id: i64) -> Result<()> {

@@ -391,7 +391,7 @@ fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
                     opt(r.objects),
                     r.finish_reason.as_deref().unwrap_or("-"),
                     opt(r.completion_tokens),
-                    store.run(r.id)?.params["max_tokens"]
+                    opt(r.max_tokens)
                 );
             }
             if x.summary.kind == "sweep"
