@@ -8,9 +8,9 @@ use serde::Serialize;
 macro_rules! codes {
     ($($variant:ident = $name:literal, $input:literal;)*) => {
         /// Every error code a use case can return (closed: the UI switches on it).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, ts_rs::TS)]
         pub enum Code {
-            $($variant),*
+            $(#[ts(rename = $name)] $variant),*
         }
 
         impl Code {
@@ -85,12 +85,13 @@ impl Serialize for Code {
 }
 
 /// An error as it crosses to a front end.
-#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error, ts_rs::TS)]
 #[error("{message}")]
 pub struct ApiError {
     pub code: Code,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(type = "unknown", optional)]
     pub details: Option<serde_json::Value>,
 }
 

@@ -101,3 +101,47 @@ fn a_diff_names_the_prompt_change_the_parameters_and_the_objects() {
     let missing = kerf_api::history::diff(&store, a, 99).unwrap_err();
     assert_eq!(missing.code, Code::NotFound);
 }
+
+/// The committed TypeScript bindings are what the Rust types generate. After changing a wire
+/// type: `KERF_BLESS=1 cargo test -p kerf-api bindings` (never run in CI).
+#[test]
+fn bindings_match_the_rust_types() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ui/src/ipc/bindings");
+    let bless = std::env::var_os("KERF_BLESS").is_some();
+    let mut drifted = Vec::new();
+    for (name, text) in kerf_api::wire::bindings().unwrap() {
+        let path = dir.join(&name);
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            drifted.push(name);
+        }
+    }
+    assert!(
+        drifted.is_empty(),
+        "ui/src/ipc/bindings drifted from the Rust wire types: {drifted:?}; run `KERF_BLESS=1 cargo test -p kerf-api bindings` and commit"
+    );
+}
+
+#[test]
+fn wire_types_serialize_as_their_bindings_say() {
+    let store = Store::in_memory().unwrap();
+    let id = stored(
+        &store,
+        r#"{"prompt": "{{text}}", "response-type": "jsonl"}"#,
+        json!({"max_tokens": 9}),
+        "{\"a\": 1}\n",
+    );
+    let row: kerf_api::wire::RunRow = store.list(&Default::default()).unwrap().remove(0).into();
+    let v = serde_json::to_value(&row).unwrap();
+    assert_eq!(v["id"], id);
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["maxTokens"], 9);
+    assert_eq!(v["promptVersion"].as_str().unwrap().len(), 64);
+    let m: kerf_api::wire::RunMessage = kerf_api::runs::RunEvent::Text("hi").into();
+    assert_eq!(
+        serde_json::to_value(m).unwrap(),
+        json!({"kind": "text", "text": "hi"})
+    );
+}
