@@ -3,7 +3,8 @@
 //! drift — `KERF_BLESS=1 cargo test -p kerf-api bindings` rewrites them). Domain types stay
 //! plain; each DTO is built `From` its domain type.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use ts_rs::TS;
 
 use crate::runs::RunEvent;
@@ -102,6 +103,13 @@ pub enum RunMessage {
         max: u32,
         problems: String,
     },
+    /// Objects accepted and pieces dropped since the last message, as lines complete (a reply
+    /// parsed as a whole, such as a JSON array, reports them when it ends).
+    Objects {
+        #[ts(type = "unknown[]")]
+        objects: Vec<Value>,
+        dropped: Vec<Drop>,
+    },
 }
 
 impl From<RunEvent<'_>> for RunMessage {
@@ -122,6 +130,383 @@ impl From<RunEvent<'_>> for RunMessage {
     }
 }
 
+/// A prompt file in one of the folders the Prompts screen lists.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptEntry {
+    /// The prompt's id (its `id` key, or the file name without `.json`).
+    pub id: String,
+    pub path: String,
+    /// Which folder: `shipped` (Kerf's `prompts/`) or `user`.
+    pub folder: String,
+    pub response_type: String,
+    pub description: Option<String>,
+    /// The id of its twin in another format, if it names one.
+    pub twin: Option<String>,
+    /// Why the file could not be read as a prompt (it is still listed, to be fixed).
+    pub error: Option<String>,
+}
+
+/// A prompt file opened for editing: the file's text and the parts the editor shows.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptDoc {
+    pub path: String,
+    pub id: String,
+    /// The file as it is on disk (what a draft is composed onto).
+    pub text: String,
+    pub draft: PromptDraft,
+    /// The prompt's sample input document, if it ships one.
+    pub sample_input: Option<String>,
+    pub input_variable: String,
+}
+
+/// What the editor holds: the parts of a prompt file a user edits, each as text. Composed onto
+/// `base` (the file's text) so keys the editor does not show are kept as they were.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptDraft {
+    /// The prompt file's text this draft started from (`""` for a new prompt).
+    pub base: String,
+    /// The user-turn template.
+    pub template: String,
+    /// The system-turn template (`""`: none).
+    pub system: String,
+    /// The JSON Schema, as JSON text (`""`: none).
+    pub schema: String,
+    /// `text`, `json`, `jsonl` or `delimited`.
+    pub response_type: String,
+    /// The post-processing rules, as JSON text (`""`: none).
+    pub post: String,
+}
+
+/// Something wrong with a draft, where it is: which part, and a line or JSON pointer in it.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// `template`, `system`, `schema`, `post`, `responseType` or `file`.
+    pub part: String,
+    pub code: crate::Code,
+    pub message: String,
+    /// 1-based line in the part's text, when known.
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    /// A JSON pointer into the schema, when the problem is in the schema.
+    pub pointer: Option<String>,
+}
+
+/// A provider-lint finding on the draft's schema.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct LintFinding {
+    pub provider: String,
+    /// `note`, `ignored`, `rewrite` or `error`.
+    pub severity: String,
+    pub pointer: String,
+    pub message: String,
+}
+
+/// The rendered turns of a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Preview {
+    pub system: Option<String>,
+    pub user: String,
+}
+
+/// What the editor shows beside a draft as the user types: the template's variables, the
+/// preview, the schema's errors and union branches, and the provider lint.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Inspection {
+    /// Variables the templates read that the prompt's own terms do not supply.
+    pub variables: Vec<String>,
+    pub preview: Option<Preview>,
+    /// Every problem found, each naming its part.
+    pub problems: Vec<Problem>,
+    /// The `type` values of a `oneOf` discriminated union, in branch order.
+    pub branches: Vec<String>,
+    pub lint: Vec<LintFinding>,
+}
+
+/// The run panel's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RunOptions {
+    /// `local`, or a configured provider's name.
+    pub provider: String,
+    /// Local: a GGUF path (`None`: the bundled model). Cloud: a model id.
+    pub model: Option<String>,
+    pub max_tokens: u32,
+    /// Hold the reply to the prompt's schema where the format allows it.
+    pub constrain: bool,
+    pub temperature: f32,
+    #[ts(type = "number | null")]
+    pub seed: Option<u64>,
+    /// `auto`, `none`, `all` or a count.
+    pub gpu_layers: String,
+}
+
+/// What a run is given: the prompt (a draft, so unsaved edits run as they are), where it lives,
+/// the input document and extra variables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInput {
+    pub draft: PromptDraft,
+    /// The prompt file's path (`None`: a prompt never saved).
+    pub path: Option<String>,
+    /// The input document (bound to the prompt's input variable).
+    pub input: String,
+    #[ts(type = "Record<string, unknown>")]
+    pub vars: Map<String, Value>,
+}
+
+/// A dropped piece of a reply.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Drop {
+    pub line: u32,
+    pub kind: String,
+    pub detail: String,
+}
+
+impl From<&kerf_core::Dropped> for Drop {
+    fn from(d: &kerf_core::Dropped) -> Self {
+        Drop {
+            line: d.line as u32,
+            kind: d.kind.as_str().into(),
+            detail: d.detail.clone(),
+        }
+    }
+}
+
+/// A finished run as the Run screen shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RunDone {
+    pub history_id: Option<i64>,
+    pub provider: String,
+    pub model: String,
+    #[ts(type = "unknown[]")]
+    pub objects: Vec<Value>,
+    pub dropped: Vec<Drop>,
+    pub truncated: bool,
+    pub finish_reason: String,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub seconds: f64,
+    pub tokens_per_second: f64,
+    pub first_token_seconds: Option<f64>,
+    pub cost_usd: Option<f64>,
+    /// What ran where: the local engine's device and offloaded layers, the constraint engine,
+    /// a cloud provider's structured-output mode.
+    #[ts(type = "Record<string, unknown>")]
+    pub details: Value,
+    pub error: Option<String>,
+    pub raw: String,
+}
+
+/// A GPU (or the CPU) llama.cpp can run on.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceInfo {
+    pub name: String,
+    pub description: String,
+    pub kind: String,
+    #[ts(type = "number")]
+    pub memory_total: u64,
+    #[ts(type = "number")]
+    pub memory_free: u64,
+}
+
+/// Which models and providers a run can use.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Models {
+    /// GGUF files in Kerf's models folder.
+    pub local: Vec<String>,
+    /// Configured cloud providers (`kerf providers add`).
+    pub providers: Vec<String>,
+    pub devices: Vec<DeviceInfo>,
+    /// Whether this build has the local engine.
+    pub engine: bool,
+    /// Why devices could not be listed, if they could not.
+    pub devices_error: Option<String>,
+}
+
+/// One run of a compare: a prompt at a budget, constrained or not.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CompareRow {
+    pub prompt: String,
+    pub response_type: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub objects: u32,
+    pub dropped: u32,
+    /// Drops by kind, e.g. "2 truncated, 1 schema".
+    pub dropped_summary: String,
+    pub truncated: bool,
+    pub finish_reason: String,
+    pub completion_tokens: u32,
+    pub seconds: f64,
+    pub history_id: Option<i64>,
+}
+
+/// A format's longest complete reply, cut at every unit.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepCurve {
+    pub prompt: String,
+    pub response_type: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    /// Objects in the whole reply.
+    pub total: u32,
+    /// `(units emitted, objects recovered)`, at every point where the count changes.
+    pub points: Vec<(u32, u32)>,
+    /// Units in the whole reply.
+    pub length: u32,
+    /// Mean fraction of objects recovered over all cuts.
+    pub score: f64,
+    pub unit: String,
+}
+
+/// A compare's result: every row, and each format's sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Comparison {
+    pub model: String,
+    pub experiment: Option<i64>,
+    pub rows: Vec<CompareRow>,
+    pub sweeps: Vec<SweepCurve>,
+}
+
+/// What a compare is given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CompareInput {
+    /// Two or more prompt files.
+    pub prompts: Vec<String>,
+    pub input: String,
+    pub budgets: Vec<u32>,
+    /// `both`, `auto` or `none`.
+    pub constrain: String,
+    pub options: RunOptions,
+}
+
+/// What a compare reports as it goes.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CompareProgress {
+    pub done: u32,
+    pub total: u32,
+    pub label: String,
+}
+
+/// A stored run in full (the History screen's detail pane).
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RunDetail {
+    pub row: RunRow,
+    pub prompt_path: Option<String>,
+    pub prompt_text: String,
+    pub system: Option<String>,
+    pub user: String,
+    pub raw: String,
+    #[ts(type = "Record<string, unknown>")]
+    pub params: Value,
+    #[ts(type = "unknown[]")]
+    pub objects: Vec<Value>,
+    pub dropped: Vec<Drop>,
+    #[ts(type = "Record<string, unknown>")]
+    pub vars: Value,
+}
+
+/// The History screen's filters (every one optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HistoryFilter {
+    pub prompt: Option<String>,
+    pub status: Option<String>,
+    pub provider: Option<String>,
+    /// YYYY-MM-DD, RFC 3339, or an age such as `7d`.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub tag: Option<String>,
+    pub experiment: Option<i64>,
+    pub limit: Option<u32>,
+}
+
+/// A stored experiment (compare or sweep) in the History list.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ExperimentRow {
+    pub id: i64,
+    pub kind: String,
+    /// `running`, `ok` or `error`.
+    pub status: String,
+    pub created_at: String,
+    pub runs: i64,
+    pub note: Option<String>,
+}
+
+/// Two stored runs compared (see `kerf history diff`).
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RunDiffView {
+    pub a: i64,
+    pub b: i64,
+    pub prompt_name: String,
+    /// A unified diff of the prompt files' text (`None`: the same version).
+    pub prompt_diff: Option<String>,
+    pub input_diff: Option<String>,
+    pub params: Vec<ParamChangeView>,
+    pub unchanged: u32,
+    #[ts(type = "unknown[]")]
+    pub added: Vec<Value>,
+    #[ts(type = "unknown[]")]
+    pub removed: Vec<Value>,
+    pub changed: Vec<ChangedObject>,
+    pub outcome_a: String,
+    pub outcome_b: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ParamChangeView {
+    pub name: String,
+    #[ts(type = "unknown")]
+    pub a: Value,
+    #[ts(type = "unknown")]
+    pub b: Value,
+}
+
+/// An object in both runs whose fields differ.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangedObject {
+    #[ts(type = "unknown")]
+    pub a: Value,
+    #[ts(type = "unknown")]
+    pub b: Value,
+    pub fields: Vec<String>,
+}
+
+/// A prompt in a production shape.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportView {
+    /// `trustgraph-bundle`, `trustgraph-template`, `openai`, `anthropic`, `gbnf` or `lark`.
+    pub target: String,
+    /// The text to copy or save.
+    pub text: String,
+    /// Changes made on the way, and what the target cannot express.
+    pub notes: Vec<String>,
+    /// The file name a save suggests.
+    pub file_name: String,
+}
+
 /// Every exported type's TypeScript declaration file: `(file name, contents)`.
 pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
     let cfg = ts_rs::Config::new().with_large_int("number");
@@ -134,5 +519,30 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         ("RunStatus.ts".into(), RunStatus::export_to_string(&cfg)?),
         ("RunRow.ts".into(), RunRow::export_to_string(&cfg)?),
         ("RunMessage.ts".into(), RunMessage::export_to_string(&cfg)?),
+        ("PromptEntry.ts".into(), PromptEntry::export_to_string(&cfg)?),
+        ("PromptDoc.ts".into(), PromptDoc::export_to_string(&cfg)?),
+        ("PromptDraft.ts".into(), PromptDraft::export_to_string(&cfg)?),
+        ("Problem.ts".into(), Problem::export_to_string(&cfg)?),
+        ("LintFinding.ts".into(), LintFinding::export_to_string(&cfg)?),
+        ("Preview.ts".into(), Preview::export_to_string(&cfg)?),
+        ("Inspection.ts".into(), Inspection::export_to_string(&cfg)?),
+        ("RunOptions.ts".into(), RunOptions::export_to_string(&cfg)?),
+        ("RunInput.ts".into(), RunInput::export_to_string(&cfg)?),
+        ("Drop.ts".into(), Drop::export_to_string(&cfg)?),
+        ("RunDone.ts".into(), RunDone::export_to_string(&cfg)?),
+        ("DeviceInfo.ts".into(), DeviceInfo::export_to_string(&cfg)?),
+        ("Models.ts".into(), Models::export_to_string(&cfg)?),
+        ("CompareRow.ts".into(), CompareRow::export_to_string(&cfg)?),
+        ("SweepCurve.ts".into(), SweepCurve::export_to_string(&cfg)?),
+        ("Comparison.ts".into(), Comparison::export_to_string(&cfg)?),
+        ("CompareInput.ts".into(), CompareInput::export_to_string(&cfg)?),
+        ("CompareProgress.ts".into(), CompareProgress::export_to_string(&cfg)?),
+        ("RunDetail.ts".into(), RunDetail::export_to_string(&cfg)?),
+        ("HistoryFilter.ts".into(), HistoryFilter::export_to_string(&cfg)?),
+        ("ExperimentRow.ts".into(), ExperimentRow::export_to_string(&cfg)?),
+        ("RunDiffView.ts".into(), RunDiffView::export_to_string(&cfg)?),
+        ("ParamChangeView.ts".into(), ParamChangeView::export_to_string(&cfg)?),
+        ("ChangedObject.ts".into(), ChangedObject::export_to_string(&cfg)?),
+        ("ExportView.ts".into(), ExportView::export_to_string(&cfg)?),
     ])
 }

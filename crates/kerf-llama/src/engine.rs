@@ -237,33 +237,6 @@ enum Active {
     Grammar(LlamaSampler),
 }
 
-/// llguidance grammar for JSONL: one or more lines, each one schema-valid object kept on one line.
-fn jsonl_lark(schema: &Value) -> String {
-    let mut item = schema.clone();
-    if let Value::Object(m) = &mut item {
-        m.insert("x-guidance".into(), json!({"whitespace_flexible": false}));
-    }
-    format!("start: (item \"\\n\")+\nitem: %json {item}\n")
-}
-
-/// llama.cpp's GBNF for JSONL: the converter's value grammar as `item`, kept to one line.
-fn jsonl_gbnf(schema: &Value) -> std::result::Result<String, String> {
-    let g = llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| e.to_string())?;
-    let mut out = String::with_capacity(g.len() + 64);
-    for line in g.lines() {
-        if let Some(rest) = line.strip_prefix("root ::=") {
-            out.push_str(&format!("item ::={rest}\n"));
-        } else if line.starts_with("space ::=") {
-            out.push_str("space ::= | \" \"\n");
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out.push_str("root ::= (item \"\\n\")+\n");
-    Ok(out)
-}
-
 fn guidance(loaded: &Loaded, grammar: TopLevelGrammar) -> std::result::Result<Matcher, String> {
     let factory = loaded
         .factory
@@ -296,17 +269,7 @@ fn build_constraint(
             .map_err(|e| Error::Constraint(format!("llama.cpp rejected the GBNF grammar: {e}")))
     };
     let schema_gbnf = |schema: &Value, jsonl: bool| -> Result<LlamaSampler> {
-        let g = if jsonl {
-            jsonl_gbnf(schema)
-        } else {
-            llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| e.to_string())
-        }
-        .map_err(|e| {
-            Error::Constraint(format!(
-                "llama.cpp cannot turn the schema into a grammar: {e}"
-            ))
-        })?;
-        gbnf(&g)
+        gbnf(&crate::grammar::gbnf(schema, jsonl)?)
     };
     Ok(match constraint {
         Constraint::None => (Active::None, json!({"kind": "none", "engine": "none"})),
@@ -320,7 +283,7 @@ fn build_constraint(
                 )
             } else {
                 let grammar = if jsonl {
-                    TopLevelGrammar::from_lark(jsonl_lark(schema))
+                    TopLevelGrammar::from_lark(crate::grammar::lark(schema, true))
                 } else {
                     TopLevelGrammar::from_json_schema(schema.clone())
                 };

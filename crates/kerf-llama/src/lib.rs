@@ -9,6 +9,7 @@
 //! store work either way.
 
 pub mod gguf;
+pub mod grammar;
 pub mod logs;
 pub mod models;
 

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod workbench;
+
 use kerf_api::Code;
 use kerf_store::{NewRun, RunEnd, Store};
 use serde_json::json;

@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use kerf_api::compare::{CompareJob, Row, Subject, compare};
 use kerf_core::sweep::Sweep;
-use kerf_llm::{FinishReason, Provider};
-use serde_json::{Value, json};
+use kerf_llm::Provider;
+use serde_json::json;
 
-use super::run::{Chosen, ModelArgs, Outcomes, constraint_for, interrupt_token, print_events};
+use super::run::{ModelArgs, interrupt_token};
 use crate::Outcome;
 use crate::output::print_json;
-use kerf_api::runs::{RunJob, RunMeta};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ConstrainMode {
@@ -49,256 +49,98 @@ pub struct Args {
     pub json: bool,
 }
 
-struct Row {
-    /// The run's id in the history.
-    run_id: Option<i64>,
-    prompt: usize,
-    max_tokens: u32,
-    constrained: bool,
-    seconds: f64,
-    out: Outcomes,
-}
-
 pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
-    let prompts = args
-        .prompts
-        .iter()
-        .map(|p| super::load_prompt(p))
-        .collect::<Result<Vec<_>>>()?;
-    let sources = prompts
-        .iter()
-        .zip(&args.prompts)
-        .map(|(p, path)| crate::record::prompt_source(p, path))
-        .collect::<Result<Vec<_>>>()?;
+    let mut subjects = Vec::new();
+    for path in &args.prompts {
+        let prompt = super::load_prompt(path)?;
+        let source = crate::record::prompt_source(&prompt, path)?;
+        let rendering = args.input.render(&prompt, path)?;
+        subjects.push(Subject {
+            prompt,
+            source,
+            rendering,
+        });
+    }
     let provider = args.model.provider()?;
     let history = crate::record::open(globals)?;
-    let experiment = match &history {
-        Some(store) => Some(store.begin_experiment(
-            "compare",
-            &json!({
-                "prompts": args.prompts.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-                "max_tokens": args.max_tokens,
-                "constrain": format!("{:?}", args.constrain).to_lowercase(),
-                "provider": provider.name(),
-                "model": provider.as_provider().model(),
-                "model_args": args.model.to_argv(),
-            }),
-        )?),
-        None => None,
+    let mut extra_params = serde_json::Map::new();
+    extra_params.insert("argv".into(), json!(args.model.to_argv()));
+    let mut extra_spec = serde_json::Map::new();
+    extra_spec.insert("model_args".into(), json!(args.model.to_argv()));
+    let job = CompareJob {
+        subjects: &subjects,
+        budgets: &args.max_tokens,
+        constrain: args.constrain.into(),
+        settings: &args.model.settings(),
+        extra_params,
+        extra_spec,
     };
-    let result = compare(
-        &args,
-        &prompts,
-        &sources,
-        &provider,
-        history.as_ref(),
-        experiment,
-    );
-    if let (Some(store), Some(id)) = (&history, experiment) {
-        match &result {
-            Ok(v) => store.finish_experiment(id, v, None)?,
-            Err(e) => store.finish_experiment(id, &Value::Null, Some(&format!("{e:#}")))?,
-        }
-    }
-    result.map(|_| Outcome::Ok)
-}
-
-/// Run every prompt at every budget, print the table (or the JSON), and return the JSON form
-/// (what the history keeps as the experiment's result).
-fn compare(
-    args: &Args,
-    prompts: &[kerf_core::Prompt],
-    sources: &[kerf_api::runs::PromptSource],
-    provider: &Chosen,
-    history: Option<&kerf_store::Store>,
-    experiment: Option<i64>,
-) -> Result<Value> {
-    let mut rows: Vec<Row> = Vec::new();
-    let mut budgets = args.max_tokens.clone();
-    budgets.sort_unstable();
-    budgets.dedup();
-    let total_runs: usize = budgets.len()
-        * prompts
-            .iter()
-            .map(|p| variants(args.constrain, p, provider).len())
-            .sum::<usize>();
     let progress = if args.json {
         indicatif::ProgressBar::hidden()
     } else {
-        indicatif::ProgressBar::new(total_runs as u64)
+        indicatif::ProgressBar::new(0)
     };
     progress.set_style(
         indicatif::ProgressStyle::with_template("{spinner} running [{bar:30}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    for &budget in &budgets {
-        for (i, (prompt, path)) in prompts.iter().zip(&args.prompts).enumerate() {
-            let rendering = args.input.render(prompt, path)?;
-            for constrained in variants(args.constrain, prompt, provider) {
-                progress.set_message(format!(
-                    "{} · {budget} tokens{}",
-                    prompt.id(),
-                    if constrained { " · constrained" } else { "" }
-                ));
-                let mut request = args.model.settings().request(&rendering.rendered, budget);
-                if constrained {
-                    request.constraint = constraint_for(prompt);
-                }
-                let job = RunJob {
-                    meta: RunMeta {
-                        prompt: &sources[i],
-                        response_type: prompt.file.response_type.to_string(),
-                        rendering: &rendering,
-                        params: args.model.params(budget, constrained),
-                        experiment,
-                        rerun_of: None,
-                    },
-                    provider,
-                    prompt,
-                    request: &request,
-                    repair: false,
-                };
-                let t = std::time::Instant::now();
-                let done = kerf_api::runs::run(
-                    history,
-                    &job,
-                    &interrupt_token(),
-                    &mut print_events(true),
-                )?;
-                let out = done.out;
-                rows.push(Row {
-                    run_id: done.history_id,
-                    prompt: i,
-                    max_tokens: budget,
-                    constrained,
-                    seconds: t.elapsed().as_secs_f64(),
-                    out,
-                });
-                progress.inc(1);
-            }
-        }
-    }
+    let compared = compare(
+        history.as_ref(),
+        &job,
+        &provider,
+        &interrupt_token(),
+        &mut |p| {
+            progress.set_length(p.total as u64);
+            progress.set_position(p.done as u64);
+            progress.set_message(p.label);
+        },
+    );
     progress.finish_and_clear();
-
-    // Each format's longest reply that ended on its own (not cut by its budget), swept at the
-    // model's token boundaries.
-    let gguf = provider.gguf();
-    let mut sweeps: Vec<(usize, &Row, Sweep)> = Vec::new();
-    for i in 0..prompts.len() {
-        let best = rows
-            .iter()
-            .filter(|r| r.prompt == i && r.out.finish.reason == FinishReason::Stop)
-            // One that yielded objects first (an empty curve teaches nothing), then the longest.
-            .max_by_key(|r| {
-                (
-                    !r.out.report.objects.is_empty(),
-                    r.out.raw.len(),
-                    r.constrained,
-                )
-            });
-        if let Some(r) = best {
-            // A local model's own tokens; for a cloud model, o200k_base (OpenAI's current
-            // vocabulary) approximates where its tokens end.
-            let tokenizer = gguf
-                .as_ref()
-                .map_or_else(|| "o200k_base".to_string(), |p| p.display().to_string());
-            let unit = super::sweep::token_unit(&tokenizer, &r.out.raw)?;
-            let sweep = kerf_core::sweep::sweep(
-                &prompts[i].parser,
-                &r.out.raw,
-                &Default::default(),
-                &unit,
-            )?;
-            sweeps.push((i, r, sweep));
-        }
-    }
-
-    let name = |i: usize| prompts[i].id().to_string();
-    let rows_json: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let dropped: serde_json::Map<String, Value> = r
-                .out
-                .report
-                .drop_counts()
-                .iter()
-                .map(|(k, n)| (k.as_str().to_string(), json!(n)))
-                .collect();
-            json!({
-                "prompt": name(r.prompt),
-                "response_type": prompts[r.prompt].file.response_type.to_string(),
-                "max_tokens": r.max_tokens,
-                "constrained": r.constrained,
-                "objects": r.out.report.objects.len(),
-                "dropped": dropped,
-                "truncated": r.out.report.truncated,
-                "finish_reason": r.out.finish.reason.as_str(),
-                "completion_tokens": r.out.finish.usage.completion_tokens,
-                "seconds": r.seconds,
-                "history_id": r.run_id,
-            })
-        })
-        .collect();
-    let sweeps_json: Vec<Value> = sweeps
-        .iter()
-        .map(|(i, r, w)| {
-            json!({
-                "prompt": name(*i),
-                "response_type": prompts[*i].file.response_type.to_string(),
-                "max_tokens": r.max_tokens,
-                "constrained": r.constrained,
-                "total": w.total, "points": w.points, "score": w.score, "unit": w.unit,
-            })
-        })
-        .collect();
-    let result = json!({"model": provider.as_provider().model(), "experiment": experiment,
-                        "rows": rows_json, "sweeps": sweeps_json});
+    let compared = compared?;
     if args.json {
-        print_json(&result);
-    } else {
-        print_rows(prompts, &rows, provider.as_provider());
-        if !sweeps.is_empty() {
-            crate::outln!(
-                "\nIf the longest complete reply of each format had been cut at every token:"
-            );
-            let table: Vec<(String, &Sweep)> = sweeps
-                .iter()
-                .map(|(i, r, w)| {
-                    (
-                        format!(
-                            "{} ({}, {} tokens{})",
-                            name(*i),
-                            prompts[*i].file.response_type,
-                            r.out.finish.usage.completion_tokens,
-                            if r.constrained { ", constrained" } else { "" }
-                        ),
-                        w,
-                    )
-                })
-                .collect();
-            super::sweep::print_table(&table);
-        }
-        if let Some(e) = experiment {
-            crate::outln!("\nhistory: experiment {e} (kerf history show e{e})");
-        }
+        print_json(&compared.to_json(&subjects));
+        return Ok(Outcome::Ok);
     }
-    Ok(result)
+    print_rows(&subjects, &compared.rows, provider.as_provider());
+    if !compared.sweeps.is_empty() {
+        crate::outln!("\nIf the longest complete reply of each format had been cut at every token:");
+        let table: Vec<(String, &Sweep)> = compared
+            .sweeps
+            .iter()
+            .map(|(i, at, w)| {
+                let (p, r) = (&subjects[*i].prompt, &compared.rows[*at]);
+                (
+                    format!(
+                        "{} ({}, {} tokens{})",
+                        p.id(),
+                        p.file.response_type,
+                        r.out.finish.usage.completion_tokens,
+                        if r.constrained { ", constrained" } else { "" }
+                    ),
+                    w,
+                )
+            })
+            .collect();
+        super::sweep::print_table(&table);
+    }
+    if let Some(e) = compared.experiment {
+        crate::outln!("\nhistory: experiment {e} (kerf history show e{e})");
+    }
+    Ok(Outcome::Ok)
 }
 
-/// Constrained and/or unconstrained, as asked and as the prompt allows.
-/// The constrained/unconstrained passes a prompt gets. A cloud provider with no structured mode
-/// for the prompt's format (JSONL anywhere; or a server that honours none) gets only the
-/// unconstrained pass: a "constrained" row would be the same request under a false label.
-fn variants(mode: ConstrainMode, prompt: &kerf_core::Prompt, provider: &Chosen) -> Vec<bool> {
-    let can = provider.can_constrain(prompt);
-    match mode {
-        ConstrainMode::Both if can => vec![true, false],
-        ConstrainMode::Auto if can => vec![true],
-        _ => vec![false],
+impl From<ConstrainMode> for kerf_api::compare::ConstrainMode {
+    fn from(m: ConstrainMode) -> Self {
+        match m {
+            ConstrainMode::Both => Self::Both,
+            ConstrainMode::Auto => Self::Auto,
+            ConstrainMode::None => Self::None,
+        }
     }
 }
 
-fn print_rows(prompts: &[kerf_core::Prompt], rows: &[Row], provider: &dyn Provider) {
+fn print_rows(subjects: &[Subject], rows: &[Row], provider: &dyn Provider) {
+    let prompts: Vec<&kerf_core::Prompt> = subjects.iter().map(|s| &s.prompt).collect();
     crate::outln!("model: {}", provider.model());
     let name_w = prompts
         .iter()
@@ -323,7 +165,7 @@ fn print_rows(prompts: &[kerf_core::Prompt], rows: &[Row], provider: &dyn Provid
             crate::outln!("");
         }
         last_budget = Some(r.max_tokens);
-        let p = &prompts[r.prompt];
+        let p = prompts[r.subject];
         let drops = r.out.report.drop_summary();
         crate::outln!(
             "{:>6}  {:<name_w$}  {:<11}  {:>7}  {:<24}  {:<9}  {:<6}  {:>6}  {:>5.1}s",

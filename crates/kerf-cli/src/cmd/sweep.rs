@@ -127,21 +127,9 @@ fn unit_for(args: &Args, text: &str) -> Result<Unit> {
     })
 }
 
-/// Token cuts from a named tiktoken vocabulary, or from a GGUF model's own tokenizer (a path
-/// ending in `.gguf`: cuts fall where that model's tokens end).
+/// Token cuts from a named tiktoken vocabulary, or a GGUF model's own tokenizer.
 pub fn token_unit(tokenizer: &str, text: &str) -> Result<Unit> {
-    if tokenizer.ends_with(".gguf") {
-        let path = Path::new(tokenizer);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| tokenizer.to_string());
-        return Ok(Unit::Token {
-            name,
-            boundaries: kerf_llama::token_boundaries(path, text)?,
-        });
-    }
-    Ok(sweep::token_unit(tokenizer, text)?)
+    Ok(kerf_api::compare::token_unit(tokenizer, text)?)
 }
 
 pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {

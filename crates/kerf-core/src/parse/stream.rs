@@ -51,6 +51,16 @@ impl<'p> StreamParser<'p> {
         }
     }
 
+    /// The parser this stream feeds.
+    pub fn parser(&self) -> &'p Parser {
+        self.parser
+    }
+
+    /// The run's variables (post-processing rules read them).
+    pub fn vars(&self) -> &Map<String, Value> {
+        &self.vars
+    }
+
     /// The text received so far.
     pub fn text(&self) -> &str {
         &self.buf

@@ -1,0 +1,368 @@
+//! Prompt files as the editor sees them: listing the folders, opening a file into a draft,
+//! inspecting a draft as the user types (variables, preview, schema errors, union branches,
+//! provider lint), and saving it back without losing the keys the editor does not show.
+
+use std::path::{Path, PathBuf};
+
+use kerf_core::{Prompt, PromptFile};
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, Code, Result};
+use crate::wire::{Inspection, LintFinding, Preview, Problem, PromptDoc, PromptDraft, PromptEntry};
+
+/// A folder of prompt files and what the list calls it (`shipped`, `user`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptDir {
+    pub label: String,
+    pub path: PathBuf,
+}
+
+/// Every `*.json` prompt file in `dirs`, sorted by id within each folder. A file that does not
+/// load is listed with its error, so the user can open and fix it; a folder that does not exist
+/// lists nothing.
+pub fn list(dirs: &[PromptDir]) -> Vec<PromptEntry> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(read) = std::fs::read_dir(&dir.path) else {
+            continue;
+        };
+        let mut entries: Vec<PromptEntry> = read
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+            .map(|p| entry(&p, &dir.label))
+            .collect();
+        entries.sort_by(|a, b| a.id.cmp(&b.id));
+        out.extend(entries);
+    }
+    out
+}
+
+fn entry(path: &Path, folder: &str) -> PromptEntry {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match PromptFile::load(path) {
+        Ok(loaded) => PromptEntry {
+            id: loaded.file.id().to_string(),
+            path: path.display().to_string(),
+            folder: folder.into(),
+            response_type: loaded.file.response_type.to_string(),
+            description: loaded.file.description.clone(),
+            twin: loaded.file.twin.clone(),
+            error: None,
+        },
+        Err(e) => PromptEntry {
+            id: stem,
+            path: path.display().to_string(),
+            folder: folder.into(),
+            response_type: String::new(),
+            description: None,
+            twin: None,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+/// Open a prompt file for editing.
+pub fn open(path: &Path) -> Result<PromptDoc> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", path.display())))?;
+    let loaded = PromptFile::from_json_str(&text, &path.display().to_string())?;
+    let mut file = loaded.file;
+    if file.id.is_none() {
+        file.id = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+    }
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let sample_input = file.sample_input.as_ref().and_then(|rel| {
+        let p = path.parent().unwrap_or(Path::new(".")).join(rel);
+        std::fs::read_to_string(p).ok()
+    });
+    Ok(PromptDoc {
+        path: path.display().to_string(),
+        id: file.id().to_string(),
+        text: text.clone(),
+        draft: PromptDraft {
+            base: text,
+            template: file.prompt.clone(),
+            system: file.system.clone().unwrap_or_default(),
+            schema: file.schema.as_ref().map(pretty).unwrap_or_default(),
+            response_type: file.response_type.to_string(),
+            post: if file.post.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_value(&file.post)
+                    .map(|v| pretty(&v))
+                    .unwrap_or_default()
+            },
+        },
+        sample_input,
+        input_variable: file.input_variable().to_string(),
+    })
+}
+
+fn problem(part: &str, code: Code, message: impl Into<String>) -> Problem {
+    Problem {
+        part: part.into(),
+        code,
+        message: message.into(),
+        line: None,
+        column: None,
+        pointer: None,
+    }
+}
+
+/// A part's JSON text (`""`: absent), or the problem with it, at its line and column.
+fn part_json(part: &str, text: &str) -> std::result::Result<Option<Value>, Problem> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(text).map(Some).map_err(|e| Problem {
+        line: Some(e.line() as u32),
+        column: Some(e.column() as u32),
+        ..problem(
+            part,
+            Code::InvalidJson,
+            format!("not valid JSON: {}", strip_position(&e.to_string())),
+        )
+    })
+}
+
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// The prompt file a draft stands for, as a JSON object: the base file's keys in their order,
+/// with the edited parts put in place. Problems are the parts that are not valid JSON.
+fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
+    let mut problems = Vec::new();
+    let mut map = match part_json("file", &draft.base) {
+        Ok(Some(Value::Object(m))) => m,
+        Ok(_) => Map::new(),
+        Err(p) => {
+            problems.push(p);
+            Map::new()
+        }
+    };
+    // The schema stays under the key the file used (`object-schema` is TrustGraph's name).
+    let schema_key = if map.contains_key("object-schema") {
+        "object-schema"
+    } else {
+        "schema"
+    };
+    let mut set = |key: &str, value: Option<Value>| match value {
+        Some(v) => {
+            map.insert(key.to_string(), v);
+        }
+        None => {
+            map.remove(key);
+        }
+    };
+    set("prompt", Some(Value::String(draft.template.clone())));
+    set(
+        "system",
+        (!draft.system.is_empty()).then(|| Value::String(draft.system.clone())),
+    );
+    set(
+        "response-type",
+        Some(Value::String(draft.response_type.clone())),
+    );
+    match part_json("schema", &draft.schema) {
+        Ok(v) => set(schema_key, v),
+        Err(p) => problems.push(p),
+    }
+    match part_json("post", &draft.post) {
+        Ok(v) => set("post", v),
+        Err(p) => problems.push(p),
+    }
+    (map, problems)
+}
+
+/// The problem a compile error is, in the part it comes from.
+fn compile_problem(e: kerf_core::Error) -> Problem {
+    let code = Code::from_name(e.code());
+    match e {
+        kerf_core::Error::Schema {
+            pointer, message, ..
+        } => Problem {
+            pointer: Some(pointer),
+            ..problem("schema", code, message)
+        },
+        kerf_core::Error::TemplateSyntax { .. }
+        | kerf_core::Error::TemplateUndefined { .. }
+        | kerf_core::Error::TemplateRender { .. } => {
+            let message = e.to_string();
+            let part = if message.contains("(system)") {
+                "system"
+            } else {
+                "template"
+            };
+            Problem {
+                line: template_line(&message),
+                ..problem(part, code, message)
+            }
+        }
+        other => problem("file", code, other.to_string()),
+    }
+}
+
+/// The template line a minijinja message names (`… (in name:3)` or `line 3`), if any.
+fn template_line(message: &str) -> Option<u32> {
+    let after = message
+        .rsplit_once(":")
+        .map(|(_, l)| l)
+        .or_else(|| message.rsplit_once("line ").map(|(_, l)| l))?;
+    after
+        .trim_matches(|c: char| !c.is_ascii_digit())
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Compile a draft; `place` names it in messages.
+pub fn compile(draft: &PromptDraft, place: &str) -> std::result::Result<Prompt, Vec<Problem>> {
+    let (map, mut problems) = compose(draft);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let loaded = match PromptFile::from_value(Value::Object(map), place, None) {
+        Ok(l) => l,
+        Err(e) => {
+            let mut p = problem("file", Code::from_name(e.code()), e.to_string());
+            if e.to_string().contains("response-type") {
+                p.part = "responseType".into();
+            }
+            return Err(vec![p]);
+        }
+    };
+    let mut file = loaded.file;
+    if file.id.is_none() {
+        file.id = Path::new(place)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned());
+    }
+    Prompt::compile(file, place).map_err(|e| {
+        problems.push(compile_problem(e));
+        problems
+    })
+}
+
+/// What the editor shows beside a draft: rendered with `input` bound to the prompt's input
+/// variable (plus `vars`), the schema checked against its meta-schema, its union branches, and
+/// what each provider would make of it.
+pub fn inspect(
+    draft: &PromptDraft,
+    path: Option<&Path>,
+    input: &str,
+    vars: &Map<String, Value>,
+) -> Inspection {
+    let place = path.map_or_else(|| "draft".to_string(), |p| p.display().to_string());
+    let mut out = Inspection {
+        variables: Vec::new(),
+        preview: None,
+        problems: Vec::new(),
+        branches: Vec::new(),
+        lint: Vec::new(),
+    };
+    // Lint and the variables need only their own part, so they show even while another part is
+    // broken.
+    if let Ok(Some(schema)) = part_json("schema", &draft.schema) {
+        for provider in kerf_core::lint::Provider::ALL {
+            for f in kerf_core::lint::lint(&schema, provider) {
+                out.lint.push(LintFinding {
+                    provider: f.provider.as_str().into(),
+                    severity: serde_json::to_value(f.severity)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default(),
+                    pointer: f.pointer,
+                    message: f.message,
+                });
+            }
+        }
+    }
+    for (part, text) in [("template", &draft.template), ("system", &draft.system)] {
+        if let Ok(t) = kerf_core::Template::new(part, text) {
+            out.variables.extend(t.variables());
+        }
+    }
+    out.variables.sort();
+    out.variables.dedup();
+    let prompt = match compile(draft, &place) {
+        Ok(p) => p,
+        Err(problems) => {
+            out.problems = problems;
+            return out;
+        }
+    };
+    out.variables = prompt.input_variables();
+    out.branches = prompt
+        .parser
+        .schema()
+        .map(|s| s.union_tags().into_iter().map(String::from).collect())
+        .unwrap_or_default();
+    let mut run_vars = Map::new();
+    run_vars.insert(
+        prompt.file.input_variable().to_string(),
+        Value::String(input.to_string()),
+    );
+    run_vars.extend(vars.clone());
+    match prompt.render(&Map::new(), &run_vars) {
+        Ok(r) => {
+            out.preview = Some(Preview {
+                system: r.system,
+                user: r.user,
+            })
+        }
+        Err(e) => out.problems.push(compile_problem(e)),
+    }
+    out
+}
+
+/// Write a draft to `path` (atomically: a temporary file beside it, then a rename, so a crash
+/// never leaves half a prompt file). The JSON parts must parse; a template or schema that does
+/// not compile is saved as it is (work in progress is the user's), and reported. Returns the
+/// text written.
+pub fn save(draft: &PromptDraft, path: &Path) -> Result<String> {
+    let (map, problems) = compose(draft);
+    if let Some(p) = problems.into_iter().next() {
+        return Err(ApiError {
+            details: serde_json::to_value(&p).ok(),
+            ..ApiError::new(
+                p.code,
+                format!("{}: the {} is not valid JSON, so nothing was saved: {}", path.display(), p.part, p.message),
+            )
+        });
+    }
+    let mut text = serde_json::to_string_pretty(&Value::Object(map))
+        .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
+    text.push('\n');
+    write_atomically(path, &text)?;
+    Ok(text)
+}
+
+/// Write `text` to `path` by way of a temporary file in the same folder and a rename.
+pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    write_atomically_bytes(path, text.as_bytes())
+}
+
+/// [`write_atomically`] for bytes (a PNG chart).
+pub fn write_atomically_bytes(path: &Path, text: &[u8]) -> Result<()> {
+    let io = |e: std::io::Error| ApiError::new(Code::Io, format!("{}: {e}", path.display()));
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let tmp = dir.join(format!(
+        ".{}.kerf-tmp",
+        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+    ));
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(e)
+    })
+}

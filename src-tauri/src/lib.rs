@@ -1,0 +1,76 @@
+//! Kerf's desktop shell: a Tauri 2 window over `kerf-api`. Each command unpacks its arguments,
+//! calls one use case and returns its wire type (see `src/commands/`); streaming work reports
+//! over a `tauri::ipc::Channel` and can be cancelled. Everything else — prompts, runs, the
+//! history, exports — is kerf-api's, shared with the `kerf` CLI.
+
+mod commands;
+mod logs;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kerf_api::workbench::Workbench;
+use kerf_llm::CancelToken;
+
+/// What every command shares: the workbench (folders, history path) and the cancel tokens of
+/// the work in progress, by the id the window gave it.
+pub struct AppState {
+    pub workbench: Workbench,
+    pub running: Mutex<HashMap<String, CancelToken>>,
+}
+
+impl AppState {
+    pub fn new(workbench: Workbench) -> Self {
+        AppState {
+            workbench,
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// Kerf's shipped prompts: `KERF_PROMPTS_DIR`, else `prompts/` beside the working directory or
+/// the repository the binary was built from.
+fn shipped_prompts() -> Option<std::path::PathBuf> {
+    if let Some(d) = std::env::var_os("KERF_PROMPTS_DIR") {
+        return Some(d.into());
+    }
+    let candidates = [
+        std::env::current_dir().ok().map(|d| d.join("prompts")),
+        Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../prompts")),
+    ];
+    candidates.into_iter().flatten().find(|p| p.is_dir())
+}
+
+/// `builder` with Kerf's state and commands, on any runtime (the mock runtime in tests).
+pub fn with_kerf<R: tauri::Runtime>(builder: tauri::Builder<R>, state: AppState) -> tauri::Builder<R> {
+    builder.manage(state).invoke_handler(commands::handler())
+}
+
+/// The generated context: config, embedded frontend, capabilities (the tests use the real one,
+/// so the ACL they exercise is the app's).
+pub fn context<R: tauri::Runtime>() -> tauri::Context<R> {
+    tauri::generate_context!()
+}
+
+/// Every command name the handler serves (`src/commands/names.in`, which build.rs also reads).
+pub const COMMANDS: &[&str] = &include!("commands/names.in");
+
+/// Open the window.
+pub fn run() {
+    let workbench = Workbench::new(shipped_prompts());
+    with_kerf(tauri::Builder::default(), AppState::new(workbench))
+        .plugin(tauri_plugin_dialog::init())
+        .plugin(tauri_plugin_window_state::Builder::default().build())
+        .setup(|app| {
+            use tauri::Manager;
+            let dir = app.path().app_log_dir()?;
+            logs::init(&dir);
+            tracing::info!(version = env!("CARGO_PKG_VERSION"), logs = %dir.display(), "Kerf started");
+            Ok(())
+        })
+        .run(context())
+        .unwrap_or_else(|e| {
+            eprintln!("kerf-desktop: the window could not start: {e}");
+            std::process::exit(2);
+        });
+}

@@ -1,0 +1,35 @@
+//! Logs to a rolling file in the app's log directory (a new file each day, the last 7 kept), and
+//! to standard error. `RUST_LOG` filters as usual (default: `info`).
+
+use std::path::Path;
+
+use tracing_subscriber::{EnvFilter, Layer};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+pub fn init(dir: &Path) {
+    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let file = tracing_appender::rolling::Builder::new()
+        .rotation(tracing_appender::rolling::Rotation::DAILY)
+        .filename_prefix("kerf")
+        .filename_suffix("log")
+        .max_log_files(7)
+        .build(dir);
+    let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(stderr.with_filter(filter()));
+    let result = match file {
+        Ok(appender) => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(appender)
+                    .with_filter(filter()),
+            )
+            .try_init(),
+        Err(e) => {
+            eprintln!("kerf-desktop: no log file in {} ({e}); logging to stderr only", dir.display());
+            registry.try_init()
+        }
+    };
+    let _ = result;
+}

@@ -1,0 +1,107 @@
+//! The commands are wired: the mock runtime with the app's real context (its capabilities
+//! included) serves every command in names.in, answers with kerf-api's wire types, and returns
+//! errors as `{code, message}`.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use kerf_api::prompts::PromptDir;
+use kerf_api::workbench::Workbench;
+use kerf_desktop::{AppState, COMMANDS, context, with_kerf};
+use serde_json::{Value, json};
+use tauri::ipc::{CallbackFn, InvokeBody};
+use tauri::test::{INVOKE_KEY, MockRuntime, mock_builder};
+use tauri::webview::InvokeRequest;
+
+fn app(data: &std::path::Path) -> (tauri::App<MockRuntime>, tauri::WebviewWindow<MockRuntime>) {
+    let prompts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../prompts");
+    let wb = Workbench {
+        prompt_dirs: vec![PromptDir {
+            label: "shipped".into(),
+            path: prompts,
+        }],
+        history: Some(data.join("history.sqlite")),
+    };
+    let app = with_kerf(mock_builder(), AppState::new(wb))
+        .build(context())
+        .unwrap();
+    let window = tauri::WebviewWindowBuilder::new(&app, "main", Default::default())
+        .build()
+        .unwrap();
+    (app, window)
+}
+
+fn invoke(w: &tauri::WebviewWindow<MockRuntime>, cmd: &str, args: Value) -> Result<Value, Value> {
+    tauri::test::get_ipc_response(
+        w,
+        InvokeRequest {
+            cmd: cmd.into(),
+            callback: CallbackFn(0),
+            error: CallbackFn(1),
+            // On Linux the window's origin is tauri://localhost (http://tauri.localhost is refused).
+            url: "tauri://localhost".parse().unwrap(),
+            body: InvokeBody::Json(args),
+            headers: Default::default(),
+            invoke_key: INVOKE_KEY.to_string(),
+        },
+    )
+    .map(|b| b.deserialize::<Value>().unwrap())
+}
+
+#[test]
+fn every_command_is_served_and_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_app, w) = app(dir.path());
+    for name in COMMANDS {
+        // Without its arguments a command answers "missing argument", never "not found" or
+        // "not allowed".
+        if let Err(e) = invoke(&w, name, json!({})) {
+            let e = e.to_string();
+            assert!(
+                !e.contains("not found") && !e.contains("not allowed"),
+                "{name}: {e}"
+            );
+        }
+    }
+    let e = invoke(&w, "shell_execute", json!({}))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not"), "an unknown command was served: {e}");
+}
+
+#[test]
+fn commands_answer_with_the_wire_types_and_errors_with_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_app, w) = app(dir.path());
+    let list = invoke(&w, "prompts_list", json!({})).unwrap();
+    let kg = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "agent-kg-extract")
+        .unwrap();
+    assert_eq!(kg["responseType"], "jsonl");
+    let doc = invoke(&w, "prompt_open", json!({"path": kg["path"]})).unwrap();
+    assert_eq!(doc["inputVariable"], "text");
+    let i = invoke(
+        &w,
+        "prompt_inspect",
+        json!({"draft": doc["draft"], "path": kg["path"], "input": "Ada"}),
+    )
+    .unwrap();
+    assert!(i["preview"]["user"].as_str().unwrap().contains("Ada"));
+    assert_eq!(i["branches"], json!(["definition", "relationship"]));
+    let runs = invoke(&w, "history_list", json!({"filter": {}})).unwrap();
+    assert_eq!(runs, json!([]));
+    let e = invoke(&w, "history_detail", json!({"id": 42})).unwrap_err();
+    assert_eq!(e["code"], "not-found");
+    let e = invoke(
+        &w,
+        "prompt_open",
+        json!({"path": dir.path().join("nope.json")}),
+    )
+    .unwrap_err();
+    assert_eq!(e["code"], "io");
+    let out = dir.path().join("out.json");
+    invoke(&w, "file_save", json!({"path": out, "text": "{}\n"})).unwrap();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "{}\n");
+}

@@ -1,0 +1,170 @@
+// E2E in the real app window: kerf-desktop (debug build, frontend embedded) driven through
+// tauri-driver + WebKitWebDriver. Run by scripts/e2e under Xvfb; each scenario asserts what the
+// user sees and saves a screenshot to $KERF_E2E_ARTIFACTS.
+import { remote } from "webdriverio";
+import { spawn } from "node:child_process";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+
+const app = process.env.KERF_DESKTOP_BIN;
+const artifacts = process.env.KERF_E2E_ARTIFACTS;
+const work = process.env.KERF_E2E_WORK;
+assert.ok(app && artifacts && work, "KERF_DESKTOP_BIN, KERF_E2E_ARTIFACTS and KERF_E2E_WORK must be set");
+fs.mkdirSync(artifacts, { recursive: true });
+
+const driver = spawn(process.env.TAURI_DRIVER ?? "tauri-driver", [], { stdio: ["ignore", "inherit", "inherit"] });
+const stopDriver = () => { if (driver.exitCode === null) driver.kill("SIGTERM"); };
+process.on("exit", stopDriver);
+
+async function waitForPort(port, ms) {
+  const net = await import("node:net");
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    const ok = await new Promise((res) => {
+      const s = net.connect(port, "127.0.0.1", () => { s.end(); res(true); });
+      s.on("error", () => res(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`tauri-driver did not listen on ${port}`);
+}
+
+let browser;
+const results = [];
+async function scenario(name, fn) {
+  const t = Date.now();
+  try {
+    await fn();
+    results.push([name, "ok", Date.now() - t]);
+    console.log(`ok   ${name} (${((Date.now() - t) / 1000).toFixed(1)} s)`);
+  } catch (e) {
+    results.push([name, "FAILED", Date.now() - t]);
+    console.log(`FAIL ${name}: ${e.stack ?? e}`);
+    try { await shot(`FAILED-${name.replace(/\W+/g, "-")}`); } catch {}
+  }
+}
+
+/** A screenshot once the page has painted what the test just saw (two animation frames). */
+async function shot(name) {
+  await browser.executeAsync((done) => requestAnimationFrame(() => requestAnimationFrame(() => done())));
+  await browser.saveScreenshot(path.join(artifacts, `${name}.png`));
+}
+
+const $t = (id) => browser.$(`[data-testid="${id}"]`);
+async function text(id) { return (await $t(id)).getText(); }
+async function waitText(id, pred, timeout, what) {
+  await browser.waitUntil(async () => { try { return pred(await text(id)); } catch { return false; } },
+    { timeout, interval: 200, timeoutMsg: `${id}: ${what}` });
+}
+/** Type into a CodeMirror editor at the end of its document. */
+async function typeAtEnd(editorId, keys) {
+  const content = await browser.$(`[data-testid="${editorId}"] .cm-content`);
+  await content.click();
+  await browser.keys(["Control", "End"]);
+  await browser.keys(keys);
+}
+
+try {
+  await waitForPort(4444, 15000);
+  browser = await remote({
+    hostname: "127.0.0.1", port: 4444, logLevel: "warn",
+    capabilities: { browserName: "wry", "wdio:enforceWebDriverClassic": true, "tauri:options": { application: app } },
+  });
+  await browser.waitUntil(async () => (await browser.execute(() => document.body.dataset.ready)) === "true",
+    { timeout: 20000, timeoutMsg: "the window did not become ready" });
+
+  await scenario("open a shipped prompt, edit the template, see the preview change", async () => {
+    await (await $t("prompt-agent-kg-extract")).click();
+    await waitText("prompt-title", (s) => s === "agent-kg-extract", 5000, "the prompt did not open");
+    await waitText("preview", (s) => s.length > 100, 5000, "no preview");
+    assert.ok(!(await text("preview")).includes("KERF-E2E-MARK"));
+    await typeAtEnd("template-editor", ["Enter", ..."KERF-E2E-MARK {{ text | length }} chars"]);
+    await waitText("preview", (s) => /KERF-E2E-MARK \d+ chars/.test(s), 5000, "the preview did not follow the edit");
+    assert.ok(await (await $t("dirty")).isDisplayed(), "the draft is not marked unsaved");
+    await shot("prompts");
+  });
+
+  await scenario("break the schema and see the error", async () => {
+    await typeAtEnd("schema-editor", ["Enter", ..."oops"]);
+    await browser.waitUntil(async () => (await browser.$$('[data-testid="problem"][data-part="schema"]')).length > 0,
+      { timeout: 5000, timeoutMsg: "no schema problem shown" });
+    const problem = await (await browser.$('[data-testid="problem"][data-part="schema"]')).getText();
+    assert.match(problem, /schema line \d+: not valid JSON/);
+    await shot("schema-error");
+    await (await $t("revert")).click();
+    await waitText("problems", (s) => s.trim() === "none", 5000, "the problems did not clear after Revert");
+  });
+
+  await scenario("run agent-kg-extract on the bundled model and see objects appear", async () => {
+    await (await $t("nav-run")).click();
+    const max = await $t("max-tokens");
+    await max.setValue("200");
+    await (await $t("run")).click();
+    await browser.waitUntil(async () => Number(await text("object-count")) > 0,
+      { timeout: 120000, interval: 100, timeoutMsg: "no objects appeared" });
+    await waitText("run-summary", (s) => /object/.test(s), 120000, "the run did not finish");
+    const summary = await text("run-summary");
+    assert.match(summary, /run \d+ in History/);
+    assert.ok((await browser.$$('[data-testid="object-row"]')).length > 0, "no object rows drawn");
+    await shot("run");
+  });
+
+  await scenario("compare at two budgets and see both charts drawn", async () => {
+    await (await $t("nav-compare")).click();
+    await (await $t("compare-a")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract.json"));
+    await (await $t("compare-b")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract-array.json"));
+    await (await $t("budgets")).setValue("48, 400");
+    await (await $t("compare-run")).click();
+    await browser.waitUntil(async () => (await browser.$$('[data-testid="compare-row"]')).length >= 4,
+      { timeout: 300000, interval: 500, timeoutMsg: "the compare table did not appear" });
+    for (const id of ["budget-chart", "sweep-chart"]) {
+      const drawn = await (await $t(id)).getAttribute("data-drawn");
+      assert.ok(Number(drawn) >= 1, `${id} drew no series`);
+      assert.ok(await (await browser.$(`[data-testid="${id}"] canvas`)).isDisplayed(), `${id} has no canvas`);
+    }
+    await shot("compare");
+  });
+
+  await scenario("find the runs in History and diff them", async () => {
+    await (await $t("nav-history")).click();
+    await (await $t("filter-prompt")).setValue("agent-kg-extract-array");
+    await (await $t("filter-apply")).click();
+    await browser.waitUntil(async () => (await browser.$$('[data-testid="run-row"]')).length >= 2,
+      { timeout: 10000, timeoutMsg: "the compare's runs are not in History" });
+    const rows = await browser.$$('[data-testid="run-row"]');
+    const ids = [];
+    for (const r of rows.slice(0, 2)) ids.push(await r.getAttribute("data-id"));
+    for (const id of ids) await (await $t(`pick-${id}`)).click();
+    await (await $t("diff")).click();
+    await waitText("diff-title", (s) => s.startsWith("Run "), 5000, "no diff shown");
+    assert.match(await text("diff-params"), /max_tokens/);
+    assert.match(await text("diff-objects"), /\d+ unchanged · \d+ added · \d+ removed · \d+ changed/);
+    await shot("history");
+  });
+
+  await scenario("export a TrustGraph bundle and check the written file", async () => {
+    await (await $t("nav-export")).click();
+    await (await $t("target-trustgraph-bundle")).click();
+    await waitText("export-preview", (s) => s.includes("agent-kg-extract"), 5000, "no preview");
+    const out = path.join(work, "exported", "prompt-config.json");
+    await (await $t("save-path")).setValue(out);
+    await (await $t("export-save")).click();
+    await waitText("export-status", (s) => s.startsWith("Saved"), 5000, "not saved");
+    const bundle = JSON.parse(fs.readFileSync(out, "utf8"));
+    const shipped = JSON.parse(fs.readFileSync(path.join(work, "prompts", "agent-kg-extract.json"), "utf8"));
+    const key = Object.keys(bundle).find((k) => k.includes("agent-kg-extract"));
+    assert.ok(key, `no agent-kg-extract entry in ${Object.keys(bundle)}`);
+    const entry = typeof bundle[key] === "string" ? JSON.parse(bundle[key]) : bundle[key];
+    assert.equal(entry.prompt, shipped.prompt, "the exported template is not the file's");
+    await shot("export");
+  });
+} finally {
+  if (browser) await browser.deleteSession().catch(() => {});
+  stopDriver();
+}
+
+const failed = results.filter((r) => r[1] !== "ok").length;
+console.log(`\n${results.length - failed} passed, ${failed} failed (e2e)`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,108 @@
+// The one module that talks to the Rust side. Every command is a typed function here; the types
+// are generated from the Rust wire types (./bindings, checked for drift by a Rust test). Errors
+// always arrive as ApiError {code, message, details?}, whatever failed.
+import { invoke, Channel } from "@tauri-apps/api/core";
+import type { ApiError } from "./bindings/ApiError";
+import type { CompareInput } from "./bindings/CompareInput";
+import type { CompareProgress } from "./bindings/CompareProgress";
+import type { Comparison } from "./bindings/Comparison";
+import type { ExperimentRow } from "./bindings/ExperimentRow";
+import type { ExportView } from "./bindings/ExportView";
+import type { HistoryFilter } from "./bindings/HistoryFilter";
+import type { Inspection } from "./bindings/Inspection";
+import type { Models } from "./bindings/Models";
+import type { PromptDoc } from "./bindings/PromptDoc";
+import type { PromptDraft } from "./bindings/PromptDraft";
+import type { PromptEntry } from "./bindings/PromptEntry";
+import type { RunDetail } from "./bindings/RunDetail";
+import type { RunDiffView } from "./bindings/RunDiffView";
+import type { RunDone } from "./bindings/RunDone";
+import type { RunInput } from "./bindings/RunInput";
+import type { RunMessage } from "./bindings/RunMessage";
+import type { RunOptions } from "./bindings/RunOptions";
+import type { RunRow } from "./bindings/RunRow";
+
+export type * from "./bindings/ApiError";
+
+/** Anything thrown, as an ApiError (a JS exception becomes `internal`). */
+export function asApiError(e: unknown): ApiError {
+  if (e && typeof e === "object" && "code" in e && "message" in e) {
+    return e as ApiError;
+  }
+  if (typeof e === "string") {
+    // Tauri reports its own failures (a command not allowed, bad arguments) as strings.
+    return { code: "internal", message: e };
+  }
+  return { code: "internal", message: e instanceof Error ? e.message : String(e) };
+}
+
+async function call<T>(cmd: string, args?: Record<string, unknown>): Promise<T> {
+  try {
+    return await invoke<T>(cmd, args);
+  } catch (e) {
+    throw asApiError(e);
+  }
+}
+
+let nextId = 0;
+/** An id for a piece of work, so Cancel can name it. */
+export function workId(kind: string): string {
+  nextId += 1;
+  return `${kind}-${Date.now().toString(36)}-${nextId}`;
+}
+
+export const api = {
+  promptsList: () => call<PromptEntry[]>("prompts_list"),
+  promptOpen: (path: string) => call<PromptDoc>("prompt_open", { path }),
+  promptInspect: (draft: PromptDraft, path: string | null, input: string) =>
+    call<Inspection>("prompt_inspect", { draft, path, input, vars: {} }),
+  promptSave: (draft: PromptDraft, path: string) => call<string>("prompt_save", { draft, path }),
+  modelsList: () => call<Models>("models_list"),
+  modelsFetch: () => call<string>("models_fetch"),
+  inputRead: (path: string) => call<string>("input_read", { path }),
+
+  /** Start a run; `onMessage` hears the reply and its objects as they stream. */
+  runStart(id: string, input: RunInput, options: RunOptions, onMessage: (m: RunMessage) => void) {
+    const onEvent = new Channel<RunMessage>();
+    onEvent.onmessage = onMessage;
+    return call<RunDone>("run_start", { id, input, options, onEvent });
+  },
+  /** Stop a run or compare (it keeps what arrived). */
+  runCancel: (id: string) => call<void>("run_cancel", { id }),
+  compareStart(id: string, input: CompareInput, onProgress: (p: CompareProgress) => void) {
+    const channel = new Channel<CompareProgress>();
+    channel.onmessage = onProgress;
+    return call<Comparison>("compare_start", { id, input, onProgress: channel });
+  },
+
+  historyList: (filter: HistoryFilter) => call<RunRow[]>("history_list", { filter }),
+  historyExperiments: () => call<ExperimentRow[]>("history_experiments"),
+  historyDetail: (id: number) => call<RunDetail>("history_detail", { id }),
+  historyDiff: (a: number, b: number) => call<RunDiffView>("history_diff", { a, b }),
+  historyRerun(id: string, run: number, onMessage: (m: RunMessage) => void) {
+    const onEvent = new Channel<RunMessage>();
+    onEvent.onmessage = onMessage;
+    return call<RunDone>("history_rerun", { id, run, onEvent });
+  },
+  historyTag: (run: number, tag: string, remove = false) =>
+    call<void>("history_tag", { run, tag, remove }),
+  historyNote: (run: number, note: string | null) => call<void>("history_note", { run, note }),
+
+  exportPreview: (paths: string[], target: string) =>
+    call<ExportView>("export_preview", { paths, target }),
+  saveText: (path: string, text: string) => call<void>("file_save", { path, text, base64: null }),
+  saveBytes: (path: string, base64: string) =>
+    call<void>("file_save", { path, text: null, base64 }),
+};
+
+/** The native open/save dialogs (plugin-dialog); `null` when the user cancels. */
+export async function pickFile(title: string): Promise<string | null> {
+  const { open } = await import("@tauri-apps/plugin-dialog");
+  const r = await open({ title, multiple: false, directory: false });
+  return typeof r === "string" ? r : null;
+}
+
+export async function pickSavePath(title: string, defaultPath: string): Promise<string | null> {
+  const { save } = await import("@tauri-apps/plugin-dialog");
+  return (await save({ title, defaultPath })) ?? null;
+}

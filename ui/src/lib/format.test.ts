@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { count, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, modelName, errorTitle } from "./format";
+import type { RunRow } from "../ipc/bindings/RunRow";
+
+describe("format", () => {
+  it("reads durations as people do", () => {
+    expect(seconds(0.0423)).toBe("42 ms");
+    expect(seconds(3.14159)).toBe("3.14 s");
+    expect(seconds(42.2)).toBe("42.2 s");
+    expect(seconds(125)).toBe("2 min 5 s");
+    expect(seconds(null)).toBe("–");
+  });
+  it("prices small and large", () => {
+    expect(usd(0.000123)).toBe("$0.00012");
+    expect(usd(1.5)).toBe("$1.50");
+    expect(usd(null)).toBe("–");
+  });
+  it("counts drops by kind in order of first appearance", () => {
+    expect(dropSummary([{ kind: "schema" }, { kind: "truncated" }, { kind: "schema" }])).toBe("2 schema, 1 truncated");
+    expect(dropSummary([])).toBe("");
+    expect(count(1, "object")).toBe("1 object");
+    expect(count(3, "object")).toBe("3 objects");
+  });
+  it("says what a finish reason means", () => {
+    expect(finishWords("length")).toBe("hit max_tokens");
+    expect(finishWords("stop")).toBe("finished");
+  });
+  it("parses budgets strictly", () => {
+    expect(parseBudgets("128, 64 64,32")).toEqual([32, 64, 128]);
+    expect(parseBudgets("64, x")).toBeNull();
+    expect(parseBudgets("0")).toBeNull();
+    expect(parseBudgets("  ")).toBeNull();
+  });
+  it("summarises a stored run", () => {
+    const row = { status: "truncated", objects: 4, dropped: 1, truncated: true, error: null } as RunRow;
+    expect(runOutcome(row)).toBe("4 objects, 1 dropped, cut off");
+    expect(runOutcome({ ...row, status: "error", error: "boom" })).toBe("error: boom");
+    expect(modelName("/a/b/SmolLM2.gguf")).toBe("SmolLM2.gguf");
+    expect(errorTitle({ code: "schema_invalid", message: "" })).toBe("The schema is not valid");
+  });
+});

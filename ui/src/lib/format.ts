@@ -1,0 +1,98 @@
+// How numbers, times and outcomes read on screen. Pure functions: unit-tested in format.test.ts.
+import type { RunRow } from "../ipc/bindings/RunRow";
+import type { ApiError } from "../ipc/bindings/ApiError";
+
+export function seconds(s: number | null | undefined): string {
+  if (s == null || !isFinite(s)) return "–";
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(s < 10 ? 2 : 1)} s`;
+  const m = Math.floor(s / 60);
+  return `${m} min ${Math.round(s - m * 60)} s`;
+}
+
+export function usd(x: number | null | undefined): string {
+  if (x == null) return "–";
+  if (x === 0) return "$0";
+  return x < 0.01 ? `$${x.toFixed(5)}` : `$${x.toFixed(2)}`;
+}
+
+export function count(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** "2 schema, 1 truncated" from drop kinds. */
+export function dropSummary(drops: { kind: string }[]): string {
+  const by = new Map<string, number>();
+  for (const d of drops) by.set(d.kind, (by.get(d.kind) ?? 0) + 1);
+  return [...by].map(([k, n]) => `${n} ${k}`).join(", ");
+}
+
+/** A finish reason in words. */
+export function finishWords(reason: string): string {
+  switch (reason) {
+    case "stop": return "finished";
+    case "length": return "hit max_tokens";
+    case "cancelled": return "cancelled";
+    case "interrupted": return "stream broke off";
+    case "error": return "failed";
+    default: return reason;
+  }
+}
+
+/** A stored run's one-line outcome. */
+export function runOutcome(r: RunRow): string {
+  if (r.status === "error") return `error: ${r.error ?? "unknown"}`;
+  if (r.status === "running") return "running…";
+  const parts = [count(r.objects ?? 0, "object")];
+  if (r.dropped) parts.push(`${r.dropped} dropped`);
+  if (r.truncated) parts.push("cut off");
+  return parts.join(", ");
+}
+
+/** Local time, minute precision, from RFC 3339. */
+export function when(rfc3339: string): string {
+  const d = new Date(rfc3339);
+  if (isNaN(d.getTime())) return rfc3339;
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+/** What to tell the user for an error code (the message carries the specifics). */
+export function errorTitle(e: ApiError): string {
+  switch (e.code) {
+    case "model": return "The model could not be loaded";
+    case "provider-unavailable": return "That provider is not available";
+    case "auth": return "The provider refused the API key";
+    case "network": case "timeout": case "http": return "The provider could not be reached";
+    case "schema_invalid": return "The schema is not valid";
+    case "template_syntax": case "template_undefined": case "template_render": return "The template does not render";
+    case "invalid_json": return "That is not valid JSON";
+    case "context-overflow": return "The prompt does not fit the model's context";
+    case "cancelled": return "Cancelled";
+    case "store-newer": case "store-corrupt": case "store-full": case "store-io": case "store": return "The history could not be used";
+    case "not-found": return "Not found";
+    case "io": return "A file could not be read or written";
+    case "usage": return "Check the settings";
+    default: return "Something went wrong";
+  }
+}
+
+/** A model path as a short name. */
+export function modelName(path: string): string {
+  const i = Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\"));
+  return i >= 0 ? path.slice(i + 1) : path;
+}
+
+/** Token budgets typed as "32, 64 128": sorted, distinct, positive; null when any part is not. */
+export function parseBudgets(text: string): number[] | null {
+  const parts = text.split(/[\s,]+/).filter(Boolean);
+  if (parts.length === 0) return null;
+  const out: number[] = [];
+  for (const p of parts) {
+    if (!/^\d+$/.test(p)) return null;
+    const n = Number(p);
+    if (n <= 0) return null;
+    if (!out.includes(n)) out.push(n);
+  }
+  return out.sort((a, b) => a - b);
+}

@@ -1,0 +1,70 @@
+// The app's shared state: which screen, the prompt being edited (its draft, saved or not), the
+// input, the run settings. Drafts are kept in localStorage as they change, so unsaved edits
+// survive a crash or a closed window and are offered back when the prompt is opened again.
+import type { PromptDoc } from "../ipc/bindings/PromptDoc";
+import type { PromptDraft } from "../ipc/bindings/PromptDraft";
+import type { PromptEntry } from "../ipc/bindings/PromptEntry";
+import type { RunOptions } from "../ipc/bindings/RunOptions";
+import type { Models } from "../ipc/bindings/Models";
+
+export type Screen = "prompts" | "run" | "compare" | "history" | "export";
+
+export const app = $state({
+  screen: "prompts" as Screen,
+  prompts: [] as PromptEntry[],
+  doc: null as PromptDoc | null,
+  draft: null as PromptDraft | null,
+  input: "",
+  models: null as Models | null,
+  options: {
+    provider: "local",
+    model: null,
+    maxTokens: 512,
+    constrain: true,
+    temperature: 0,
+    seed: null,
+    gpuLayers: "auto",
+  } as RunOptions,
+});
+
+/** Whether the draft differs from the file it was opened from. */
+export function isDirty(doc: PromptDoc | null, draft: PromptDraft | null): boolean {
+  if (!doc || !draft) return false;
+  const a = doc.draft;
+  return (
+    a.template !== draft.template || a.system !== draft.system || a.schema !== draft.schema ||
+    a.responseType !== draft.responseType || a.post !== draft.post
+  );
+}
+
+const KEY = (path: string) => `kerf.draft:${path}`;
+
+interface Kept { draft: PromptDraft; at: number }
+
+/** Keep an unsaved draft (or forget it once it matches the file). */
+export function keepDraft(storage: Storage, doc: PromptDoc, draft: PromptDraft) {
+  if (isDirty(doc, draft)) {
+    storage.setItem(KEY(doc.path), JSON.stringify({ draft, at: Date.now() } satisfies Kept));
+  } else {
+    storage.removeItem(KEY(doc.path));
+  }
+}
+
+/** An unsaved draft kept for this file, if it was made from the file's current text. */
+export function keptDraft(storage: Storage, doc: PromptDoc): Kept | null {
+  const raw = storage.getItem(KEY(doc.path));
+  if (!raw) return null;
+  try {
+    const kept = JSON.parse(raw) as Kept;
+    // Made from another version of the file: it would overwrite changes made elsewhere.
+    if (kept.draft.base !== doc.text) return null;
+    return kept;
+  } catch {
+    storage.removeItem(KEY(doc.path));
+    return null;
+  }
+}
+
+export function forgetDraft(storage: Storage, path: string) {
+  storage.removeItem(KEY(path));
+}
