@@ -9,6 +9,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 pub fn init(dir: &Path) {
     let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = std::fs::create_dir_all(dir);
     let file = tracing_appender::rolling::Builder::new()
         .rotation(tracing_appender::rolling::Rotation::DAILY)
         .filename_prefix("kerf")

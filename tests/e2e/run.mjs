@@ -72,8 +72,17 @@ try {
     hostname: "127.0.0.1", port: 4444, logLevel: "warn",
     capabilities: { browserName: "wry", "wdio:enforceWebDriverClassic": true, "tauri:options": { application: app } },
   });
-  await browser.waitUntil(async () => (await browser.execute(() => document.body.dataset.ready)) === "true",
-    { timeout: 20000, timeoutMsg: "the window did not become ready" });
+  try {
+    await browser.waitUntil(async () => (await browser.execute(() => document.body.dataset.ready)) === "true",
+      { timeout: 20000, timeoutMsg: "the window did not become ready" });
+  } catch (e) {
+    console.log(await browser.execute(() => document.documentElement.outerHTML.slice(0, 3000)));
+    console.log("startup error:", await browser.execute(() => document.body.dataset.error ?? "none"));
+    console.log("page:", await browser.execute(() => JSON.stringify({ href: location.href, ready: document.readyState,
+      tauri: typeof window.__TAURI_INTERNALS__, boot: document.documentElement.dataset.boot, bootError: document.documentElement.dataset.bootError, app: document.getElementById("app")?.childElementCount, scripts: document.scripts.length })));
+    await shot("FAILED-startup");
+    throw e;
+  }
 
   await scenario("open a shipped prompt, edit the template, see the preview change", async () => {
     await (await $t("prompt-agent-kg-extract")).click();

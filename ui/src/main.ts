@@ -2,5 +2,21 @@ import { mount } from "svelte";
 import App from "./App.svelte";
 import "./app.css";
 
-const app = mount(App, { target: document.getElementById("app")! });
+// A startup failure shows on screen (and to the E2E tests) instead of a blank window.
+function fatal(what: string) {
+  document.body.dataset.error = what;
+  const box = document.createElement("pre");
+  box.className = "fatal";
+  box.textContent = `Kerf could not start its window:\n${what}`;
+  document.body.prepend(box);
+}
+window.addEventListener("error", (e) => fatal(String(e.error?.stack ?? e.message)));
+window.addEventListener("unhandledrejection", (e) => fatal(String(e.reason?.stack ?? e.reason)));
+
+let app;
+try {
+  app = mount(App, { target: document.getElementById("app")! });
+} catch (e) {
+  fatal(String((e as Error)?.stack ?? e));
+}
 export default app;

@@ -293,6 +293,10 @@ pub fn inspect(
     }
     out.variables.sort();
     out.variables.dedup();
+    // The prompt's own terms supply theirs (as `Prompt::input_variables` says once it compiles).
+    if let Some(Value::Object(terms)) = compose(draft).0.get("terms") {
+        out.variables.retain(|v| !terms.contains_key(v));
+    }
     let prompt = match compile(draft, &place) {
         Ok(p) => p,
         Err(problems) => {
