@@ -42,7 +42,10 @@ fn shipped_prompts() -> Option<std::path::PathBuf> {
 }
 
 /// `builder` with Kerf's state and commands, on any runtime (the mock runtime in tests).
-pub fn with_kerf<R: tauri::Runtime>(builder: tauri::Builder<R>, state: AppState) -> tauri::Builder<R> {
+pub fn with_kerf<R: tauri::Runtime>(
+    builder: tauri::Builder<R>,
+    state: AppState,
+) -> tauri::Builder<R> {
     builder.manage(state).invoke_handler(commands::handler())
 }
 

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use tracing_subscriber::{EnvFilter, Layer};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 pub fn init(dir: &Path) {
     let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -28,7 +28,10 @@ pub fn init(dir: &Path) {
             )
             .try_init(),
         Err(e) => {
-            eprintln!("kerf-desktop: no log file in {} ({e}); logging to stderr only", dir.display());
+            eprintln!(
+                "kerf-desktop: no log file in {} ({e}); logging to stderr only",
+                dir.display()
+            );
             registry.try_init()
         }
     };

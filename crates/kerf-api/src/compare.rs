@@ -142,7 +142,15 @@ pub fn compare(
         }
         None => None,
     };
-    let result = run_all(history, job, &budgets, provider, experiment, cancel, on_progress);
+    let result = run_all(
+        history,
+        job,
+        &budgets,
+        provider,
+        experiment,
+        cancel,
+        on_progress,
+    );
     if let (Some(store), Some(id)) = (history, experiment) {
         match &result {
             Ok(c) => store.finish_experiment(id, &c.to_json(job.subjects), None)?,
@@ -255,12 +263,8 @@ fn sweep_best(
             });
         if let Some((at, r)) = best {
             let unit = token_unit(&tokenizer, &r.out.raw)?;
-            let sweep = kerf_core::sweep::sweep(
-                &s.prompt.parser,
-                &r.out.raw,
-                &s.rendering.vars,
-                &unit,
-            )?;
+            let sweep =
+                kerf_core::sweep::sweep(&s.prompt.parser, &r.out.raw, &s.rendering.vars, &unit)?;
             sweeps.push((i, at, sweep));
         }
     }
@@ -351,7 +355,11 @@ impl Compared {
                         max_tokens: r.max_tokens,
                         constrained: r.constrained,
                         total: w.total as u32,
-                        points: w.points.iter().map(|&(u, n)| (u as u32, n as u32)).collect(),
+                        points: w
+                            .points
+                            .iter()
+                            .map(|&(u, n)| (u as u32, n as u32))
+                            .collect(),
                         length: w.length as u32,
                         score: w.score,
                         unit: w.unit.clone(),

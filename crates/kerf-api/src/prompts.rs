@@ -339,7 +339,12 @@ pub fn save(draft: &PromptDraft, path: &Path) -> Result<String> {
             details: serde_json::to_value(&p).ok(),
             ..ApiError::new(
                 p.code,
-                format!("{}: the {} is not valid JSON, so nothing was saved: {}", path.display(), p.part, p.message),
+                format!(
+                    "{}: the {} is not valid JSON, so nothing was saved: {}",
+                    path.display(),
+                    p.part,
+                    p.message
+                ),
             )
         });
     }
@@ -358,11 +363,16 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
 /// [`write_atomically`] for bytes (a PNG chart).
 pub fn write_atomically_bytes(path: &Path, text: &[u8]) -> Result<()> {
     let io = |e: std::io::Error| ApiError::new(Code::Io, format!("{}: {e}", path.display()));
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
     let tmp = dir.join(format!(
         ".{}.kerf-tmp",
-        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
     ));
     std::fs::write(&tmp, text).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(|e| {

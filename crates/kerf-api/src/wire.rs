@@ -519,11 +519,20 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         ("RunStatus.ts".into(), RunStatus::export_to_string(&cfg)?),
         ("RunRow.ts".into(), RunRow::export_to_string(&cfg)?),
         ("RunMessage.ts".into(), RunMessage::export_to_string(&cfg)?),
-        ("PromptEntry.ts".into(), PromptEntry::export_to_string(&cfg)?),
+        (
+            "PromptEntry.ts".into(),
+            PromptEntry::export_to_string(&cfg)?,
+        ),
         ("PromptDoc.ts".into(), PromptDoc::export_to_string(&cfg)?),
-        ("PromptDraft.ts".into(), PromptDraft::export_to_string(&cfg)?),
+        (
+            "PromptDraft.ts".into(),
+            PromptDraft::export_to_string(&cfg)?,
+        ),
         ("Problem.ts".into(), Problem::export_to_string(&cfg)?),
-        ("LintFinding.ts".into(), LintFinding::export_to_string(&cfg)?),
+        (
+            "LintFinding.ts".into(),
+            LintFinding::export_to_string(&cfg)?,
+        ),
         ("Preview.ts".into(), Preview::export_to_string(&cfg)?),
         ("Inspection.ts".into(), Inspection::export_to_string(&cfg)?),
         ("RunOptions.ts".into(), RunOptions::export_to_string(&cfg)?),
@@ -535,14 +544,35 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         ("CompareRow.ts".into(), CompareRow::export_to_string(&cfg)?),
         ("SweepCurve.ts".into(), SweepCurve::export_to_string(&cfg)?),
         ("Comparison.ts".into(), Comparison::export_to_string(&cfg)?),
-        ("CompareInput.ts".into(), CompareInput::export_to_string(&cfg)?),
-        ("CompareProgress.ts".into(), CompareProgress::export_to_string(&cfg)?),
+        (
+            "CompareInput.ts".into(),
+            CompareInput::export_to_string(&cfg)?,
+        ),
+        (
+            "CompareProgress.ts".into(),
+            CompareProgress::export_to_string(&cfg)?,
+        ),
         ("RunDetail.ts".into(), RunDetail::export_to_string(&cfg)?),
-        ("HistoryFilter.ts".into(), HistoryFilter::export_to_string(&cfg)?),
-        ("ExperimentRow.ts".into(), ExperimentRow::export_to_string(&cfg)?),
-        ("RunDiffView.ts".into(), RunDiffView::export_to_string(&cfg)?),
-        ("ParamChangeView.ts".into(), ParamChangeView::export_to_string(&cfg)?),
-        ("ChangedObject.ts".into(), ChangedObject::export_to_string(&cfg)?),
+        (
+            "HistoryFilter.ts".into(),
+            HistoryFilter::export_to_string(&cfg)?,
+        ),
+        (
+            "ExperimentRow.ts".into(),
+            ExperimentRow::export_to_string(&cfg)?,
+        ),
+        (
+            "RunDiffView.ts".into(),
+            RunDiffView::export_to_string(&cfg)?,
+        ),
+        (
+            "ParamChangeView.ts".into(),
+            ParamChangeView::export_to_string(&cfg)?,
+        ),
+        (
+            "ChangedObject.ts".into(),
+            ChangedObject::export_to_string(&cfg)?,
+        ),
         ("ExportView.ts".into(), ExportView::export_to_string(&cfg)?),
     ])
 }

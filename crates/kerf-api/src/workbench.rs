@@ -18,8 +18,8 @@ use crate::prompts::PromptDir;
 use crate::runs::{Outcomes, PromptSource, Rendering, RunEvent, RunJob, RunMeta, RunSettings};
 use crate::wire::{
     ChangedObject, CompareInput, CompareProgress, Comparison, DeviceInfo, Drop, ExperimentRow,
-    ExportView, HistoryFilter, Models, ParamChangeView, RunDetail, RunDiffView, RunDone,
-    RunInput, RunMessage, RunOptions, RunRow,
+    ExportView, HistoryFilter, Models, ParamChangeView, RunDetail, RunDiffView, RunDone, RunInput,
+    RunMessage, RunOptions, RunRow,
 };
 
 /// Where the app finds prompts and keeps its history.
@@ -63,9 +63,8 @@ impl Workbench {
 
     /// The history, for screens that cannot work without it.
     pub fn store_required(&self) -> Result<Store> {
-        self.store()?.ok_or_else(|| {
-            ApiError::new(Code::Usage, "this workbench keeps no history")
-        })
+        self.store()?
+            .ok_or_else(|| ApiError::new(Code::Usage, "this workbench keeps no history"))
     }
 }
 
@@ -125,7 +124,10 @@ fn compiled(draft: &crate::wire::PromptDraft, path: Option<&str>) -> Result<Prom
         let first = &problems[0];
         ApiError {
             details: serde_json::to_value(&problems).ok(),
-            ..ApiError::new(first.code, format!("{} ({}): {}", place, first.part, first.message))
+            ..ApiError::new(
+                first.code,
+                format!("{} ({}): {}", place, first.part, first.message),
+            )
         }
     })?;
     prompt.path = path.map(PathBuf::from);
@@ -235,7 +237,9 @@ pub fn run(
     let prompt = compiled(&input.draft, input.path.as_deref())?;
     let source = source_of(&prompt, input.path.as_deref());
     let rendering = render(&prompt, &input.input, &input.vars)?;
-    run_rendered(&prompt, &source, &rendering, options, history, None, cancel, on_message)
+    run_rendered(
+        &prompt, &source, &rendering, options, history, None, cancel, on_message,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -277,7 +281,9 @@ fn run_rendered(
     };
     let result = crate::runs::run(history, &job, cancel, &mut |e| relay.event(e))?;
     // A reply parsed as a whole (a JSON array) yields its objects only now.
-    let objects = result.out.report.objects[relay.sent_objects.min(result.out.report.objects.len())..].to_vec();
+    let objects = result.out.report.objects
+        [relay.sent_objects.min(result.out.report.objects.len())..]
+        .to_vec();
     let dropped: Vec<Drop> = result.out.report.dropped
         [relay.sent_drops.min(result.out.report.dropped.len())..]
         .iter()
@@ -286,7 +292,12 @@ fn run_rendered(
     if !objects.is_empty() || !dropped.is_empty() {
         (relay.on_message)(RunMessage::Objects { objects, dropped });
     }
-    Ok(done(&result.out, &provider, result.cost.as_ref(), result.history_id))
+    Ok(done(
+        &result.out,
+        &provider,
+        result.cost.as_ref(),
+        result.history_id,
+    ))
 }
 
 /// The compare screen's run: every prompt at every budget, then the sweeps.
@@ -297,13 +308,25 @@ pub fn compare(
     on_progress: &mut dyn FnMut(CompareProgress),
 ) -> Result<Comparison> {
     if input.prompts.len() < 2 {
-        return Err(ApiError::new(Code::Usage, "pick two prompts to compare (a prompt and its twin, or any two)"));
+        return Err(ApiError::new(
+            Code::Usage,
+            "pick two prompts to compare (a prompt and its twin, or any two)",
+        ));
     }
     if input.budgets.is_empty() || input.budgets.contains(&0) {
-        return Err(ApiError::new(Code::Usage, "give one or more token budgets, each above 0"));
+        return Err(ApiError::new(
+            Code::Usage,
+            "give one or more token budgets, each above 0",
+        ));
     }
     let constrain = ConstrainMode::parse(&input.constrain).ok_or_else(|| {
-        ApiError::new(Code::Usage, format!("constrain `{}`: expected both, auto or none", input.constrain))
+        ApiError::new(
+            Code::Usage,
+            format!(
+                "constrain `{}`: expected both, auto or none",
+                input.constrain
+            ),
+        )
     })?;
     let subjects = input
         .prompts
@@ -353,7 +376,10 @@ pub fn list(store: &Store, filter: &HistoryFilter) -> Result<Vec<RunRow>> {
     let nonempty = |s: &Option<String>| s.clone().filter(|t| !t.trim().is_empty());
     let status = match nonempty(&filter.status) {
         Some(s) => Some(kerf_store::Status::parse(&s).ok_or_else(|| {
-            ApiError::new(Code::Usage, format!("status `{s}`: expected running, ok, truncated, interrupted or error"))
+            ApiError::new(
+                Code::Usage,
+                format!("status `{s}`: expected running, ok, truncated, interrupted or error"),
+            )
         })?),
         None => None,
     };
@@ -494,7 +520,16 @@ pub fn rerun(
         text: version.text,
     };
     let options = options_of(&rec.params, &rec.summary.provider, &rec.summary.model);
-    run_rendered(&prompt, &source, &rendering, &options, Some(store), Some(id), cancel, on_message)
+    run_rendered(
+        &prompt,
+        &source,
+        &rendering,
+        &options,
+        Some(store),
+        Some(id),
+        cancel,
+        on_message,
+    )
 }
 
 /// Where an export goes.
@@ -546,7 +581,10 @@ pub fn export(paths: &[String], target: &str) -> Result<ExportView> {
         other => {
             return Err(ApiError::new(
                 Code::Usage,
-                format!("unknown export target `{other}` (expected one of {})", EXPORT_TARGETS.join(", ")),
+                format!(
+                    "unknown export target `{other}` (expected one of {})",
+                    EXPORT_TARGETS.join(", ")
+                ),
             ));
         }
     };
@@ -570,7 +608,13 @@ pub fn export(paths: &[String], target: &str) -> Result<ExportView> {
 /// Lark): what the local engine runs, for a server that takes a grammar.
 fn grammar(file: &kerf_core::PromptFile, kind: &str) -> Result<String> {
     let schema = file.schema.as_ref().ok_or_else(|| {
-        ApiError::new(Code::Export, format!("{}: a grammar needs the prompt's schema, and it has none", file.id()))
+        ApiError::new(
+            Code::Export,
+            format!(
+                "{}: a grammar needs the prompt's schema, and it has none",
+                file.id()
+            ),
+        )
     })?;
     let jsonl = match file.response_type {
         kerf_core::ResponseType::Json => false,
@@ -578,7 +622,10 @@ fn grammar(file: &kerf_core::PromptFile, kind: &str) -> Result<String> {
         other => {
             return Err(ApiError::new(
                 Code::Export,
-                format!("{}: a {other} reply has no grammar (only json and jsonl do)", file.id()),
+                format!(
+                    "{}: a {other} reply has no grammar (only json and jsonl do)",
+                    file.id()
+                ),
             ));
         }
     };

@@ -23,7 +23,9 @@ pub fn lark(schema: &Value, jsonl: bool) -> String {
 #[cfg(feature = "engine")]
 pub fn gbnf(schema: &Value, jsonl: bool) -> Result<String> {
     let g = llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| {
-        kerf_llm::Error::Constraint(format!("llama.cpp cannot turn the schema into a grammar: {e}"))
+        kerf_llm::Error::Constraint(format!(
+            "llama.cpp cannot turn the schema into a grammar: {e}"
+        ))
     })?;
     if !jsonl {
         return Ok(g);

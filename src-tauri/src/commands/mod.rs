@@ -20,7 +20,8 @@ use crate::AppState;
 type Result<T> = std::result::Result<T, ApiError>;
 
 /// The handler the builder installs: every command in `names.in`, no others.
-pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static {
+pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static
+{
     tauri::generate_handler![
         prompts_list,
         prompt_open,
@@ -46,9 +47,12 @@ pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + 
 
 /// Blocking work (a model run, a compare, opening the history) off the main thread.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tauri::async_runtime::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::new(Code::Internal, format!("the work stopped unexpectedly: {e}")))?
+    tauri::async_runtime::spawn_blocking(f).await.map_err(|e| {
+        ApiError::new(
+            Code::Internal,
+            format!("the work stopped unexpectedly: {e}"),
+        )
+    })?
 }
 
 /// A cancel token registered under `id` for as long as the work runs.
@@ -264,7 +268,12 @@ fn file_save(path: String, text: Option<String>, base64: Option<String>) -> Resu
         (Some(t), None) => t.into_bytes(),
         (None, Some(b)) => decode_base64(&b)
             .ok_or_else(|| ApiError::new(Code::Usage, "file_save: the data is not base64"))?,
-        _ => return Err(ApiError::new(Code::Usage, "file_save takes text or base64, one of them")),
+        _ => {
+            return Err(ApiError::new(
+                Code::Usage,
+                "file_save takes text or base64, one of them",
+            ));
+        }
     };
     tracing::info!(%path, bytes = bytes.len(), "saving file");
     kerf_api::prompts::write_atomically_bytes(Path::new(&path), &bytes)
@@ -299,7 +308,10 @@ fn decode_base64(s: &str) -> Option<Vec<u8>> {
 mod tests {
     #[test]
     fn base64_decodes_as_the_standard_says() {
-        assert_eq!(super::decode_base64("aGVsbG8=").as_deref(), Some(&b"hello"[..]));
+        assert_eq!(
+            super::decode_base64("aGVsbG8=").as_deref(),
+            Some(&b"hello"[..])
+        );
         assert_eq!(super::decode_base64("aGk=").as_deref(), Some(&b"hi"[..]));
         assert_eq!(super::decode_base64("!!"), None);
     }

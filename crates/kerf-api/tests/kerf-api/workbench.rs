@@ -26,15 +26,24 @@ fn the_prompt_list_shows_every_file_and_a_broken_one_with_its_error() {
     std::fs::write(dir.path().join("broken.json"), "{\"prompt\": 3}").unwrap();
     std::fs::write(dir.path().join("notes.txt"), "not a prompt").unwrap();
     let list = prompts::list(&[
-        PromptDir { label: "user".into(), path: dir.path().into() },
-        PromptDir { label: "gone".into(), path: dir.path().join("missing") },
+        PromptDir {
+            label: "user".into(),
+            path: dir.path().into(),
+        },
+        PromptDir {
+            label: "gone".into(),
+            path: dir.path().join("missing"),
+        },
     ]);
     let ids: Vec<&str> = list.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["agent-kg-extract", "broken"]);
     assert_eq!(list[0].response_type, "jsonl");
     assert_eq!(list[0].twin.as_deref(), Some("agent-kg-extract-array"));
     let err = list[1].error.as_deref().unwrap();
-    assert!(err.contains("broken.json") && err.contains("prompt"), "{err}");
+    assert!(
+        err.contains("broken.json") && err.contains("prompt"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -93,7 +102,15 @@ fn saving_keeps_the_keys_the_editor_does_not_show_and_refuses_broken_json() {
     let after: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(after["prompt"], "Extract from: {{ text }}");
     assert_eq!(after["post"], json!({"drop": ["confidence"]}));
-    for key in ["id", "description", "schema", "terms", "twin", "sample-input", "system"] {
+    for key in [
+        "id",
+        "description",
+        "schema",
+        "terms",
+        "twin",
+        "sample-input",
+        "system",
+    ] {
         assert_eq!(after[key], before[key], "{key} changed");
     }
     // Key order is the file's, new keys at the end.
@@ -109,20 +126,36 @@ fn saving_keeps_the_keys_the_editor_does_not_show_and_refuses_broken_json() {
     let e = prompts::save(&bad, &path).unwrap_err();
     assert_eq!(e.code, Code::InvalidJson);
     assert!(e.message.contains("nothing was saved"), "{}", e.message);
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "a refused save changed the file");
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains("kerf-tmp")).collect();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "a refused save changed the file"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("kerf-tmp"))
+        .collect();
     assert!(leftovers.is_empty());
 }
 
 fn record(store: &Store, max_tokens: u32, raw: &str) -> i64 {
     let text = std::fs::read_to_string(shipped("agent-kg-extract.json")).unwrap();
     let prompt = kerf_core::Prompt::compile(
-        kerf_core::PromptFile::from_json_str(&text, "p").unwrap().file, "p").unwrap();
+        kerf_core::PromptFile::from_json_str(&text, "p")
+            .unwrap()
+            .file,
+        "p",
+    )
+    .unwrap();
     let w = store
         .begin_run(&kerf_store::NewRun {
-            prompt_version: store.put_prompt_version("agent-kg-extract", None, "jsonl", &text).unwrap(),
-            input: store.put_input(&json!({"text": "doc"}), &json!({})).unwrap(),
+            prompt_version: store
+                .put_prompt_version("agent-kg-extract", None, "jsonl", &text)
+                .unwrap(),
+            input: store
+                .put_input(&json!({"text": "doc"}), &json!({}))
+                .unwrap(),
             experiment: None,
             rerun_of: None,
             provider: "local".into(),
@@ -145,14 +178,33 @@ fn record(store: &Store, max_tokens: u32, raw: &str) -> i64 {
 #[test]
 fn the_history_screens_list_show_diff_tag_and_note() {
     let store = Store::in_memory().unwrap();
-    let def = |t: &str| format!("{{\"type\":\"definition\",\"entity\":\"{t}\",\"definition\":\"a thing called {t}\"}}\n");
+    let def = |t: &str| {
+        format!(
+            "{{\"type\":\"definition\",\"entity\":\"{t}\",\"definition\":\"a thing called {t}\"}}\n"
+        )
+    };
     let a = record(&store, 64, &def("x"));
     let b = record(&store, 128, &format!("{}{}", def("x"), def("y")));
     let rows = workbench::list(&store, &HistoryFilter::default()).unwrap();
     assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), [b, a]);
-    let filtered = workbench::list(&store, &HistoryFilter { since: Some("7d".into()), status: Some("ok".into()), ..Default::default() }).unwrap();
+    let filtered = workbench::list(
+        &store,
+        &HistoryFilter {
+            since: Some("7d".into()),
+            status: Some("ok".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(filtered.len(), 2);
-    let bad = workbench::list(&store, &HistoryFilter { status: Some("fine".into()), ..Default::default() }).unwrap_err();
+    let bad = workbench::list(
+        &store,
+        &HistoryFilter {
+            status: Some("fine".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
     assert_eq!(bad.code, Code::Usage);
 
     let d = workbench::detail(&store, b).unwrap();
@@ -162,15 +214,28 @@ fn the_history_screens_list_show_diff_tag_and_note() {
 
     let diff = workbench::diff(&store, a, b).unwrap();
     assert_eq!(diff.params[0].name, "max_tokens");
-    assert_eq!((diff.unchanged, diff.added.len(), diff.removed.len()), (1, 1, 0));
+    assert_eq!(
+        (diff.unchanged, diff.added.len(), diff.removed.len()),
+        (1, 1, 0)
+    );
     assert!(diff.prompt_diff.is_none());
 
     store.tag(a, "baseline").unwrap();
     store.note(a, Some("first try")).unwrap();
-    let tagged = workbench::list(&store, &HistoryFilter { tag: Some("baseline".into()), ..Default::default() }).unwrap();
+    let tagged = workbench::list(
+        &store,
+        &HistoryFilter {
+            tag: Some("baseline".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(tagged.len(), 1);
     assert_eq!(tagged[0].note.as_deref(), Some("first try"));
-    assert_eq!(workbench::detail(&store, 99).unwrap_err().code, Code::NotFound);
+    assert_eq!(
+        workbench::detail(&store, 99).unwrap_err().code,
+        Code::NotFound
+    );
     // The settings a stored run ran with, as the run panel takes them back.
     let o = workbench::options_of(&d.params, "local", "m.gguf");
     assert_eq!((o.max_tokens, o.constrain), (128, true));
@@ -188,9 +253,16 @@ fn export_gives_every_target_and_says_what_cannot_be_exported() {
     let openai = workbench::export(std::slice::from_ref(&arr), "openai").unwrap();
     assert!(openai.text.contains("json_schema"));
     let lark = workbench::export(std::slice::from_ref(&kg), "lark").unwrap();
-    assert!(lark.text.starts_with("start: (item \"\\n\")+"), "{}", lark.text);
+    assert!(
+        lark.text.starts_with("start: (item \"\\n\")+"),
+        "{}",
+        lark.text
+    );
     assert_eq!(lark.file_name, "agent-kg-extract.lark");
     let two = workbench::export(&[kg.clone(), arr], "anthropic").unwrap_err();
     assert_eq!(two.code, Code::Usage);
-    assert_eq!(workbench::export(&[kg], "yaml").unwrap_err().code, Code::Usage);
+    assert_eq!(
+        workbench::export(&[kg], "yaml").unwrap_err().code,
+        Code::Usage
+    );
 }

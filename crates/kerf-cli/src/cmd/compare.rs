@@ -103,7 +103,9 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     }
     print_rows(&subjects, &compared.rows, provider.as_provider());
     if !compared.sweeps.is_empty() {
-        crate::outln!("\nIf the longest complete reply of each format had been cut at every token:");
+        crate::outln!(
+            "\nIf the longest complete reply of each format had been cut at every token:"
+        );
         let table: Vec<(String, &Sweep)> = compared
             .sweeps
             .iter()
