@@ -124,16 +124,12 @@ fn part_json(part: &str, text: &str) -> std::result::Result<Option<Value>, Probl
         ..problem(
             part,
             Code::InvalidJson,
-            format!("not valid JSON: {}", strip_position(&e.to_string())),
+            format!(
+                "not valid JSON: {}",
+                kerf_core::error::strip_position(&e.to_string())
+            ),
         )
     })
-}
-
-fn strip_position(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
 }
 
 /// The prompt file a draft stands for, as a JSON object: the base file's keys in their order,

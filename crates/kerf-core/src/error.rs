@@ -129,7 +129,7 @@ impl Error {
 }
 
 /// serde_json appends " at line L column C" to its messages; we report the place ourselves.
-pub(crate) fn strip_position(msg: &str) -> String {
+pub fn strip_position(msg: &str) -> String {
     match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),
         None => msg.to_string(),

@@ -139,40 +139,15 @@ fn saving_keeps_the_keys_the_editor_does_not_show_and_refuses_broken_json() {
     assert!(leftovers.is_empty());
 }
 
+/// A finished run of the shipped agent-kg-extract prompt at `max_tokens`.
 fn record(store: &Store, max_tokens: u32, raw: &str) -> i64 {
     let text = std::fs::read_to_string(shipped("agent-kg-extract.json")).unwrap();
-    let prompt = kerf_core::Prompt::compile(
-        kerf_core::PromptFile::from_json_str(&text, "p")
-            .unwrap()
-            .file,
-        "p",
+    super::stored(
+        store,
+        &text,
+        json!({"max_tokens": max_tokens, "constrain": "auto"}),
+        raw,
     )
-    .unwrap();
-    let w = store
-        .begin_run(&kerf_store::NewRun {
-            prompt_version: store
-                .put_prompt_version("agent-kg-extract", None, "jsonl", &text)
-                .unwrap(),
-            input: store
-                .put_input(&json!({"text": "doc"}), &json!({}))
-                .unwrap(),
-            experiment: None,
-            rerun_of: None,
-            provider: "local".into(),
-            model: "m.gguf".into(),
-            model_sha256: None,
-            params: json!({"max_tokens": max_tokens, "constrain": "auto"}),
-            system: None,
-            user: "u".into(),
-        })
-        .unwrap();
-    w.finish(kerf_store::RunEnd {
-        finish_reason: "stop".into(),
-        raw: raw.into(),
-        report: Some(prompt.parse(raw, &Map::new())),
-        ..Default::default()
-    })
-    .unwrap()
 }
 
 #[test]
