@@ -20,6 +20,7 @@ fn app(data: &std::path::Path) -> (tauri::App<MockRuntime>, tauri::WebviewWindow
             path: prompts,
         }],
         history: Some(data.join("history.sqlite")),
+        providers: data.join("providers.json"),
     };
     let app = with_kerf(mock_builder(), AppState::new(wb))
         .build(context())
@@ -104,4 +105,26 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     let out = dir.path().join("out.json");
     invoke(&w, "file_save", json!({"path": out, "text": "{}\n"})).unwrap();
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "{}\n");
+
+    // Providers live in the workbench's own file.
+    let none = invoke(&w, "providers_list", json!({})).unwrap();
+    assert_eq!(none["providers"], json!([]));
+    let spec = json!({"name": "srv", "kind": "openai", "baseUrl": "ftp://x", "model": "m",
+        "keyEnv": null, "noKey": true, "structured": null, "maxCompletionTokens": false});
+    let e = invoke(&w, "provider_add", json!({"spec": spec})).unwrap_err();
+    assert_eq!(e["code"], "usage");
+    assert!(e["message"].as_str().unwrap().contains("ftp://x"), "{e}");
+    let mut spec = spec;
+    spec["baseUrl"] = json!("http://127.0.0.1:9/v1");
+    let added = invoke(&w, "provider_add", json!({"spec": spec})).unwrap();
+    assert_eq!(added["key"], "none needed");
+    assert!(dir.path().join("providers.json").exists());
+    let listed = invoke(&w, "providers_list", json!({})).unwrap();
+    assert_eq!(listed["providers"][0]["baseUrl"], "http://127.0.0.1:9/v1");
+    assert_eq!(
+        invoke(&w, "provider_remove", json!({"name": "srv"})).unwrap(),
+        json!(false)
+    );
+    let e = invoke(&w, "provider_remove", json!({"name": "srv"})).unwrap_err();
+    assert_eq!(e["code"], "provider-config", "{e}");
 }

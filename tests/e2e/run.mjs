@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import { kgLines, startOpenAI } from "./openai-loopback.mjs";
 
 const app = process.env.KERF_DESKTOP_BIN;
 const artifacts = process.env.KERF_E2E_ARTIFACTS;
@@ -170,6 +171,68 @@ try {
     assert.equal(entry.prompt, shipped.prompt, "the exported template is not the file's");
     await shot("export");
   });
+  // A cloud provider through the window: its key typed once into the keyring, then a run on it
+  // against a loopback OpenAI-compatible server that checks the key.
+  const key = `sk-e2e-${process.pid}-${Math.random().toString(36).slice(2)}`;
+  const cloud = await startOpenAI({ key, reply: kgLines(6).join("\n") + "\n" });
+  const provider = `e2e-${process.pid}`;
+  try {
+    await scenario("add a cloud provider with its key in the keyring and run on it", async () => {
+      await (await $t("nav-providers")).click();
+      await waitText("providers-empty", (s) => s.includes("No cloud providers yet"), 5000, "no empty state");
+      await (await $t("provider-name")).setValue(provider);
+      await (await $t("provider-url")).setValue(cloud.url);
+      await (await $t("provider-model")).setValue("loopback-model");
+      await (await $t("provider-key")).setValue(key);
+      await (await $t("provider-add")).click();
+      await waitText("providers-notice", (s) => s.startsWith(`Added ${provider}`), 10000, "the provider was not added");
+      const row = await browser.$(`[data-testid="provider-row"][data-name="${provider}"]`);
+      assert.match(await row.$('[data-testid="key-status"]').getText(), /from the .*keyring/);
+      // Never shown again: not in any field, not anywhere in the page.
+      assert.equal(await (await $t("provider-key")).getValue(), "");
+      assert.ok(!(await browser.getPageSource()).includes(key), "the key is still in the page");
+      await shot("providers");
+
+      await (await $t(`use-${provider}`)).click();
+      assert.equal(await (await $t("provider")).getValue(), provider);
+      await (await $t("max-tokens")).setValue("2000");
+      await (await $t("run")).click();
+      await waitText("run-summary", (s) => /finished/.test(s), 30000, "the cloud run did not finish");
+      assert.equal(Number(await text("object-count")), 6);
+      const shown = await browser.execute(() => document.querySelector('[data-testid="raw"]').textContent);
+      assert.equal(shown, cloud.options.reply, "the reply shown is not what the server sent");
+      const last = cloud.requests.at(-1);
+      assert.equal(last.auth, `Bearer ${key}`, "the run did not send the stored key");
+      assert.equal(last.body.model, "loopback-model");
+    });
+
+    await scenario("cancel a streaming run and keep what arrived", async () => {
+      cloud.options.reply = kgLines(400).join("\n") + "\n";
+      cloud.options.perEventMs = 5;
+      await (await $t("run")).click();
+      await browser.waitUntil(async () => Number(await text("object-count")) >= 5,
+        { timeout: 30000, interval: 50, timeoutMsg: "no objects streamed" });
+      await (await $t("cancel")).click();
+      await waitText("run-summary", (s) => /cancelled/.test(s), 10000, "the run did not stop");
+      const kept = Number(await text("object-count"));
+      assert.ok(kept >= 5 && kept < 400, `kept ${kept} objects`);
+      // The reply shown is exactly what was streamed up to the cancel: a prefix of the served text.
+      const shown = await browser.execute(() => document.querySelector('[data-testid="raw"]').textContent);
+      assert.ok(shown.length > 0 && cloud.options.reply.startsWith(shown), `the reply shown is not what was sent: ${shown.slice(-200)}`);
+      assert.ok(!(await (await $t("run")).getAttribute("disabled")), "Run is still disabled");
+      await shot("cancelled");
+    });
+
+    await scenario("remove the provider and its key", async () => {
+      await (await $t("nav-providers")).click();
+      await (await $t(`remove-${provider}`)).click();
+      await (await $t(`remove-confirm-${provider}`)).click();
+      await waitText("providers-notice", (s) => s === `Removed ${provider} and its key.`, 10000, "not removed");
+      assert.equal((await browser.$$(`[data-testid="provider-row"][data-name="${provider}"]`)).length, 0);
+    });
+  } finally {
+    await cloud.close();
+  }
 } finally {
   if (browser) await browser.deleteSession().catch(() => {});
   stopDriver();

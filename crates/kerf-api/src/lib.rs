@@ -10,6 +10,7 @@
 //! - [`compare`] — formats side by side under real budgets, recorded as one experiment, with
 //!   each format's complete reply swept.
 //! - [`history`] — [`history::diff`]: what changed between two stored runs.
+//! - [`providers`] — cloud providers and servers: definitions, keys into the keyring, probes.
 //! - [`prompts`] — prompt folders, drafts inspected as the user types, saved atomically.
 //! - [`workbench`] — the desktop's use cases over [`workbench::Workbench`], in wire types.
 //! - [`wire`] — the camelCase types the desktop app receives, with generated TypeScript
@@ -20,6 +21,7 @@ pub mod compare;
 pub mod error;
 pub mod history;
 pub mod prompts;
+pub mod providers;
 pub mod runs;
 pub mod wire;
 pub mod workbench;

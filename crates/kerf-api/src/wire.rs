@@ -334,6 +334,55 @@ pub struct Models {
     pub devices_error: Option<String>,
 }
 
+/// A provider to add (the Providers screen's form, `kerf providers add`'s flags).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderSpec {
+    pub name: String,
+    /// `openai` (any OpenAI-compatible server), `anthropic` or `gemini`.
+    pub kind: String,
+    /// `None` or empty: the kind's public endpoint.
+    pub base_url: Option<String>,
+    pub model: String,
+    /// An environment variable to read the key from.
+    pub key_env: Option<String>,
+    /// The server needs no key (a local vLLM, Ollama, llama.cpp server).
+    pub no_key: bool,
+    /// `auto` (`None`), `none`, `json_object`, `json_object_schema`, `json_schema` or `tool`.
+    pub structured: Option<String>,
+    pub max_completion_tokens: bool,
+}
+
+/// A configured provider. The key itself never crosses: only where it would come from.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderInfo {
+    pub name: String,
+    pub kind: String,
+    pub base_url: String,
+    pub model: String,
+    pub structured: String,
+    pub key_env: Option<String>,
+    pub no_key: bool,
+    pub max_completion_tokens: bool,
+    /// Whether a run would find a key (or needs none).
+    pub key_found: bool,
+    /// e.g. "from the kernel user (kept until reboot) keyring", "from $OPENAI_API_KEY",
+    /// "none needed", "MISSING".
+    pub key: String,
+    /// The last probe: when, and each mode's result.
+    pub probe: Option<String>,
+}
+
+/// The Providers screen: every provider, the file they live in, the keyring in use.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvidersView {
+    pub config: String,
+    pub keyring: String,
+    pub providers: Vec<ProviderInfo>,
+}
+
 /// One run of a compare: a prompt at a budget, constrained or not.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
@@ -574,5 +623,17 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
             ChangedObject::export_to_string(&cfg)?,
         ),
         ("ExportView.ts".into(), ExportView::export_to_string(&cfg)?),
+        (
+            "ProviderSpec.ts".into(),
+            ProviderSpec::export_to_string(&cfg)?,
+        ),
+        (
+            "ProviderInfo.ts".into(),
+            ProviderInfo::export_to_string(&cfg)?,
+        ),
+        (
+            "ProvidersView.ts".into(),
+            ProvidersView::export_to_string(&cfg)?,
+        ),
     ])
 }

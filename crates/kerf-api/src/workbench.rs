@@ -22,12 +22,14 @@ use crate::wire::{
     RunMessage, RunOptions, RunRow,
 };
 
-/// Where the app finds prompts and keeps its history.
+/// Where the app finds prompts, keeps its history and its providers.
 #[derive(Debug, Clone)]
 pub struct Workbench {
     pub prompt_dirs: Vec<PromptDir>,
     /// The history file (`None`: runs are not recorded).
     pub history: Option<PathBuf>,
+    /// The providers' definitions (`providers.json`).
+    pub providers: PathBuf,
 }
 
 impl Workbench {
@@ -48,6 +50,7 @@ impl Workbench {
         Workbench {
             prompt_dirs,
             history: Some(kerf_store::default_path()),
+            providers: kerf_llm::providers::Registry::default_path(),
         }
     }
 

@@ -162,7 +162,10 @@ mod kernel {
     pub fn delete(provider: &str) -> Result<bool, String> {
         match ring()?.search(&name(provider)) {
             Ok(k) => k.invalidate().map(|()| true).map_err(|e| format!("{e:?}")),
-            Err(KeyError::KeyDoesNotExist) => Ok(false),
+            // An invalidated key lingers as "revoked" until the kernel collects it: gone.
+            Err(KeyError::KeyDoesNotExist | KeyError::KeyRevoked | KeyError::KeyExpired) => {
+                Ok(false)
+            }
             Err(e) => Err(format!("{e:?}")),
         }
     }

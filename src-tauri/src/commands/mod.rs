@@ -6,10 +6,10 @@ use std::path::Path;
 
 use kerf_api::wire::{
     CompareInput, CompareProgress, Comparison, ExperimentRow, ExportView, HistoryFilter,
-    Inspection, Models, PromptDoc, PromptDraft, PromptEntry, RunDetail, RunDiffView, RunDone,
-    RunInput, RunMessage, RunOptions, RunRow,
+    Inspection, Models, PromptDoc, PromptDraft, PromptEntry, ProviderInfo, ProviderSpec,
+    ProvidersView, RunDetail, RunDiffView, RunDone, RunInput, RunMessage, RunOptions, RunRow,
 };
-use kerf_api::{ApiError, Code, prompts, workbench};
+use kerf_api::{ApiError, Code, prompts, providers, workbench};
 use kerf_llm::CancelToken;
 use serde_json::{Map, Value};
 use tauri::State;
@@ -29,6 +29,12 @@ pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + 
         prompt_save,
         models_list,
         models_fetch,
+        providers_list,
+        provider_add,
+        provider_remove,
+        provider_set_key,
+        provider_delete_key,
+        provider_probe,
         input_read,
         run_start,
         run_cancel,
@@ -126,6 +132,68 @@ async fn models_fetch() -> Result<String> {
     blocking(|| {
         let path = kerf_llama::models::fetch(&mut |line| tracing::info!("{line}"))?;
         Ok(path.display().to_string())
+    })
+    .await
+}
+
+/// The configured cloud providers and servers, with where each key would come from.
+#[tauri::command]
+async fn providers_list(state: State<'_, AppState>) -> Result<ProvidersView> {
+    let path = state.workbench.providers.clone();
+    blocking(move || providers::list(&path)).await
+}
+
+/// Add (or replace) a provider; its key, if typed, is stored by `provider_set_key`.
+#[tauri::command]
+async fn provider_add(state: State<'_, AppState>, spec: ProviderSpec) -> Result<ProviderInfo> {
+    tracing::info!(name = %spec.name, kind = %spec.kind, "provider add");
+    let path = state.workbench.providers.clone();
+    blocking(move || providers::add(&path, &spec).map(|(def, _)| providers::info(&def))).await
+}
+
+/// Remove a provider and its key; whether a key was removed.
+#[tauri::command]
+async fn provider_remove(state: State<'_, AppState>, name: String) -> Result<bool> {
+    tracing::info!(%name, "provider remove");
+    let path = state.workbench.providers.clone();
+    blocking(move || providers::remove(&path, &name)).await
+}
+
+/// Put a provider's key into the OS keyring. The key is never logged or sent back.
+#[tauri::command]
+async fn provider_set_key(
+    state: State<'_, AppState>,
+    name: String,
+    key: String,
+) -> Result<ProviderInfo> {
+    tracing::info!(%name, "provider key set");
+    let path = state.workbench.providers.clone();
+    blocking(move || {
+        providers::set_key(&path, &name, &key)?;
+        providers::one(&path, &name)
+    })
+    .await
+}
+
+/// Remove a provider's key from the keyring; whether there was one.
+#[tauri::command]
+async fn provider_delete_key(name: String) -> Result<bool> {
+    blocking(move || providers::delete_key(&name)).await
+}
+
+/// Probe which structured-output modes a server honours (stored; `auto` uses it). Cancellable
+/// by `id`.
+#[tauri::command]
+async fn provider_probe(
+    state: State<'_, AppState>,
+    id: String,
+    name: String,
+) -> Result<ProviderInfo> {
+    let running = Running::start(&state, &id);
+    let (path, token) = (state.workbench.providers.clone(), running.token.clone());
+    blocking(move || {
+        providers::probe(&path, &name, &token)?;
+        providers::one(&path, &name)
     })
     .await
 }

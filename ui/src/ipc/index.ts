@@ -14,6 +14,9 @@ import type { Models } from "./bindings/Models";
 import type { PromptDoc } from "./bindings/PromptDoc";
 import type { PromptDraft } from "./bindings/PromptDraft";
 import type { PromptEntry } from "./bindings/PromptEntry";
+import type { ProviderInfo } from "./bindings/ProviderInfo";
+import type { ProviderSpec } from "./bindings/ProviderSpec";
+import type { ProvidersView } from "./bindings/ProvidersView";
 import type { RunDetail } from "./bindings/RunDetail";
 import type { RunDiffView } from "./bindings/RunDiffView";
 import type { RunDone } from "./bindings/RunDone";
@@ -59,6 +62,15 @@ export const api = {
   promptSave: (draft: PromptDraft, path: string) => call<string>("prompt_save", { draft, path }),
   modelsList: () => call<Models>("models_list"),
   modelsFetch: () => call<string>("models_fetch"),
+
+  providersList: () => call<ProvidersView>("providers_list"),
+  providerAdd: (spec: ProviderSpec) => call<ProviderInfo>("provider_add", { spec }),
+  providerRemove: (name: string) => call<boolean>("provider_remove", { name }),
+  /** Into the OS keyring; the key never comes back (only where a run would find it). */
+  providerSetKey: (name: string, key: string) => call<ProviderInfo>("provider_set_key", { name, key }),
+  providerDeleteKey: (name: string) => call<boolean>("provider_delete_key", { name }),
+  providerProbe: (id: string, name: string) => call<ProviderInfo>("provider_probe", { id, name }),
+
   inputRead: (path: string) => call<string>("input_read", { path }),
 
   /** Start a run; `onMessage` hears the reply and its objects as they stream. */

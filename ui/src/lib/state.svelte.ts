@@ -7,7 +7,7 @@ import type { PromptEntry } from "../ipc/bindings/PromptEntry";
 import type { RunOptions } from "../ipc/bindings/RunOptions";
 import type { Models } from "../ipc/bindings/Models";
 
-export type Screen = "prompts" | "run" | "compare" | "history" | "export";
+export type Screen = "prompts" | "run" | "compare" | "history" | "export" | "providers";
 
 export const app = $state({
   screen: "prompts" as Screen,

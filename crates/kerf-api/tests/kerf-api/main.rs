@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod providers;
 mod workbench;
 
 use kerf_api::Code;

@@ -4,8 +4,8 @@
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::Result;
-use kerf_llm::cloud::{self, CloudProvider};
-use kerf_llm::providers::{Kind, ProviderDef, Registry, Structured};
+use kerf_api::providers;
+use kerf_llm::providers::{Kind, Registry, Structured};
 use kerf_llm::secrets;
 use serde_json::{Value, json};
 
@@ -112,42 +112,19 @@ impl Args {
     }
 }
 
-/// Where a provider's key would come from, without reading it out.
-fn key_status(def: &ProviderDef) -> String {
-    match secrets::key_for(def) {
-        Ok(Some(k)) => format!("from {}", k.source),
-        Ok(None) => "none needed".into(),
-        Err(_) => "MISSING".into(),
-    }
-}
-
-fn valid_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
-    if !ok || name == "local" {
-        return Err(kerf_core::Error::Usage(format!(
-            "`{name}` cannot name a provider: use letters, digits, `-`, `_` or `.` (and not `local`, the bundled engine)"
-        ))
-        .into());
-    }
-    Ok(())
-}
-
 pub fn run(args: Args) -> Result<Outcome> {
     let json_out = args.json();
-    let mut registry = Registry::load_default()?;
+    let path = Registry::default_path();
     match args.action {
         Action::List { .. } => {
+            let registry = Registry::load(&path)?;
             let rows: Vec<Value> = registry
                 .providers
                 .iter()
                 .map(|p| {
                     json!({
                         "name": p.name, "kind": p.kind, "base_url": p.base_url, "model": p.model,
-                        "structured": p.structured, "key": key_status(p), "probe": p.probe,
+                        "structured": p.structured, "key": providers::key_status(p), "probe": p.probe,
                     })
                 })
                 .collect();
@@ -177,7 +154,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                         p.base_url,
                         p.model,
                         p.structured.as_str(),
-                        key_status(p)
+                        providers::key_status(p)
                     );
                     if let Some(probe) = &p.probe {
                         let modes: Vec<String> = probe
@@ -201,25 +178,20 @@ pub fn run(args: Args) -> Result<Outcome> {
             max_completion_tokens,
             ..
         } => {
-            valid_name(&name)?;
-            if let Some(u) = &base_url
-                && !(u.starts_with("http://") || u.starts_with("https://"))
-            {
-                return Err(kerf_core::Error::Usage(format!(
-                    "--base-url `{u}` must start with http:// or https://"
-                ))
-                .into());
-            }
-            let mut def = ProviderDef::new(&name, kind, base_url.as_deref(), &model);
-            def.key_env = key_env;
-            def.no_key = no_key;
-            def.structured = structured;
-            def.max_completion_tokens = max_completion_tokens;
-            registry.upsert(def.clone());
-            registry.save()?;
+            let spec = kerf_api::wire::ProviderSpec {
+                name,
+                kind: kind.as_str().into(),
+                base_url,
+                model,
+                key_env,
+                no_key,
+                structured: Some(structured.as_str().into()),
+                max_completion_tokens,
+            };
+            let (def, config) = providers::add(&path, &spec)?;
             if json_out {
                 print_json(
-                    &json!({"added": def, "config": registry.path, "key": key_status(&def)}),
+                    &json!({"added": def, "config": config, "key": providers::key_status(&def)}),
                 );
             } else {
                 crate::outln!(
@@ -228,21 +200,19 @@ pub fn run(args: Args) -> Result<Outcome> {
                     def.kind.as_str(),
                     def.base_url,
                     def.model,
-                    registry.path.display(),
-                    key_status(&def)
+                    config,
+                    providers::key_status(&def)
                 );
             }
         }
         Action::Remove { name, .. } => {
-            let def = registry.remove(&name)?;
-            registry.save()?;
-            let key_removed = secrets::delete_key(&def.name).unwrap_or(false);
+            let key_removed = providers::remove(&path, &name)?;
             if json_out {
-                print_json(&json!({"removed": def.name, "key_removed": key_removed}));
+                print_json(&json!({"removed": name, "key_removed": key_removed}));
             } else {
                 crate::outln!(
                     "removed {}{}",
-                    def.name,
+                    name,
                     if key_removed {
                         " and its key from the keyring"
                     } else {
@@ -252,7 +222,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             }
         }
         Action::SetKey { name, .. } => {
-            registry.get(&name)?;
+            Registry::load(&path)?.get(&name)?;
             let stdin = std::io::stdin();
             let key = if stdin.is_terminal() {
                 rpassword::prompt_password(format!("API key for {name} (not echoed): "))?
@@ -261,7 +231,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                 stdin.lock().read_line(&mut line)?;
                 line
             };
-            secrets::set_key(&name, &key)?;
+            providers::set_key(&path, &name, &key)?;
             if json_out {
                 print_json(&json!({"provider": name, "stored_in": secrets::store()}));
             } else {
@@ -272,7 +242,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             }
         }
         Action::DeleteKey { name, .. } => {
-            let removed = secrets::delete_key(&name)?;
+            let removed = providers::delete_key(&name)?;
             if json_out {
                 print_json(&json!({"provider": name, "removed": removed}));
             } else if removed {
@@ -285,19 +255,15 @@ pub fn run(args: Args) -> Result<Outcome> {
             }
         }
         Action::Probe { name, .. } => {
-            let def = registry.get(&name)?.clone();
-            let provider = CloudProvider::new(def)?;
-            let probe = cloud::probe(&provider, &crate::cmd::run::interrupt_token());
-            registry.get_mut(&name)?.probe = Some(probe.clone());
-            registry.save()?;
-            let (chosen, why) = CloudProvider::with_key(registry.get(&name)?.clone(), None)
-                .mode_for(&kerf_llm::Constraint::Json(json!({"type": "object"})));
+            let base_url = Registry::load(&path)?.get(&name)?.base_url.clone();
+            let (probe, chosen, why) =
+                providers::probe(&path, &name, &crate::cmd::run::interrupt_token())?;
             if json_out {
                 print_json(
                     &json!({"provider": name, "probe": probe, "auto_mode": chosen, "why": why}),
                 );
             } else {
-                crate::outln!("{name} ({}), model {}:", provider.def.base_url, probe.model);
+                crate::outln!("{name} ({base_url}), model {}:", probe.model);
                 for m in &probe.modes {
                     crate::outln!("  {:<12} {:<9} {}", m.mode.as_str(), m.result, m.detail);
                 }

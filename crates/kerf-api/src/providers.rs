@@ -1,0 +1,178 @@
+//! Cloud providers and OpenAI-compatible servers: adding and removing their definitions
+//! (`providers.json`), putting keys into the OS keyring, and probing what a server honours. The
+//! CLI's `kerf providers` and the desktop's Providers screen both call these, naming the registry
+//! file (`Registry::default_path()` unless told otherwise). A key goes in and never comes back
+//! out: views say only where a key would be found.
+
+use std::path::Path;
+
+use kerf_llm::cloud::{self, CloudProvider};
+use kerf_llm::providers::{Kind, ProviderDef, Registry, Structured};
+use kerf_llm::{CancelToken, secrets};
+
+use crate::wire::{ProviderInfo, ProviderSpec, ProvidersView};
+use crate::{ApiError, Code, Result};
+
+/// Where a provider's key would come from, without reading it out.
+pub fn key_status(def: &ProviderDef) -> String {
+    match secrets::key_for(def) {
+        Ok(Some(k)) => format!("from {}", k.source),
+        Ok(None) => "none needed".into(),
+        Err(_) => "MISSING".into(),
+    }
+}
+
+/// A provider as the Providers screen lists it.
+pub fn info(def: &ProviderDef) -> ProviderInfo {
+    let key = secrets::key_for(def);
+    ProviderInfo {
+        name: def.name.clone(),
+        kind: def.kind.as_str().into(),
+        base_url: def.base_url.clone(),
+        model: def.model.clone(),
+        structured: def.structured.as_str().into(),
+        key_env: def.key_env.clone(),
+        no_key: def.no_key,
+        max_completion_tokens: def.max_completion_tokens,
+        key_found: matches!(key, Ok(Some(_))),
+        key: key_status(def),
+        probe: def.probe.as_ref().map(|p| {
+            let modes: Vec<String> = p
+                .modes
+                .iter()
+                .map(|m| format!("{} {}", m.mode.as_str(), m.result))
+                .collect();
+            format!("{}: {}", p.at, modes.join(", "))
+        }),
+    }
+}
+
+/// Every configured provider, the file they live in, and which keyring holds keys here.
+pub fn list(registry: &Path) -> Result<ProvidersView> {
+    let registry = Registry::load(registry)?;
+    Ok(ProvidersView {
+        config: registry.path.display().to_string(),
+        keyring: secrets::store().to_string(),
+        providers: registry.providers.iter().map(info).collect(),
+    })
+}
+
+fn usage(message: String) -> ApiError {
+    ApiError::new(Code::Usage, message)
+}
+
+/// Check a provider name: it becomes a keyring entry and a `--provider` argument.
+pub fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    if !ok || name == "local" {
+        return Err(usage(format!(
+            "`{name}` cannot name a provider: use letters, digits, `-`, `_` or `.` (and not `local`, the bundled engine)"
+        )));
+    }
+    Ok(())
+}
+
+/// The definition `spec` describes, checked (name, kind, URL, model, structured mode).
+pub fn definition(spec: &ProviderSpec) -> Result<ProviderDef> {
+    check_name(&spec.name)?;
+    let kind: Kind = spec.kind.parse().map_err(usage)?;
+    let structured: Structured = spec
+        .structured
+        .as_deref()
+        .unwrap_or("auto")
+        .parse()
+        .map_err(usage)?;
+    let base_url = spec
+        .base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty());
+    if let Some(u) = base_url
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err(usage(format!(
+            "base URL `{u}` must start with http:// or https://"
+        )));
+    }
+    if spec.model.trim().is_empty() {
+        return Err(usage(format!(
+            "provider {}: a model is needed (the model id the API expects, e.g. gpt-4o-mini)",
+            spec.name
+        )));
+    }
+    let mut def = ProviderDef::new(&spec.name, kind, base_url, spec.model.trim());
+    def.key_env = spec
+        .key_env
+        .as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(String::from);
+    def.no_key = spec.no_key;
+    def.structured = structured;
+    def.max_completion_tokens = spec.max_completion_tokens;
+    Ok(def)
+}
+
+/// Add (or replace) a provider. A replaced provider keeps its key; its probe is dropped when the
+/// endpoint or model changed (it described another server).
+pub fn add(registry: &Path, spec: &ProviderSpec) -> Result<(ProviderDef, String)> {
+    let mut def = definition(spec)?;
+    let mut registry = Registry::load(registry)?;
+    if let Ok(old) = registry.get(&def.name)
+        && old.base_url == def.base_url
+        && old.model == def.model
+        && old.kind == def.kind
+    {
+        def.probe = old.probe.clone();
+    }
+    registry.upsert(def.clone());
+    registry.save()?;
+    Ok((def, registry.path.display().to_string()))
+}
+
+/// Remove a provider and its key; whether a key was removed.
+pub fn remove(registry: &Path, name: &str) -> Result<bool> {
+    let mut registry = Registry::load(registry)?;
+    let def = registry.remove(name)?;
+    registry.save()?;
+    Ok(secrets::delete_key(&def.name).unwrap_or(false))
+}
+
+/// Store a configured provider's key in the keyring (surrounding whitespace trimmed).
+pub fn set_key(registry: &Path, name: &str, key: &str) -> Result<()> {
+    Registry::load(registry)?.get(name)?;
+    secrets::set_key(name, key)?;
+    Ok(())
+}
+
+/// Remove a provider's key from the keyring; whether there was one.
+pub fn delete_key(name: &str) -> Result<bool> {
+    Ok(secrets::delete_key(name)?)
+}
+
+/// Probe which structured-output modes the server honours, store the result, and say which
+/// mode `auto` now picks for a JSON prompt and why.
+pub fn probe(
+    registry: &Path,
+    name: &str,
+    cancel: &CancelToken,
+) -> Result<(kerf_llm::providers::Probe, Structured, String)> {
+    let mut registry = Registry::load(registry)?;
+    let provider = CloudProvider::new(registry.get(name)?.clone())?;
+    let probe = cloud::probe(&provider, cancel);
+    registry.get_mut(name)?.probe = Some(probe.clone());
+    registry.save()?;
+    let (chosen, why) = CloudProvider::with_key(registry.get(name)?.clone(), None).mode_for(
+        &kerf_llm::Constraint::Json(serde_json::json!({"type": "object"})),
+    );
+    Ok((probe, chosen, why.to_string()))
+}
+
+/// One provider as listed (after a change the screen shows at once).
+pub fn one(registry: &Path, name: &str) -> Result<ProviderInfo> {
+    Ok(info(Registry::load(registry)?.get(name)?))
+}

@@ -1,0 +1,109 @@
+//! The providers use cases without a window: a definition is checked before it is saved, a key
+//! goes into the keyring (the kernel's, where no Secret Service answers) and only where it is found comes back, removing a provider
+//! takes its key too.
+
+use kerf_api::Code;
+use kerf_api::providers;
+use kerf_api::wire::ProviderSpec;
+
+fn spec(name: &str) -> ProviderSpec {
+    ProviderSpec {
+        name: name.into(),
+        kind: "openai".into(),
+        base_url: Some("http://127.0.0.1:9/v1/".into()),
+        model: "m".into(),
+        key_env: None,
+        no_key: false,
+        structured: None,
+        max_completion_tokens: false,
+    }
+}
+
+#[test]
+fn a_definition_is_checked_and_names_what_is_wrong() {
+    let bad = |f: &dyn Fn(&mut ProviderSpec), says: &str| {
+        let mut s = spec("ok-name");
+        f(&mut s);
+        let e = providers::definition(&s).unwrap_err();
+        assert_eq!(e.code, Code::Usage);
+        assert!(e.message.contains(says), "{} lacks {says}", e.message);
+    };
+    bad(&|s| s.name = "local".into(), "cannot name a provider");
+    bad(&|s| s.name = "has space".into(), "cannot name a provider");
+    bad(
+        &|s| s.kind = "openia".into(),
+        "unknown provider kind `openia`",
+    );
+    bad(
+        &|s| s.base_url = Some("127.0.0.1/v1".into()),
+        "must start with http://",
+    );
+    bad(&|s| s.model = " ".into(), "a model is needed");
+    bad(
+        &|s| s.structured = Some("strict".into()),
+        "unknown structured-output mode",
+    );
+
+    let def = providers::definition(&spec("ok-name")).unwrap();
+    assert_eq!(
+        def.base_url, "http://127.0.0.1:9/v1",
+        "the trailing slash is trimmed"
+    );
+    let mut public = spec("claude");
+    public.kind = "anthropic".into();
+    public.base_url = Some(String::new());
+    assert_eq!(
+        providers::definition(&public).unwrap().base_url,
+        "https://api.anthropic.com/v1",
+        "an empty URL is the kind's public endpoint"
+    );
+}
+
+#[test]
+fn a_key_goes_into_the_keyring_and_only_its_place_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("providers.json");
+    let path = path.as_path();
+    let name = format!("api-test-{}", std::process::id());
+    let key = format!("sk-api-test-{}-secret", std::process::id());
+
+    let (def, config) = providers::add(path, &spec(&name)).unwrap();
+    assert_eq!(def.name, name);
+    assert!(config.ends_with("providers.json"));
+    let listed = providers::list(path).unwrap();
+    let row = listed.providers.iter().find(|p| p.name == name).unwrap();
+    assert!(
+        !row.key_found || row.key.contains("OPENAI_API_KEY"),
+        "{}",
+        row.key
+    );
+
+    providers::set_key(path, &name, &format!("  {key}\n")).unwrap();
+    let listed = providers::list(path).unwrap();
+    let row = listed.providers.iter().find(|p| p.name == name).unwrap();
+    assert!(row.key_found);
+    assert!(row.key.contains("keyring"), "{}", row.key);
+    let wire = serde_json::to_string(&listed).unwrap();
+    assert!(!wire.contains(&key), "the key crossed the wire");
+
+    let unknown = providers::set_key(path, "no-such-provider", "x").unwrap_err();
+    assert_eq!(unknown.code, Code::ProviderConfig, "{unknown:?}");
+
+    assert!(
+        providers::remove(path, &name).unwrap(),
+        "the key was not removed with the provider"
+    );
+    assert!(
+        !providers::delete_key(&name).unwrap(),
+        "a key is left behind"
+    );
+    assert!(
+        providers::list(path)
+            .unwrap()
+            .providers
+            .iter()
+            .all(|p| p.name != name)
+    );
+    let file = std::fs::read_to_string(path).unwrap();
+    assert!(!file.contains(&key));
+}
