@@ -5,6 +5,7 @@
 
 mod commands;
 mod logs;
+mod webview;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -69,6 +70,7 @@ pub fn run() {
             let dir = app.path().app_log_dir()?;
             logs::init(&dir);
             tracing::info!(version = env!("CARGO_PKG_VERSION"), logs = %dir.display(), "Kerf started");
+            webview::tune(app);
             Ok(())
         })
         .run(context())

@@ -47,10 +47,29 @@ async function scenario(name, fn) {
   }
 }
 
-/** A screenshot once the page has painted what the test just saw (two animation frames). */
+/**
+ * A screenshot once the page has painted what the test just saw (two animation frames).
+ *
+ * Without compositing (the webview's mode on a machine with no GPU, see src-tauri/src/webview.rs)
+ * WebKitGTK takes a WebDriver snapshot at the page's next paint, and an idle page never paints:
+ * the request hangs. So while the snapshot is taken a 1-pixel element in the corner flips between
+ * two invisible opacities, which makes the page paint; it is removed afterwards.
+ */
 async function shot(name) {
-  await browser.executeAsync((done) => requestAnimationFrame(() => requestAnimationFrame(() => done())));
-  await browser.saveScreenshot(path.join(artifacts, `${name}.png`));
+  await browser.executeAsync((done) => {
+    const tick = document.createElement("div");
+    tick.id = "e2e-paint-tick";
+    tick.style.cssText = "position:fixed;left:0;top:0;width:1px;height:1px;opacity:0;pointer-events:none";
+    document.body.append(tick);
+    let n = 0;
+    window.__e2eTick = setInterval(() => { tick.style.opacity = n++ % 2 ? "0" : "0.01"; }, 30);
+    requestAnimationFrame(() => requestAnimationFrame(() => done()));
+  });
+  try {
+    await browser.saveScreenshot(path.join(artifacts, `${name}.png`));
+  } finally {
+    await browser.execute(() => { clearInterval(window.__e2eTick); document.getElementById("e2e-paint-tick")?.remove(); });
+  }
 }
 
 const $t = (id) => browser.$(`[data-testid="${id}"]`);
