@@ -1,8 +1,9 @@
 //! The webview's rendering mode. WebKitGTK composites the page with OpenGL; on a machine with no
 //! GPU it can use (no DRM render node: a VM, a server, Xvfb) that OpenGL is Mesa's llvmpipe on
 //! the CPU, and every frame that changes costs the whole window's compositing. Measured by
-//! bench/desktop/run on the reference machine while 1,000 objects stream in: frame gaps of
-//! 150 ms (median) composited, 11 ms with compositing off, and 100 MiB less memory. So without
+//! bench/desktop/run on the development machine (2 cores, Xvfb) while 1,000 objects stream in:
+//! frame gaps of 209 ms (median; 166 frames over 100 ms) composited, 26 ms (none over 100 ms)
+//! with acceleration off, and 100 MiB less memory at idle. So without
 //! a render node Kerf turns hardware acceleration off; `KERF_WEBVIEW_ACCELERATION=on|off`
 //! overrides the guess either way.
 
