@@ -15,10 +15,16 @@ use tauri::webview::InvokeRequest;
 fn app(data: &std::path::Path) -> (tauri::App<MockRuntime>, tauri::WebviewWindow<MockRuntime>) {
     let prompts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../prompts");
     let wb = Workbench {
-        prompt_dirs: vec![PromptDir {
-            label: "shipped".into(),
-            path: prompts,
-        }],
+        prompt_dirs: vec![
+            PromptDir {
+                label: "shipped".into(),
+                path: prompts,
+            },
+            PromptDir {
+                label: "user".into(),
+                path: data.join("prompts"),
+            },
+        ],
         history: Some(data.join("history.sqlite")),
         providers: data.join("providers.json"),
     };
@@ -105,6 +111,47 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     let out = dir.path().join("out.json");
     invoke(&w, "file_save", json!({"path": out, "text": "{}\n"})).unwrap();
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "{}\n");
+
+    // A TrustGraph bundle exported, saved, and imported into the user's folder, which lists it.
+    let bundle = invoke(
+        &w,
+        "export_preview",
+        json!({"paths": [kg["path"]], "target": "trustgraph-bundle"}),
+    )
+    .unwrap();
+    let config = dir.path().join("prompt-config.json");
+    invoke(
+        &w,
+        "file_save",
+        json!({"path": config, "text": bundle["text"]}),
+    )
+    .unwrap();
+    let written = invoke(
+        &w,
+        "prompts_import",
+        json!({"file": config, "overwrite": false}),
+    )
+    .unwrap();
+    assert_eq!(
+        written,
+        json!([dir.path().join("prompts/agent-kg-extract.json")])
+    );
+    let list = invoke(&w, "prompts_list", json!({})).unwrap();
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["folder"] == "user" && p["id"] == "agent-kg-extract"),
+        "{list}"
+    );
+    let e = invoke(
+        &w,
+        "prompts_import",
+        json!({"file": config, "overwrite": false}),
+    )
+    .unwrap_err();
+    assert_eq!(e["code"], "usage");
+    assert!(e["message"].as_str().unwrap().contains("exists"), "{e}");
 
     // Providers live in the workbench's own file.
     let none = invoke(&w, "providers_list", json!({})).unwrap();

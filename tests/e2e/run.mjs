@@ -190,6 +190,27 @@ try {
     assert.equal(entry.prompt, shipped.prompt, "the exported template is not the file's");
     await shot("export");
   });
+
+  await scenario("import that bundle into your prompt folder; a second import overwrites nothing", async () => {
+    await (await $t("nav-prompts")).click();
+    const config = path.join(work, "exported", "prompt-config.json");
+    await (await $t("import-path")).setValue(config);
+    await (await $t("import")).click();
+    await waitText("import-status", (s) => s.startsWith("Imported"), 5000, "the import did not report");
+    assert.match(await text("import-status"), /Imported 1 prompt into your folder: agent-kg-extract\./);
+    const mine = path.join(process.env.KERF_DATA_DIR, "prompts", "agent-kg-extract.json");
+    const shipped = path.join(work, "prompts", "agent-kg-extract.json");
+    assert.deepEqual(JSON.parse(fs.readFileSync(mine, "utf8")), JSON.parse(fs.readFileSync(shipped, "utf8")),
+      "the imported prompt is not the exported one");
+    // Listed under your folder, next to the shipped one of the same id.
+    assert.equal((await browser.$$('[data-testid="prompt-agent-kg-extract"]')).length, 2);
+    const before = fs.readFileSync(mine, "utf8");
+    await (await $t("import")).click();
+    await browser.$('[data-testid="import-error"]').waitForDisplayed({ timeout: 5000, timeoutMsg: "no error for an import that would overwrite" });
+    assert.match(await text("import-error"), /agent-kg-extract\.json exists/);
+    assert.equal(fs.readFileSync(mine, "utf8"), before, "a refused import changed the file");
+    await shot("import");
+  });
   // A cloud provider through the window: its key typed once into the keyring, then a run on it
   // against a loopback OpenAI-compatible server that checks the key.
   const key = `sk-e2e-${process.pid}-${Math.random().toString(36).slice(2)}`;

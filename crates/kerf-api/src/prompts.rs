@@ -351,6 +351,44 @@ pub fn save(draft: &PromptDraft, path: &Path) -> Result<String> {
     Ok(text)
 }
 
+/// A TrustGraph prompt config — a bundle (`system`, `template-index`, `template.<id>`) or one
+/// template object — written into `dir` as Kerf prompt files, `<id>.json` each. `id` names a
+/// single template (default: the file's name). Nothing is written unless every template compiles
+/// and, without `overwrite`, none of the files exists; each file is written atomically. Returns
+/// the files written, in the bundle's order.
+pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Result<Vec<PathBuf>> {
+    let place = file.display().to_string();
+    let text = kerf_core::error::read_text(file)?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| kerf_core::Error::json(&place, &e))?;
+    let default_id = id
+        .map(str::to_string)
+        .or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "prompt".into());
+    let prompts = kerf_core::export::trustgraph::import(&value, &default_id, &place)?;
+    let mut targets = Vec::new();
+    for p in &prompts {
+        Prompt::compile(p.clone(), &format!("{place} template `{}`", p.id()))?;
+        let path = dir.join(format!("{}.json", p.id()));
+        if path.exists() && !overwrite {
+            return Err(ApiError::new(
+                Code::Usage,
+                format!(
+                    "{} exists: importing `{}` would overwrite it (nothing was written)",
+                    path.display(),
+                    p.id()
+                ),
+            ));
+        }
+        targets.push(path);
+    }
+    for (p, path) in prompts.iter().zip(&targets) {
+        write_atomically(path, &p.to_json_string())?;
+    }
+    Ok(targets)
+}
+
 /// Write `text` to `path` by way of a temporary file in the same folder and a rename.
 pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
     write_atomically_bytes(path, text.as_bytes())

@@ -54,6 +54,15 @@ impl Workbench {
         }
     }
 
+    /// The user's prompt folder: where imported prompts go.
+    pub fn user_prompts(&self) -> Result<&Path> {
+        self.prompt_dirs
+            .iter()
+            .find(|d| d.label == "user")
+            .map(|d| d.path.as_path())
+            .ok_or_else(|| ApiError::new(Code::Usage, "this workbench has no user prompt folder"))
+    }
+
     /// A connection to the history (each caller its own: a run streams through one while the
     /// History screen reads through another).
     pub fn store(&self) -> Result<Option<Store>> {
@@ -589,11 +598,16 @@ pub const EXPORT_TARGETS: [&str; 6] = [
 ];
 
 /// Prompt files in a production shape. A bundle takes several prompts; every other target one.
-pub fn export(paths: &[String], target: &str) -> Result<ExportView> {
+/// `system` is a bundle's global system template (default: the prompts' own, or TrustGraph's).
+pub fn export<P: AsRef<Path>>(
+    paths: &[P],
+    target: &str,
+    system: Option<&str>,
+) -> Result<ExportView> {
     let mut files = Vec::new();
     for p in paths {
         // Compiled too: an export of a prompt whose template or schema is broken helps nobody.
-        files.push(Prompt::load(Path::new(p))?.file);
+        files.push(Prompt::load(p.as_ref())?.file);
     }
     let single = || -> Result<&kerf_core::PromptFile> {
         match files.as_slice() {
@@ -610,7 +624,7 @@ pub fn export(paths: &[String], target: &str) -> Result<ExportView> {
     };
     use kerf_core::export;
     let (exported, ext) = match target {
-        "trustgraph-bundle" => (export::trustgraph::bundle(&files, None)?, "json"),
+        "trustgraph-bundle" => (export::trustgraph::bundle(&files, system)?, "json"),
         "trustgraph-template" => (export::trustgraph::template_object(single()?), "json"),
         "openai" => (export::provider::openai(single()?), "json"),
         "anthropic" => (export::provider::anthropic(single()?), "json"),

@@ -27,6 +27,7 @@ pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + 
         prompt_open,
         prompt_inspect,
         prompt_save,
+        prompts_import,
         models_list,
         models_fetch,
         providers_list,
@@ -119,6 +120,19 @@ fn prompt_inspect(
 fn prompt_save(draft: PromptDraft, path: String) -> Result<String> {
     tracing::info!(%path, "saving prompt");
     prompts::save(&draft, Path::new(&path))
+}
+
+/// A TrustGraph prompt config imported into the user's prompt folder: the files written.
+#[tauri::command]
+fn prompts_import(
+    state: State<'_, AppState>,
+    file: String,
+    overwrite: bool,
+) -> Result<Vec<String>> {
+    let dir = state.workbench.user_prompts()?;
+    tracing::info!(%file, dir = %dir.display(), "importing prompts");
+    let written = prompts::import(Path::new(&file), dir, None, overwrite)?;
+    Ok(written.iter().map(|p| p.display().to_string()).collect())
 }
 
 #[tauri::command]
@@ -325,7 +339,7 @@ async fn history_note(state: State<'_, AppState>, run: i64, note: Option<String>
 
 #[tauri::command]
 fn export_preview(paths: Vec<String>, target: String) -> Result<ExportView> {
-    workbench::export(&paths, &target)
+    workbench::export(&paths, &target, None)
 }
 
 /// Write an export or a chart where the user chose: text as it is, or bytes given as base64

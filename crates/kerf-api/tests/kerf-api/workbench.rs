@@ -220,24 +220,103 @@ fn the_history_screens_list_show_diff_tag_and_note() {
 fn export_gives_every_target_and_says_what_cannot_be_exported() {
     let kg = shipped("agent-kg-extract.json").display().to_string();
     let arr = shipped("agent-kg-extract-array.json").display().to_string();
-    let bundle = workbench::export(&[kg.clone(), arr.clone()], "trustgraph-bundle").unwrap();
+    let bundle = workbench::export(&[kg.clone(), arr.clone()], "trustgraph-bundle", None).unwrap();
     let v: Value = serde_json::from_str(&bundle.text).unwrap();
     assert!(v["template.agent-kg-extract"].is_string());
     assert!(v["template.agent-kg-extract-array"].is_string());
     assert_eq!(bundle.file_name, "prompts.prompt-config.json");
-    let openai = workbench::export(std::slice::from_ref(&arr), "openai").unwrap();
+    let openai = workbench::export(std::slice::from_ref(&arr), "openai", None).unwrap();
     assert!(openai.text.contains("json_schema"));
-    let lark = workbench::export(std::slice::from_ref(&kg), "lark").unwrap();
+    let lark = workbench::export(std::slice::from_ref(&kg), "lark", None).unwrap();
     assert!(
         lark.text.starts_with("start: (item \"\\n\")+"),
         "{}",
         lark.text
     );
     assert_eq!(lark.file_name, "agent-kg-extract.lark");
-    let two = workbench::export(&[kg.clone(), arr], "anthropic").unwrap_err();
+    let two = workbench::export(&[kg.clone(), arr], "anthropic", None).unwrap_err();
     assert_eq!(two.code, Code::Usage);
     assert_eq!(
-        workbench::export(&[kg], "yaml").unwrap_err().code,
+        workbench::export(&[kg], "yaml", None).unwrap_err().code,
         Code::Usage
     );
+}
+
+#[test]
+fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        shipped("agent-kg-extract.json"),
+        shipped("extract-definitions.json"),
+    ];
+    let system = "You extract facts.";
+    let bundle = workbench::export(&files, "trustgraph-bundle", Some(system)).unwrap();
+    let v: Value = serde_json::from_str(&bundle.text).unwrap();
+    // (TrustGraph's config values are JSON text.)
+    assert_eq!(
+        v["system"],
+        json!(system).to_string(),
+        "the bundle's global system template"
+    );
+    let config = dir.path().join("prompt-config.json");
+    std::fs::write(&config, &bundle.text).unwrap();
+
+    let mine = dir.path().join("mine");
+    let written = prompts::import(&config, &mine, None, false).unwrap();
+    assert_eq!(
+        written,
+        vec![
+            mine.join("agent-kg-extract.json"),
+            mine.join("extract-definitions.json")
+        ]
+    );
+    for (original, back) in files.iter().zip(&written) {
+        let read = |p: &Path| -> Value {
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+        };
+        assert_eq!(read(back), read(original), "{}", back.display());
+    }
+
+    // Again: both files exist, so nothing is written and the error names the file.
+    std::fs::write(&written[1], "{\"prompt\": \"mine, edited\"}").unwrap();
+    let again = prompts::import(&config, &mine, None, false).unwrap_err();
+    assert_eq!(again.code, Code::Usage);
+    assert!(
+        again.message.contains("agent-kg-extract.json exists"),
+        "{}",
+        again.message
+    );
+    assert_eq!(
+        std::fs::read_to_string(&written[1]).unwrap(),
+        "{\"prompt\": \"mine, edited\"}"
+    );
+    // With overwrite it replaces them.
+    prompts::import(&config, &mine, None, true).unwrap();
+    assert!(
+        std::fs::read_to_string(&written[1])
+            .unwrap()
+            .contains("definition")
+    );
+
+    // A bundle with one broken template writes nothing, and says which template and why.
+    let mut broken = v.clone();
+    broken["template.extract-definitions"] =
+        Value::String(json!({"prompt": "{{ text ", "response-type": "text"}).to_string());
+    let config = dir.path().join("broken.json");
+    std::fs::write(&config, broken.to_string()).unwrap();
+    let fresh = dir.path().join("fresh");
+    let err = prompts::import(&config, &fresh, None, false).unwrap_err();
+    assert_eq!(err.code, Code::TemplateSyntax, "{}", err.message);
+    assert!(
+        err.message.contains("extract-definitions"),
+        "{}",
+        err.message
+    );
+    assert!(!fresh.exists(), "a refused import wrote something");
+
+    // Not JSON: the error names the file, line and column.
+    std::fs::write(&config, "{\n  \"system\": oops\n}").unwrap();
+    let err = prompts::import(&config, &fresh, None, false).unwrap_err();
+    assert_eq!(err.code, Code::InvalidJson);
+    assert!(err.message.contains("broken.json:2:13"), "{}", err.message);
 }

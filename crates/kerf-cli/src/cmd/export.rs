@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use kerf_core::export::{self, Exported};
 
 use crate::Outcome;
 use crate::output::write_file;
@@ -19,6 +18,23 @@ pub enum Target {
     Openai,
     /// Anthropic forced tool use: `tools` + `tool_choice`.
     Anthropic,
+    /// The GBNF grammar llama.cpp constrains decoding with (for a server that takes a grammar).
+    Gbnf,
+    /// The Lark grammar llguidance constrains decoding with.
+    Lark,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::TrustgraphBundle => "trustgraph-bundle",
+            Target::TrustgraphTemplate => "trustgraph-template",
+            Target::Openai => "openai",
+            Target::Anthropic => "anthropic",
+            Target::Gbnf => "gbnf",
+            Target::Lark => "lark",
+        }
+    }
 }
 
 /// Export prompt files for production use.
@@ -28,8 +44,10 @@ Examples:
   kerf export prompts/*.json --to trustgraph-bundle --out prompt-config.json
   kerf export prompts/agent-kg-extract.json --to openai
   kerf export prompts/extract-definitions.json --to anthropic
+  kerf export prompts/agent-kg-extract.json --to gbnf --out agent-kg.gbnf
 
-Writes the JSON to standard output unless --out is given; what changed on the way is listed on standard error.")]
+Writes to standard output unless --out is given; what changed on the way is listed on standard error.
+The same export as the desktop's Export screen (kerf-api).")]
 pub struct Args {
     /// Prompt files (several for a bundle).
     #[arg(required = true)]
@@ -44,39 +62,17 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
-    let mut files = Vec::new();
-    for p in &args.prompts {
-        // Compile too: an export of a prompt whose template or schema is broken helps nobody.
-        files.push(super::load_prompt(p)?.file);
-    }
-    let single = |what: &str| -> Result<&kerf_core::PromptFile> {
-        match files.as_slice() {
-            [one] => Ok(one),
-            _ => Err(kerf_core::Error::Usage(format!(
-                "--to {what} takes exactly one prompt file (use trustgraph-bundle for several)"
-            ))
-            .into()),
-        }
-    };
-    let exported: Exported = match args.to {
-        Target::TrustgraphBundle => export::trustgraph::bundle(&files, args.system.as_deref())?,
-        Target::TrustgraphTemplate => {
-            export::trustgraph::template_object(single("trustgraph-template")?)
-        }
-        Target::Openai => export::provider::openai(single("openai")?),
-        Target::Anthropic => export::provider::anthropic(single("anthropic")?),
-    };
+    let exported =
+        kerf_api::workbench::export(&args.prompts, args.to.name(), args.system.as_deref())?;
     for n in &exported.notes {
         eprintln!("kerf: note: {n}");
     }
-    let mut text = serde_json::to_string_pretty(&exported.value)?;
-    text.push('\n');
     match &args.out {
         Some(path) => {
-            write_file(path, &text)?;
+            write_file(path, &exported.text)?;
             eprintln!("kerf: wrote {}", path.display());
         }
-        None => crate::out!("{text}"),
+        None => crate::out!("{}", exported.text),
     }
     Ok(Outcome::Ok)
 }

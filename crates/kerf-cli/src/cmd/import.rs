@@ -6,7 +6,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::Outcome;
-use crate::output::{print_json, read_json, write_file};
+use crate::output::print_json;
 
 /// Import a TrustGraph prompt bundle (or one template object) as Kerf prompt files.
 #[derive(clap::Args)]
@@ -15,7 +15,7 @@ Examples:
   kerf import prompt-config.json --out-dir my-prompts/
   kerf import template.json --id extract-definitions --out-dir my-prompts/
 
-Each template becomes <out-dir>/<id>.json; existing files are not overwritten unless --force.")]
+Each template becomes <out-dir>/<id>.json; nothing is written unless every template compiles and,\nwithout --force, none of the files exists. The same import as the desktop's Prompts screen (kerf-api).")]
 pub struct Args {
     /// A bundle (keys system, template-index, template.<id>) or a single template object.
     pub file: PathBuf,
@@ -34,41 +34,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
-    let value = read_json(&args.file)?;
-    let default_id = args
-        .id
-        .clone()
-        .or_else(|| {
-            args.file
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| "prompt".into());
-    let prompts = kerf_core::export::trustgraph::import(
-        &value,
-        &default_id,
-        &args.file.display().to_string(),
-    )?;
-    let mut written = Vec::new();
-    for p in &prompts {
-        // Each imported prompt must compile, or the import is refused before anything is written.
-        kerf_core::Prompt::compile(
-            p.clone(),
-            &format!("{} template `{}`", args.file.display(), p.id()),
-        )?;
-    }
-    for p in &prompts {
-        let path = args.out_dir.join(format!("{}.json", p.id()));
-        if path.exists() && !args.force {
-            return Err(kerf_core::Error::Usage(format!(
-                "{} exists (use --force to overwrite)",
-                path.display()
-            ))
-            .into());
-        }
-        write_file(&path, &p.to_json_string())?;
-        written.push(path.display().to_string());
-    }
+    let written =
+        kerf_api::prompts::import(&args.file, &args.out_dir, args.id.as_deref(), args.force)?;
+    let written: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
     if args.json {
         print_json(&json!({"written": written}));
     } else {
