@@ -7,34 +7,19 @@
 //      loopback OpenAI-compatible server, and how many table rows the DOM holds meanwhile.
 // Prints a table and writes bench/desktop/results.json.
 import { remote } from "webdriverio";
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { kgLines, startOpenAI } from "../../tests/e2e/openai-loopback.mjs";
+import { startDriver } from "../../tests/e2e/driver.mjs";
 
 const app = process.env.KERF_DESKTOP_BIN;
 const reps = Number(process.env.REPS ?? 5);
 const OBJECTS = 1000;
 const results = process.env.KERF_BENCH_RESULTS;
 
-const driver = spawn(process.env.TAURI_DRIVER ?? "tauri-driver", [], { stdio: ["ignore", "ignore", "inherit"] });
-process.on("exit", () => { if (driver.exitCode === null) driver.kill("SIGTERM"); });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitForPort(port, ms) {
-  const net = await import("node:net");
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    const ok = await new Promise((res) => {
-      const s = net.connect(port, "127.0.0.1", () => { s.end(); res(true); });
-      s.on("error", () => res(false));
-    });
-    if (ok) return;
-    await sleep(100);
-  }
-  throw new Error(`tauri-driver did not listen on ${port}`);
-}
 
 // --- processes --------------------------------------------------------------------------------
 const TICKS = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim());
@@ -112,7 +97,7 @@ const $t = (browser, id) => browser.$(`[data-testid="${id}"]`);
 const q = (xs, f) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(f * s.length))]; };
 const median = (xs) => q(xs, 0.5);
 
-await waitForPort(4444, 15000);
+const driver = await startDriver({ quiet: true });
 
 // 1. Start, REPS fresh launches.
 const starts = [];

@@ -2,11 +2,11 @@
 // tauri-driver + WebKitWebDriver. Run by scripts/e2e under Xvfb; each scenario asserts what the
 // user sees and saves a screenshot to $KERF_E2E_ARTIFACTS.
 import { remote } from "webdriverio";
-import { spawn } from "node:child_process";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { kgLines, startOpenAI } from "./openai-loopback.mjs";
+import { startDriver } from "./driver.mjs";
 
 const app = process.env.KERF_DESKTOP_BIN;
 const artifacts = process.env.KERF_E2E_ARTIFACTS;
@@ -14,23 +14,7 @@ const work = process.env.KERF_E2E_WORK;
 assert.ok(app && artifacts && work, "KERF_DESKTOP_BIN, KERF_E2E_ARTIFACTS and KERF_E2E_WORK must be set");
 fs.mkdirSync(artifacts, { recursive: true });
 
-const driver = spawn(process.env.TAURI_DRIVER ?? "tauri-driver", [], { stdio: ["ignore", "inherit", "inherit"] });
-const stopDriver = () => { if (driver.exitCode === null) driver.kill("SIGTERM"); };
-process.on("exit", stopDriver);
-
-async function waitForPort(port, ms) {
-  const net = await import("node:net");
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    const ok = await new Promise((res) => {
-      const s = net.connect(port, "127.0.0.1", () => { s.end(); res(true); });
-      s.on("error", () => res(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`tauri-driver did not listen on ${port}`);
-}
+const driver = await startDriver();
 
 let browser;
 const results = [];
@@ -87,7 +71,6 @@ async function typeAtEnd(editorId, keys) {
 }
 
 try {
-  await waitForPort(4444, 15000);
   browser = await remote({
     hostname: "127.0.0.1", port: 4444, logLevel: "warn",
     capabilities: { browserName: "wry", "wdio:enforceWebDriverClassic": true, "tauri:options": { application: app } },
@@ -275,7 +258,7 @@ try {
   }
 } finally {
   if (browser) await browser.deleteSession().catch(() => {});
-  stopDriver();
+  driver.kill("SIGTERM");
 }
 
 const failed = results.filter((r) => r[1] !== "ok").length;
