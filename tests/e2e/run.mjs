@@ -96,6 +96,14 @@ try {
     await typeAtEnd("template-editor", ["Enter", ..."KERF-E2E-MARK"]);
     await waitText("preview", (s) => s.trimEnd().endsWith("KERF-E2E-MARK"), 5000, "the preview did not follow the edit");
     assert.ok(await (await $t("dirty")).isDisplayed(), "the draft is not marked unsaved");
+    // Opening another prompt with unsaved changes asks first; Keep editing keeps the edit.
+    await (await $t("prompt-extract-definitions")).click();
+    await (await $t("unsaved-dialog")).waitForDisplayed({ timeout: 5000, timeoutMsg: "no unsaved-changes dialog" });
+    assert.match(await text("unsaved-dialog"), /agent-kg-extract has unsaved changes/);
+    await (await $t("keep-editing")).click();
+    assert.equal(await (await $t("unsaved-dialog")).isExisting(), false, "the dialog stayed");
+    assert.equal(await text("prompt-title"), "agent-kg-extract");
+    assert.ok((await text("preview")).trimEnd().endsWith("KERF-E2E-MARK"), "the edit was lost");
     await shot("prompts");
   });
 
