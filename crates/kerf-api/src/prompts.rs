@@ -369,8 +369,19 @@ pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Res
     let prompts = kerf_core::export::trustgraph::import(&value, &default_id, &place)?;
     let mut targets = Vec::new();
     for p in &prompts {
-        Prompt::compile(p.clone(), &format!("{place} template `{}`", p.id()))?;
-        let path = dir.join(format!("{}.json", p.id()));
+        // The id becomes a file name: one from a config someone sent must not lead out of `dir`.
+        let id = p.id();
+        if id.is_empty() || id.starts_with('.') || id.contains(['/', '\\', '\0']) {
+            return Err(ApiError::new(
+                Code::Import,
+                format!(
+                    "{place} template `{id}`: an id must be a plain file name (no `/`, `\\`, or \
+                     leading `.`); nothing was written"
+                ),
+            ));
+        }
+        Prompt::compile(p.clone(), &format!("{place} template `{id}`"))?;
+        let path = dir.join(format!("{id}.json"));
         if path.exists() && !overwrite {
             return Err(ApiError::new(
                 Code::Usage,

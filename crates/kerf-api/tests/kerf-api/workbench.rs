@@ -314,6 +314,18 @@ fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half
     );
     assert!(!fresh.exists(), "a refused import wrote something");
 
+    // A template id that would lead out of the folder is refused.
+    let mut escape = serde_json::Map::new();
+    escape.insert(
+        "template.../escaped".into(),
+        v["template.agent-kg-extract"].clone(),
+    );
+    std::fs::write(&config, Value::Object(escape).to_string()).unwrap();
+    let err = prompts::import(&config, &fresh, None, false).unwrap_err();
+    assert_eq!(err.code, Code::Import, "{}", err.message);
+    assert!(err.message.contains("`../escaped`"), "{}", err.message);
+    assert!(!fresh.exists() && !dir.path().join("escaped.json").exists());
+
     // Not JSON: the error names the file, line and column.
     std::fs::write(&config, "{\n  \"system\": oops\n}").unwrap();
     let err = prompts::import(&config, &fresh, None, false).unwrap_err();
