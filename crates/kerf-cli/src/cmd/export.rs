@@ -24,19 +24,6 @@ pub enum Target {
     Lark,
 }
 
-impl Target {
-    fn name(self) -> &'static str {
-        match self {
-            Target::TrustgraphBundle => "trustgraph-bundle",
-            Target::TrustgraphTemplate => "trustgraph-template",
-            Target::Openai => "openai",
-            Target::Anthropic => "anthropic",
-            Target::Gbnf => "gbnf",
-            Target::Lark => "lark",
-        }
-    }
-}
-
 /// Export prompt files for production use.
 #[derive(clap::Args)]
 #[command(after_help = "\
@@ -62,8 +49,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
-    let exported =
-        kerf_api::workbench::export(&args.prompts, args.to.name(), args.system.as_deref())?;
+    // The flag's value is kerf-api's target name (both kebab-case: `trustgraph-bundle`, …).
+    let target = args.to.to_possible_value().map(|v| v.get_name().to_owned());
+    let exported = kerf_api::workbench::export(
+        &args.prompts,
+        target.as_deref().unwrap_or_default(),
+        args.system.as_deref(),
+    )?;
     for n in &exported.notes {
         eprintln!("kerf: note: {n}");
     }
