@@ -185,5 +185,46 @@ for pf in prompt_files:
     expected_type = "text" if prompt["response-type"] == "delimited" else prompt["response-type"]
     check(f"{pid}: TrustGraph sees response-type {expected_type}", pm.prompts[pid].response_type == expected_type)
 
+# Values printed whole: `{{ value }}` is Python's str() in TrustGraph (ibis); Kerf must send the
+# same bytes. Terms go through JSON on both sides, as they do in production.
+PRINT_TERMS = json.loads(json.dumps({
+    "docs": ["first document", "it's the second", 'say "hi"', "both ' and \""],
+    "schema": {"name": "crops", "primary": True, "fields": [{"name": "yield", "type": "float", "required": False, "enum": None}]},
+    "nested": {"a": [1, 2.0, {"b": [True, False, None]}], "c": {}, "d": []},
+    "strings": ["é", "日本語", "emoji 😀", "tab\tnew\nline\r", "ctrl \x01 \x7f", "zw\u200bsp", "nbsp\xa0", "ls\u2028",
+                "pua\ue000", "back\\slash", "", "\U000f0000"],
+    "numbers": [0, -1, 42, 2**53, 2**63 - 1, 1.0, -0.0, 2.5, 0.1, 1e16, 1.5e16, 1e15, 1.5e-7, 0.0001, 1e-05, 123456789.123, 1e300, -3.25],
+    "flags": [True, False, None],
+    "t": True, "f": False, "n": None, "i": 7, "x": 3.0, "s": "plain 'text'",
+}))
+PRINT_TEMPLATES = {
+    "print-whole": "Docs: {{ docs }}\nSchema: {{ schema }}\nNested: {{ nested }}\nStrings: {{ strings }}\n"
+                   "Numbers: {{ numbers }}\nFlags: {{ flags }}\nScalars: {{ t }} {{ f }} {{ n }} {{ i }} {{ x }} {{ s }}\n",
+    "print-parts": "{% for k, v in schema.items() %}{{ k }} = {{ v }}\n{% endfor %}Fields: {{ schema.fields }}\n"
+                   "{% for d in docs %}- {{ d }}\n{% endfor %}Second flag: {{ flags.1 }}\n",
+    "print-join": "{{ docs|join(', ') }}\n{{ flags|join(' | ') }}\n{{ numbers|join(',') }}\n{{ nested.a|join('; ') }}\n",
+}
+work = Path(os.environ.get("TMPDIR", "/tmp")) / f"kerf-parity-{os.getpid()}"
+work.mkdir(parents=True, exist_ok=True)
+terms_path = work / "terms.json"
+terms_path.write_text(json.dumps(PRINT_TERMS))
+pm = PromptManager()
+pm.load_config({f"template.{k}": json.dumps({"prompt": v, "response-type": "text"}) for k, v in PRINT_TEMPLATES.items()})
+for pid, template in PRINT_TEMPLATES.items():
+    pf = work / f"{pid}.json"
+    pf.write_text(json.dumps({"id": pid, "prompt": template, "response-type": "text"}))
+    r = kerf("render", str(pf), "--terms", str(terms_path), "--json")
+    if r.returncode != 0:
+        check(f"{pid}: kerf render", False, r.stderr)
+        continue
+    kerf_user = json.loads(r.stdout)["user"]
+    tg_user = pm.render(pid, PRINT_TERMS)
+    detail = ""
+    if kerf_user != tg_user:
+        import difflib
+
+        detail = "\n" + "\n".join(difflib.unified_diff(kerf_user.splitlines(), tg_user.splitlines(), "kerf", "trustgraph", lineterm=""))
+    check(f"{pid}: values print byte for byte as TrustGraph prints them", kerf_user == tg_user, detail)
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

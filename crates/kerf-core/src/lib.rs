@@ -25,6 +25,7 @@ pub mod export;
 pub mod lint;
 pub mod parse;
 pub mod prompt;
+pub mod python_str;
 pub mod report;
 pub mod schema;
 pub mod sweep;
@@ -60,6 +61,10 @@ pub struct Prompt {
 pub struct Rendered {
     pub system: Option<String>,
     pub user: String,
+    /// Values printed as minijinja prints them because Python has no form for them (none of
+    /// TrustGraph's inputs produce one); each names the template and line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Prompt {
@@ -119,9 +124,21 @@ impl Prompt {
         vars: &Map<String, Value>,
     ) -> Result<Rendered> {
         let ctx = template::merge_terms(global, &self.file.terms, vars);
+        let mut warnings = Vec::new();
+        let mut render = |t: &Template| -> Result<String> {
+            let (text, w) = t.render_with_warnings(&ctx)?;
+            warnings.extend(
+                w.into_iter()
+                    .map(|w| format!("template `{}`, {w}", t.name())),
+            );
+            Ok(text)
+        };
+        let system = self.system.as_ref().map(&mut render).transpose()?;
+        let user = render(&self.user)?;
         Ok(Rendered {
-            system: self.system.as_ref().map(|t| t.render(&ctx)).transpose()?,
-            user: self.user.render(&ctx)?,
+            system,
+            user,
+            warnings,
         })
     }
 

@@ -5,8 +5,12 @@
 //! string silently sent to a model. Terms merge in TrustGraph's order: global terms, then the
 //! prompt's `terms`, then the run's variables (later wins).
 
+use std::sync::{Arc, Mutex};
+
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, Value as JValue};
 use serde_json::{Map, Value};
+
+use crate::python_str;
 
 use crate::error::{Error, Result};
 
@@ -17,20 +21,71 @@ pub struct Template {
     source: String,
 }
 
-fn environment() -> Environment<'static> {
+/// Warnings a render collected (a value printed as JSON because Python has no form for it).
+type Warnings = Arc<Mutex<Vec<String>>>;
+
+fn environment(warnings: Option<Warnings>) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_keep_trailing_newline(true);
     // Python-style methods (`d.items()`, `s.upper()`) as TrustGraph's templates use them.
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    // `|join` writes each item's Python `str()`, as ibis's and Jinja2's do (`True`, not `true`).
+    env.add_filter("join", python_join);
+    // `{{ value }}` prints Python's `str(value)`, as TrustGraph (ibis) does.
+    env.set_formatter(move |out, state, value| {
+        // Only a "silent" undefined reaches here (`{{ a if b }}` with b false): Jinja2 prints ''.
+        if value.is_undefined() {
+            return Ok(());
+        }
+        match python_str::str_of(value) {
+            Some(text) => out.write_str(&text).map_err(minijinja::Error::from),
+            None => {
+                if let Some(w) = &warnings
+                    && let Ok(mut w) = w.lock()
+                {
+                    w.push(format!(
+                        "a {} value ({value:.60}) has no Python form; printed as minijinja prints it",
+                        value.kind()
+                    ));
+                }
+                minijinja::escape_formatter(out, state, value)
+            }
+        }
+    });
     env
+}
+
+/// ibis's `join(seq, sep='')`: `sep.join(str(item) for item in seq)`.
+fn python_join(
+    value: &JValue,
+    joiner: Option<&str>,
+) -> std::result::Result<String, minijinja::Error> {
+    let items = value.try_iter().map_err(|e| {
+        minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("cannot join a value of type {}", value.kind()),
+        )
+        .with_source(e)
+    })?;
+    let mut out = String::new();
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push_str(joiner.unwrap_or_default());
+        }
+        match python_str::str_of(&item) {
+            Some(text) => out.push_str(&text),
+            None => out.push_str(&item.to_string()),
+        }
+    }
+    Ok(out)
 }
 
 impl Template {
     /// Compile `source`; a syntax error names the template and line.
     pub fn new(name: &str, source: &str) -> Result<Self> {
-        let env = environment();
+        let env = environment(None);
         env.template_from_named_str(name, source)
             .map_err(|e| syntax_error(name, &e))?;
         Ok(Template {
@@ -49,7 +104,7 @@ impl Template {
 
     /// The top-level variables the template reads, sorted (what an input form must offer).
     pub fn variables(&self) -> Vec<String> {
-        let env = environment();
+        let env = environment(None);
         let Ok(t) = env.template_from_named_str(&self.name, &self.source) else {
             return Vec::new();
         };
@@ -60,11 +115,17 @@ impl Template {
 
     /// Render with `ctx`. An undefined variable is an error naming it.
     pub fn render(&self, ctx: &Map<String, Value>) -> Result<String> {
-        let env = environment();
+        self.render_with_warnings(ctx).map(|(text, _)| text)
+    }
+
+    /// Render with `ctx`, with the warnings of the render (a value Python could not print).
+    pub fn render_with_warnings(&self, ctx: &Map<String, Value>) -> Result<(String, Vec<String>)> {
+        let warnings: Warnings = Arc::default();
+        let env = environment(Some(warnings.clone()));
         let t = env
             .template_from_named_str(&self.name, &self.source)
             .map_err(|e| syntax_error(&self.name, &e))?;
-        t.render(JValue::from_serialize(ctx)).map_err(|e| {
+        let text = t.render(JValue::from_serialize(ctx)).map_err(|e| {
             if e.kind() == ErrorKind::UndefinedError {
                 let nested: Vec<String> = t.undeclared_variables(true).into_iter().collect();
                 let variable = self.missing_variable(&nested, ctx, e.line());
@@ -83,7 +144,9 @@ impl Template {
                         .unwrap_or_else(|| e.kind().to_string()),
                 }
             }
-        })
+        })?;
+        let warnings = std::mem::take(&mut *warnings.lock().unwrap_or_else(|p| p.into_inner()));
+        Ok((text, warnings))
     }
 
     /// Which variable was undefined: of those the template reads that `ctx` cannot supply, prefer

@@ -24,6 +24,36 @@ fn trustgraph_syntax(#[case] src: &str, #[case] vars: Value, #[case] out: &str) 
     );
 }
 
+/// `{{ value }}` prints Python's `str(value)`, as TrustGraph's renderer (ibis) does; the parity
+/// test checks the same against the real one.
+#[rstest]
+#[case::list_of_strings("{{ x }}", json!({"x": ["a", "b"]}), "['a', 'b']")]
+#[case::dict_in_order("{{ x }}", json!({"x": {"name": "crops", "primary": true, "n": null}}), "{'name': 'crops', 'primary': True, 'n': None}")]
+#[case::bools_and_none("{{ t }} {{ f }} {{ n }}", json!({"t": true, "f": false, "n": null}), "True False None")]
+#[case::numbers("{{ i }} {{ f }} {{ g }} {{ e }}", json!({"i": 42, "f": 1.0, "g": 2.5, "e": 1e16}), "42 1.0 2.5 1e+16")]
+#[case::quotes("{{ x }}", json!({"x": ["it's", "say \"hi\"", "both ' \""]}), "[\"it's\", 'say \"hi\"', 'both \\' \"']")]
+#[case::non_ascii_and_controls("{{ x }}", json!({"x": ["é日本", "a\nb\t\u{1}"]}), "['é日本', 'a\\nb\\t\\x01']")]
+#[case::nested("{{ x }}", json!({"x": {"rows": [{"k": [1, 2.0]}], "empty": {}, "none": []}}), "{'rows': [{'k': [1, 2.0]}], 'empty': {}, 'none': []}")]
+#[case::top_level_string_unquoted("{{ x }}", json!({"x": "it's \"plain\""}), "it's \"plain\"")]
+#[case::element_of_list("{{ x[0] }}", json!({"x": [true]}), "True")]
+#[case::join_items_as_python("{{ x|join(', ') }}", json!({"x": ["a", true, null, 1.0, [1]]}), "a, True, None, 1.0, [1]")]
+#[case::silent_undefined_is_empty("[{{ a if b }}]", json!({"a": 1, "b": false}), "[]")]
+fn values_print_as_python_prints_them(#[case] src: &str, #[case] vars: Value, #[case] out: &str) {
+    assert_eq!(
+        Template::new("t", src).unwrap().render(&ctx(vars)).unwrap(),
+        out
+    );
+}
+
+#[test]
+fn a_value_python_cannot_print_falls_back_with_a_warning() {
+    let t = Template::new("t", "{% for x in [1] %}[{{ loop }}]{% endfor %}").unwrap();
+    let (text, warnings) = t.render_with_warnings(&Map::new()).unwrap();
+    assert!(text.starts_with('[') && text.ends_with(']'), "{text}");
+    assert_eq!(warnings.len(), 1, "{text} {warnings:?}");
+    assert!(warnings[0].contains("no Python form"), "{warnings:?}");
+}
+
 #[test]
 fn undefined_variable_names_template_line_and_variable() {
     let t = Template::new("extract", "line one\nText: {{ text }}\n").unwrap();
