@@ -226,5 +226,48 @@ for pid, template in PRINT_TEMPLATES.items():
         detail = "\n" + "\n".join(difflib.unified_diff(kerf_user.splitlines(), tg_user.splitlines(), "kerf", "trustgraph", lineterm=""))
     check(f"{pid}: values print byte for byte as TrustGraph prints them", kerf_user == tg_user, detail)
 
+# `object-schema` (the key TrustGraph's own shipped jsonl prompts use) survives import → export,
+# so production keeps doing what it did: PromptManager ignores that key and does not validate.
+# Kerf validates with it, and says what TrustGraph does (kerf check warns, kerf lint's trustgraph).
+OS_TEMPLATE = {"prompt": "Extract from {{ text }}", "response-type": "jsonl", "object-schema": UNION}
+OS_CONFIG = {"system": json.dumps("Be helpful."), "template-index": json.dumps(["os-extract"]),
+             "template.os-extract": json.dumps(OS_TEMPLATE)}
+OS_REPLY = lines([D1, {**R1, "object-entity": "yes"}, D2])  # the middle object fails the schema
+
+
+def tg_invoke(config, pid, reply):
+    pm = PromptManager()
+    pm.load_config(config)
+
+    async def llm(**_):
+        return reply
+
+    return asyncio.run(pm.invoke(pid, {"text": "x"}, llm))
+
+
+before = tg_invoke(OS_CONFIG, "os-extract", OS_REPLY)
+(work / "os-config.json").write_text(json.dumps(OS_CONFIG))
+out_dir = work / "imported"
+p = kerf("import", str(work / "os-config.json"), "--out-dir", str(out_dir), "--force")
+check("object-schema: kerf import", p.returncode == 0, p.stderr)
+imported = json.loads((out_dir / "os-extract.json").read_text())
+check("object-schema: the imported prompt file keeps the key", "object-schema" in imported and "schema" not in imported, json.dumps(imported)[:300])
+p = kerf("export", str(out_dir / "os-extract.json"), "--to", "trustgraph-bundle")
+exported = json.loads(p.stdout)
+template = json.loads(exported["template.os-extract"])
+check("object-schema: kerf export keeps the key", "object-schema" in template and "schema" not in template, json.dumps(template)[:300])
+after = tg_invoke(exported, "os-extract", OS_REPLY)
+check(f"object-schema: TrustGraph returns the same objects after the round trip ({len(before)} → {len(after)})", before == after and len(after) == 3, f"before={before} after={after}")
+renamed = tg_invoke({**OS_CONFIG, "template.os-extract": json.dumps({**{k: v for k, v in OS_TEMPLATE.items() if k != "object-schema"}, "schema": UNION})}, "os-extract", OS_REPLY)
+check(f"object-schema: renamed to schema, TrustGraph validates ({len(renamed)} objects)", len(renamed) == 2, f"{renamed}")
+p = kerf("parse", "-", "--prompt", str(out_dir / "os-extract.json"), "--json", stdin=OS_REPLY)
+kerf_parsed = json.loads(p.stdout)["objects"] if p.stdout else []
+check("object-schema: Kerf still validates with it (2 objects)", kerf_parsed == [D1, D2], f"{kerf_parsed} {p.stderr}")
+p = kerf("check", str(out_dir / "os-extract.json"))
+check("object-schema: kerf check says TrustGraph ignores it", "TrustGraph ignores `object-schema`" in p.stdout + p.stderr, p.stdout + p.stderr)
+p = kerf("lint", str(out_dir / "os-extract.json"), "--provider", "trustgraph", "--json")
+findings = json.loads(p.stdout)["findings"] if p.stdout else []
+check("object-schema: kerf lint has the trustgraph finding", any(f["provider"] == "trustgraph" and f["keyword"] == "object-schema" and f["severity"] == "ignored" for f in findings), p.stdout + p.stderr)
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

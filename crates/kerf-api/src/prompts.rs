@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use kerf_core::prompt::SchemaKey;
 use kerf_core::{Prompt, PromptFile};
 use serde_json::{Map, Value};
 
@@ -145,11 +146,7 @@ fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
         }
     };
     // The schema stays under the key the file used (`object-schema` is TrustGraph's name).
-    let schema_key = if map.contains_key("object-schema") {
-        "object-schema"
-    } else {
-        "schema"
-    };
+    let schema_key = schema_key(&map).as_str();
     let mut set = |key: &str, value: Option<Value>| match value {
         Some(v) => {
             map.insert(key.to_string(), v);
@@ -176,6 +173,42 @@ fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
         Err(p) => problems.push(p),
     }
     (map, problems)
+}
+
+/// The key a prompt file's JSON keeps its schema under.
+fn schema_key(map: &Map<String, Value>) -> SchemaKey {
+    if map.contains_key("object-schema") && !map.contains_key("schema") {
+        SchemaKey::ObjectSchema
+    } else {
+        SchemaKey::Schema
+    }
+}
+
+/// The draft with its schema key renamed from `object-schema` to `schema` (the Prompts screen's
+/// one-click fix for the `trustgraph` finding): the key keeps its place in the file, and nothing
+/// is written until the user saves. A draft without `object-schema` comes back unchanged.
+pub fn rename_schema_key(draft: &PromptDraft) -> Result<PromptDraft> {
+    let map = match part_json("file", &draft.base) {
+        Ok(Some(Value::Object(m))) => m,
+        Ok(_) => return Ok(draft.clone()),
+        Err(p) => return Err(ApiError::new(p.code, p.message)),
+    };
+    if schema_key(&map) != SchemaKey::ObjectSchema {
+        return Ok(draft.clone());
+    }
+    let renamed: Map<String, Value> = map
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "object-schema" => ("schema".to_string(), v),
+            _ => (k, v),
+        })
+        .collect();
+    let mut base = serde_json::to_string_pretty(&Value::Object(renamed)).unwrap_or_default();
+    base.push('\n');
+    Ok(PromptDraft {
+        base,
+        ..draft.clone()
+    })
 }
 
 /// The problem a compile error is, in the part it comes from.
@@ -268,8 +301,14 @@ pub fn inspect(
     // Lint and the variables need only their own part, so they show even while another part is
     // broken.
     if let Ok(Some(schema)) = part_json("schema", &draft.schema) {
+        // The file's own shape matters too (`object-schema` is never used by TrustGraph).
+        let file = PromptFile {
+            schema: Some(schema),
+            schema_key: schema_key(&compose(draft).0),
+            ..PromptFile::default()
+        };
         for provider in kerf_core::lint::Provider::ALL {
-            for f in kerf_core::lint::lint(&schema, provider) {
+            for f in kerf_core::lint::prompt_file(&file, provider) {
                 out.lint.push(LintFinding {
                     provider: f.provider.as_str().into(),
                     severity: serde_json::to_value(f.severity)
@@ -277,6 +316,7 @@ pub fn inspect(
                         .and_then(|v| v.as_str().map(String::from))
                         .unwrap_or_default(),
                     pointer: f.pointer,
+                    keyword: f.keyword,
                     message: f.message,
                 });
             }

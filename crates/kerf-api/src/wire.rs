@@ -203,6 +203,8 @@ pub struct LintFinding {
     /// `note`, `ignored`, `rewrite` or `error`.
     pub severity: String,
     pub pointer: String,
+    /// The schema keyword (or prompt-file key, `object-schema`) the finding is about.
+    pub keyword: String,
     pub message: String,
 }
 

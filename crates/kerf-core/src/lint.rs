@@ -13,6 +13,9 @@
 //!   `nullable`, `enum`, `properties`, `required`, `propertyOrdering`, `items`, `minItems`,
 //!   `maxItems`, `minimum`, `maximum`, `anyOf`; anything else (`oneOf`, `const`, `$ref`,
 //!   `additionalProperties`, type arrays) is rejected or ignored.
+//! - **trustgraph** (the production side of a prompt: TrustGraph's `PromptManager`): it validates
+//!   replies with the full JSON Schema, so a schema's keywords need no finding; the prompt file's
+//!   shape can (`prompt_file`: a schema under `object-schema` is never used in production).
 //! - **llama.cpp** (GBNF from `json_schema_to_grammar`, or llguidance): unanchored `pattern`s,
 //!   `not`/`if`/`dependentSchemas` are unsupported; `additionalProperties` left open is treated
 //!   differently by the two engines; unbounded strings let greedy decoding spend the budget.
@@ -29,14 +32,17 @@ pub enum Provider {
     Gemini,
     #[serde(rename = "llama.cpp")]
     Llamacpp,
+    /// TrustGraph's prompt manager, where the prompt runs in production.
+    Trustgraph,
 }
 
 impl Provider {
-    pub const ALL: [Provider; 4] = [
+    pub const ALL: [Provider; 5] = [
         Provider::Openai,
         Provider::Anthropic,
         Provider::Gemini,
         Provider::Llamacpp,
+        Provider::Trustgraph,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,6 +51,7 @@ impl Provider {
             Provider::Anthropic => "anthropic",
             Provider::Gemini => "gemini",
             Provider::Llamacpp => "llama.cpp",
+            Provider::Trustgraph => "trustgraph",
         }
     }
 
@@ -54,6 +61,7 @@ impl Provider {
             "anthropic" => Some(Provider::Anthropic),
             "gemini" => Some(Provider::Gemini),
             "llama.cpp" | "llamacpp" | "llama" | "local" => Some(Provider::Llamacpp),
+            "trustgraph" => Some(Provider::Trustgraph),
             _ => None,
         }
     }
@@ -391,6 +399,35 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                 }
             });
         }
+        // TrustGraph validates with the whole of JSON Schema (python-jsonschema).
+        Provider::Trustgraph => {}
+    }
+    out
+}
+
+/// Lint a prompt file for one provider: its schema (`lint`), and what the file's own shape means
+/// there — a schema under `object-schema` is ignored by TrustGraph (replies not validated in
+/// production; severity `ignored`, keyword `object-schema`).
+pub fn prompt_file(file: &crate::PromptFile, provider: Provider) -> Vec<Finding> {
+    let mut out = file
+        .schema
+        .as_ref()
+        .map(|s| lint(s, provider))
+        .unwrap_or_default();
+    if provider == Provider::Trustgraph
+        && file.schema.is_some()
+        && file.schema_key == crate::prompt::SchemaKey::ObjectSchema
+    {
+        out.insert(
+            0,
+            Finding {
+                provider,
+                severity: Severity::Ignored,
+                pointer: "/".into(),
+                keyword: "object-schema".into(),
+                message: crate::prompt::OBJECT_SCHEMA_IGNORED.into(),
+            },
+        );
     }
     out
 }

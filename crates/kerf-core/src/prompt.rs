@@ -1,6 +1,9 @@
 //! Prompt files: a TrustGraph template object (`prompt`, `response-type`, `schema`) plus optional
-//! Kerf keys. A bare TrustGraph template object is a valid prompt file; `object-schema` (used by
-//! TrustGraph's templates repository for jsonl prompts) is accepted as an alias of `schema`.
+//! Kerf keys. A bare TrustGraph template object is a valid prompt file. `object-schema` (the key
+//! TrustGraph's own shipped jsonl prompts use) is read like `schema` and kept under its own name
+//! when the file is written or exported: TrustGraph's `PromptManager` ignores that key, so in
+//! production those replies are not validated, and silently renaming it would change what
+//! production does. Loading says so (a warning), and so does `kerf lint` (provider `trustgraph`).
 //!
 //! Loading is forgiving where it is safe and strict where it matters: an unknown key is a warning
 //! (a typo should not stop a run, but must be visible); a key with the wrong type is an error that
@@ -67,6 +70,29 @@ impl std::fmt::Display for ResponseType {
         f.write_str(self.as_str())
     }
 }
+
+/// The key a prompt file keeps its schema under.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchemaKey {
+    /// `schema`: TrustGraph validates replies with it.
+    #[default]
+    Schema,
+    /// `object-schema`: TrustGraph ignores it (no validation in production); Kerf validates.
+    ObjectSchema,
+}
+
+impl SchemaKey {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemaKey::Schema => "schema",
+            SchemaKey::ObjectSchema => "object-schema",
+        }
+    }
+}
+
+/// What TrustGraph does with a prompt whose schema is under `object-schema`.
+pub const OBJECT_SCHEMA_IGNORED: &str = "TrustGraph ignores `object-schema`: in production this prompt's replies are not validated; rename it to `schema` to validate them";
 
 /// Post-processing applied to every accepted object, after parsing (see the parsers).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -147,13 +173,16 @@ pub struct PromptFile {
     #[serde(rename = "response-type", default)]
     pub response_type: ResponseType,
     /// JSON Schema: of the whole value for `json`, of each line for `jsonl`, of each record for
-    /// `delimited`. `object-schema` is accepted as an alias.
+    /// `delimited`. `object-schema` is read the same way (and kept: see `schema_key`).
     #[serde(
         default,
         alias = "object-schema",
         skip_serializing_if = "Option::is_none"
     )]
     pub schema: Option<Value>,
+    /// Which key the schema was read from, and is written back under.
+    #[serde(skip)]
+    pub schema_key: SchemaKey,
     /// The system-turn template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
@@ -280,13 +309,22 @@ impl PromptFile {
             warnings.push(format!("{place}{}: unknown key `{key}` ignored", at(&key)));
             map.remove(&key);
         }
+        let schema_key = if map.contains_key("object-schema") && !map.contains_key("schema") {
+            warnings.push(format!(
+                "{place}{}: {OBJECT_SCHEMA_IGNORED}",
+                at("object-schema")
+            ));
+            SchemaKey::ObjectSchema
+        } else {
+            SchemaKey::Schema
+        };
         if !map.contains_key("prompt") {
             return Err(Error::PromptFile {
                 place: place.into(),
                 message: "missing key `prompt` (the template text)".into(),
             });
         }
-        let file: PromptFile =
+        let mut file: PromptFile =
             serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
                 let path = e.path().to_string();
                 let top = path.split(['.', '[']).next().unwrap_or("").to_string();
@@ -298,6 +336,7 @@ impl PromptFile {
                     ),
                 }
             })?;
+        file.schema_key = schema_key;
         Ok(Loaded { file, warnings })
     }
 
@@ -311,9 +350,27 @@ impl PromptFile {
         self.input_variable.as_deref().unwrap_or("text")
     }
 
+    /// The prompt file as a JSON object, the schema under the key it was read from.
+    pub fn to_value(&self) -> Map<String, Value> {
+        let Ok(Value::Object(map)) = serde_json::to_value(self) else {
+            return Map::new();
+        };
+        if self.schema_key == SchemaKey::Schema {
+            return map;
+        }
+        // Renamed in place, so the key keeps its position.
+        map.into_iter()
+            .map(|(k, v)| match k.as_str() {
+                "schema" => (self.schema_key.as_str().to_string(), v),
+                _ => (k, v),
+            })
+            .collect()
+    }
+
     /// Serialise as a prompt file (pretty JSON, keys in a stable order, newline at the end).
     pub fn to_json_string(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        let mut s =
+            serde_json::to_string_pretty(&Value::Object(self.to_value())).unwrap_or_default();
         s.push('\n');
         s
     }

@@ -27,6 +27,7 @@ pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + 
         prompt_open,
         prompt_inspect,
         prompt_save,
+        prompt_rename_schema_key,
         prompts_import,
         models_list,
         models_fetch,
@@ -120,6 +121,12 @@ fn prompt_inspect(
 fn prompt_save(draft: PromptDraft, path: String) -> Result<String> {
     tracing::info!(%path, "saving prompt");
     prompts::save(&draft, Path::new(&path))
+}
+
+/// The draft with `object-schema` renamed to `schema` (unsaved; the user saves it).
+#[tauri::command]
+fn prompt_rename_schema_key(draft: PromptDraft) -> Result<PromptDraft> {
+    prompts::rename_schema_key(&draft)
 }
 
 /// A TrustGraph prompt config imported into the user's prompt folder: the files written.

@@ -60,6 +60,8 @@ export const api = {
   promptInspect: (draft: PromptDraft, path: string | null, input: string) =>
     call<Inspection>("prompt_inspect", { draft, path, input, vars: {} }),
   promptSave: (draft: PromptDraft, path: string) => call<string>("prompt_save", { draft, path }),
+  /** The draft with `object-schema` renamed to `schema` (TrustGraph validates only `schema`); not saved. */
+  promptRenameSchemaKey: (draft: PromptDraft) => call<PromptDraft>("prompt_rename_schema_key", { draft }),
   /** A TrustGraph prompt config (bundle or one template) into the user's folder: the files written. */
   promptsImport: (file: string, overwrite: boolean) => call<string[]>("prompts_import", { file, overwrite }),
   modelsList: () => call<Models>("models_list"),

@@ -33,7 +33,7 @@ export function isDirty(doc: PromptDoc | null, draft: PromptDraft | null): boole
   const a = doc.draft;
   return (
     a.template !== draft.template || a.system !== draft.system || a.schema !== draft.schema ||
-    a.responseType !== draft.responseType || a.post !== draft.post
+    a.responseType !== draft.responseType || a.post !== draft.post || a.base !== draft.base
   );
 }
 

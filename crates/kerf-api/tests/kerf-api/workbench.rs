@@ -62,6 +62,62 @@ fn a_draft_shows_its_variables_preview_branches_and_lint() {
     assert!(i.lint.iter().any(|f| f.provider == "openai"));
 }
 
+/// TrustGraph's own jsonl prompts keep their schema under `object-schema`, which TrustGraph
+/// ignores: the editor says so, keeps the key when saving, and renames it on request.
+#[test]
+fn object_schema_is_kept_flagged_for_trustgraph_and_renamed_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tg.json");
+    std::fs::write(
+        &path,
+        "{\n  \"prompt\": \"Extract {{ text }}\",\n  \"response-type\": \"jsonl\",\n  \"object-schema\": {\"type\": \"object\"},\n  \"description\": \"from TrustGraph\"\n}\n",
+    )
+    .unwrap();
+    let d = draft(&path);
+    let i = prompts::inspect(&d, Some(&path), "x", &Map::new());
+    let finding = i
+        .lint
+        .iter()
+        .find(|f| f.provider == "trustgraph")
+        .expect("a trustgraph finding");
+    assert_eq!(
+        (finding.keyword.as_str(), finding.severity.as_str()),
+        ("object-schema", "ignored")
+    );
+    assert!(
+        finding.message.contains("not validated"),
+        "{}",
+        finding.message
+    );
+
+    // Saving as it is keeps the key (and its place).
+    prompts::save(&d, &path).unwrap();
+    let saved: Map<String, Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let keys: Vec<&str> = saved.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["prompt", "response-type", "object-schema", "description"]
+    );
+
+    // The one-click fix: renamed in the draft, in place; the lint finding goes away.
+    let renamed = prompts::rename_schema_key(&d).unwrap();
+    assert_eq!(renamed.schema, d.schema);
+    let i = prompts::inspect(&renamed, Some(&path), "x", &Map::new());
+    assert!(
+        !i.lint.iter().any(|f| f.provider == "trustgraph"),
+        "{:?}",
+        i.lint
+    );
+    prompts::save(&renamed, &path).unwrap();
+    let saved: Map<String, Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let keys: Vec<&str> = saved.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["prompt", "response-type", "schema", "description"]);
+    // A draft with `schema` already comes back as it was.
+    assert_eq!(prompts::rename_schema_key(&renamed).unwrap(), renamed);
+}
+
 #[test]
 fn a_broken_draft_names_the_part_line_and_pointer() {
     let path = shipped("agent-kg-extract.json");

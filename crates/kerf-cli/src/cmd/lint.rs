@@ -21,7 +21,7 @@ ignored (accepted but not enforced), note. Exits 1 when the schema is invalid or
 pub struct Args {
     /// A JSON Schema file, or a prompt file (its `schema` is linted).
     pub file: PathBuf,
-    /// Providers to lint for: openai, anthropic, gemini, llama.cpp (default: all).
+    /// Providers to lint for: openai, anthropic, gemini, llama.cpp, trustgraph (default: all).
     #[arg(long = "provider", value_name = "NAME")]
     pub providers: Vec<String>,
     /// Machine-readable output (JSON on standard output).
@@ -38,18 +38,22 @@ pub fn run(args: Args) -> Result<Outcome> {
             .map(|p| {
                 Provider::parse(p).ok_or_else(|| {
                     kerf_core::Error::Usage(format!(
-                        "unknown provider `{p}` (expected openai, anthropic, gemini or llama.cpp)"
+                        "unknown provider `{p}` (expected openai, anthropic, gemini, llama.cpp or trustgraph)"
                     ))
                 })
             })
             .collect::<Result<_, _>>()?
     };
-    let (schema, _) = super::load_schema_or_prompt(&args.file)?;
+    let (schema, prompt) = super::load_schema_or_prompt(&args.file)?;
     // The schema itself must be valid before provider rules mean anything.
     kerf_core::CompiledSchema::compile(&schema, &args.file.display().to_string())?;
     let findings: Vec<lint::Finding> = providers
         .iter()
-        .flat_map(|p| lint::lint(&schema, *p))
+        .flat_map(|p| match &prompt {
+            // A prompt file: its schema, and what its own shape means (`object-schema`).
+            Some(prompt) => lint::prompt_file(&prompt.file, *p),
+            None => lint::lint(&schema, *p),
+        })
         .collect();
     let errors = findings
         .iter()

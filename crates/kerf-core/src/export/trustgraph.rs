@@ -40,8 +40,10 @@ pub fn template_object(p: &PromptFile) -> Exported {
         t => t,
     };
     out.insert("response-type".into(), json!(tg_type.as_str()));
+    // Under the key the prompt uses: `object-schema` stays `object-schema` (TrustGraph ignores
+    // it; renaming it here would turn validation on in production without anyone deciding so).
     if let Some(s) = &p.schema {
-        out.insert("schema".into(), s.clone());
+        out.insert(p.schema_key.as_str().into(), s.clone());
     }
     for k in TG_KEYS {
         full.remove(*k);

@@ -27,6 +27,19 @@ fn object_schema_is_an_alias_of_schema() {
     )
     .unwrap();
     assert_eq!(l.file.schema, Some(json!({"type": "object"})));
+    // Kept under its own name when written, and TrustGraph's treatment of it is a warning.
+    assert_eq!(
+        l.file.schema_key,
+        kerf_core::prompt::SchemaKey::ObjectSchema
+    );
+    assert!(l.file.to_json_string().contains("\"object-schema\""));
+    assert!(!l.file.to_json_string().contains("\"schema\""));
+    assert_eq!(l.warnings.len(), 1);
+    assert!(
+        l.warnings[0].contains("TrustGraph ignores `object-schema`"),
+        "{:?}",
+        l.warnings
+    );
 }
 
 #[test]

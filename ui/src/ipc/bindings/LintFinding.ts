@@ -7,4 +7,8 @@ export type LintFinding = { provider: string,
 /**
  * `note`, `ignored`, `rewrite` or `error`.
  */
-severity: string, pointer: string, message: string, };
+severity: string, pointer: string, 
+/**
+ * The schema keyword (or prompt-file key, `object-schema`) the finding is about.
+ */
+keyword: string, message: string, };
