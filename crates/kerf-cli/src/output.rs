@@ -41,6 +41,34 @@ pub fn print_json(value: &Value) {
 
 /// Read a text file, or standard input for `-`. Invalid UTF-8 is an error naming the place.
 pub fn read_input(path: &Path) -> Result<String> {
+    let bytes = read_bytes(path)?;
+    String::from_utf8(bytes).map_err(|e| {
+        kerf_core::Error::Utf8 {
+            place: place(path),
+            offset: e.utf8_error().valid_up_to(),
+        }
+        .into()
+    })
+}
+
+/// Read a reply (a file, or standard input for `-`): a last character cut short is a cut reply,
+/// invalid UTF-8 anywhere else an error naming the place and offset (`kerf_core::error::decode_reply`).
+pub fn read_reply(path: &Path) -> Result<kerf_core::error::ReplyText> {
+    Ok(kerf_core::error::decode_reply(
+        read_bytes(path)?,
+        &place(path),
+    )?)
+}
+
+fn place(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        "<stdin>".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     if path.as_os_str() == "-" {
         let mut bytes = Vec::new();
         std::io::stdin()
@@ -49,15 +77,9 @@ pub fn read_input(path: &Path) -> Result<String> {
                 path: "<stdin>".into(),
                 source: e,
             })?;
-        return String::from_utf8(bytes).map_err(|e| {
-            kerf_core::Error::Utf8 {
-                place: "<stdin>".into(),
-                offset: e.utf8_error().valid_up_to(),
-            }
-            .into()
-        });
+        return Ok(bytes);
     }
-    Ok(kerf_core::error::read_text(path)?)
+    std::fs::read(path).map_err(|e| kerf_core::Error::io(path, e).into())
 }
 
 /// Read a JSON file (or `-`), with errors that name the file, line and column.

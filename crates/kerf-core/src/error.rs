@@ -136,6 +136,66 @@ pub fn strip_position(msg: &str) -> String {
     }
 }
 
+/// A reply's bytes as text. A reply whose last character is incomplete (a stream or file cut
+/// inside a multi-byte UTF-8 sequence) is cut off, not corrupt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyText {
+    pub text: String,
+    /// Bytes of an incomplete character dropped from the end (0 when the text was whole).
+    pub cut_bytes: usize,
+}
+
+impl ReplyText {
+    /// The note a parse report carries when the reply ended inside a character.
+    pub fn cut_note(&self) -> Option<String> {
+        (self.cut_bytes > 0).then(|| {
+            format!(
+                "the reply ends inside a UTF-8 character (its first {} byte(s) dropped): cut off",
+                self.cut_bytes
+            )
+        })
+    }
+
+    /// Mark `report` as cut off when the text was (see `cut_note`).
+    pub fn mark(&self, report: &mut crate::ParseReport) {
+        if let Some(note) = self.cut_note() {
+            report.truncated = true;
+            report.notes.push(note);
+        }
+    }
+}
+
+/// Decode a reply: an incomplete sequence at the very end is dropped and counted
+/// (`ReplyText::cut_bytes`); invalid UTF-8 anywhere else is an error naming `place` and the
+/// byte offset.
+pub fn decode_reply(mut bytes: Vec<u8>, place: &str) -> Result<ReplyText> {
+    match std::str::from_utf8(&bytes) {
+        Ok(_) => {}
+        // `error_len() == None`: the input ended in the middle of a valid sequence.
+        Err(e) if e.error_len().is_none() => {
+            let valid = e.valid_up_to();
+            let cut_bytes = bytes.len() - valid;
+            bytes.truncate(valid);
+            let text = String::from_utf8(bytes).map_err(|e| Error::Utf8 {
+                place: place.into(),
+                offset: e.utf8_error().valid_up_to(),
+            })?;
+            return Ok(ReplyText { text, cut_bytes });
+        }
+        Err(e) => {
+            return Err(Error::Utf8 {
+                place: place.into(),
+                offset: e.valid_up_to(),
+            });
+        }
+    }
+    let text = String::from_utf8(bytes).map_err(|e| Error::Utf8 {
+        place: place.into(),
+        offset: e.utf8_error().valid_up_to(),
+    })?;
+    Ok(ReplyText { text, cut_bytes: 0 })
+}
+
 /// Read a file as UTF-8 text, with errors that name the file.
 pub fn read_text(path: &std::path::Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;

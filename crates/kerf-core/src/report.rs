@@ -69,6 +69,10 @@ pub struct ParseReport {
     /// Whether the reply was cut off (an incomplete last piece, a missing completion delimiter,
     /// an unclosed array or fence).
     pub truncated: bool,
+    /// What the parser noticed that is neither an object nor a drop (a reply cut inside a UTF-8
+    /// character; LightRAG records after the completion delimiter). Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// For each accepted object, the byte offset where the text that made it ends (after its
     /// closing brace, or its record's terminator). Sweeps are built from these; not part of the
     /// `--json` interface.

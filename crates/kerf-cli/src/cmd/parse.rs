@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use kerf_core::{ParseReport, ResponseType};
 
 use crate::Outcome;
-use crate::output::{compact, print_json, read_input, vars};
+use crate::output::{compact, print_json, read_reply, vars};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum TypeArg {
@@ -60,8 +60,10 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Outcome> {
     let run_vars = vars(&args.vars)?;
     let parser = args.reply.parser()?;
-    let text = read_input(&args.file)?;
-    let report = parser.parse(&text, &run_vars);
+    let reply = read_reply(&args.file)?;
+    let mut report = parser.parse(&reply.text, &run_vars);
+    reply.mark(&mut report);
+    let text = reply.text;
     if args.json {
         print_json(&serde_json::to_value(&report)?);
     } else {
@@ -99,5 +101,8 @@ fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
     if !r.dropped.is_empty() {
         crate::outln!("dropped:");
         crate::output::print_drops(r, "  ");
+    }
+    for note in &r.notes {
+        crate::outln!("note: {note}");
     }
 }

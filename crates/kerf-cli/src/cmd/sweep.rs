@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::parse::TypeArg;
 use crate::Outcome;
-use crate::output::{print_json, read_input, read_json, write_file};
+use crate::output::{print_json, read_json, read_reply, write_file};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum UnitArg {
@@ -104,7 +104,7 @@ fn subject_from_spec(spec: &str) -> Result<Subject> {
     Ok(Subject {
         name: format!("{file} ({})", parser.response_type()),
         parser,
-        text: read_input(Path::new(file))?,
+        text: read_reply(Path::new(file))?.text,
     })
 }
 
@@ -141,7 +141,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
         vec![Subject {
             name: format!("{} ({})", file.display(), parser.response_type()),
             parser,
-            text: read_input(&file)?,
+            text: read_reply(&file)?.text,
         }]
     } else {
         args.compare

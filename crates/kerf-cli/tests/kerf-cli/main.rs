@@ -159,6 +159,35 @@ fn invalid_utf8_is_a_clear_error() {
     assert!(!e.contains("panicked"));
 }
 
+/// A reply cut inside a multi-byte character is a cut reply (what a cut stream or a truncated
+/// file looks like), not corruption: the objects before it, `truncated`, and a note.
+#[test]
+fn a_reply_cut_inside_a_character_is_cut_off_not_invalid() {
+    let whole = "{\"a\": \"日本\"}\n{\"b\": \"😀\"}\n".as_bytes();
+    // Cut after the first line and two bytes of the emoji's four.
+    let cut = &whole[..whole.len() - 5];
+    let o = kerf_stdin(&["parse", "-", "--type", "jsonl", "--json"], Some(cut));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_eq!(v["objects"], json!([{"a": "日本"}]));
+    assert_eq!(v["truncated"], json!(true));
+    assert!(
+        v["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("ends inside a UTF-8 character (its first 2 byte(s) dropped)"),
+        "{v}"
+    );
+    // The same bytes in a file, in the human output.
+    let (_d, reply) = tmp("cut.txt", cut);
+    let o = kerf(&["parse", reply.to_str().unwrap(), "--type", "jsonl"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("CUT OFF") && out.contains("note: the reply ends inside a UTF-8 character"),
+        "{out}"
+    );
+}
+
 #[test]
 fn missing_file_is_an_io_error() {
     let o = kerf(&["parse", "no/such/file.txt", "--type", "jsonl", "--json"]);

@@ -97,6 +97,28 @@ proptest! {
     }
 
     #[test]
+    /// `kerf parse` of every byte prefix equals the sweep at that byte, on text with 2-, 3- and
+    /// 4-byte characters: a prefix that ends inside a character is a cut reply (the incomplete
+    /// character dropped, `truncated`, a note), never invalid UTF-8.
+    fn parse_of_every_byte_prefix_equals_the_sweep(text in reply(multibyte_piece().boxed(), 8)) {
+        let p = jsonl_parser();
+        let vars = Map::new();
+        let curve = byte_curve(&p, &text, &vars).unwrap();
+        let bytes = text.as_bytes();
+        for c in 0..=bytes.len() {
+            let reply = kerf_core::error::decode_reply(bytes[..c].to_vec(), "prefix").unwrap();
+            let mut report = p.parse(&reply.text, &vars);
+            reply.mark(&mut report);
+            prop_assert_eq!(report.objects.len(), curve.at(c), "cut at byte {} of {:?}", c, text);
+            let inside = !text.is_char_boundary(c);
+            prop_assert_eq!(reply.cut_bytes > 0, inside);
+            if inside {
+                prop_assert!(report.truncated && !report.notes.is_empty());
+            }
+        }
+    }
+
+    #[test]
     fn char_and_token_units_equal_reparse(text in reply(jsonl_piece().boxed(), 8)) {
         let p = jsonl_parser();
         let vars = Map::new();
@@ -117,6 +139,16 @@ proptest! {
             prop_assert_eq!(s.at(k + 1), p.parse(&text[..floor(&text, b)], &vars).objects.len());
         }
     }
+}
+
+fn multibyte_piece() -> impl Strategy<Value = String> {
+    let n = 0..100u32;
+    prop_oneof![
+        2 => jsonl_piece(),
+        2 => n.clone().prop_map(|i| format!("{{\"entity\": \"日本{i}\", \"definition\": \"😀 é ß {i}\"}}")),
+        1 => Just("{\"entity\": \"Ωmega\", \"definition\": \"€\"}".to_string()),
+        1 => Just("Voilà — les résultats :".to_string()),
+    ]
 }
 
 pub(crate) fn delimited_piece() -> impl Strategy<Value = String> {
