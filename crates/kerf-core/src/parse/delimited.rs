@@ -5,6 +5,11 @@
 //!
 //! With the completion delimiter missing the reply counts as cut off, and a last record with no
 //! record delimiter after it is dropped as `truncated` — it may have lost fields or characters.
+//!
+//! As LightRAG reads them: the tags `relation` and `relationship` name the same record (models
+//! write both; the object keeps the format's own tag), and the completion delimiter separates
+//! records like the record delimiter does, so records a model writes after it are read too —
+//! the report says so in a note.
 
 use serde_json::{Map, Value};
 
@@ -107,6 +112,25 @@ impl DelimitedFormat {
     }
 }
 
+/// LightRAG reads `relation` and `relationship` as one record tag.
+const RELATION_TAGS: [&str; 2] = ["relation", "relationship"];
+
+impl DelimitedFormat {
+    /// The record type a tag names: the same tag (any case), else its LightRAG synonym
+    /// (`relation` ↔ `relationship`).
+    fn record_for(&self, tag: &str) -> Option<&(String, Vec<String>)> {
+        let is_relation = |t: &str| RELATION_TAGS.iter().any(|r| r.eq_ignore_ascii_case(t));
+        self.records
+            .iter()
+            .find(|(t, _)| t.eq_ignore_ascii_case(tag))
+            .or_else(|| {
+                self.records
+                    .iter()
+                    .find(|(t, _)| is_relation(tag) && is_relation(t))
+            })
+    }
+}
+
 impl Default for DelimitedFormat {
     fn default() -> Self {
         Self::preset(DelimiterPreset::Lightrag)
@@ -126,11 +150,17 @@ pub(crate) fn parse(text: &str, format: &DelimitedFormat, acceptor: &Acceptor<'_
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Scanner {
     pos: usize,
-    /// The completion delimiter has been seen: the rest of the text is not records.
+    /// The completion delimiter has been seen: the reply was not cut off.
     complete: bool,
-    /// Where the completion delimiter starts, once found; and how far it has been searched for.
+    /// Where the next completion delimiter (at or after `pos`) starts, once found; and how far
+    /// it has been searched for.
     completion_at: Option<usize>,
     searched: usize,
+    /// Records accepted after the first completion delimiter, and the line of the first.
+    after_completion: usize,
+    after_completion_line: usize,
+    /// The text ended inside a record (dropped as `truncated`), even after a completion delimiter.
+    cut_at_end: bool,
     lines: LineCounter,
 }
 
@@ -143,9 +173,6 @@ impl Scanner {
         acceptor: &Acceptor<'_>,
         report: &mut ParseReport,
     ) {
-        if self.complete {
-            return;
-        }
         if self.completion_at.is_none() {
             // Search only the new text (with an overlap for a delimiter split across feeds).
             let from = floor_char_boundary(
@@ -178,7 +205,8 @@ impl Scanner {
             }
             match end {
                 Some((at, len, is_completion)) => {
-                    take_record(
+                    let accepted = report.objects.len();
+                    let line = take_record(
                         &text[pos..at],
                         pos,
                         Some(at + len),
@@ -188,14 +216,26 @@ impl Scanner {
                         acceptor,
                         report,
                     );
+                    if self.complete && report.objects.len() > accepted {
+                        if self.after_completion == 0 {
+                            self.after_completion_line = line;
+                        }
+                        self.after_completion += report.objects.len() - accepted;
+                    }
                     self.pos = at + len;
                     if is_completion {
+                        // LightRAG splits on the completion delimiter as on the record
+                        // delimiter: what follows is read too. Look for the next one.
                         self.complete = true;
-                        return;
+                        let from = self.pos;
+                        self.completion_at =
+                            text[from..].find(&format.completion).map(|i| from + i);
+                        self.searched = text.len();
                     }
                 }
                 None => {
                     if at_eof {
+                        let dropped = report.dropped.len();
                         take_record(
                             rest,
                             pos,
@@ -206,6 +246,7 @@ impl Scanner {
                             acceptor,
                             report,
                         );
+                        self.cut_at_end = report.dropped.len() > dropped;
                         self.pos = text.len();
                     }
                     return;
@@ -214,10 +255,17 @@ impl Scanner {
         }
     }
 
-    /// No completion delimiter by the end: the reply counts as cut off.
+    /// No completion delimiter by the end: the reply counts as cut off. Records read after it
+    /// are worth a note (LightRAG reads them too).
     pub fn finish(&self, report: &mut ParseReport) {
-        if !self.complete {
+        if !self.complete || self.cut_at_end {
             report.truncated = true;
+        }
+        if self.after_completion > 0 {
+            report.notes.push(format!(
+                "{} record(s) after the completion delimiter (from line {}): read, as LightRAG reads them",
+                self.after_completion, self.after_completion_line
+            ));
         }
     }
 }
@@ -232,12 +280,24 @@ fn take_record(
     lines: &mut LineCounter,
     acceptor: &Acceptor<'_>,
     report: &mut ParseReport,
-) {
+) -> usize {
     let record = raw.trim();
     if record.is_empty() || is_fence(record) {
-        return;
+        return 0;
     }
     let line = lines.line_at(text, at + (raw.len() - raw.trim_start().len()));
+    take_fields(record, line, terminator_end, format, acceptor, report);
+    line
+}
+
+fn take_fields(
+    record: &str,
+    line: usize,
+    terminator_end: Option<usize>,
+    format: &DelimitedFormat,
+    acceptor: &Acceptor<'_>,
+    report: &mut ParseReport,
+) {
     let Some(end) = terminator_end else {
         report.drop(
             line,
@@ -261,11 +321,7 @@ fn take_record(
     let mut fields = inner.split(format.tuple.as_str()).map(clean);
     let tag = fields.next().unwrap_or_default();
     let values: Vec<String> = fields.collect();
-    let Some((tag, names)) = format
-        .records
-        .iter()
-        .find(|(t, _)| t.eq_ignore_ascii_case(&tag))
-    else {
+    let Some((tag, names)) = format.record_for(&tag) else {
         let known = format
             .records
             .iter()

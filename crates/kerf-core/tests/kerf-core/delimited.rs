@@ -2,6 +2,7 @@
 
 use kerf_core::prompt::DelimiterPreset;
 use kerf_core::{DelimitedFormat, Parser, ResponseType::Delimited};
+use rstest::rstest;
 use serde_json::{Map, json};
 
 use crate::support::*;
@@ -48,6 +49,90 @@ fn missing_completion_after_a_full_line_keeps_every_record() {
         r.truncated,
         "no completion delimiter: the reply counts as cut off"
     );
+}
+
+/// LightRAG reads `relation` and `relationship` as one tag; the object keeps the format's own.
+#[rstest]
+#[case::current_relation(
+    DelimiterPreset::Lightrag,
+    "relation<|#|>A<|#|>B<|#|>kw<|#|>why\n<|COMPLETE|>",
+    "relation"
+)]
+#[case::current_relationship(
+    DelimiterPreset::Lightrag,
+    "relationship<|#|>A<|#|>B<|#|>kw<|#|>why\n<|COMPLETE|>",
+    "relation"
+)]
+#[case::current_any_case(
+    DelimiterPreset::Lightrag,
+    "Relationship<|#|>A<|#|>B<|#|>kw<|#|>why\n<|COMPLETE|>",
+    "relation"
+)]
+#[case::legacy_relationship(
+    DelimiterPreset::LightragLegacy,
+    "(\"relationship\"<|>A<|>B<|>why<|>kw<|>9)##<|COMPLETE|>",
+    "relationship"
+)]
+#[case::legacy_relation(
+    DelimiterPreset::LightragLegacy,
+    "(\"relation\"<|>A<|>B<|>why<|>kw<|>9)##<|COMPLETE|>",
+    "relationship"
+)]
+fn relation_and_relationship_are_one_tag(
+    #[case] preset: DelimiterPreset,
+    #[case] text: &str,
+    #[case] tag: &str,
+) {
+    let r = parse_with(preset, text);
+    assert!(r.dropped.is_empty(), "{:?}", r.dropped);
+    assert_eq!(r.objects.len(), 1);
+    assert_eq!(r.objects[0]["type"], json!(tag));
+    assert_eq!(r.objects[0]["source_entity"], json!("A"));
+    assert!(!r.truncated);
+}
+
+/// Records after the completion delimiter: read (as LightRAG does), with a note, not a drop; a
+/// last record cut mid-field stays `truncated` wherever it is.
+#[rstest]
+#[case::one_after(
+    "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>\nentity<|#|>B<|#|>person<|#|>late\n",
+    2, vec![], false, Some("1 record(s) after the completion delimiter (from line 3)")
+)]
+#[case::two_after_and_a_second_completion(
+    "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>\nentity<|#|>B<|#|>person<|#|>late\nrelationship<|#|>A<|#|>B<|#|>kw<|#|>d\n<|COMPLETE|>",
+    3, vec![], false, Some("2 record(s) after the completion delimiter (from line 3)")
+)]
+#[case::same_line(
+    "entity<|#|>A<|#|>person<|#|>first<|COMPLETE|>entity<|#|>B<|#|>person<|#|>late\n",
+    2, vec![], false, Some("1 record(s) after the completion delimiter (from line 1)")
+)]
+#[case::cut_after_completion(
+    "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>\nentity<|#|>B<|#|>per",
+    1, vec![(3, "truncated")], true, None
+)]
+#[case::cut_mid_field_without_completion(
+    "entity<|#|>A<|#|>person<|#|>first\nentity<|#|>B<|#|>person<|#|>sec",
+    1, vec![(2, "truncated")], true, None
+)]
+#[case::only_prose_after(
+    "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>\nThat is all.\n",
+    1, vec![(3, "prose")], false, None
+)]
+fn records_after_the_completion_delimiter(
+    #[case] text: &str,
+    #[case] objects: usize,
+    #[case] dropped: Vec<(usize, &str)>,
+    #[case] truncated: bool,
+    #[case] note: Option<&str>,
+) {
+    let r = parse_with(DelimiterPreset::Lightrag, text);
+    assert_eq!(r.objects.len(), objects, "{:?}", r.objects);
+    assert_eq!(drops(&r), dropped);
+    assert_eq!(r.truncated, truncated);
+    match note {
+        Some(n) => assert!(r.notes.iter().any(|x| x.contains(n)), "{:?}", r.notes),
+        None => assert!(r.notes.is_empty(), "{:?}", r.notes),
+    }
 }
 
 #[test]
