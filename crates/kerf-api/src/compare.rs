@@ -1,7 +1,8 @@
 //! Comparing output formats under real budgets: every prompt (a JSONL prompt and its JSON-array
 //! twin, or any two) at every `max_tokens` budget, constrained and not, each run recorded in the
-//! history under one experiment; then each format's longest complete reply swept at the model's
-//! token boundaries. `kerf compare` prints it; the desktop's Compare screen draws it.
+//! history under one experiment; then one reply of each format swept at the model's token
+//! boundaries (`sweep_best` says which). `kerf compare` prints it; the desktop's Compare screen
+//! draws it.
 
 use std::path::Path;
 
@@ -86,13 +87,32 @@ pub struct Row {
     pub out: Outcomes,
 }
 
+impl Row {
+    /// Truncated exactly when the reply was cut short (its budget ran out, or the stream was
+    /// cut), whatever the parser made of the text: prose cut by `max_tokens` is truncated too.
+    pub fn truncated(&self) -> bool {
+        self.out.finish.reason.cut_short()
+    }
+}
+
+/// One format's reply swept at every token.
+pub struct FormatSweep {
+    /// Index into the job's subjects.
+    pub subject: usize,
+    /// Index into the rows: the reply swept.
+    pub row: usize,
+    /// No reply of this format ended on its own: the one swept was cut by its budget.
+    pub cut_by_budget: bool,
+    pub sweep: Sweep,
+}
+
 /// A compare's result.
 pub struct Compared {
     pub model: String,
     pub experiment: Option<i64>,
     pub rows: Vec<Row>,
-    /// `(subject, row index, sweep)` for each format with a reply that ended on its own.
-    pub sweeps: Vec<(usize, usize, Sweep)>,
+    /// One per format that has a reply (see `sweep_best`).
+    pub sweeps: Vec<FormatSweep>,
 }
 
 /// Token cuts from a named tiktoken vocabulary, or from a GGUF model's own tokenizer (a path
@@ -237,38 +257,58 @@ fn run_all(
     })
 }
 
-/// Each format's longest reply that ended on its own (not cut by its budget), swept at the
-/// model's token boundaries (a cloud model's approximated by o200k_base, OpenAI's vocabulary).
-fn sweep_best(
-    subjects: &[Subject],
-    rows: &[Row],
-    provider: &Chosen,
-) -> Result<Vec<(usize, usize, Sweep)>> {
+/// Each format's sweep, of the reply that shows the most: the one with the most accepted objects
+/// among those that ended on their own; if none of those has objects, the longest reply that
+/// has some (cut by its budget); if none has any, the longest that ended on its own, else the
+/// longest (cut by its budget). Never a reply with 0 objects while another has some. Cuts fall
+/// at the model's token boundaries (a cloud model's approximated by o200k_base).
+fn sweep_best(subjects: &[Subject], rows: &[Row], provider: &Chosen) -> Result<Vec<FormatSweep>> {
     let tokenizer = provider
         .gguf()
         .map_or_else(|| "o200k_base".to_string(), |p| p.display().to_string());
     let mut sweeps = Vec::new();
     for (i, s) in subjects.iter().enumerate() {
-        let best = rows
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.subject == i && r.out.finish.reason == FinishReason::Stop)
-            // One that yielded objects first (an empty curve teaches nothing), then the longest.
-            .max_by_key(|(_, r)| {
-                (
-                    !r.out.report.objects.is_empty(),
-                    r.out.raw.len(),
-                    r.constrained,
-                )
-            });
-        if let Some((at, r)) = best {
-            let unit = token_unit(&tokenizer, &r.out.raw)?;
-            let sweep =
-                kerf_core::sweep::sweep(&s.prompt.parser, &r.out.raw, &s.rendering.vars, &unit)?;
-            sweeps.push((i, at, sweep));
-        }
+        let Some(at) = best_reply(rows, i) else {
+            continue;
+        };
+        let r = &rows[at];
+        let unit = token_unit(&tokenizer, &r.out.raw)?;
+        let sweep =
+            kerf_core::sweep::sweep(&s.prompt.parser, &r.out.raw, &s.rendering.vars, &unit)?;
+        sweeps.push(FormatSweep {
+            subject: i,
+            row: at,
+            cut_by_budget: r.out.finish.reason != FinishReason::Stop,
+            sweep,
+        });
     }
     Ok(sweeps)
+}
+
+/// The row of `subject` to sweep (see `sweep_best`).
+pub fn best_reply(rows: &[Row], subject: usize) -> Option<usize> {
+    let mine = || {
+        rows.iter()
+            .enumerate()
+            .filter(|(_, r)| r.subject == subject)
+    };
+    let finished = |r: &Row| r.out.finish.reason == FinishReason::Stop;
+    let objects = |r: &Row| r.out.report.objects.len();
+    mine()
+        .filter(|(_, r)| finished(r) && objects(r) > 0)
+        .max_by_key(|(_, r)| (objects(r), r.out.raw.len(), r.constrained))
+        .or_else(|| {
+            mine()
+                .filter(|(_, r)| objects(r) > 0)
+                .max_by_key(|(_, r)| (r.out.raw.len(), objects(r), r.constrained))
+        })
+        .or_else(|| {
+            mine()
+                .filter(|(_, r)| finished(r))
+                .max_by_key(|(_, r)| (r.out.raw.len(), r.constrained))
+        })
+        .or_else(|| mine().max_by_key(|(_, r)| (r.out.raw.len(), r.constrained)))
+        .map(|(at, _)| at)
 }
 
 impl Compared {
@@ -293,7 +333,7 @@ impl Compared {
                     "constrained": r.constrained,
                     "objects": r.out.report.objects.len(),
                     "dropped": dropped,
-                    "truncated": r.out.report.truncated,
+                    "truncated": r.truncated(),
                     "finish_reason": r.out.finish.reason.as_str(),
                     "completion_tokens": r.out.finish.usage.completion_tokens,
                     "seconds": r.seconds,
@@ -304,13 +344,14 @@ impl Compared {
         let sweeps: Vec<Value> = self
             .sweeps
             .iter()
-            .map(|(i, at, w)| {
-                let (p, r) = (&subjects[*i].prompt, &self.rows[*at]);
+            .map(|f| {
+                let (p, r, w) = (&subjects[f.subject].prompt, &self.rows[f.row], &f.sweep);
                 json!({
                     "prompt": p.id(),
                     "response_type": p.file.response_type.to_string(),
                     "max_tokens": r.max_tokens,
                     "constrained": r.constrained,
+                    "cut_by_budget": f.cut_by_budget,
                     "total": w.total, "points": w.points, "score": w.score, "unit": w.unit,
                 })
             })
@@ -336,7 +377,7 @@ impl Compared {
                         objects: r.out.report.objects.len() as u32,
                         dropped: r.out.report.dropped.len() as u32,
                         dropped_summary: r.out.report.drop_summary(),
-                        truncated: r.out.report.truncated,
+                        truncated: r.truncated(),
                         finish_reason: r.out.finish.reason.as_str().into(),
                         completion_tokens: r.out.finish.usage.completion_tokens,
                         seconds: r.seconds,
@@ -347,13 +388,14 @@ impl Compared {
             sweeps: self
                 .sweeps
                 .iter()
-                .map(|(i, at, w)| {
-                    let (p, r) = (&subjects[*i].prompt, &self.rows[*at]);
+                .map(|f| {
+                    let (p, r, w) = (&subjects[f.subject].prompt, &self.rows[f.row], &f.sweep);
                     SweepCurve {
                         prompt: p.id().into(),
                         response_type: p.file.response_type.to_string(),
                         max_tokens: r.max_tokens,
                         constrained: r.constrained,
+                        cut_by_budget: f.cut_by_budget,
                         total: w.total as u32,
                         points: w
                             .points

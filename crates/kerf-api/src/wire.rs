@@ -412,6 +412,8 @@ pub struct SweepCurve {
     pub response_type: String,
     pub max_tokens: u32,
     pub constrained: bool,
+    /// No reply of this format ended on its own: the one swept was cut by its budget.
+    pub cut_by_budget: bool,
     /// Objects in the whole reply.
     pub total: u32,
     /// `(units emitted, objects recovered)`, at every point where the count changes.

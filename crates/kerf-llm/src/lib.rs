@@ -121,6 +121,19 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
+    /// The reply stopped before the model ended it: its budget ran out, or the stream was cut
+    /// (cancelled, broken off, or withheld part-way). Its text is truncated whatever a parser
+    /// made of it.
+    pub fn cut_short(self) -> bool {
+        matches!(
+            self,
+            FinishReason::Length
+                | FinishReason::Cancelled
+                | FinishReason::Interrupted
+                | FinishReason::ContentFilter
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             FinishReason::Stop => "stop",

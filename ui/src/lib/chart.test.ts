@@ -17,7 +17,7 @@ describe("chart data", () => {
     expect(series[1].ys).toEqual([0, null]);
   });
   it("reads a sweep as a step function of the fraction emitted", () => {
-    const s: SweepCurve = { prompt: "kg", responseType: "jsonl", maxTokens: 512, constrained: true, total: 3,
+    const s: SweepCurve = { prompt: "kg", responseType: "jsonl", maxTokens: 512, constrained: true, cutByBudget: false, total: 3,
       points: [[10, 1], [20, 2], [40, 3]], length: 40, score: 0.5, unit: "token" };
     expect(stepAt(s, 0)).toBe(0);
     expect(stepAt(s, 0.25)).toBe(1);
@@ -27,6 +27,9 @@ describe("chart data", () => {
     const { xs, series } = sweepSeries([s], 4);
     expect(xs).toEqual([0, 0.25, 0.5, 0.75, 1]);
     expect(series[0].ys).toEqual([0, 1, 2, 2, 3]);
+    expect(series[0].label).toBe("kg (jsonl, constrained)");
+    const cut = sweepSeries([{ ...s, cutByBudget: true, maxTokens: 48 }], 4);
+    expect(cut.series[0].label).toBe("kg (jsonl, constrained), cut by its budget");
   });
   it("writes a standalone SVG with every series and its label, escaped", () => {
     const svg = toSvg("Objects <vs> budget", "max_tokens", "objects", [

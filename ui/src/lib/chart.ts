@@ -32,7 +32,8 @@ function seriesKey(r: { prompt: string; responseType: string; constrained: boole
 export function sweepSeries(sweeps: SweepCurve[], steps = 200): { xs: number[]; series: Series[] } {
   const xs = Array.from({ length: steps + 1 }, (_, i) => i / steps);
   const series = sweeps.map((s) => ({
-    label: seriesKey(s),
+    // A reply that did not end on its own is labelled so: its curve stops where the budget did.
+    label: s.cutByBudget ? `${seriesKey(s)}, cut by its budget` : seriesKey(s),
     xs,
     ys: xs.map((x) => stepAt(s, x)),
   }));

@@ -104,22 +104,27 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     print_rows(&subjects, &compared.rows, provider.as_provider());
     if !compared.sweeps.is_empty() {
         crate::outln!(
-            "\nIf the longest complete reply of each format had been cut at every token:"
+            "\nIf each format's best reply (most objects, ended on its own) had been cut at every token:"
         );
         let table: Vec<(String, &Sweep)> = compared
             .sweeps
             .iter()
-            .map(|(i, at, w)| {
-                let (p, r) = (&subjects[*i].prompt, &compared.rows[*at]);
+            .map(|f| {
+                let (p, r) = (&subjects[f.subject].prompt, &compared.rows[f.row]);
                 (
                     format!(
-                        "{} ({}, {} tokens{})",
+                        "{} ({}, {} tokens{}{})",
                         p.id(),
                         p.file.response_type,
                         r.out.finish.usage.completion_tokens,
-                        if r.constrained { ", constrained" } else { "" }
+                        if r.constrained { ", constrained" } else { "" },
+                        if f.cut_by_budget {
+                            ", cut by its budget"
+                        } else {
+                            ""
+                        }
                     ),
-                    w,
+                    &f.sweep,
                 )
             })
             .collect();
@@ -180,7 +185,7 @@ fn print_rows(subjects: &[Subject], rows: &[Row], provider: &dyn Provider) {
             } else {
                 drops
             },
-            if r.out.report.truncated { "yes" } else { "no" },
+            if r.truncated() { "yes" } else { "no" },
             r.out.finish.reason.as_str(),
             r.out.finish.usage.completion_tokens,
             r.seconds

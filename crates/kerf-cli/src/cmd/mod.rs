@@ -159,8 +159,11 @@ impl InputArgs {
             );
         }
         run_vars.extend(crate::output::vars(&self.vars)?);
+        let rendered = prompt.render(&global, &run_vars)?;
+        // A value printed as minijinja prints it (Python has no form for it): say so.
+        crate::output::warn_all(&rendered.warnings);
         Ok(Rendering {
-            rendered: prompt.render(&global, &run_vars)?,
+            rendered,
             vars: run_vars,
             terms: global,
         })

@@ -645,6 +645,51 @@ fn closed_stdout_is_not_a_panic() {
 }
 
 /// Everything that runs the real bundled model, in one test so the runs do not compete for the
+/// What every compare must show, whatever the model wrote: a row is truncated exactly when its
+/// reply was cut short (finish reason `length`, or the stream cut), whatever the parser made of
+/// the text; each format's sweep is of its finished reply with the most objects (else its
+/// longest reply with objects, else its longest), never of a 0-object reply while another reply
+/// of that format has objects; and a sweep says when its reply was cut by its budget.
+fn assert_compare_tells_the_truth(v: &Value) {
+    let rows = v["rows"].as_array().unwrap();
+    for r in rows {
+        let cut = matches!(
+            r["finish_reason"].as_str().unwrap(),
+            "length" | "cancelled" | "interrupted" | "content_filter"
+        );
+        assert_eq!(r["truncated"], json!(cut), "{r}");
+    }
+    for s in v["sweeps"].as_array().unwrap() {
+        let mine: Vec<&Value> = rows.iter().filter(|r| r["prompt"] == s["prompt"]).collect();
+        let objects = |r: &&Value| r["objects"].as_u64().unwrap();
+        let finished_best = mine
+            .iter()
+            .filter(|r| r["finish_reason"] == "stop")
+            .map(objects)
+            .max()
+            .unwrap_or(0);
+        let any_best = mine.iter().map(objects).max().unwrap_or(0);
+        if finished_best > 0 {
+            assert_eq!(s["total"], json!(finished_best), "{s}\n{mine:?}");
+            assert_eq!(s["cut_by_budget"], json!(false), "{s}");
+        } else if any_best > 0 {
+            assert!(
+                s["total"].as_u64().unwrap() > 0,
+                "a 0-object sweep while a reply has objects: {s}\n{mine:?}"
+            );
+        }
+        let swept = mine
+            .iter()
+            .find(|r| r["max_tokens"] == s["max_tokens"] && r["constrained"] == s["constrained"])
+            .unwrap();
+        assert_eq!(
+            s["cut_by_budget"],
+            json!(swept["finish_reason"] != "stop"),
+            "{s} {swept}"
+        );
+    }
+}
+
 /// CPU: `kerf run`, `kerf compare`, token sweeps at the model's boundaries, `kerf models list`.
 #[test]
 fn local_model_runs_compare_and_model_token_sweeps() {
@@ -791,6 +836,57 @@ fn local_model_runs_compare_and_model_token_sweeps() {
         assert!(s["unit"].as_str().unwrap().starts_with("token:"), "{s}");
         let points = s["points"].as_array().unwrap();
         assert_eq!(points.last().unwrap()[1], s["total"]);
+    }
+    assert_compare_tells_the_truth(&v);
+
+    // Budgets too small for anything to finish: each format still gets a sweep, of its longest
+    // reply with objects, labelled as cut by its budget.
+    let o = kerf(&[
+        "compare",
+        "prompts/agent-kg-extract.json",
+        "prompts/agent-kg-extract-array.json",
+        "--sample",
+        "--max-tokens",
+        "16,32",
+        "--constrain",
+        "both",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_compare_tells_the_truth(&v);
+    let sweeps = v["sweeps"].as_array().unwrap();
+    assert_eq!(
+        sweeps.len(),
+        2,
+        "one sweep per format even when nothing finished: {v}"
+    );
+    // The JSONL prompt cannot finish in 16 or 32 tokens unconstrained; what it swept is labelled.
+    let jsonl_cut = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["response_type"] == "jsonl")
+        .all(|r| r["finish_reason"] == "length");
+    let jsonl_sweep = sweeps
+        .iter()
+        .find(|s| s["response_type"] == "jsonl")
+        .unwrap();
+    assert_eq!(jsonl_sweep["cut_by_budget"], json!(jsonl_cut), "{v}");
+    if sweeps.iter().any(|s| s["cut_by_budget"] == true) {
+        let o = kerf(&[
+            "compare",
+            "prompts/agent-kg-extract.json",
+            "prompts/agent-kg-extract-array.json",
+            "--sample",
+            "--max-tokens",
+            "16,32",
+            "--constrain",
+            "both",
+            "--no-history",
+        ]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("cut by its budget"), "{out}");
     }
 
     // Token sweeps at the model's own boundaries agree with parsing the reply cut there.

@@ -705,18 +705,18 @@ impl SalvageSweep<'_, '_> {
             .collect();
         cuts.sort_unstable();
         cuts.dedup();
-        let mut walked: Option<(usize, Vec<usize>, Vec<(usize, usize)>)> = None;
+        let mut walked: Option<ArrayWalk> = None;
         for (k, &b) in cuts.iter().enumerate() {
             let b2 = cuts.get(k + 1).copied().unwrap_or(hi);
             match self.salvager.choose(start, b, |_, _| {}) {
                 Choice::At(a) if text.as_bytes()[a] == b'[' => {
-                    if walked.as_ref().is_none_or(|w| w.0 != a) {
+                    if walked.as_ref().is_none_or(|w| w.at != a) {
                         walked = Some(self.walk(a, longest));
                     }
                     // Moved out and back, not cloned: one walk serves every interval.
-                    if let Some((a, ends, reads)) = walked.take() {
-                        self.array_steps(&ends, &reads, b, b2);
-                        walked = Some((a, ends, reads));
+                    if let Some(w) = walked.take() {
+                        self.array_steps(&w.ends, &w.reads, b, b2);
+                        walked = Some(w);
                     }
                 }
                 Choice::At(a) => {
@@ -741,13 +741,17 @@ impl SalvageSweep<'_, '_> {
 
     /// Walk the array at `a` over `[a, end)`: the ends of its accepted elements, and where its
     /// number-like elements were read.
-    fn walk(&mut self, a: usize, end: usize) -> (usize, Vec<usize>, Vec<(usize, usize)>) {
+    fn walk(&mut self, a: usize, end: usize) -> ArrayWalk {
         self.salvager.number_reads = Some(Vec::new());
         let items = self.salvager.parser.items.as_ref();
         let (elements, _) = self.salvager.walk_array(a, end, items);
         let reads = self.salvager.number_reads.take().unwrap_or_default();
         self.salvager.report.dropped.clear();
-        (a, elements.into_iter().map(|(_, e)| e).collect(), reads)
+        ArrayWalk {
+            at: a,
+            ends: elements.into_iter().map(|(_, e)| e).collect(),
+            reads,
+        }
     }
 
     /// Steps for prefixes in `[b, b2)` while the array's walk is what they recover.
@@ -923,4 +927,12 @@ fn bare_probes(text: &str, start: usize, end: usize) -> Vec<usize> {
         probes.push(value_end + j + ch.len_utf8());
     }
     probes
+}
+
+/// One walk of the array salvage chose: where it starts, the ends of its accepted elements, and
+/// where its number-like elements were read (`(start, last byte read)`).
+struct ArrayWalk {
+    at: usize,
+    ends: Vec<usize>,
+    reads: Vec<(usize, usize)>,
 }

@@ -5,6 +5,10 @@
  */
 export type SweepCurve = { prompt: string, responseType: string, maxTokens: number, constrained: boolean, 
 /**
+ * No reply of this format ended on its own: the one swept was cut by its budget.
+ */
+cutByBudget: boolean, 
+/**
  * Objects in the whole reply.
  */
 total: number, 
