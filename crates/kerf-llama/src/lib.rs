@@ -108,7 +108,8 @@ pub struct Device {
 fn unavailable() -> Error {
     Error::Unavailable(
         "this build has no local engine (kerf-llama's `engine` feature is off); the `kerf` CLI and \
-         the desktop app turn it on, or build with `--features kerf-llama/engine`"
+         the desktop app have it by default (feature `engine`), unless built with \
+         `--no-default-features`"
             .into(),
     )
 }
