@@ -10,9 +10,8 @@ use std::sync::{Arc, Mutex};
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, Value as JValue};
 use serde_json::{Map, Value};
 
-use crate::python_str;
-
 use crate::error::{Error, Result};
+use crate::python_str;
 
 /// A compiled template with its name (for errors) and source.
 #[derive(Debug, Clone)]
@@ -21,7 +20,8 @@ pub struct Template {
     source: String,
 }
 
-/// Warnings a render collected (a value printed as JSON because Python has no form for it).
+/// Warnings a render collected (a value printed as minijinja prints it, Python having no form
+/// for it).
 type Warnings = Arc<Mutex<Vec<String>>>;
 
 fn environment(warnings: Option<Warnings>) -> Environment<'static> {
@@ -45,8 +45,9 @@ fn environment(warnings: Option<Warnings>) -> Environment<'static> {
                 if let Some(w) = &warnings
                     && let Ok(mut w) = w.lock()
                 {
+                    let shown: String = value.to_string().chars().take(60).collect();
                     w.push(format!(
-                        "a {} value ({value:.60}) has no Python form; printed as minijinja prints it",
+                        "a {} value ({shown}) has no Python form; printed as minijinja prints it",
                         value.kind()
                     ));
                 }
