@@ -841,17 +841,20 @@ fn local_model_runs_compare_and_model_token_sweeps() {
 
     // Budgets too small for anything to finish: each format still gets a sweep, of its longest
     // reply with objects, labelled as cut by its budget.
-    let o = kerf(&[
-        "compare",
-        "prompts/agent-kg-extract.json",
-        "prompts/agent-kg-extract-array.json",
-        "--sample",
-        "--max-tokens",
-        "16,32",
-        "--constrain",
-        "both",
-        "--json",
-    ]);
+    let small_compare = |output: &str| {
+        kerf(&[
+            "compare",
+            "prompts/agent-kg-extract.json",
+            "prompts/agent-kg-extract-array.json",
+            "--sample",
+            "--max-tokens",
+            "16,32",
+            "--constrain",
+            "both",
+            output,
+        ])
+    };
+    let o = small_compare("--json");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     assert_compare_tells_the_truth(&v);
@@ -874,17 +877,7 @@ fn local_model_runs_compare_and_model_token_sweeps() {
         .unwrap();
     assert_eq!(jsonl_sweep["cut_by_budget"], json!(jsonl_cut), "{v}");
     if sweeps.iter().any(|s| s["cut_by_budget"] == true) {
-        let o = kerf(&[
-            "compare",
-            "prompts/agent-kg-extract.json",
-            "prompts/agent-kg-extract-array.json",
-            "--sample",
-            "--max-tokens",
-            "16,32",
-            "--constrain",
-            "both",
-            "--no-history",
-        ]);
+        let o = small_compare("--no-history");
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains("cut by its budget"), "{out}");
     }
