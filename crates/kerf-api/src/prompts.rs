@@ -77,8 +77,8 @@ pub fn open(path: &Path) -> Result<PromptDoc> {
     }
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let sample_input = file.sample_input.as_ref().and_then(|rel| {
-        let p = path.parent().unwrap_or(Path::new(".")).join(rel);
-        std::fs::read_to_string(p).ok()
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::read_to_string(kerf_core::prompt::resolve_sample_input(dir, rel)?).ok()
     });
     Ok(PromptDoc {
         path: path.display().to_string(),

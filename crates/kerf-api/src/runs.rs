@@ -267,7 +267,11 @@ pub fn execute(
     on_event: &mut dyn FnMut(RunEvent<'_>),
 ) -> Result<Outcomes> {
     let max_attempts = match (repair, prompt.file.repair) {
-        (true, Some(r)) => r.max_attempts.max(1) as usize,
+        // Checked on load (1–10); clamped again here, as every repair is a paid request.
+        (true, Some(r)) => r.max_attempts.clamp(
+            kerf_core::prompt::Repair::MIN_ATTEMPTS,
+            kerf_core::prompt::Repair::MAX_ATTEMPTS,
+        ) as usize,
         _ => 1,
     };
     let mut request = request.clone();

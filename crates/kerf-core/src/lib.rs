@@ -159,7 +159,8 @@ impl Prompt {
         self.parser.parse(reply, vars)
     }
 
-    /// The sample input shipped with the prompt, if any (resolved beside the prompt file).
+    /// The sample input shipped with the prompt, if any (resolved beside the prompt file; `None`
+    /// when it would leave the prompt's folder).
     pub fn sample_input_path(&self) -> Option<PathBuf> {
         let rel = self.file.sample_input.as_ref()?;
         let dir = self
@@ -167,6 +168,6 @@ impl Prompt {
             .as_ref()
             .and_then(|p| p.parent())
             .unwrap_or(Path::new("."));
-        Some(dir.join(rel))
+        prompt::resolve_sample_input(dir, rel)
     }
 }

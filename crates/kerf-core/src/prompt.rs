@@ -233,6 +233,33 @@ pub struct Repair {
     pub max_attempts: u32,
 }
 
+impl Repair {
+    pub const MIN_ATTEMPTS: u32 = 1;
+    pub const MAX_ATTEMPTS: u32 = 10;
+}
+
+/// Whether `rel` is a relative path that stays inside its base folder: no root, no drive or
+/// UNC prefix, no `..` (either separator counts, so a file written on Windows is judged the same).
+pub fn is_inside_relative(rel: &str) -> bool {
+    !rel.is_empty()
+        && !rel.starts_with(['/', '\\'])
+        && !rel.contains(':')
+        && rel.split(['/', '\\']).all(|part| part != "..")
+}
+
+/// The sample input `rel` of a prompt in `dir`, or `None` when it would leave that folder (a path
+/// that is not `is_inside_relative`, or a symbolic link pointing out of it).
+pub fn resolve_sample_input(dir: &Path, rel: &str) -> Option<std::path::PathBuf> {
+    if !is_inside_relative(rel) {
+        return None;
+    }
+    let joined = dir.join(rel);
+    match (joined.canonicalize(), dir.canonicalize()) {
+        (Ok(real), Ok(base)) if !real.starts_with(&base) => None,
+        _ => Some(joined),
+    }
+}
+
 /// A prompt file and what loading it noticed.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -337,6 +364,33 @@ impl PromptFile {
                 }
             })?;
         file.schema_key = schema_key;
+        // Bounds the schema promises but serde does not check: each repair is a paid request
+        // re-sending the whole conversation.
+        if let Some(r) = file.repair
+            && !(Repair::MIN_ATTEMPTS..=Repair::MAX_ATTEMPTS).contains(&r.max_attempts)
+        {
+            return Err(Error::PromptFile {
+                place: format!("{place}{}", at("repair")),
+                message: format!(
+                    "key `repair.max-attempts`: must be between {} and {} (replies in all), got {}",
+                    Repair::MIN_ATTEMPTS,
+                    Repair::MAX_ATTEMPTS,
+                    r.max_attempts
+                ),
+            });
+        }
+        // The sample input is read when the prompt is opened and sent with it: it must be a file
+        // in the prompt's own folder, not any path on the machine.
+        if let Some(rel) = &file.sample_input
+            && !is_inside_relative(rel)
+        {
+            return Err(Error::PromptFile {
+                place: format!("{place}{}", at("sample-input")),
+                message: format!(
+                    "key `sample-input`: must name a file inside the prompt's folder (a relative path without `..`), got `{rel}`"
+                ),
+            });
+        }
         Ok(Loaded { file, warnings })
     }
 

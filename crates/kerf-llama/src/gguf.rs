@@ -107,7 +107,7 @@ pub fn inspect(path: &Path) -> Result<GgufInfo, Error> {
                 }
                 ints.push((key, v));
             }
-            _ => r.skip_value(ty)?,
+            _ => r.skip_value(ty, 0)?,
         }
     }
     let int = |k: &str| ints.iter().find(|(key, _)| key == k).map(|(_, v)| *v);
@@ -134,18 +134,26 @@ pub fn inspect(path: &Path) -> Result<GgufInfo, Error> {
         data_end = data_end.max(offset.saturating_add(bytes));
     }
     let header_end = r.position()?;
-    let data_start = header_end.div_ceil(alignment) * alignment;
-    if data_start.saturating_add(data_end) > size_bytes {
+    // Checked arithmetic wherever the file's integers meet ours: a crafted header must be an
+    // error, not an overflow.
+    let data_start = header_end
+        .div_ceil(alignment)
+        .checked_mul(alignment)
+        .ok_or_else(|| model_error(path, "damaged GGUF (an impossible alignment)"))?;
+    let needed = data_start.saturating_add(data_end);
+    if needed > size_bytes {
         return Err(model_error(
             path,
             format!(
-                "truncated GGUF: its tensors need {} bytes but the file has {size_bytes}",
-                data_start + data_end
+                "truncated GGUF: its tensors need {needed} bytes but the file has {size_bytes}"
             ),
         ));
     }
     Ok(info)
 }
+
+/// How deep arrays may nest in metadata (llama.cpp's own files use none).
+const MAX_ARRAY_DEPTH: usize = 4;
 
 struct Reader<'p> {
     inner: BufReader<File>,
@@ -193,7 +201,9 @@ impl Reader<'_> {
             .seek_relative(n)
             .map_err(|e| model_error(self.path, e.to_string()))
     }
-    fn skip_value(&mut self, ty: u32) -> Result<(), Error> {
+    /// Skip one value of type `ty`; `depth` counts the arrays it is inside (nested arrays are
+    /// refused past `MAX_ARRAY_DEPTH`, so a crafted header cannot exhaust the stack).
+    fn skip_value(&mut self, ty: u32, depth: usize) -> Result<(), Error> {
         match ty {
             0 | 1 | 7 => self.skip(1),
             2 | 3 => self.skip(2),
@@ -204,6 +214,12 @@ impl Reader<'_> {
                 self.skip(n)
             }
             9 => {
+                if depth >= MAX_ARRAY_DEPTH {
+                    return Err(model_error(
+                        self.path,
+                        format!("damaged GGUF (arrays nested more than {MAX_ARRAY_DEPTH} deep)"),
+                    ));
+                }
                 let item = self.u32()?;
                 let n = self.u64()?;
                 match item {
@@ -213,7 +229,7 @@ impl Reader<'_> {
                     10..=12 => self.skip(n.saturating_mul(8)),
                     _ => {
                         for _ in 0..n {
-                            self.skip_value(item)?;
+                            self.skip_value(item, depth + 1)?;
                         }
                         Ok(())
                     }
@@ -255,7 +271,7 @@ fn tensor_bytes(ty: u32, elements: u64) -> Option<u64> {
         27 | 28 => (8, 1), // I64, F64
         _ => return None,
     };
-    Some(elements.div_ceil(block) * block_bytes)
+    Some(elements.div_ceil(block).saturating_mul(block_bytes))
 }
 
 fn file_type_name(t: u64) -> String {
@@ -288,7 +304,10 @@ pub fn check_memory(info: &GgufInfo) -> Result<(), Error> {
         return Ok(());
     };
     // Weights plus a margin for the context and compute buffers.
-    let needed = info.size_bytes + info.size_bytes / 10 + (64 << 20);
+    let needed = info
+        .size_bytes
+        .saturating_add(info.size_bytes / 10)
+        .saturating_add(64 << 20);
     if needed > available {
         return Err(model_error(
             &info.path,

@@ -55,21 +55,44 @@ impl std::fmt::Debug for Key {
     }
 }
 
-/// Replace every occurrence of `key` in `text` (and of any 8+ character piece a server might
-/// quote back, such as a masked `sk-abc…xyz`) with `[redacted]`.
+/// The shortest piece of a key that [`redact`] removes wherever it appears.
+pub const REDACT_MIN_PIECE: usize = 6;
+
+/// Replace every occurrence of `key` in `text`, and of any piece of it of 6 or more characters
+/// (a server may quote back a masked `sk-abc…xyz`, or the key without its first or last
+/// characters), with `[redacted]`; a key shorter than that is removed wherever it appears whole.
+///
+/// Every run of text made of 6-character windows that also occur in the key is replaced: any
+/// piece of the key of 6+ characters is such a run, so none survives, whatever is cut off either
+/// end. (A stretch of ordinary text that happens to share 6 characters with a random key is
+/// redacted too; that is the safe way to be wrong.)
 pub fn redact(text: &str, key: Option<&Key>) -> String {
-    let Some(key) = key.map(Key::expose).filter(|k| k.len() >= 8) else {
+    let Some(key) = key.map(Key::expose).filter(|k| !k.is_empty()) else {
         return text.to_string();
     };
-    let mut out = text.replace(key, "[redacted]");
-    // Prefixes and suffixes of 8+ characters, as error messages quote them.
-    let chars: Vec<char> = key.chars().collect();
-    for n in (8..chars.len()).rev() {
-        let head: String = chars[..n].iter().collect();
-        let tail: String = chars[chars.len() - n..].iter().collect();
-        out = out
-            .replace(&head, "[redacted]")
-            .replace(&tail, "[redacted]");
+    let key_chars: Vec<char> = key.chars().collect();
+    if key_chars.len() < REDACT_MIN_PIECE {
+        return text.replace(key, "[redacted]");
+    }
+    let windows: std::collections::HashSet<&[char]> = key_chars.windows(REDACT_MIN_PIECE).collect();
+    let chars: Vec<char> = text.chars().collect();
+    let mut hidden = vec![false; chars.len()];
+    for (i, w) in chars.windows(REDACT_MIN_PIECE).enumerate() {
+        if windows.contains(w) {
+            hidden[i..i + REDACT_MIN_PIECE]
+                .iter_mut()
+                .for_each(|h| *h = true);
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut in_run = false;
+    for (c, h) in chars.iter().zip(&hidden) {
+        match (h, in_run) {
+            (true, false) => out.push_str("[redacted]"),
+            (true, true) => {}
+            (false, _) => out.push(*c),
+        }
+        in_run = *h;
     }
     out
 }
@@ -275,5 +298,37 @@ mod tests {
             !clean.contains("PLANTED") && !clean.contains("23456789"),
             "{clean}"
         );
+    }
+
+    /// Security review, finding 10: a key quoted without its first or last characters leaked
+    /// (only prefixes and suffixes of 8+ characters were removed).
+    #[test]
+    fn a_key_quoted_without_its_first_or_last_characters_is_redacted() {
+        let k = Key::new("sk-proj-AbCdEf0123456789XyZ", KeySource::Env("X".into()));
+        for quoted in [
+            "key k-proj-AbCdEf0123456789Xy was rejected",
+            "middle: AbCdEf0123 end",
+            "tail 456789XyZ",
+            "twice sk-proj-AbCdEf and 0123456789XyZ",
+        ] {
+            let clean = redact(quoted, Some(&k));
+            assert!(clean.contains("[redacted]"), "{quoted} -> {clean}");
+            for piece in k
+                .expose()
+                .chars()
+                .collect::<Vec<_>>()
+                .windows(REDACT_MIN_PIECE)
+            {
+                let piece: String = piece.iter().collect();
+                assert!(
+                    !clean.contains(&piece),
+                    "{quoted} -> {clean} still holds {piece}"
+                );
+            }
+        }
+        // Text that shares nothing with the key is untouched; a short key goes whole.
+        assert_eq!(redact("nothing here", Some(&k)), "nothing here");
+        let short = Key::new("abc12", KeySource::Env("X".into()));
+        assert_eq!(redact("x abc12 y", Some(&short)), "x [redacted] y");
     }
 }

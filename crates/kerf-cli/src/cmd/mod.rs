@@ -145,7 +145,7 @@ impl InputArgs {
         let input_path = if self.sample {
             Some(prompt.sample_input_path().ok_or_else(|| {
                 kerf_core::Error::Usage(format!(
-                    "{}: the prompt has no `sample-input`",
+                    "{}: the prompt has no `sample-input` inside its folder",
                     path.display()
                 ))
             })?)

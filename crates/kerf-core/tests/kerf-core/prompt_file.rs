@@ -141,3 +141,64 @@ fn prompt_files_validate_against_the_published_schema() {
         }
     }
 }
+
+/// Security review, finding 1: `repair.max-attempts` was documented as 1–10 but never checked; a
+/// prompt file (or an imported bundle's `kerf` object) with 1,000,000 made a run send that many
+/// paid requests.
+#[rstest]
+#[case::zero(0)]
+#[case::eleven(11)]
+#[case::a_million(1_000_000)]
+fn repair_max_attempts_outside_1_to_10_is_refused_with_its_line(#[case] n: u32) {
+    let text = format!("{{\n  \"prompt\": \"x\",\n  \"repair\": {{\"max-attempts\": {n}}}\n}}");
+    let err = PromptFile::from_json_str(&text, "p.json").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "p.json:3: key `repair.max-attempts`: must be between 1 and 10 (replies in all), got {n}"
+        )
+    );
+    // The same through a TrustGraph bundle's `kerf` object.
+    let bundle = json!({
+        "template.t": json!({"prompt": "x", "response-type": "text", "kerf": {"repair": {"max-attempts": n}}}).to_string()
+    });
+    let err = kerf_core::export::trustgraph::import(&bundle, "t", "bundle.json").unwrap_err();
+    assert!(err.to_string().contains("repair.max-attempts"), "{err}");
+}
+
+/// Security review, finding 11: `sample-input` could name any file (`/etc/…`, `../../…`); it was
+/// read into the preview when the prompt was opened and sent to the provider with the sample.
+#[rstest]
+#[case::absolute("/etc/passwd")]
+#[case::parent("../../secrets.txt")]
+#[case::parent_inside("inputs/../../x.txt")]
+#[case::windows_parent("inputs\\\\..\\\\..\\\\x.txt")]
+#[case::drive("C:/Users/x.txt")]
+fn sample_input_outside_the_prompt_folder_is_refused(#[case] rel: &str) {
+    let text = json!({"prompt": "x", "sample-input": rel}).to_string();
+    let err = PromptFile::from_json_str(&text, "p.json").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("key `sample-input`: must name a file inside the prompt's folder"),
+        "{err}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_sample_input_symlinked_out_of_the_folder_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("s.txt"))
+        .unwrap();
+    std::fs::write(dir.path().join("ok.txt"), "sample").unwrap();
+    assert_eq!(
+        kerf_core::prompt::resolve_sample_input(dir.path(), "s.txt"),
+        None
+    );
+    assert_eq!(
+        kerf_core::prompt::resolve_sample_input(dir.path(), "ok.txt"),
+        Some(dir.path().join("ok.txt"))
+    );
+}

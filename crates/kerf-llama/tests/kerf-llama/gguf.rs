@@ -107,3 +107,63 @@ fn a_model_larger_than_memory_is_refused_before_loading() {
     );
     assert!(msg.contains("MiB of memory is available"), "{msg}");
 }
+
+/// A GGUF header with one metadata entry, written by `entry` (after its key), and no tensors.
+fn one_entry_gguf(key: &str, entry: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(b"GGUF");
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes()); // tensors
+    b.extend(1u64.to_le_bytes()); // metadata entries
+    b.extend((key.len() as u64).to_le_bytes());
+    b.extend(key.as_bytes());
+    entry(&mut b);
+    b
+}
+
+/// Security review, finding 9: arrays nested in arrays overflowed the header reader's stack and
+/// aborted the process (`kerf models list`, the window's model list, any `--model`).
+#[test]
+fn deeply_nested_arrays_are_a_damaged_file_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("nested.gguf");
+    let file = one_entry_gguf("x.nested", |b| {
+        b.extend(9u32.to_le_bytes()); // an array …
+        for _ in 0..200_000 {
+            b.extend(9u32.to_le_bytes()); // … of arrays …
+            b.extend(1u64.to_le_bytes()); // … of one element each
+        }
+    });
+    std::fs::write(&p, file).unwrap();
+    let err = inspect(&p).unwrap_err().to_string();
+    assert!(
+        err.contains("nested.gguf") && err.contains("arrays nested more than"),
+        "{err}"
+    );
+}
+
+/// Security review, finding 9: the size sums overflowed on crafted integers (an alignment or a
+/// tensor shape near 2^64).
+#[test]
+fn impossible_sizes_are_a_damaged_file_not_an_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("align.gguf");
+    let file = one_entry_gguf("general.alignment", |b| {
+        b.extend(10u32.to_le_bytes()); // u64
+        b.extend(u64::MAX.to_le_bytes());
+    });
+    std::fs::write(&p, file).unwrap();
+    let err = inspect(&p).unwrap_err().to_string();
+    assert!(
+        err.contains("align.gguf") && err.contains("truncated GGUF"),
+        "{err}"
+    );
+
+    let p = dir.path().join("shape.gguf");
+    std::fs::write(&p, tiny_gguf(u64::MAX, 64)).unwrap();
+    let err = inspect(&p).unwrap_err().to_string();
+    assert!(
+        err.contains("shape.gguf") && err.contains("truncated GGUF"),
+        "{err}"
+    );
+}
