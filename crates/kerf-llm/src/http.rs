@@ -186,6 +186,10 @@ fn agent(config: &HttpConfig) -> ureq::Agent {
         // (same length) is what the user sees.
         .timeout_per_read(Some(config.idle_timeout + Duration::from_secs(1)))
         .user_agent(concat!("kerf/", env!("CARGO_PKG_VERSION")))
+        // Redirects are not followed: the request carries the key (in `Authorization`,
+        // `x-api-key` or `x-goog-api-key`), and another host's answer is not the model's reply.
+        // A 3xx comes back as an HTTP error naming its status.
+        .max_redirects(0)
         .build()
         .new_agent()
 }

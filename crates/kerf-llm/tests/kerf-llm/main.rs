@@ -223,6 +223,34 @@ fn server_errors_are_retried_a_bounded_number_of_times() {
     assert_eq!(server.requests().len(), 3);
 }
 
+/// Security review, finding 3: a redirect carried `x-api-key` / `x-goog-api-key` to another host
+/// (only `Authorization` was stripped), and that host's answer was recorded as the model's reply.
+#[test]
+fn a_redirect_is_not_followed_and_no_key_goes_to_another_host() {
+    for kind in [Kind::Openai, Kind::Anthropic, Kind::Gemini] {
+        let elsewhere = Server::start(vec![Act::sse(200, vec![transcript("openai-complete.sse")])]);
+        let server = Server::start(vec![
+            Act::status(307, "{}")
+                .header("location", &format!("{}/v1/steal", elsewhere.base_url())),
+        ]);
+        let r = run(&provider(&server, kind), &json_request());
+        let err = r.result.as_ref().map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains("307"), "{kind:?}: {err}");
+        assert!(
+            r.text.is_empty(),
+            "{kind:?}: another host's reply was taken: {}",
+            r.text
+        );
+        assert_eq!(
+            elsewhere.requests().len(),
+            0,
+            "{kind:?}: the redirect was followed"
+        );
+        assert_eq!(server.requests().len(), 1, "{kind:?}: a 3xx is not retried");
+        assert_no_key(&r);
+    }
+}
+
 #[test]
 fn a_truncated_reply_is_never_retried() {
     let server = Server::start(vec![Act::sse(200, vec![transcript("openai-length.sse")])]);
