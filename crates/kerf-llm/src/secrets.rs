@@ -243,8 +243,11 @@ fn from_keyring(provider: &str) -> Option<String> {
     }
 }
 
-/// The key for `def`: keyring, then `def.key_env`, then the kind's variable. `Ok(None)` for a
-/// provider marked `no_key`; an `auth` error naming every place looked at otherwise.
+/// The key for `def`: keyring, then `def.key_env`, then the kind's standard variable
+/// (`OPENAI_API_KEY`, …) — the last only when `def` points at the provider's own public
+/// endpoint: a LAN or third-party server must be given a key explicitly (the keyring, or its own
+/// `key_env`), or the user's real key would go to it. `Ok(None)` for a provider marked `no_key`;
+/// an `auth` error naming every place looked at otherwise.
 pub fn key_for(def: &ProviderDef) -> Result<Option<Key>> {
     if let Some(k) = from_keyring(&def.name) {
         return Ok(Some(Key {
@@ -252,11 +255,14 @@ pub fn key_for(def: &ProviderDef) -> Result<Option<Key>> {
             source: KeySource::Keyring,
         }));
     }
+    let standard = def.kind.key_env();
+    let own_endpoint =
+        def.base_url.trim_end_matches('/') == def.kind.default_base_url().trim_end_matches('/');
     let vars: Vec<String> = def
         .key_env
         .iter()
         .cloned()
-        .chain(std::iter::once(def.kind.key_env().to_string()))
+        .chain(own_endpoint.then(|| standard.to_string()))
         .collect();
     for v in &vars {
         if let Ok(k) = std::env::var(v)
@@ -271,12 +277,25 @@ pub fn key_for(def: &ProviderDef) -> Result<Option<Key>> {
     if def.no_key {
         return Ok(None);
     }
+    let looked = if vars.is_empty() {
+        String::new()
+    } else {
+        format!(" or in ${}", vars.join(" or $"))
+    };
+    let standard_note = if own_endpoint || def.key_env.as_deref() == Some(standard) {
+        String::new()
+    } else {
+        format!(
+            " (${standard} is used only for {}; to send it to {}, add the provider with --key-env {standard})",
+            def.kind.default_base_url(),
+            def.base_url
+        )
+    };
     Err(Error::Auth(format!(
-        "no API key for provider `{}`: set one with `kerf providers set-key {}` (stored in the {} keyring) or in ${}",
+        "no API key for provider `{}`: set one with `kerf providers set-key {}` (stored in the {} keyring){looked}{standard_note}",
         def.name,
         def.name,
         store(),
-        vars.join(" or $")
     )))
 }
 

@@ -25,7 +25,9 @@ Examples:
 
 Definitions live in providers.json in Kerf's config directory (KERF_CONFIG_DIR, else
 ~/.config/kerf). Keys never do: they go to the OS keyring (set-key), or come from the environment
-(the provider's --key-env variable, else OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY).")]
+(the provider's --key-env variable, else OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY, which
+are used only for the provider's own public endpoint: a server at another --base-url needs set-key
+or its own --key-env).")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Action,

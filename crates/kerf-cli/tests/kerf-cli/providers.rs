@@ -58,6 +58,85 @@ fn openai_stream(text: &str, finish: &str) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// Security review, finding 2: for a provider with a custom `base_url`, the key fell back to
+/// `OPENAI_API_KEY` (or Anthropic's, Gemini's): a LAN or third-party server added without
+/// `--no-key` received the user's real key.
+#[test]
+fn the_standard_key_variable_never_goes_to_a_custom_base_url() {
+    let config = tempfile::tempdir().unwrap();
+    let cfg = config.path();
+    let server = Server::start(vec![Act::sse(200, vec![openai_stream("{}", "stop")])]);
+    let env = [("OPENAI_API_KEY", PLANTED)];
+    let url = server.base_url();
+    let add = kerf_env(
+        cfg,
+        &env,
+        &[
+            "providers",
+            "add",
+            "lan",
+            "--kind",
+            "openai",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--json",
+        ],
+        None,
+    );
+    assert!(add.status.success(), "{}", everything(&add));
+    assert_eq!(stdout_json(&add)["key"], "MISSING", "{}", everything(&add));
+    let run = kerf_env(
+        cfg,
+        &env,
+        &[
+            "run",
+            "prompts/agent-kg-extract.json",
+            "--sample",
+            "--provider",
+            "lan",
+        ],
+        None,
+    );
+    assert_eq!(run.status.code(), Some(2), "{}", everything(&run));
+    let e = stderr(&run);
+    assert!(
+        e.contains("$OPENAI_API_KEY is used only for https://api.openai.com/v1")
+            && e.contains("--key-env OPENAI_API_KEY"),
+        "{e}"
+    );
+    assert!(!everything(&run).contains("PLANTED"));
+    assert_eq!(server.requests().len(), 0, "a request reached the server");
+
+    // Given explicitly, it is the user's choice: the server gets it.
+    let add = kerf_env(
+        cfg,
+        &env,
+        &[
+            "providers",
+            "add",
+            "lan2",
+            "--kind",
+            "openai",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--key-env",
+            "OPENAI_API_KEY",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(
+        stdout_json(&add)["key"],
+        "from $OPENAI_API_KEY",
+        "{}",
+        everything(&add)
+    );
+}
+
 #[test]
 fn a_configured_provider_runs_a_prompt_and_its_key_never_shows() {
     let config = tempfile::tempdir().unwrap();
