@@ -222,8 +222,58 @@ impl Store {
     }
 
     /// Fold a dead run's streamed chunks into its reply, parse what arrived, mark it interrupted.
+    ///
+    /// Another process may be recovering the same run: the list of `running` runs was read
+    /// outside any transaction. So the status is read again inside the transaction that writes,
+    /// and a run that is no longer `running` (or whose chunks changed meanwhile) is left as it
+    /// is: a report is never overwritten by one this process did not produce from the same text.
+    /// The parse (seconds for a reply of hundreds of MB) runs between the two transactions, not
+    /// while holding the write lock.
     fn interrupt_run(&self, id: i64) -> Result<()> {
+        let Some(seen) = self.dead_run_text(id)? else {
+            return Ok(());
+        };
+        let report = crate::runs::parse_with_version(&seen.version_text, &seen.vars, &seen.raw);
+        let (objects, dropped, truncated) = report.as_ref().map_or((None, None, None), |r| {
+            (
+                Some(r.objects.len() as i64),
+                Some(r.dropped.len() as i64),
+                Some(r.truncated),
+            )
+        });
+        let report = report.and_then(|r| serde_json::to_string(&r).ok());
         let tx = self.write()?;
+        let (status, last_chunk) = Self::run_state(&tx, id).map_err(|e| self.err(e))?;
+        if status != "running" || last_chunk != seen.last_chunk {
+            // Recovered by another process while this one parsed.
+            return tx.commit().map_err(|e| self.err(e));
+        }
+        tx.execute(
+            "UPDATE run_bodies SET raw = raw || ?2, report = ?3 WHERE run_id = ?1",
+            params![id, seen.raw, report],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM run_chunks WHERE run_id = ?1", [id])
+            .map_err(|e| self.err(e))?;
+        tx.execute(
+            "UPDATE runs SET status = 'interrupted', finish_reason = 'interrupted', finished_at = ?2,
+             owner = NULL, objects = ?3, dropped = ?4, truncated = ?5, error_code = 'interrupted',
+             error = 'the Kerf process running this stopped (killed or crashed) mid-run; the text received is kept'
+             WHERE id = ?1 AND status = 'running'",
+            params![id, self.now(), objects, dropped, truncated],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// A dead run's streamed text, prompt and variables, read in one snapshot; `None` when the
+    /// run is no longer `running`.
+    fn dead_run_text(&self, id: i64) -> Result<Option<DeadRun>> {
+        let tx = self.write()?;
+        let (status, last_chunk) = Self::run_state(&tx, id).map_err(|e| self.err(e))?;
+        if status != "running" {
+            return Ok(None);
+        }
         let raw: String = tx
             .query_row(
                 "SELECT coalesce(group_concat(text, ''), '') FROM
@@ -240,31 +290,25 @@ impl Store {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .map_err(|e| self.err(e))?;
-        let report = crate::runs::parse_with_version(&version_text, &vars, &raw);
-        let (objects, dropped, truncated) = report.as_ref().map_or((None, None, None), |r| {
-            (
-                Some(r.objects.len() as i64),
-                Some(r.dropped.len() as i64),
-                Some(r.truncated),
-            )
-        });
-        let report = report.and_then(|r| serde_json::to_string(&r).ok());
-        tx.execute(
-            "UPDATE run_bodies SET raw = raw || ?2, report = ?3 WHERE run_id = ?1",
-            params![id, raw, report],
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(Some(DeadRun {
+            raw,
+            version_text,
+            vars,
+            last_chunk,
+        }))
+    }
+
+    /// A run's status and the sequence number of its last streamed chunk.
+    fn run_state(
+        tx: &rusqlite::Transaction<'_>,
+        id: i64,
+    ) -> rusqlite::Result<(String, Option<i64>)> {
+        tx.query_row(
+            "SELECT status, (SELECT max(seq) FROM run_chunks WHERE run_id = ?1) FROM runs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .map_err(|e| self.err(e))?;
-        tx.execute("DELETE FROM run_chunks WHERE run_id = ?1", [id])
-            .map_err(|e| self.err(e))?;
-        tx.execute(
-            "UPDATE runs SET status = 'interrupted', finish_reason = 'interrupted', finished_at = ?2,
-             owner = NULL, objects = ?3, dropped = ?4, truncated = ?5, error_code = 'interrupted',
-             error = 'the Kerf process running this stopped (killed or crashed) mid-run; the text received is kept'
-             WHERE id = ?1",
-            params![id, self.now(), objects, dropped, truncated],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))
     }
 
     /// A write transaction that takes the write lock up front, so a concurrent writer waits on
@@ -287,6 +331,14 @@ impl Store {
             .map_err(|e| self.err(e))?;
         Ok(lines.join("\n"))
     }
+}
+
+/// What recovery reads of a dead run before parsing it.
+struct DeadRun {
+    raw: String,
+    version_text: String,
+    vars: String,
+    last_chunk: Option<i64>,
 }
 
 #[cfg(test)]
@@ -312,6 +364,32 @@ mod tests {
             system: None,
             user: "t".into(),
         }
+    }
+
+    /// Security review, finding 7: two processes recovering the same dead run destroyed its
+    /// report. The second had listed the run as `running` before the first folded it, then
+    /// parsed the (by then empty) chunks and overwrote the report with nothing.
+    #[test]
+    fn a_second_recovery_of_the_same_run_never_overwrites_its_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.sqlite");
+        let store = Store::open(&path).unwrap();
+        let mut w = store.begin_run(&new_run(&store)).unwrap();
+        w.push("{\"a\": 1}\n{\"b\": 2}\n{\"c").unwrap();
+        let id = w.id();
+        std::mem::forget(w); // the writer dies: no finish, its owner lock goes with the store
+        drop(store);
+        let first = Store::open(&path).unwrap(); // recovers it
+        let recovered = first.run(id).unwrap();
+        assert_eq!(recovered.summary.status, Status::Interrupted);
+        assert_eq!(recovered.summary.objects, Some(2));
+        // The second process, working from the list it read before the first one finished.
+        let second = Store::open(&path).unwrap();
+        second.interrupt_run(id).unwrap();
+        let after = second.run(id).unwrap();
+        assert_eq!(after.summary.objects, Some(2), "the report was overwritten");
+        assert_eq!(after.raw, recovered.raw);
+        assert_eq!(after.report, recovered.report);
     }
 
     /// A full disk (here: the database's page limit, which SQLite reports exactly as a full
