@@ -30,6 +30,22 @@ pub struct HttpConfig {
     pub backoff_max: Duration,
     /// A `Retry-After` longer than this is not waited out: the error says what the server asked.
     pub retry_after_max: Duration,
+    /// The most reply bytes read (after decompression): past it the reply is cut there, as a
+    /// broken stream with what arrived kept. `KERF_MAX_REPLY_MIB` (default 64).
+    pub max_reply_bytes: u64,
+    /// The longest a reply may take from its first byte: past it the reply is cut there (a
+    /// server sending one byte a minute would otherwise hold a run forever).
+    /// `KERF_MAX_RUN_SECONDS` (default 600).
+    pub max_duration: Duration,
+}
+
+/// A positive number from the environment variable `name`, else `default`.
+fn limit_from_env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
 }
 
 impl Default for HttpConfig {
@@ -42,6 +58,8 @@ impl Default for HttpConfig {
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(20),
             retry_after_max: Duration::from_secs(60),
+            max_reply_bytes: limit_from_env("KERF_MAX_REPLY_MIB", 64).saturating_mul(1 << 20),
+            max_duration: Duration::from_secs(limit_from_env("KERF_MAX_RUN_SECONDS", 600)),
         }
     }
 }
@@ -110,6 +128,9 @@ enum Msg {
 struct Body {
     rx: Receiver<Msg>,
     idle: Duration,
+    /// When the reply must be over (`HttpConfig::max_duration` from its head).
+    deadline: Instant,
+    max_duration: Duration,
 }
 
 /// How often a wait looks at the cancel token.
@@ -121,6 +142,12 @@ impl Body {
         loop {
             if cancel.is_cancelled() {
                 return Chunk::Cancelled;
+            }
+            if Instant::now() >= self.deadline {
+                return Chunk::Broken(format!(
+                    "the reply passed its time limit of {} s (KERF_MAX_RUN_SECONDS); what arrived is kept",
+                    self.max_duration.as_secs()
+                ));
             }
             match self.rx.recv_timeout(POLL) {
                 Ok(Msg::Bytes(b)) => return Chunk::Bytes(b),
@@ -194,8 +221,8 @@ fn agent(config: &HttpConfig) -> ureq::Agent {
         .new_agent()
 }
 
-/// Start one attempt on a worker thread.
-fn start(agent: &ureq::Agent, req: &HttpRequest) -> Receiver<Msg> {
+/// Start one attempt on a worker thread; it reads at most `max_bytes` of the body.
+fn start(agent: &ureq::Agent, req: &HttpRequest, max_bytes: u64) -> Receiver<Msg> {
     let (tx, rx) = mpsc::sync_channel(64);
     let agent = agent.clone();
     let req = req.clone();
@@ -233,8 +260,11 @@ fn start(agent: &ureq::Agent, req: &HttpRequest) -> Receiver<Msg> {
         if tx.send(head).is_err() {
             return;
         }
+        // Unlimited in ureq: the limit is Kerf's (`max_bytes`), and crossing it keeps what
+        // arrived (a cut reply) instead of failing the read.
         let mut reader = resp.into_body().into_reader();
         let mut buf = vec![0u8; 16 * 1024];
+        let mut total = 0u64;
         loop {
             match reader.read(&mut buf) {
                 Ok(0) => {
@@ -242,7 +272,20 @@ fn start(agent: &ureq::Agent, req: &HttpRequest) -> Receiver<Msg> {
                     return;
                 }
                 Ok(n) => {
-                    if tx.send(Msg::Bytes(buf[..n].to_vec())).is_err() {
+                    let room = max_bytes.saturating_sub(total);
+                    let take = (n as u64).min(room) as usize;
+                    total += take as u64;
+                    if take > 0 && tx.send(Msg::Bytes(buf[..take].to_vec())).is_err() {
+                        return;
+                    }
+                    if take < n {
+                        let _ = tx.send(Msg::Failed(
+                            format!(
+                                "the reply passed the {} MiB limit (KERF_MAX_REPLY_MIB); what arrived before it is kept",
+                                max_bytes >> 20
+                            ),
+                            false,
+                        ));
                         return;
                     }
                 }
@@ -370,7 +413,7 @@ pub fn post(
     let mut retries = Vec::new();
     let mut attempt = 0u32;
     loop {
-        let rx = start(&agent, req);
+        let rx = start(&agent, req, config.max_reply_bytes);
         // The head: connect + first byte, both bounded by ureq; the wait watches cancellation.
         let head = loop {
             if cancel.is_cancelled() {
@@ -387,6 +430,8 @@ pub fn post(
         let mut body = Body {
             rx,
             idle: config.idle_timeout,
+            deadline: Instant::now() + config.max_duration,
+            max_duration: config.max_duration,
         };
         let (why, delay) = match head {
             Msg::Head {

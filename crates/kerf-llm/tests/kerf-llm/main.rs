@@ -38,6 +38,7 @@ fn provider(server: &Server, kind: Kind) -> CloudProvider {
         backoff_base: Duration::from_millis(50),
         backoff_max: Duration::from_millis(200),
         retry_after_max: Duration::from_secs(5),
+        ..HttpConfig::default()
     };
     p
 }
@@ -292,6 +293,49 @@ fn a_stalled_stream_is_interrupted_by_the_idle_timeout() {
         "{:?}",
         f.error
     );
+}
+
+/// Security review, finding 6: no bound on a reply's size (a 509 KB gzip body became a 524 MB
+/// reply, 2.6 GB of memory) or on a run's duration (one byte every < 60 s kept a run alive
+/// forever). Both now cut the reply there, keeping what arrived, with a reason naming the limit.
+#[test]
+fn a_reply_past_its_size_or_time_limit_is_cut_there_keeping_what_arrived() {
+    // Size: a stream far larger than the limit.
+    let piece = json!({"choices": [{"index": 0, "delta": {"content": "x".repeat(1000)}, "finish_reason": null}]});
+    let event = format!("data: {piece}\n\n").into_bytes();
+    let server = Server::start(vec![Act::sse(200, vec![event; 200])]);
+    let mut p = provider(&server, Kind::Openai);
+    p.http.max_reply_bytes = 20_000;
+    let r = run(&p, &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Interrupted);
+    let why = f.error.unwrap_or_default();
+    assert!(
+        why.contains("MiB limit") && why.contains("KERF_MAX_REPLY_MIB"),
+        "{why}"
+    );
+    assert!(
+        !r.text.is_empty() && r.text.len() < 20_000,
+        "{}",
+        r.text.len()
+    );
+
+    // Time: a steady trickle, each gap well inside the idle timeout.
+    let body = transcript("openai-complete.sse");
+    let pieces: Vec<Vec<u8>> = body.chunks(40).map(<[u8]>::to_vec).collect();
+    let server = Server::start(vec![Act::sse(200, pieces).gap(Duration::from_millis(150))]);
+    let mut p = provider(&server, Kind::Openai);
+    p.http.max_duration = Duration::from_millis(700);
+    let t = Instant::now();
+    let r = run(&p, &json_request());
+    let f = r.result.unwrap();
+    assert_eq!(f.reason, FinishReason::Interrupted);
+    let why = f.error.unwrap_or_default();
+    assert!(
+        why.contains("time limit") && why.contains("KERF_MAX_RUN_SECONDS"),
+        "{why}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
 
 #[test]
