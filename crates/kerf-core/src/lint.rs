@@ -441,7 +441,15 @@ pub struct Rewrite {
     /// The key a non-object root was wrapped under (the reply's value is found there).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wrapped_in: Option<&'static str>,
+    /// The rewrite stopped at `MAX_REWRITE_NODES` (recursive `$ref`s inlined): `schema` is not
+    /// the schema's meaning and must not be sent. A finding (`error`) says so.
+    #[serde(skip)]
+    pub too_large: bool,
 }
+
+/// The most subschemas a rewrite writes. Inlining `$ref`s multiplies them: a ~300-byte schema
+/// that refers to itself from several properties grew to 2.9 GB before this limit.
+pub const MAX_REWRITE_NODES: usize = 10_000;
 
 impl Rewrite {
     pub fn blockers(&self) -> impl Iterator<Item = &Finding> {
@@ -496,6 +504,7 @@ pub fn openai_strict(schema: &Value) -> Rewrite {
         schema: out,
         findings,
         wrapped_in,
+        too_large: false,
     }
 }
 
@@ -575,22 +584,27 @@ fn make_nullable(prop: &mut Value) {
 /// Gemini would have rejected or ignored, now rewritten or left to Kerf's validation after the
 /// reply.
 pub fn gemini_schema(schema: &Value) -> Rewrite {
-    fn convert(root: &Value, node: &Value, depth: usize) -> Value {
+    fn convert(root: &Value, node: &Value, depth: usize, budget: &mut usize) -> Value {
         let node = crate::schema::resolve_local_ref(root, node).unwrap_or(node);
         let Value::Object(m) = node else {
             return node.clone();
         };
         // A recursive schema cannot be inlined forever: past this depth, any value.
-        if depth > 12 {
+        if depth > 12 || *budget == 0 {
             return json!({});
         }
+        *budget -= 1;
         let mut out = Map::new();
         for (k, v) in m {
             match k.as_str() {
                 "oneOf" | "anyOf" => {
                     let branches: Vec<Value> = v
                         .as_array()
-                        .map(|a| a.iter().map(|b| convert(root, b, depth + 1)).collect())
+                        .map(|a| {
+                            a.iter()
+                                .map(|b| convert(root, b, depth + 1, budget))
+                                .collect()
+                        })
                         .unwrap_or_default();
                     out.insert("anyOf".into(), Value::Array(branches));
                 }
@@ -616,14 +630,16 @@ pub fn gemini_schema(schema: &Value) -> Rewrite {
                         .as_object()
                         .map(|p| {
                             p.iter()
-                                .map(|(name, s)| (name.clone(), convert(root, s, depth + 1)))
+                                .map(|(name, s)| {
+                                    (name.clone(), convert(root, s, depth + 1, budget))
+                                })
                                 .collect()
                         })
                         .unwrap_or_default();
                     out.insert("properties".into(), Value::Object(props));
                 }
                 "items" => {
-                    out.insert("items".into(), convert(root, v, depth + 1));
+                    out.insert("items".into(), convert(root, v, depth + 1, budget));
                 }
                 k if GEMINI_KEYWORDS.contains(&k) => {
                     out.insert(k.into(), v.clone());
@@ -633,9 +649,28 @@ pub fn gemini_schema(schema: &Value) -> Rewrite {
         }
         Value::Object(out)
     }
+    let mut budget = MAX_REWRITE_NODES;
+    let rewritten = convert(schema, schema, 0, &mut budget);
+    let mut findings = lint(schema, Provider::Gemini);
+    let too_large = budget == 0;
+    if too_large {
+        findings.insert(
+            0,
+            Finding {
+                provider: Provider::Gemini,
+                severity: Severity::Error,
+                pointer: "/".into(),
+                keyword: "$ref".into(),
+                message: format!(
+                    "inlining its `$ref`s for Gemini's subset takes more than {MAX_REWRITE_NODES} subschemas (a recursive schema): simplify it or use a mode without a schema"
+                ),
+            },
+        );
+    }
     Rewrite {
-        schema: convert(schema, schema, 0),
-        findings: lint(schema, Provider::Gemini),
+        schema: rewritten,
+        findings,
         wrapped_in: None,
+        too_large,
     }
 }

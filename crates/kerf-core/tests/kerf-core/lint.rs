@@ -43,3 +43,34 @@ fn clean_schema_for_openai() {
     let s = json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false});
     assert!(lint(&s, Provider::Openai).is_empty());
 }
+
+/// Security review, finding 5: a ~300-byte self-referencing schema passed `kerf check`, then
+/// inlining its `$ref`s for Gemini took 2.9 GB and aborted before sending. The rewrite now stops
+/// at a bounded size and says so as a blocker.
+#[test]
+fn a_recursive_schema_stops_the_gemini_rewrite_at_its_size_limit() {
+    let schema = json!({
+        "$defs": {"n": {"type": "object", "properties": {
+            "a": {"$ref": "#/$defs/n"}, "b": {"$ref": "#/$defs/n"},
+            "c": {"$ref": "#/$defs/n"}, "d": {"$ref": "#/$defs/n"}
+        }}},
+        "$ref": "#/$defs/n"
+    });
+    let t = std::time::Instant::now();
+    let r = kerf_core::lint::gemini_schema(&schema);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(r.too_large);
+    let f = &r.findings[0];
+    assert_eq!((f.severity, f.keyword.as_str()), (Severity::Error, "$ref"));
+    assert!(f.message.contains("10000 subschemas"), "{}", f.message);
+    assert!(serde_json::to_string(&r.schema).unwrap().len() < 4 << 20);
+    // A schema of ordinary size is rewritten whole.
+    let small = kerf_core::lint::gemini_schema(
+        &json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+    );
+    assert!(!small.too_large);
+}

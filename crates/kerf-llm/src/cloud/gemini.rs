@@ -41,6 +41,17 @@ pub(crate) fn build(
     match (mode, &req.constraint) {
         (Structured::JsonSchema, Constraint::Json(schema)) => {
             let rewrite = lint::gemini_schema(schema);
+            if rewrite.too_large {
+                let why = rewrite
+                    .findings
+                    .first()
+                    .map(|f| f.message.clone())
+                    .unwrap_or_default();
+                return Err(Error::Request(format!(
+                    "{}: the schema cannot be sent to Gemini: {why}",
+                    p.def.name
+                )));
+            }
             for f in &rewrite.findings {
                 warnings.push(format!(
                     "rewritten for Gemini: {} `{}`: {}",
