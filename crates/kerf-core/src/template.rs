@@ -24,8 +24,14 @@ pub struct Template {
 /// for it).
 type Warnings = Arc<Mutex<Vec<String>>>;
 
+/// The most engine steps one render may take. TrustGraph's prompts take thousands; a template
+/// someone sent with nested loops over `range(…)` would otherwise run (and hold the window) for
+/// ever. Past it the render fails, naming the limit.
+pub const RENDER_FUEL: u64 = 20_000_000;
+
 fn environment(warnings: Option<Warnings>) -> Environment<'static> {
     let mut env = Environment::new();
+    env.set_fuel(Some(RENDER_FUEL));
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_keep_trailing_newline(true);
@@ -134,6 +140,14 @@ impl Template {
                     name: self.name.clone(),
                     line: e.line(),
                     variable,
+                }
+            } else if e.kind() == ErrorKind::OutOfFuel {
+                Error::TemplateRender {
+                    name: self.name.clone(),
+                    line: e.line(),
+                    message: format!(
+                        "the template took more than {RENDER_FUEL} steps (a loop that does not end?) and was stopped"
+                    ),
                 }
             } else {
                 Error::TemplateRender {

@@ -92,54 +92,65 @@ impl Drop for Running<'_> {
     }
 }
 
+// Every command that reads files or renders templates is async and runs on a blocking thread:
+// a synchronous command runs on the window's main thread, where an untrusted prompt (a template
+// that loops for long, a huge file) would freeze the window.
+
 #[tauri::command]
-fn prompts_list(state: State<'_, AppState>) -> Vec<PromptEntry> {
-    prompts::list(&state.workbench.prompt_dirs)
+async fn prompts_list(state: State<'_, AppState>) -> Result<Vec<PromptEntry>> {
+    let dirs = state.workbench.prompt_dirs.clone();
+    blocking(move || Ok(prompts::list(&dirs))).await
 }
 
 #[tauri::command]
-fn prompt_open(path: String) -> Result<PromptDoc> {
-    prompts::open(Path::new(&path))
+async fn prompt_open(path: String) -> Result<PromptDoc> {
+    blocking(move || prompts::open(Path::new(&path))).await
 }
 
 #[tauri::command]
-fn prompt_inspect(
+async fn prompt_inspect(
     draft: PromptDraft,
     path: Option<String>,
     input: String,
     vars: Option<Map<String, Value>>,
-) -> Inspection {
-    prompts::inspect(
-        &draft,
-        path.as_deref().map(Path::new),
-        &input,
-        &vars.unwrap_or_default(),
-    )
+) -> Result<Inspection> {
+    blocking(move || {
+        Ok(prompts::inspect(
+            &draft,
+            path.as_deref().map(Path::new),
+            &input,
+            &vars.unwrap_or_default(),
+        ))
+    })
+    .await
 }
 
 #[tauri::command]
-fn prompt_save(draft: PromptDraft, path: String) -> Result<String> {
+async fn prompt_save(draft: PromptDraft, path: String) -> Result<String> {
     tracing::info!(%path, "saving prompt");
-    prompts::save(&draft, Path::new(&path))
+    blocking(move || prompts::save(&draft, Path::new(&path))).await
 }
 
 /// The draft with `object-schema` renamed to `schema` (unsaved; the user saves it).
 #[tauri::command]
-fn prompt_rename_schema_key(draft: PromptDraft) -> Result<PromptDraft> {
-    prompts::rename_schema_key(&draft)
+async fn prompt_rename_schema_key(draft: PromptDraft) -> Result<PromptDraft> {
+    blocking(move || prompts::rename_schema_key(&draft)).await
 }
 
 /// A TrustGraph prompt config imported into the user's prompt folder: the files written.
 #[tauri::command]
-fn prompts_import(
+async fn prompts_import(
     state: State<'_, AppState>,
     file: String,
     overwrite: bool,
 ) -> Result<Vec<String>> {
-    let dir = state.workbench.user_prompts()?;
+    let dir = state.workbench.user_prompts()?.to_path_buf();
     tracing::info!(%file, dir = %dir.display(), "importing prompts");
-    let written = prompts::import(Path::new(&file), dir, None, overwrite)?;
-    Ok(written.iter().map(|p| p.display().to_string()).collect())
+    blocking(move || {
+        let written = prompts::import(Path::new(&file), &dir, None, overwrite)?;
+        Ok(written.iter().map(|p| p.display().to_string()).collect())
+    })
+    .await
 }
 
 #[tauri::command]
@@ -221,8 +232,11 @@ async fn provider_probe(
 
 /// An input document from a file the user picked.
 #[tauri::command]
-fn input_read(path: String) -> Result<String> {
-    std::fs::read_to_string(&path).map_err(|e| ApiError::new(Code::Io, format!("{path}: {e}")))
+async fn input_read(path: String) -> Result<String> {
+    blocking(move || {
+        std::fs::read_to_string(&path).map_err(|e| ApiError::new(Code::Io, format!("{path}: {e}")))
+    })
+    .await
 }
 
 #[tauri::command]
@@ -345,14 +359,14 @@ async fn history_note(state: State<'_, AppState>, run: i64, note: Option<String>
 }
 
 #[tauri::command]
-fn export_preview(paths: Vec<String>, target: String) -> Result<ExportView> {
-    workbench::export(&paths, &target, None)
+async fn export_preview(paths: Vec<String>, target: String) -> Result<ExportView> {
+    blocking(move || workbench::export(&paths, &target, None)).await
 }
 
 /// Write an export or a chart where the user chose: text as it is, or bytes given as base64
 /// (a PNG). Written atomically.
 #[tauri::command]
-fn file_save(path: String, text: Option<String>, base64: Option<String>) -> Result<()> {
+async fn file_save(path: String, text: Option<String>, base64: Option<String>) -> Result<()> {
     let bytes = match (text, base64) {
         (Some(t), None) => t.into_bytes(),
         (None, Some(b)) => decode_base64(&b)
@@ -365,7 +379,7 @@ fn file_save(path: String, text: Option<String>, base64: Option<String>) -> Resu
         }
     };
     tracing::info!(%path, bytes = bytes.len(), "saving file");
-    kerf_api::prompts::write_atomically_bytes(Path::new(&path), &bytes)
+    blocking(move || kerf_api::prompts::write_atomically_bytes(Path::new(&path), &bytes)).await
 }
 
 /// Standard base64 (what `canvas.toDataURL` produces after its comma).

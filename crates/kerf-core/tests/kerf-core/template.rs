@@ -153,3 +153,26 @@ fn var_specs_parse_json_values() {
     );
     assert!(kerf_core::template::parse_var("novalue").is_err());
 }
+
+/// Security review, finding 4: a template with nested `range` loops hung the render (and, in the
+/// window, the app). Renders now have a step limit and fail naming it.
+#[test]
+fn a_template_that_loops_for_ever_is_stopped_naming_the_limit() {
+    let t = Template::new(
+        "loops",
+        "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = t.render(&Map::new()).unwrap_err();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(err.code(), "template_render");
+    assert!(
+        err.to_string().contains("took more than") && err.to_string().contains("steps"),
+        "{err}"
+    );
+}
