@@ -407,21 +407,42 @@ pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Res
         .or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "prompt".into());
     let prompts = kerf_core::export::trustgraph::import(&value, &default_id, &place)?;
-    let mut targets = Vec::new();
+    let mut targets: Vec<PathBuf> = Vec::new();
     for p in &prompts {
-        // The id becomes a file name: one from a config someone sent must not lead out of `dir`.
+        // The id becomes a file name: one from a config someone sent must not lead out of `dir`,
+        // and must mean the same file on every system (a portable set, compared without case).
         let id = p.id();
-        if id.is_empty() || id.starts_with('.') || id.contains(['/', '\\', '\0']) {
+        if !is_portable_id(id) {
             return Err(ApiError::new(
                 Code::Import,
                 format!(
-                    "{place} template `{id}`: an id must be a plain file name (no `/`, `\\`, or \
-                     leading `.`); nothing was written"
+                    "{place} template `{id}`: an id must be 1 to 128 of A–Z, a–z, 0–9, `.`, `_`, \
+                     `-`, not starting with `.` or `-`; nothing was written"
+                ),
+            ));
+        }
+        if targets.iter().any(|t| {
+            t.file_stem()
+                .is_some_and(|s| s.to_string_lossy().eq_ignore_ascii_case(id))
+        }) {
+            return Err(ApiError::new(
+                Code::Import,
+                format!(
+                    "{place}: two templates would be the same file `{id}.json` (ids differ only in case); nothing was written"
                 ),
             ));
         }
         Prompt::compile(p.clone(), &format!("{place} template `{id}`"))?;
         let path = dir.join(format!("{id}.json"));
+        if path.exists() && !path.is_file() {
+            return Err(ApiError::new(
+                Code::Usage,
+                format!(
+                    "{} exists and is not a file: `{id}` cannot be imported there (nothing was written)",
+                    path.display()
+                ),
+            ));
+        }
         if path.exists() && !overwrite {
             return Err(ApiError::new(
                 Code::Usage,
@@ -434,10 +455,37 @@ pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Res
         }
         targets.push(path);
     }
+    // All or nothing: every file is written to a temporary name first (and synced); only when
+    // all are there are they renamed into place. A failure before that removes the temporaries.
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", dir.display())))?;
+    let mut staged: Vec<PathBuf> = Vec::new();
     for (p, path) in prompts.iter().zip(&targets) {
-        write_atomically(path, &p.to_json_string())?;
+        match stage(path, p.to_json_string().as_bytes()) {
+            Ok(tmp) => staged.push(tmp),
+            Err(e) => {
+                staged.iter().for_each(|t| {
+                    let _ = std::fs::remove_file(t);
+                });
+                return Err(e);
+            }
+        }
     }
+    for (tmp, path) in staged.iter().zip(&targets) {
+        std::fs::rename(tmp, path)
+            .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", path.display())))?;
+    }
+    sync_dir(dir);
     Ok(targets)
+}
+
+/// Whether `id` is a template id that is a plain, portable file name.
+fn is_portable_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && !id.starts_with(['.', '-'])
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// Write `text` to `path` by way of a temporary file in the same folder and a rename.
@@ -445,23 +493,61 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
     write_atomically_bytes(path, text.as_bytes())
 }
 
-/// [`write_atomically`] for bytes (a PNG chart).
+/// [`write_atomically`] for bytes (a PNG chart). The temporary name is unique to this write
+/// (two writers of the same file never share one); the data is synced before the rename and the
+/// folder after it, so a crash leaves the old file or the new one, never half of either.
 pub fn write_atomically_bytes(path: &Path, text: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", path.display())))?;
+    let tmp = stage(path, text)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        ApiError::new(Code::Io, format!("{}: {e}", path.display()))
+    })?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// `text` written and synced to a new temporary file beside `path`; its path.
+fn stage(path: &Path, text: &[u8]) -> Result<PathBuf> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
     let io = |e: std::io::Error| ApiError::new(Code::Io, format!("{}: {e}", path.display()));
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
     let tmp = dir.join(format!(
-        ".{}.kerf-tmp",
+        ".{}.{}-{}.kerf-tmp",
         path.file_name()
             .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
     ));
-    std::fs::write(&tmp, text).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(text)?;
+            f.sync_all()
+        });
+    if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })
+        return Err(io(e));
+    }
+    Ok(tmp)
+}
+
+/// Make a rename in `dir` durable (best effort: not every system can open a folder to sync it).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
 }

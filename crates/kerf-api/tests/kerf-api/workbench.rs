@@ -382,6 +382,75 @@ fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half
     assert!(err.message.contains("`../escaped`"), "{}", err.message);
     assert!(!fresh.exists() && !dir.path().join("escaped.json").exists());
 
+    // Security review, finding 11: ids are limited to a portable set (no spaces, no non-ASCII,
+    // no two differing only in case), and an import that cannot finish writes nothing.
+    for bad in ["with space", "ünï", "-dash", ".."] {
+        let mut one = serde_json::Map::new();
+        one.insert(
+            format!("template.{bad}"),
+            v["template.agent-kg-extract"].clone(),
+        );
+        std::fs::write(&config, Value::Object(one).to_string()).unwrap();
+        let err = prompts::import(&config, &fresh, None, false).unwrap_err();
+        assert_eq!(err.code, Code::Import, "{bad}: {}", err.message);
+        assert!(
+            err.message.contains("nothing was written"),
+            "{}",
+            err.message
+        );
+    }
+    let mut cased = serde_json::Map::new();
+    cased.insert("template.Kg".into(), v["template.agent-kg-extract"].clone());
+    cased.insert("template.kg".into(), v["template.agent-kg-extract"].clone());
+    std::fs::write(&config, Value::Object(cased).to_string()).unwrap();
+    let err = prompts::import(&config, &fresh, None, false).unwrap_err();
+    assert!(
+        err.message.contains("differ only in case"),
+        "{}",
+        err.message
+    );
+    assert!(!fresh.exists());
+    // The second of two targets is a folder: refused before anything is written, even with
+    // overwrite; no file and no temporary file is left.
+    let mut two = serde_json::Map::new();
+    two.insert(
+        "template.first".into(),
+        v["template.agent-kg-extract"].clone(),
+    );
+    two.insert(
+        "template.second".into(),
+        v["template.agent-kg-extract"].clone(),
+    );
+    std::fs::write(&config, Value::Object(two).to_string()).unwrap();
+    std::fs::create_dir_all(fresh.join("second.json")).unwrap();
+    let err = prompts::import(&config, &fresh, None, true).unwrap_err();
+    assert!(err.message.contains("is not a file"), "{}", err.message);
+    let left: Vec<_> = std::fs::read_dir(&fresh)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("second.json")],
+        "{left:?}"
+    );
+    std::fs::remove_dir(fresh.join("second.json")).unwrap();
+    let written = prompts::import(&config, &fresh, None, false).unwrap();
+    assert_eq!(written.len(), 2);
+    let mut left: Vec<String> = std::fs::read_dir(&fresh)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["first.json", "second.json"],
+        "temporary files left behind"
+    );
+    std::fs::remove_dir_all(&fresh).unwrap();
+
     // Not JSON: the error names the file, line and column.
     std::fs::write(&config, "{\n  \"system\": oops\n}").unwrap();
     let err = prompts::import(&config, &fresh, None, false).unwrap_err();
