@@ -7,16 +7,47 @@ use anyhow::Result;
 use serde_json::{Map, Value};
 
 /// Write formatted text to standard output. When the reader has gone away (`kerf … | head`),
-/// stop quietly with status 0 instead of panicking the way `println!` does.
+/// stop quietly with status 0 instead of panicking the way `println!` does. On a terminal,
+/// control characters other than newline and tab are shown escaped (`\x1b`): a model's reply or
+/// a prompt file someone sent could otherwise drive the terminal (move the cursor, rewrite what
+/// is on screen, set the title). Pipes and files get the bytes as they are.
 pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::IsTerminal;
+    static TERMINAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let terminal = *TERMINAL.get_or_init(|| std::io::stdout().is_terminal());
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args) {
+    let written = if terminal {
+        out.write_all(escape_controls(&args.to_string()).as_bytes())
+    } else {
+        out.write_fmt(args)
+    };
+    if let Err(e) = written {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
         eprintln!("kerf: error[io]: writing to standard output: {e}");
         std::process::exit(2);
     }
+}
+
+/// `text` with every control character but newline and tab written as an escape.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            // `is_control` is Unicode's Cc: C0, DEL and C1, all below U+0100.
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// `println!` that survives a closed pipe (see [`write_stdout`]).

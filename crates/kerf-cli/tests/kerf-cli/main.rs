@@ -188,6 +188,33 @@ fn a_reply_cut_inside_a_character_is_cut_off_not_invalid() {
     );
 }
 
+/// Security review: a reply (or a prompt file someone sent) could drive the terminal through the
+/// text kerf prints (set its title, clear the screen). On a terminal control characters are shown
+/// escaped; in a pipe the bytes stay as they are.
+#[test]
+fn control_characters_are_escaped_on_a_terminal_only() {
+    let (_d, reply) = tmp("esc.txt", b"{\"a\": 1}\nnot json \x1b]0;pwned\x07\x1b[2J\n");
+    let cmd = format!(
+        "{} parse {} --type jsonl",
+        env!("CARGO_BIN_EXE_kerf"),
+        reply.display()
+    );
+    // `script` runs the command under a pseudo-terminal.
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("\\x1b]0;pwned\\x07\\x1b[2J"), "{out}");
+    assert!(
+        !o.stdout.contains(&0x1b),
+        "a raw escape reached the terminal: {out}"
+    );
+    // Piped, the bytes are the reply's own.
+    let o = kerf(&["parse", reply.to_str().unwrap(), "--type", "jsonl"]);
+    assert!(o.stdout.contains(&0x1b));
+}
+
 #[test]
 fn missing_file_is_an_io_error() {
     let o = kerf(&["parse", "no/such/file.txt", "--type", "jsonl", "--json"]);
