@@ -146,7 +146,7 @@ fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
         }
     };
     // The schema stays under the key the file used (`object-schema` is TrustGraph's name).
-    let schema_key = schema_key(&map).as_str();
+    let schema_key = SchemaKey::of(&map).as_str();
     let mut set = |key: &str, value: Option<Value>| match value {
         Some(v) => {
             map.insert(key.to_string(), v);
@@ -175,15 +175,6 @@ fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
     (map, problems)
 }
 
-/// The key a prompt file's JSON keeps its schema under.
-fn schema_key(map: &Map<String, Value>) -> SchemaKey {
-    if map.contains_key("object-schema") && !map.contains_key("schema") {
-        SchemaKey::ObjectSchema
-    } else {
-        SchemaKey::Schema
-    }
-}
-
 /// The draft with its schema key renamed from `object-schema` to `schema` (the Prompts screen's
 /// one-click fix for the `trustgraph` finding): the key keeps its place in the file, and nothing
 /// is written until the user saves. A draft without `object-schema` comes back unchanged.
@@ -193,16 +184,10 @@ pub fn rename_schema_key(draft: &PromptDraft) -> Result<PromptDraft> {
         Ok(_) => return Ok(draft.clone()),
         Err(p) => return Err(ApiError::new(p.code, p.message)),
     };
-    if schema_key(&map) != SchemaKey::ObjectSchema {
+    if SchemaKey::of(&map) != SchemaKey::ObjectSchema {
         return Ok(draft.clone());
     }
-    let renamed: Map<String, Value> = map
-        .into_iter()
-        .map(|(k, v)| match k.as_str() {
-            "object-schema" => ("schema".to_string(), v),
-            _ => (k, v),
-        })
-        .collect();
+    let renamed = kerf_core::prompt::rename_key(map, "object-schema", "schema");
     let mut base = serde_json::to_string_pretty(&Value::Object(renamed)).unwrap_or_default();
     base.push('\n');
     Ok(PromptDraft {
@@ -300,11 +285,12 @@ pub fn inspect(
     };
     // Lint and the variables need only their own part, so they show even while another part is
     // broken.
+    let (composed, _) = compose(draft);
     if let Ok(Some(schema)) = part_json("schema", &draft.schema) {
         // The file's own shape matters too (`object-schema` is never used by TrustGraph).
         let file = PromptFile {
             schema: Some(schema),
-            schema_key: schema_key(&compose(draft).0),
+            schema_key: SchemaKey::of(&composed),
             ..PromptFile::default()
         };
         for provider in kerf_core::lint::Provider::ALL {
@@ -330,7 +316,7 @@ pub fn inspect(
     out.variables.sort();
     out.variables.dedup();
     // The prompt's own terms supply theirs (as `Prompt::input_variables` says once it compiles).
-    if let Some(Value::Object(terms)) = compose(draft).0.get("terms") {
+    if let Some(Value::Object(terms)) = composed.get("terms") {
         out.variables.retain(|v| !terms.contains_key(v));
     }
     let prompt = match compile(draft, &place) {

@@ -169,31 +169,23 @@ impl ReplyText {
 /// (`ReplyText::cut_bytes`); invalid UTF-8 anywhere else is an error naming `place` and the
 /// byte offset.
 pub fn decode_reply(mut bytes: Vec<u8>, place: &str) -> Result<ReplyText> {
-    match std::str::from_utf8(&bytes) {
-        Ok(_) => {}
+    let mut cut_bytes = 0;
+    if let Err(e) = std::str::from_utf8(&bytes) {
         // `error_len() == None`: the input ended in the middle of a valid sequence.
-        Err(e) if e.error_len().is_none() => {
-            let valid = e.valid_up_to();
-            let cut_bytes = bytes.len() - valid;
-            bytes.truncate(valid);
-            let text = String::from_utf8(bytes).map_err(|e| Error::Utf8 {
-                place: place.into(),
-                offset: e.utf8_error().valid_up_to(),
-            })?;
-            return Ok(ReplyText { text, cut_bytes });
-        }
-        Err(e) => {
+        if e.error_len().is_some() {
             return Err(Error::Utf8 {
                 place: place.into(),
                 offset: e.valid_up_to(),
             });
         }
+        cut_bytes = bytes.len() - e.valid_up_to();
+        bytes.truncate(e.valid_up_to());
     }
     let text = String::from_utf8(bytes).map_err(|e| Error::Utf8 {
         place: place.into(),
         offset: e.utf8_error().valid_up_to(),
     })?;
-    Ok(ReplyText { text, cut_bytes: 0 })
+    Ok(ReplyText { text, cut_bytes })
 }
 
 /// Read a file as UTF-8 text, with errors that name the file.

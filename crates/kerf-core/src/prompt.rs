@@ -89,6 +89,28 @@ impl SchemaKey {
             SchemaKey::ObjectSchema => "object-schema",
         }
     }
+
+    /// The key a prompt file's JSON object keeps its schema under.
+    pub fn of(map: &Map<String, Value>) -> SchemaKey {
+        if map.contains_key("object-schema") && !map.contains_key("schema") {
+            SchemaKey::ObjectSchema
+        } else {
+            SchemaKey::Schema
+        }
+    }
+}
+
+/// `map` with the key `from` renamed to `to` where it stands (the other keys keep their order).
+pub fn rename_key(map: Map<String, Value>, from: &str, to: &str) -> Map<String, Value> {
+    map.into_iter()
+        .map(|(k, v)| {
+            if k == from {
+                (to.to_string(), v)
+            } else {
+                (k, v)
+            }
+        })
+        .collect()
 }
 
 /// What TrustGraph does with a prompt whose schema is under `object-schema`.
@@ -336,15 +358,13 @@ impl PromptFile {
             warnings.push(format!("{place}{}: unknown key `{key}` ignored", at(&key)));
             map.remove(&key);
         }
-        let schema_key = if map.contains_key("object-schema") && !map.contains_key("schema") {
+        let schema_key = SchemaKey::of(&map);
+        if schema_key == SchemaKey::ObjectSchema {
             warnings.push(format!(
                 "{place}{}: {OBJECT_SCHEMA_IGNORED}",
                 at("object-schema")
             ));
-            SchemaKey::ObjectSchema
-        } else {
-            SchemaKey::Schema
-        };
+        }
         if !map.contains_key("prompt") {
             return Err(Error::PromptFile {
                 place: place.into(),
@@ -409,16 +429,11 @@ impl PromptFile {
         let Ok(Value::Object(map)) = serde_json::to_value(self) else {
             return Map::new();
         };
-        if self.schema_key == SchemaKey::Schema {
-            return map;
+        match self.schema_key {
+            SchemaKey::Schema => map,
+            // Renamed in place, so the key keeps its position.
+            key => rename_key(map, "schema", key.as_str()),
         }
-        // Renamed in place, so the key keeps its position.
-        map.into_iter()
-            .map(|(k, v)| match k.as_str() {
-                "schema" => (self.schema_key.as_str().to_string(), v),
-                _ => (k, v),
-            })
-            .collect()
     }
 
     /// Serialise as a prompt file (pretty JSON, keys in a stable order, newline at the end).
