@@ -69,15 +69,27 @@ pub fn parse_moment(text: &str, now_ms: i64) -> Result<i64, String> {
             'w' => 7 * 86_400,
             _ => return Err(bad()),
         };
-        return Ok(now_ms - n * secs * 1000);
+        // Checked: `99999999999999999w` is not a date, not an overflow.
+        return n
+            .checked_mul(secs * 1000)
+            .and_then(|back| now_ms.checked_sub(back))
+            .ok_or_else(bad);
     }
     let num = |s: &str| s.parse::<i64>().map_err(|_| bad());
-    let (date, rest) = t.split_at(t.len().min(10));
+    // Split at byte 10 only where that is a character boundary (`2026-11-2é` is not a date).
+    let cut = t.len().min(10);
+    if !t.is_char_boundary(cut) {
+        return Err(bad());
+    }
+    let (date, rest) = t.split_at(cut);
     let parts: Vec<&str> = date.split('-').collect();
     if parts.len() != 3 || parts[0].len() != 4 {
         return Err(bad());
     }
     let (y, m, d) = (num(parts[0])?, num(parts[1])?, num(parts[2])?);
+    if y < 0 {
+        return Err(bad());
+    }
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
         return Err(bad());
     }
@@ -91,11 +103,23 @@ pub fn parse_moment(text: &str, now_ms: i64) -> Result<i64, String> {
         if hms.len() < 2 {
             return Err(bad());
         }
-        secs += num(hms[0])? * 3600 + num(hms[1])? * 60 + hms.get(2).map_or(Ok(0), |s| num(s))?;
+        // Each field within its clock range, so no sum below can overflow.
+        let field = |s: &str, max: i64| {
+            num(s).and_then(|n| {
+                if (0..=max).contains(&n) {
+                    Ok(n)
+                } else {
+                    Err(bad())
+                }
+            })
+        };
+        secs += field(hms[0], 23)? * 3600
+            + field(hms[1], 59)? * 60
+            + hms.get(2).map_or(Ok(0), |s| field(s, 60))?;
         if let Some(off) = offset.strip_prefix(['+', '-']) {
             let sign = if offset.starts_with('-') { -1 } else { 1 };
             let (h, mi) = off.split_once(':').ok_or_else(bad)?;
-            secs -= sign * (num(h)? * 3600 + num(mi)? * 60);
+            secs -= sign * (field(h, 23)? * 3600 + field(mi, 59)? * 60);
         }
     } else if !rest.is_empty() {
         return Err(bad());
@@ -107,6 +131,25 @@ pub fn parse_moment(text: &str, now_ms: i64) -> Result<i64, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Security review, finding 12: `--since 2026-11-2é` sliced a string inside a character and
+    /// panicked; huge ages and clock fields overflowed.
+    #[test]
+    fn malformed_dates_are_errors_not_panics() {
+        for text in [
+            "2026-11-2é",
+            "2026-11-é2",
+            "éééééééééé",
+            "99999999999999999w",
+            "9223372036854775807s",
+            "2026-11-22T99999999999999999:00",
+            "2026-11-22T10:00+99999999999999999:00",
+            "-001-11-22",
+        ] {
+            let e = parse_moment(text, 0).unwrap_err();
+            assert!(e.contains("is not a date"), "{text}: {e}");
+        }
+    }
 
     #[test]
     fn dates_round_trip_and_ages_count_back() {

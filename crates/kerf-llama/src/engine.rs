@@ -130,7 +130,9 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
         .iter()
         .filter(|d| matches!(d.kind.as_str(), "gpu" | "igpu"))
         .collect();
-    let all_layers = info.layers.map_or(999, |l| l as u32 + 1);
+    let all_layers = info.layers.map_or(999, |l| {
+        u32::try_from(l).unwrap_or(u32::MAX).saturating_add(1)
+    });
     let (n_gpu_layers, warning) = match config.gpu_layers {
         GpuLayers::None => (0, None),
         GpuLayers::Auto => (if gpus.is_empty() { 0 } else { all_layers }, None),
@@ -369,11 +371,17 @@ pub fn run(
         .apply_chat_template(&template, &messages, true)
         .map_err(|e| engine_error("applying the chat template", e))?;
     let tokens = model.vocab().tokenize(prompt.as_bytes(), true, true);
-    let prompt_tokens = tokens.len() as u32;
 
     // Context: what the prompt and the budget need, within the model's training context.
-    let train = loaded.info.context_length.unwrap_or(4096) as u32;
-    let needed = prompt_tokens + req.max_tokens + 1;
+    // Saturating and clamped: the header's numbers and `--max-tokens 4294967295` are input.
+    let train = loaded
+        .info
+        .context_length
+        .map_or(4096, |c| u32::try_from(c).unwrap_or(u32::MAX));
+    let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+    let needed = prompt_tokens
+        .saturating_add(req.max_tokens)
+        .saturating_add(1);
     let n_ctx = config
         .context
         .unwrap_or_else(|| needed.max(2048).min(train));

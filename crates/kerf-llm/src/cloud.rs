@@ -469,6 +469,16 @@ pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> Va
     })
 }
 
+/// A token count from a usage object. A count past `u32::MAX` (a broken or hostile server) is
+/// held at `u32::MAX` rather than wrapped or overflowing into a panic.
+pub(crate) fn token_count(usage: &Value, key: &str) -> Option<u32> {
+    usage
+        .pointer(key)
+        .or_else(|| usage.get(key))
+        .and_then(Value::as_u64)
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
 /// An event's `data` as JSON, or what it was instead.
 pub(crate) fn event_json(data: &str) -> std::result::Result<Value, String> {
     serde_json::from_str(data).map_err(|e| {

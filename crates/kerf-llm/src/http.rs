@@ -234,15 +234,7 @@ fn start(agent: &ureq::Agent, req: &HttpRequest, max_bytes: u64) -> Receiver<Msg
         let resp = match r.send(&req.body[..]) {
             Ok(resp) => resp,
             Err(e) => {
-                let connect = matches!(
-                    e,
-                    ureq::Error::ConnectionFailed
-                        | ureq::Error::HostNotFound
-                        | ureq::Error::Io(_)
-                        | ureq::Error::Timeout(ureq::Timeout::Connect)
-                        | ureq::Error::Timeout(ureq::Timeout::Resolve)
-                );
-                let _ = tx.send(Msg::Failed(describe(&e), connect));
+                let _ = tx.send(Msg::Failed(describe(&e), never_sent(&e)));
                 return;
             }
         };
@@ -336,11 +328,35 @@ pub fn backoff(config: &HttpConfig, attempt: u32) -> Duration {
     capped.mul_f64(0.75 + mix / 2.0)
 }
 
+/// Whether a failure certainly happened before the request reached the server, so sending it
+/// again cannot make a second paid request. A reset, a broken pipe or a closed connection after
+/// the request went out may mean the provider received (and bills) it: those are not retried.
+fn never_sent(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        ureq::Error::ConnectionFailed
+        | ureq::Error::HostNotFound
+        | ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => true,
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::AddrNotAvailable
+                | ErrorKind::NetworkUnreachable
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NotFound
+        ),
+        _ => false,
+    }
+}
+
 /// `Retry-After` as seconds or an HTTP date.
 pub fn retry_after(value: &str) -> Option<Duration> {
     let v = value.trim();
     if let Ok(s) = v.parse::<f64>() {
-        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+        // `try_from`: a huge number (`1e20`) does not fit a Duration and must not panic; it
+        // reads as "longer than anyone waits", which the caller compares with its own cap.
+        return (s.is_finite() && s >= 0.0)
+            .then(|| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX));
     }
     let at = httpdate::parse_http_date(v).ok()?;
     Some(
@@ -423,7 +439,7 @@ pub fn post(
                 Ok(m) => break m,
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
-                    break Msg::Failed("the connection closed without a response".into(), true);
+                    break Msg::Failed("the connection closed without a response".into(), false);
                 }
             }
         };

@@ -12,9 +12,6 @@ pub mod providers;
 pub mod secrets;
 pub mod sse;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -193,21 +190,8 @@ pub enum Event<'a> {
     Warning(&'a str),
 }
 
-/// Stops a run between tokens; cheap to clone and share with another thread.
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
-
-impl CancelToken {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
+/// Stops a run between tokens (the core's token: the same one stops a sweep).
+pub use kerf_core::cancel::CancelToken;
 
 /// Errors a provider reports before or instead of a reply. Each has a stable code.
 #[derive(Debug, thiserror::Error)]

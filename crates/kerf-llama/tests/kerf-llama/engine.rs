@@ -185,6 +185,17 @@ fn bad_requests_are_clear_errors() {
     assert_eq!(err.code(), "context-overflow");
     assert!(err.to_string().contains("context holds 64"), "{err}");
 
+    // Security review, finding 12: `--max-tokens 4294967295` overflowed the context sum.
+    let err = provider()
+        .run(
+            &request(&p, u32::MAX, false),
+            &CancelToken::new(),
+            &mut |_| {},
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), "context-overflow", "{err}");
+    assert!(err.to_string().contains("4294967295"), "{err}");
+
     // A Lark grammar llguidance cannot read.
     let mut req = Request::new(None, "Say yes.");
     req.constraint = Constraint::Lark("start: ((".into());

@@ -101,11 +101,11 @@ fn add_usage(r: &mut Reply, u: &Value) {
         completion_tokens: 0,
         reasoning_tokens: None,
     });
-    let n = |k: &str| u.get(k).and_then(Value::as_u64).map(|n| n as u32);
+    let n = |k: &str| super::token_count(u, k);
     if let Some(i) = n("input_tokens") {
         usage.prompt_tokens = i
-            + n("cache_read_input_tokens").unwrap_or(0)
-            + n("cache_creation_input_tokens").unwrap_or(0);
+            .saturating_add(n("cache_read_input_tokens").unwrap_or(0))
+            .saturating_add(n("cache_creation_input_tokens").unwrap_or(0));
     }
     if let Some(o) = n("output_tokens") {
         usage.completion_tokens = o;

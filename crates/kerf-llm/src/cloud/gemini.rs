@@ -127,11 +127,13 @@ fn read(v: &Value, r: &mut Reply) {
         }
     }
     if let Some(u) = v.get("usageMetadata") {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).map(|n| n as u32);
+        let n = |k: &str| super::token_count(u, k);
         let thoughts = n("thoughtsTokenCount");
         r.usage = Some(Usage {
             prompt_tokens: n("promptTokenCount").unwrap_or(0),
-            completion_tokens: n("candidatesTokenCount").unwrap_or(0) + thoughts.unwrap_or(0),
+            completion_tokens: n("candidatesTokenCount")
+                .unwrap_or(0)
+                .saturating_add(thoughts.unwrap_or(0)),
             reasoning_tokens: thoughts,
         });
     }

@@ -97,14 +97,11 @@ pub(crate) fn build(
 
 fn usage(v: &Value) -> Option<Usage> {
     let u = v.get("usage").filter(|u| u.is_object())?;
-    let n = |k: &str| u.get(k).and_then(Value::as_u64).map(|n| n as u32);
+    let n = |k: &str| super::token_count(u, k);
     Some(Usage {
         prompt_tokens: n("prompt_tokens").unwrap_or(0),
         completion_tokens: n("completion_tokens").unwrap_or(0),
-        reasoning_tokens: u
-            .pointer("/completion_tokens_details/reasoning_tokens")
-            .and_then(Value::as_u64)
-            .map(|n| n as u32),
+        reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
     })
 }
 

@@ -252,6 +252,90 @@ fn a_redirect_is_not_followed_and_no_key_goes_to_another_host() {
     }
 }
 
+/// Security review, finding 12: a `Retry-After` too large for a Duration (`1e20`) panicked.
+#[test]
+fn a_huge_retry_after_is_an_error_not_a_panic() {
+    for asked in ["1e20", "18446744073709551616", "1e308"] {
+        let server = Server::start(vec![
+            Act::status(429, "{\"error\":{\"message\":\"Slow down\"}}")
+                .header("retry-after", asked),
+        ]);
+        let r = run(&provider(&server, Kind::Openai), &json_request());
+        let err = r.result.unwrap_err().to_string();
+        assert!(
+            err.contains("HTTP 429") && err.contains("longer than Kerf waits"),
+            "{asked}: {err}"
+        );
+        assert_eq!(server.requests().len(), 1, "{asked}: it was retried");
+    }
+}
+
+/// Security review, finding 13: a connection that failed after the request was sent was
+/// retried, and the provider may have billed (and answered) the first one.
+#[test]
+fn a_request_that_may_have_been_received_is_not_sent_again() {
+    let server = Server::start(vec![
+        Act::hang_up(),
+        Act::sse(200, vec![transcript("openai-complete.sse")]),
+    ]);
+    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let e = r.result.unwrap_err();
+    assert_eq!(e.code(), "network", "{e}");
+    assert_eq!(server.requests().len(), 1, "the request was sent twice");
+    assert!(
+        r.warnings.iter().all(|w| !w.starts_with("retry")),
+        "{:?}",
+        r.warnings
+    );
+
+    // Nothing listening: the request never left, so retrying is safe and happens.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut p = provider(&server, Kind::Openai);
+    p.def.base_url = format!("http://127.0.0.1:{port}");
+    let r = run(&p, &json_request());
+    let e = r.result.unwrap_err();
+    assert!(e.to_string().contains("after 2 retries"), "{e}");
+}
+
+/// Security review, finding 12: usage counts past `u32::MAX` overflowed when summed
+/// (Anthropic's cache counts, Gemini's thoughts) and panicked.
+#[test]
+fn usage_counts_past_u32_are_held_at_the_maximum() {
+    let huge = 9_007_199_254_740_991u64; // the largest integer JSON numbers carry exactly
+    let anthropic = format!(
+        "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"usage\":{{\"input_tokens\":{huge},\"cache_read_input_tokens\":{huge},\"output_tokens\":1}}}}}}\n\n\
+         event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n\
+         event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"[]\"}}}}\n\n\
+         event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}},\"usage\":{{\"output_tokens\":{huge}}}}}\n\n\
+         event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+    );
+    let gemini = format!(
+        "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"[]\"}}],\"role\":\"model\"}},\"finishReason\":\"STOP\"}}],\"usageMetadata\":{{\"promptTokenCount\":{huge},\"candidatesTokenCount\":{huge},\"thoughtsTokenCount\":{huge}}}}}\n\n"
+    );
+    let openai = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"[]\"}},\"finish_reason\":\"stop\"}}]}}\n\n\
+         data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{huge},\"completion_tokens\":{huge},\"completion_tokens_details\":{{\"reasoning_tokens\":{huge}}}}}}}\n\n\
+         data: [DONE]\n\n"
+    );
+    for (kind, body) in [
+        (Kind::Anthropic, anthropic),
+        (Kind::Gemini, gemini),
+        (Kind::Openai, openai),
+    ] {
+        let server = Server::start(vec![Act::sse(200, vec![body.into_bytes()])]);
+        let r = run(&provider(&server, kind), &json_request());
+        let f = r.result.unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(r.text, "[]", "{kind:?}");
+        assert_eq!(
+            (f.usage.prompt_tokens, f.usage.completion_tokens),
+            (u32::MAX, u32::MAX),
+            "{kind:?}"
+        );
+    }
+}
+
 #[test]
 fn a_truncated_reply_is_never_retried() {
     let server = Server::start(vec![Act::sse(200, vec![transcript("openai-length.sse")])]);

@@ -19,6 +19,8 @@ pub struct Act {
     delay_head: Duration,
     /// Pause between body chunks.
     gap: Duration,
+    /// Read the request, then close without answering (the request may have been acted on).
+    hang_up: bool,
 }
 
 impl Act {
@@ -31,6 +33,7 @@ impl Act {
             cut: false,
             delay_head: Duration::ZERO,
             gap: Duration::ZERO,
+            hang_up: false,
         }
     }
 
@@ -43,6 +46,7 @@ impl Act {
             cut: false,
             delay_head: Duration::ZERO,
             gap: Duration::ZERO,
+            hang_up: false,
         }
     }
 
@@ -50,6 +54,13 @@ impl Act {
         self.headers.retain(|(name, _)| name != k);
         self.headers.push((k.into(), v.into()));
         self
+    }
+
+    /// Take the whole request, then close the connection without a response.
+    pub fn hang_up() -> Self {
+        let mut a = Act::status(200, "");
+        a.hang_up = true;
+        a
     }
 
     pub fn cut_off(mut self) -> Self {
@@ -152,6 +163,9 @@ fn play(stream: TcpStream, act: &Act, log: &Mutex<Vec<Received>>) -> std::io::Re
 
     thread::sleep(act.delay_head);
     let mut out = stream;
+    if act.hang_up {
+        return out.shutdown(std::net::Shutdown::Both);
+    }
     let mut head = format!("HTTP/1.1 {} Scripted\r\n", act.status);
     for (k, v) in &act.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
