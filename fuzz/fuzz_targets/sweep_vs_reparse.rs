@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     let parser = common::parser(sel);
     let text = String::from_utf8_lossy(&data[1..]).into_owned();
     let vars = Default::default();
-    let curve = byte_curve(parser, &text, &vars).expect("sweepable");
+    let curve = byte_curve(parser, &text, &vars, &kerf_core::CancelToken::new()).expect("sweepable");
     for c in 0..=text.len() {
         let mut b = c;
         while !text.is_char_boundary(b) {

@@ -248,7 +248,7 @@ fn run_all(
         total: total as u32,
         label: "sweeping the complete replies".into(),
     });
-    let sweeps = sweep_best(job.subjects, &rows, provider)?;
+    let sweeps = sweep_best(job.subjects, &rows, provider, cancel)?;
     Ok(Compared {
         model: provider.as_provider().model(),
         experiment,
@@ -262,7 +262,12 @@ fn run_all(
 /// has some (cut by its budget); if none has any, the longest that ended on its own, else the
 /// longest (cut by its budget). Never a reply with 0 objects while another has some. Cuts fall
 /// at the model's token boundaries (a cloud model's approximated by o200k_base).
-fn sweep_best(subjects: &[Subject], rows: &[Row], provider: &Chosen) -> Result<Vec<FormatSweep>> {
+fn sweep_best(
+    subjects: &[Subject],
+    rows: &[Row],
+    provider: &Chosen,
+    cancel: &CancelToken,
+) -> Result<Vec<FormatSweep>> {
     let tokenizer = provider
         .gguf()
         .map_or_else(|| "o200k_base".to_string(), |p| p.display().to_string());
@@ -273,8 +278,13 @@ fn sweep_best(subjects: &[Subject], rows: &[Row], provider: &Chosen) -> Result<V
         };
         let r = &rows[at];
         let unit = token_unit(&tokenizer, &r.out.raw)?;
-        let sweep =
-            kerf_core::sweep::sweep(&s.prompt.parser, &r.out.raw, &s.rendering.vars, &unit)?;
+        let sweep = kerf_core::sweep::sweep(
+            &s.prompt.parser,
+            &r.out.raw,
+            &s.rendering.vars,
+            &unit,
+            cancel,
+        )?;
         sweeps.push(FormatSweep {
             subject: i,
             row: at,

@@ -28,7 +28,14 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Bytes(text.len() as u64));
         g.bench_with_input(BenchmarkId::from_parameter(n), &text, |b, text| {
             b.iter(|| {
-                let s = sweep(&parser, text, &vars, &Unit::Byte).expect("sweep");
+                let s = sweep(
+                    &parser,
+                    text,
+                    &vars,
+                    &Unit::Byte,
+                    &kerf_core::CancelToken::new(),
+                )
+                .expect("sweep");
                 assert_eq!(s.total, n);
             })
         });

@@ -81,6 +81,10 @@ pub enum Error {
     /// A value the caller passed that makes no sense (a bad `--var`, a bad option).
     #[error("{0}")]
     Usage(String),
+
+    /// Work stopped because the user asked (a sweep cancelled from the window or by Ctrl-C).
+    #[error("cancelled")]
+    Cancelled,
 }
 
 fn line_suffix(line: Option<usize>) -> String {
@@ -102,6 +106,7 @@ impl Error {
             Error::Import { .. } => "import",
             Error::Export { .. } => "export",
             Error::Usage(_) => "usage",
+            Error::Cancelled => "cancelled",
         }
     }
 

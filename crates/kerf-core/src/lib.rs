@@ -18,6 +18,7 @@
 //!
 //! [`Prompt`] ties them together: a loaded, compiled prompt that renders and parses.
 
+pub mod cancel;
 pub mod diff;
 pub mod dirs;
 pub mod error;
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+pub use cancel::CancelToken;
 pub use error::{Error, Result};
 pub use parse::{DelimitedFormat, Parser, StreamParser};
 pub use prompt::{PromptFile, ResponseType};

@@ -24,6 +24,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::parse::Parser;
 use crate::prompt::ResponseType;
@@ -60,8 +61,17 @@ impl ByteCurve {
     }
 }
 
-/// Build the byte curve of `text` for `parser`.
-pub fn byte_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> Result<ByteCurve> {
+/// Build the byte curve of `text` for `parser`. `cancel` is checked between the prefixes the
+/// curve evaluates (a cancelled sweep is `Error::Cancelled`).
+pub fn byte_curve(
+    parser: &Parser,
+    text: &str,
+    vars: &Map<String, Value>,
+    cancel: &CancelToken,
+) -> Result<ByteCurve> {
+    if cancel.is_cancelled() {
+        return Err(Error::Cancelled);
+    }
     match parser.response_type() {
         ResponseType::Jsonl | ResponseType::Delimited => {
             let mut ends = parser.parse(text, vars).ends;
@@ -72,7 +82,8 @@ pub fn byte_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> Res
         ResponseType::Json if parser.salvage() => {
             let stripped = text.strip_prefix('\u{feff}').unwrap_or(text);
             let bom = text.len() - stripped.len();
-            let mut steps = crate::parse::salvage_curve(stripped, parser, vars);
+            let mut steps = crate::parse::salvage_curve(stripped, parser, vars, cancel)
+                .ok_or(Error::Cancelled)?;
             // Offsets are into the text as given; a cut inside the BOM recovers what "" does.
             steps.iter_mut().skip(1).for_each(|s| s.0 += bom);
             Ok(ByteCurve {
@@ -80,7 +91,7 @@ pub fn byte_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> Res
                 steps,
             })
         }
-        ResponseType::Json => Ok(strict_json_curve(parser, text, vars)),
+        ResponseType::Json => strict_json_curve(parser, text, vars, cancel),
         ResponseType::Text => Err(Error::Usage(
             "a `text` reply is always one object; sweep json, jsonl or delimited".into(),
         )),
@@ -89,7 +100,12 @@ pub fn byte_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> Res
 
 /// The exact curve for strict JSON: evaluate the real parser on the few intervals where a prefix
 /// can be one complete value (see the module docs), zero elsewhere.
-fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> ByteCurve {
+fn strict_json_curve(
+    parser: &Parser,
+    text: &str,
+    vars: &Map<String, Value>,
+    cancel: &CancelToken,
+) -> Result<ByteCurve> {
     let len = text.len();
     let count = |c: usize| {
         parser
@@ -131,6 +147,9 @@ fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> 
                 .take_while(|b| b"-+.eE0123456789".contains(b))
                 .count();
             for c in s + 1..=run_end.min(whole_prefix_limit.saturating_sub(1)) {
+                if cancel.is_cancelled() {
+                    return Err(Error::Cancelled);
+                }
                 intervals.push((c, c + 1, count(c)));
             }
             let hi = blank_run_end(run_end);
@@ -167,7 +186,7 @@ fn strict_json_curve(parser: &Parser, text: &str, vars: &Map<String, Value>) -> 
             push(b, 0, &mut steps);
         }
     }
-    ByteCurve { len, steps }
+    Ok(ByteCurve { len, steps })
 }
 
 /// The unit cuts are counted in.
@@ -319,7 +338,17 @@ pub fn token_unit(name: &str, text: &str) -> Result<Unit> {
     })
 }
 
-/// Sweep `text` with `parser` in `unit`.
-pub fn sweep(parser: &Parser, text: &str, vars: &Map<String, Value>, unit: &Unit) -> Result<Sweep> {
-    Ok(Sweep::new(&byte_curve(parser, text, vars)?, text, unit))
+/// Sweep `text` with `parser` in `unit`, until done or `cancel` is set.
+pub fn sweep(
+    parser: &Parser,
+    text: &str,
+    vars: &Map<String, Value>,
+    unit: &Unit,
+    cancel: &CancelToken,
+) -> Result<Sweep> {
+    Ok(Sweep::new(
+        &byte_curve(parser, text, vars, cancel)?,
+        text,
+        unit,
+    ))
 }

@@ -171,7 +171,14 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
         let unit = unit_for(&args, &s.text)?;
         progress.inc(1);
         progress.set_message(format!("{}: parsing once, counting every cut", s.name));
-        sweeps.push(sweep::sweep(&s.parser, &s.text, &vars, &unit)?);
+        // Ctrl-C stops a long sweep between the prefixes it evaluates (exit code of `cancelled`).
+        sweeps.push(sweep::sweep(
+            &s.parser,
+            &s.text,
+            &vars,
+            &unit,
+            &super::run::interrupt_token(),
+        )?);
         progress.inc(1);
     }
     progress.finish_and_clear();

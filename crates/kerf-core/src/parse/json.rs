@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::lines::{LineIndex, excerpt, floor_char_boundary, line_end, next_line_start};
 use super::{Acceptor, Parser, coerce};
+use crate::cancel::CancelToken;
 use crate::error::strip_position;
 use crate::report::{DropKind, ParseReport};
 use crate::schema::{self, CompiledSchema};
@@ -450,131 +451,151 @@ impl Salvager<'_, '_> {
         let root = self.parser.schema.as_ref().map(|s| s.raw().clone());
         let mut out = Map::new();
         let mut pos = pos + 1;
-        let mut complete = false;
         let start_line = self.lines.line_of(pos);
-        loop {
-            pos = self.skip_ws(pos, end);
-            let b = self.text.as_bytes();
-            if pos >= end {
-                break;
+        let complete = loop {
+            match self.object_step(pos, end, root.as_ref(), &mut out) {
+                Step::Next(next) => pos = next,
+                Step::Closed => break true,
+                Step::Ended => break false,
+                Step::Stopped => return Some(out),
             }
-            match b[pos] {
-                b'}' => {
-                    complete = true;
-                    break;
-                }
-                b',' => {
-                    pos += 1;
-                    continue;
-                }
-                _ => {}
+        };
+        self.object_end(complete, start_line, root.as_ref(), |k| out.contains_key(k));
+        Some(out)
+    }
+
+    /// One step of an object walk from `pos`: a separator, or one member (key, `:`, value) put
+    /// into `out` when complete and valid. Each step's outcome depends only on the text from
+    /// `pos` to where the step ends, which is what lets a sweep resume a walk at any step.
+    fn object_step(
+        &mut self,
+        pos: usize,
+        end: usize,
+        root: Option<&Value>,
+        out: &mut Map<String, Value>,
+    ) -> Step {
+        let mut pos = self.skip_ws(pos, end);
+        if pos >= end {
+            return Step::Ended;
+        }
+        match self.text.as_bytes()[pos] {
+            b'}' => return Step::Closed,
+            b',' => return Step::Next(pos + 1),
+            _ => {}
+        }
+        let line = self.lines.line_of(pos);
+        let key = match self.read(pos, end) {
+            Read::Value(Value::String(k), next) => {
+                pos = next;
+                k
             }
-            let line = self.lines.line_of(pos);
-            let key = match self.read(pos, end) {
-                Read::Value(Value::String(k), next) => {
-                    pos = next;
-                    k
-                }
-                Read::CutOff => break,
-                _ => {
-                    self.report.drop(
-                        line,
-                        DropKind::InvalidJson,
-                        format!(
-                            "expected a key: {}",
-                            excerpt(&self.text[pos..line_end(self.text, pos)])
-                        ),
-                    );
-                    return Some(out);
-                }
-            };
-            pos = self.skip_ws(pos, end);
-            if pos >= end {
-                break;
-            }
-            if self.text.as_bytes()[pos] != b':' {
+            Read::CutOff => return Step::Ended,
+            _ => {
                 self.report.drop(
                     line,
                     DropKind::InvalidJson,
-                    format!("expected `:` after key `{key}`"),
+                    format!(
+                        "expected a key: {}",
+                        excerpt(&self.text[pos..line_end(self.text, pos)])
+                    ),
                 );
-                return Some(out);
+                return Step::Stopped;
             }
-            pos = self.skip_ws(pos + 1, end);
-            if pos >= end {
-                break;
-            }
-            let prop = root.as_ref().and_then(|r| schema::property_schema(r, &key));
-            if self.text.as_bytes()[pos] == b'[' {
-                let items = prop.as_ref().and_then(schema::items_schema).and_then(|s| {
-                    CompiledSchema::compile(&s, &format!("schema /properties/{key}/items")).ok()
-                });
-                let (elements, closed_at) = self.walk_array(pos, end, items.as_ref());
-                out.insert(
-                    key,
-                    Value::Array(elements.into_iter().map(|(v, _)| v).collect()),
-                );
-                match closed_at {
-                    Some(next) => pos = next,
-                    None => {
-                        self.report.truncated = true;
-                        break;
-                    }
-                }
-                continue;
-            }
-            match self.read(pos, end) {
-                Read::Value(v, next) => {
-                    let compiled = prop
-                        .as_ref()
-                        .and_then(|p| CompiledSchema::compile(p, "schema").ok());
-                    match compiled.map(|c| c.validate(&v)) {
-                        Some(Err(violations)) => {
-                            let detail = violations
-                                .iter()
-                                .map(|x| format!("/{key}{}: {}", x.pointer, x.message))
-                                .collect::<Vec<_>>()
-                                .join("; ");
-                            self.report.drop(line, DropKind::Schema, detail);
-                        }
-                        _ => {
-                            out.insert(key, v);
-                        }
-                    }
-                    pos = next;
-                }
-                Read::CutOff => {
-                    self.report.drop(
-                        line,
-                        DropKind::Truncated,
-                        format!("value of `{key}` cut off"),
-                    );
+        };
+        pos = self.skip_ws(pos, end);
+        if pos >= end {
+            return Step::Ended;
+        }
+        if self.text.as_bytes()[pos] != b':' {
+            self.report.drop(
+                line,
+                DropKind::InvalidJson,
+                format!("expected `:` after key `{key}`"),
+            );
+            return Step::Stopped;
+        }
+        pos = self.skip_ws(pos + 1, end);
+        if pos >= end {
+            return Step::Ended;
+        }
+        let prop = root.and_then(|r| schema::property_schema(r, &key));
+        if self.text.as_bytes()[pos] == b'[' {
+            let items = prop.as_ref().and_then(schema::items_schema).and_then(|s| {
+                CompiledSchema::compile(&s, &format!("schema /properties/{key}/items")).ok()
+            });
+            let (elements, closed_at) = self.walk_array(pos, end, items.as_ref());
+            out.insert(
+                key,
+                Value::Array(elements.into_iter().map(|(v, _)| v).collect()),
+            );
+            return match closed_at {
+                Some(next) => Step::Next(next),
+                None => {
                     self.report.truncated = true;
-                    return Some(out);
+                    Step::Ended
                 }
-                Read::Broken(msg, _) => {
-                    self.report.drop(
-                        line,
-                        DropKind::InvalidJson,
-                        format!("value of `{key}`: {msg}"),
-                    );
-                    return Some(out);
+            };
+        }
+        match self.read(pos, end) {
+            Read::Value(v, next) => {
+                let compiled = prop
+                    .as_ref()
+                    .and_then(|p| CompiledSchema::compile(p, "schema").ok());
+                match compiled.map(|c| c.validate(&v)) {
+                    Some(Err(violations)) => {
+                        let detail = violations
+                            .iter()
+                            .map(|x| format!("/{key}{}: {}", x.pointer, x.message))
+                            .collect::<Vec<_>>()
+                            .join("; ");
+                        self.report.drop(line, DropKind::Schema, detail);
+                    }
+                    _ => {
+                        out.insert(key, v);
+                    }
                 }
+                Step::Next(next)
+            }
+            Read::CutOff => {
+                self.report.drop(
+                    line,
+                    DropKind::Truncated,
+                    format!("value of `{key}` cut off"),
+                );
+                self.report.truncated = true;
+                Step::Stopped
+            }
+            Read::Broken(msg, _) => {
+                self.report.drop(
+                    line,
+                    DropKind::InvalidJson,
+                    format!("value of `{key}`: {msg}"),
+                );
+                Step::Stopped
             }
         }
+    }
+
+    /// After an object walk that was not stopped by an error: an object without its `}` is
+    /// truncated, and the keys the schema requires that never arrived are reported.
+    fn object_end(
+        &mut self,
+        complete: bool,
+        start_line: usize,
+        root: Option<&Value>,
+        has: impl Fn(&str) -> bool,
+    ) {
         if !complete {
             self.report.truncated = true;
         }
-        // Keys the schema requires that never arrived.
         if let Some(required) = root
-            .as_ref()
             .and_then(|r| r.get("required"))
             .and_then(Value::as_array)
         {
             let missing: Vec<String> = required
                 .iter()
                 .filter_map(Value::as_str)
-                .filter(|k| !out.contains_key(*k))
+                .filter(|k| !has(k))
                 .map(|k| format!("`{k}`"))
                 .collect();
             if !missing.is_empty() {
@@ -593,8 +614,19 @@ impl Salvager<'_, '_> {
                 );
             }
         }
-        Some(out)
     }
+}
+
+/// How one step of an object walk ended.
+enum Step {
+    /// A separator or a member was read; the walk goes on at this offset.
+    Next(usize),
+    /// The object's `}`.
+    Closed,
+    /// The text ended (or a key or value was cut off) before the `}`.
+    Ended,
+    /// A key or value that does not parse: the walk stops where it is.
+    Stopped,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -619,11 +651,14 @@ impl Salvager<'_, '_> {
 /// - While an object or a bare scalar is chosen, the count (0 or 1) can only change where one of
 ///   its top-level tokens starts or ends; the real parser runs at each of those points (the cost
 ///   grows with the number of top-level members, not with the reply's length).
+///
+/// `None` when `cancel` was set (checked between the prefixes evaluated).
 pub(crate) fn salvage_curve(
     text: &str,
     parser: &Parser,
     vars: &Map<String, Value>,
-) -> Vec<(usize, usize)> {
+    cancel: &CancelToken,
+) -> Option<Vec<(usize, usize)>> {
     let len = text.len();
     let lines = LineIndex::new(text);
     let mut scratch = ParseReport::default();
@@ -637,6 +672,7 @@ pub(crate) fn salvage_curve(
             number_reads: None,
         },
         steps: Vec::new(),
+        cancel,
     };
     match text.find("```") {
         None => sweep.region(0, 0, len + 1),
@@ -655,12 +691,13 @@ pub(crate) fn salvage_curve(
             }
         }
     }
-    sweep.steps
+    (!cancel.is_cancelled()).then_some(sweep.steps)
 }
 
 struct SalvageSweep<'a, 'r> {
     salvager: Salvager<'a, 'r>,
     steps: Vec<(usize, usize)>,
+    cancel: &'a CancelToken,
 }
 
 impl SalvageSweep<'_, '_> {
@@ -706,7 +743,11 @@ impl SalvageSweep<'_, '_> {
         cuts.sort_unstable();
         cuts.dedup();
         let mut walked: Option<ArrayWalk> = None;
+        let mut object: Option<ObjectWalk> = None;
         for (k, &b) in cuts.iter().enumerate() {
+            if self.cancel.is_cancelled() {
+                return;
+            }
             let b2 = cuts.get(k + 1).copied().unwrap_or(hi);
             match self.salvager.choose(start, b, |_, _| {}) {
                 Choice::At(a) if text.as_bytes()[a] == b'[' => {
@@ -720,16 +761,28 @@ impl SalvageSweep<'_, '_> {
                     }
                 }
                 Choice::At(a) => {
-                    self.eval_at(b);
-                    for c in object_probes(&self.salvager, a, b2) {
-                        if c > b && c < b2 {
-                            self.eval_at(c);
+                    if object.as_ref().is_none_or(|w| w.at != a) {
+                        object = Some(self.walk_object(a, longest));
+                    }
+                    if let Some(w) = object.take() {
+                        self.object_at(&w, b);
+                        for c in object_probes(&self.salvager, a, b2) {
+                            if self.cancel.is_cancelled() {
+                                break;
+                            }
+                            if c > b && c < b2 {
+                                self.object_at(&w, c);
+                            }
                         }
+                        object = Some(w);
                     }
                 }
                 Choice::Bare => {
                     self.eval_at(b);
                     for c in bare_probes(text, start, longest) {
+                        if self.cancel.is_cancelled() {
+                            break;
+                        }
                         if c > b && c < b2 {
                             self.eval_at(c);
                         }
@@ -754,6 +807,124 @@ impl SalvageSweep<'_, '_> {
         }
     }
 
+    /// Walk the object at `a` over `[a, end)` once, noting at each step's start what the
+    /// recovered object holds so far (see [`ObjectWalk`]).
+    fn walk_object(&mut self, a: usize, end: usize) -> ObjectWalk {
+        let parser = self.salvager.parser;
+        let root = parser.schema.as_ref().map(|s| s.raw().clone());
+        let mut watched: Vec<(String, usize)> = root
+            .as_ref()
+            .and_then(|r| r.get("required"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .chain(parser.post.ensure.iter().map(String::as_str))
+            .map(|k| (k.to_string(), usize::MAX))
+            .collect();
+        watched.sort();
+        watched.dedup();
+        self.salvager.report.dropped.clear();
+        let mut out = Map::new();
+        let mut marks = vec![a + 1];
+        let (mut first_key, mut first_drop) = (usize::MAX, usize::MAX);
+        while let Some(&pos) = marks.last() {
+            let keys = out.len();
+            let Step::Next(next) = self.salvager.object_step(pos, end, root.as_ref(), &mut out)
+            else {
+                break;
+            };
+            marks.push(next);
+            let m = marks.len() - 1;
+            if out.len() > keys {
+                first_key = first_key.min(m);
+                // A step adds at most one key, at the end (insertion order is kept).
+                if let Some((k, _)) = out.iter().next_back()
+                    && let Ok(w) = watched.binary_search_by(|(name, _)| name.as_str().cmp(k))
+                {
+                    watched[w].1 = m;
+                }
+            }
+            if first_drop == usize::MAX && !self.salvager.report.dropped.is_empty() {
+                first_drop = m;
+            }
+        }
+        self.salvager.report.dropped.clear();
+        ObjectWalk {
+            at: a,
+            root,
+            marks,
+            first_key,
+            first_drop,
+            watched,
+        }
+    }
+
+    /// The count (0 or 1) for the prefix of `c` bytes while the object of `w` is what salvage
+    /// takes: the walk's state at the last step that starts at or before `c`, then only the
+    /// step `c` cuts through, read for real. The work per prefix is that one member, not the
+    /// whole object, so a sweep of an object is linear in its length.
+    fn object_at(&mut self, w: &ObjectWalk, c: usize) {
+        let text = self.salvager.text;
+        if c > text.len() {
+            return;
+        }
+        let c = floor_char_boundary(text, c);
+        let Some(i) = w.marks.partition_point(|&m| m <= c).checked_sub(1) else {
+            // Not past the `{` yet: not this object's prefix (the choice says otherwise).
+            return self.eval_at(c);
+        };
+        self.salvager.report.dropped.clear();
+        let mut tail = Map::new();
+        let mut pos = w.marks[i];
+        let ended = loop {
+            match self
+                .salvager
+                .object_step(pos, c, w.root.as_ref(), &mut tail)
+            {
+                Step::Next(next) => pos = next,
+                Step::Closed => break Some(true),
+                Step::Ended => break Some(false),
+                Step::Stopped => break None,
+            }
+        };
+        let present = |k: &str| {
+            tail.contains_key(k)
+                || w.watched
+                    .binary_search_by(|(name, _)| name.as_str().cmp(k))
+                    .is_ok_and(|at| w.watched[at].1 <= i)
+        };
+        if let Some(complete) = ended {
+            self.salvager
+                .object_end(complete, 0, w.root.as_ref(), present);
+        }
+        let empty = w.first_key > i && tail.is_empty();
+        let dropped = w.first_drop <= i || !self.salvager.report.dropped.is_empty();
+        self.salvager.report.dropped.clear();
+        let n = if empty && dropped {
+            0
+        } else {
+            // `finish` reads only the `ensure` keys (after passthrough and drop): an object of
+            // just those present decides as the whole object would.
+            let post = &self.salvager.parser.post;
+            let probe: Map<String, Value> = post
+                .ensure
+                .iter()
+                .filter(|k| present(k))
+                .map(|k| (k.clone(), Value::Null))
+                .collect();
+            let mut report = ParseReport::default();
+            Acceptor {
+                schema: None,
+                post,
+                vars: self.salvager.vars,
+            }
+            .finish(&mut report, 0, c, Value::Object(probe));
+            report.objects.len()
+        };
+        self.push(c, n);
+    }
+
     /// Steps for prefixes in `[b, b2)` while the array's walk is what they recover.
     fn array_steps(&mut self, ends: &[usize], reads: &[(usize, usize)], b: usize, b2: usize) {
         let text = self.salvager.text;
@@ -774,7 +945,10 @@ impl SalvageSweep<'_, '_> {
         events.retain(|&c| c < b2);
         events.sort_unstable();
         events.dedup();
-        for c in events {
+        for (n, c) in events.into_iter().enumerate() {
+            if n % 1024 == 0 && self.cancel.is_cancelled() {
+                return;
+            }
             let complete = ends.partition_point(|&e| e <= c);
             let partial = match reads.binary_search_by(|r| r.0.cmp(&c)) {
                 Ok(_) | Err(0) => 0,
@@ -927,6 +1101,24 @@ fn bare_probes(text: &str, start: usize, end: usize) -> Vec<usize> {
         probes.push(value_end + j + ch.len_utf8());
     }
     probes
+}
+
+/// One walk of the object salvage chose, over the longest prefix. Its steps (separators and
+/// members) come out the same for every prefix that contains them, so a prefix's walk is the
+/// longest one's up to the last step starting within it; what that shared part recovered is
+/// kept per step as "from which step on": a key at all, a drop at all, each watched key (those
+/// the schema requires and `ensure` names — the only keys the count depends on).
+struct ObjectWalk {
+    at: usize,
+    root: Option<Value>,
+    /// Where each step starts, in order; the first is just after the `{`.
+    marks: Vec<usize>,
+    /// The first step whose start sees a recovered key (`usize::MAX`: none ever).
+    first_key: usize,
+    /// The first step whose start sees a drop.
+    first_drop: usize,
+    /// Watched keys, sorted, each with the first step whose start sees it.
+    watched: Vec<(String, usize)>,
 }
 
 /// One walk of the array salvage chose: where it starts, the ends of its accepted elements, and

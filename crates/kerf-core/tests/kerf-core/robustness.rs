@@ -89,7 +89,9 @@ fn fifty_megabyte_single_line_parses_and_sweeps() {
     let n = 50_000_000 / one.len();
     let text = one.repeat(n);
     let p = parser(ResponseType::Jsonl, Some(definition_schema()));
-    let curve = kerf_core::sweep::byte_curve(&p, &text, &Map::new()).unwrap();
+    let curve =
+        kerf_core::sweep::byte_curve(&p, &text, &Map::new(), &kerf_core::CancelToken::new())
+            .unwrap();
     assert_eq!(curve.at(text.len()), n);
     assert_eq!(
         curve.at(one.len() - 1),
@@ -115,7 +117,13 @@ fn sweeps_of_hostile_input_are_results_not_panics() {
             "```",
             "<|COMPLETE|>",
         ] {
-            let c = kerf_core::sweep::byte_curve(&parser(t, None), text, &Map::new()).unwrap();
+            let c = kerf_core::sweep::byte_curve(
+                &parser(t, None),
+                text,
+                &Map::new(),
+                &kerf_core::CancelToken::new(),
+            )
+            .unwrap();
             assert_eq!(
                 c.at(text.len()),
                 parser(t, None).parse(text, &Map::new()).objects.len()

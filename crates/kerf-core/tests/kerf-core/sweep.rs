@@ -1,9 +1,9 @@
 //! Sweeps: the value at every cut equals a re-parse of the prefix (property tests against the
 //! naive re-parse), in bytes, chars and tokens; and the metrics.
 
-use kerf_core::prompt::DelimiterPreset;
+use kerf_core::prompt::{DelimiterPreset, PostRules};
 use kerf_core::sweep::{self, Unit, byte_curve};
-use kerf_core::{CompiledSchema, DelimitedFormat, Parser, ResponseType};
+use kerf_core::{CancelToken, CompiledSchema, DelimitedFormat, Parser, ResponseType};
 use proptest::prelude::*;
 use serde_json::Map;
 
@@ -18,8 +18,17 @@ pub(crate) fn floor(text: &str, mut c: usize) -> usize {
 
 /// Assert the curve equals the naive re-parse at every byte cut.
 pub(crate) fn assert_exact(parser: &Parser, text: &str) {
-    let vars = Map::new();
-    let curve = byte_curve(parser, text, &vars).unwrap();
+    assert_exact_with(parser, text, &Map::new());
+}
+
+/// The same with the run's variables (for `passthrough`).
+pub(crate) fn assert_exact_with(
+    parser: &Parser,
+    text: &str,
+    vars: &Map<String, serde_json::Value>,
+) {
+    let vars = vars.clone();
+    let curve = byte_curve(parser, text, &vars, &CancelToken::new()).unwrap();
     for c in 0..=text.len() {
         let naive = parser.parse(&text[..floor(text, c)], &vars).objects.len();
         assert_eq!(curve.at(c), naive, "cut at byte {c} of {text:?}");
@@ -103,7 +112,7 @@ proptest! {
     fn parse_of_every_byte_prefix_equals_the_sweep(text in reply(multibyte_piece().boxed(), 8)) {
         let p = jsonl_parser();
         let vars = Map::new();
-        let curve = byte_curve(&p, &text, &vars).unwrap();
+        let curve = byte_curve(&p, &text, &vars, &CancelToken::new()).unwrap();
         let bytes = text.as_bytes();
         for c in 0..=bytes.len() {
             let reply = kerf_core::error::decode_reply(bytes[..c].to_vec(), "prefix").unwrap();
@@ -122,7 +131,7 @@ proptest! {
     fn char_and_token_units_equal_reparse(text in reply(jsonl_piece().boxed(), 8)) {
         let p = jsonl_parser();
         let vars = Map::new();
-        let curve = byte_curve(&p, &text, &vars).unwrap();
+        let curve = byte_curve(&p, &text, &vars, &CancelToken::new()).unwrap();
         // Chars: cut after k characters.
         let s = sweep::Sweep::new(&curve, &text, &Unit::Char);
         let offsets: Vec<usize> = text.char_indices().map(|(i, _)| i).chain(std::iter::once(text.len())).collect();
@@ -220,7 +229,14 @@ fn metrics_of_a_jsonl_and_an_array_reply() {
     let jsonl = lines.join("\n");
     let array = format!("[{}]", lines.join(",\n"));
     let vars = Map::new();
-    let l = sweep::sweep(&jsonl_parser(), &jsonl, &vars, &Unit::Byte).unwrap();
+    let l = sweep::sweep(
+        &jsonl_parser(),
+        &jsonl,
+        &vars,
+        &Unit::Byte,
+        &CancelToken::new(),
+    )
+    .unwrap();
     let a = sweep::sweep(
         &parser(
             ResponseType::Json,
@@ -229,6 +245,7 @@ fn metrics_of_a_jsonl_and_an_array_reply() {
         &array,
         &vars,
         &Unit::Byte,
+        &CancelToken::new(),
     )
     .unwrap();
     assert_eq!(l.total, 4);
@@ -261,7 +278,15 @@ fn metrics_of_a_jsonl_and_an_array_reply() {
 #[test]
 fn text_sweeps_and_unknown_tokenizers_are_refused_with_reasons() {
     let vars = Map::new();
-    assert!(byte_curve(&Parser::new(ResponseType::Text), "x", &vars).is_err());
+    assert!(
+        byte_curve(
+            &Parser::new(ResponseType::Text),
+            "x",
+            &vars,
+            &CancelToken::new()
+        )
+        .is_err()
+    );
     assert!(
         sweep::token_unit("gpt2", "x")
             .unwrap_err()
@@ -346,6 +371,124 @@ proptest! {
     }
 }
 
+/// Replies whose value is one object: members valid and not, repeated keys, nested values, arrays
+/// under keys, numbers and literals a cut can shorten, broken keys and values.
+fn object_reply() -> impl Strategy<Value = String> {
+    let element =
+        (0..9u32).prop_map(|i| format!("{{\"entity\": \"e{i}\", \"definition\": \"d{i}\"}}"));
+    let member = prop_oneof![
+        3 => (0..9u32).prop_map(|i| format!("\"entity\": \"e{i}\"")),
+        2 => Just("\"definition\": \"a pigment\"".to_string()),
+        2 => prop_oneof![Just("3"), Just("12"), Just("-0.5e1"), Just("true"), Just("null")]
+            .prop_map(|v| format!("\"n\": {v}")),
+        1 => Just("\"nested\": {\"a\": [1, {\"b\": \"}\"}], \"c\": null}".to_string()),
+        2 => prop::collection::vec(element, 0..3)
+            .prop_map(|es| format!("\"entities\": [{}]", es.join(", "))),
+        1 => Just("\"doc\": \"from the reply\"".to_string()),
+        1 => Just("\"entity\": oops".to_string()),
+        1 => Just("\"k\" 1".to_string()),
+        1 => Just("7: 1".to_string()),
+        1 => Just("\"s\": \"bad \u{1} char\"".to_string()),
+    ];
+    (
+        prop::collection::vec(member, 0..7),
+        any::<bool>(),
+        prop_oneof![Just(""), Just("Sure:\n"), Just("```json\n")],
+        prop_oneof![Just(""), Just("\n```"), Just(" thanks")],
+        0..30usize,
+    )
+        .prop_map(|(members, pretty, pre, post, cut)| {
+            let sep = if pretty { ",\n  " } else { ", " };
+            let mut t = format!("{pre}{{{}}}{post}", members.join(sep));
+            if cut > 0 && t.len() > cut && cut % 2 == 0 {
+                let c = floor(&t, t.len() - cut);
+                t.truncate(c);
+            }
+            t
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// The object sweep resumes one walk instead of re-parsing each prefix; it must still equal
+    /// the re-parse, under a schema with required keys and with every post rule.
+    #[test]
+    fn salvage_object_sweep_equals_reparse(text in object_reply()) {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "entity": {"type": "string"},
+            "n": {"type": "integer", "maximum": 5},
+            "entities": {"type": "array", "items": definition_schema()}},
+            "required": ["entity", "entities"]});
+        let mut vars = Map::new();
+        vars.insert("doc".into(), "d-1".into());
+        for post in [
+            PostRules::default(),
+            PostRules { ensure: vec!["definition".into(), "doc".into()], ..Default::default() },
+            PostRules { ensure: vec!["entity".into(), "n".into()], drop: vec!["n".into()], ..Default::default() },
+            PostRules { ensure: vec!["doc".into()], passthrough: vec!["doc".into()], ..Default::default() },
+        ] {
+            let p = parser(ResponseType::Json, Some(schema.clone())).with_salvage(true).with_post(post.clone());
+            assert_exact_with(&p, &text, &vars);
+            let p = Parser::new(ResponseType::Json).with_salvage(true).with_post(post);
+            assert_exact_with(&p, &text, &vars);
+        }
+    }
+}
+
+/// Security review, finding 8: the salvage sweep of an object reply re-parsed the whole prefix at
+/// every member (a 27 KB flat object took 84 s, 8,000 keys over 120 s) and froze Compare. It
+/// now resumes one walk, so 20,000 keys sweep like any reply of that length (well under a
+/// second; the deadline below only catches a return of the quadratic cost, which would take
+/// hours here). It is checked exact on a stretch of cuts as well.
+#[test]
+fn the_salvage_sweep_of_a_large_object_is_linear() {
+    let members: Vec<String> = (0..20_000)
+        .map(|i| format!("\"key{i}\": \"value {i}\""))
+        .collect();
+    let text = format!("{{{}", members.join(", "));
+    let salvage = || Parser::new(ResponseType::Json).with_salvage(true);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = text.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(
+            byte_curve(&salvage(), &t, &Map::new(), &CancelToken::new()).map(|c| c.at(t.len())),
+        );
+    });
+    let whole = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the sweep of a 20,000-key object did not finish")
+        .unwrap();
+    assert_eq!(whole, 1, "the cut object is recovered");
+    let small = &text[..members[..40].join(", ").len() + 1];
+    assert_exact(&salvage(), small);
+}
+
+/// Security review, finding 8: a sweep could not be stopped. It now checks its token between
+/// the prefixes it evaluates: set from another thread mid-sweep, it ends with `cancelled`.
+#[test]
+fn a_sweep_stops_when_cancelled() {
+    let members: Vec<String> = (0..200_000)
+        .map(|i| format!("\"key{i}\": \"value {i}\""))
+        .collect();
+    let text = format!("{{{}", members.join(", "));
+    let p = Parser::new(ResponseType::Json).with_salvage(true);
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let e = byte_curve(&p, &text, &Map::new(), &cancel).unwrap_err();
+    assert_eq!(e.code(), "cancelled");
+
+    let cancel = CancelToken::new();
+    let stop = cancel.clone();
+    let waiter = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        stop.cancel();
+    });
+    let r = byte_curve(&p, &text, &Map::new(), &cancel);
+    waiter.join().unwrap();
+    assert_eq!(r.unwrap_err().code(), "cancelled");
+}
+
 #[test]
 fn salvage_sweep_of_a_cut_array_counts_each_element_once_complete() {
     let elements: Vec<String> = (0..3)
@@ -361,6 +504,7 @@ fn salvage_sweep_of_a_cut_array_counts_each_element_once_complete() {
         text,
         &vars,
         &Unit::Byte,
+        &CancelToken::new(),
     )
     .unwrap();
     assert_eq!(s.total, 2);
