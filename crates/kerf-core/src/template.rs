@@ -20,18 +20,35 @@ pub struct Template {
     source: String,
 }
 
+/// The render's output, refused past `max` bytes (the render then stops with a write failure).
+struct CappedOutput {
+    text: Vec<u8>,
+    max: u64,
+    refused: bool,
+}
+
+impl std::io::Write for CappedOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if (self.text.len() + buf.len()) as u64 > self.max {
+            self.refused = true;
+            return Err(std::io::Error::other("the rendered text is too large"));
+        }
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Warnings a render collected (a value printed as minijinja prints it, Python having no form
 /// for it).
 type Warnings = Arc<Mutex<Vec<String>>>;
 
-/// The most engine steps one render may take. TrustGraph's prompts take thousands; a template
-/// someone sent with nested loops over `range(…)` would otherwise run (and hold the window) for
-/// ever. Past it the render fails, naming the limit.
-pub const RENDER_FUEL: u64 = 20_000_000;
-
 fn environment(warnings: Option<Warnings>) -> Environment<'static> {
     let mut env = Environment::new();
-    env.set_fuel(Some(RENDER_FUEL));
+    // Past the fuel (see `limits::render_fuel`) a render fails, naming the limit.
+    env.set_fuel(Some(crate::limits::render_fuel()));
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_keep_trailing_newline(true);
@@ -132,7 +149,14 @@ impl Template {
         let t = env
             .template_from_named_str(&self.name, &self.source)
             .map_err(|e| syntax_error(&self.name, &e))?;
-        let text = t.render(JValue::from_serialize(ctx)).map_err(|e| {
+        let max_bytes = crate::limits::max_render_bytes();
+        let mut out = CappedOutput {
+            text: Vec::new(),
+            max: max_bytes,
+            refused: false,
+        };
+        let rendered = t.render_to_write(JValue::from_serialize(ctx), &mut out);
+        rendered.map_err(|e| {
             if e.kind() == ErrorKind::UndefinedError {
                 let nested: Vec<String> = t.undeclared_variables(true).into_iter().collect();
                 let variable = self.missing_variable(&nested, ctx, e.line());
@@ -146,7 +170,17 @@ impl Template {
                     name: self.name.clone(),
                     line: e.line(),
                     message: format!(
-                        "the template took more than {RENDER_FUEL} steps (a loop that does not end?) and was stopped"
+                        "the template took more than {} steps (a loop that does not end?) and was stopped (KERF_RENDER_FUEL)",
+                        crate::limits::render_fuel()
+                    ),
+                }
+            } else if out.refused {
+                Error::TemplateRender {
+                    name: self.name.clone(),
+                    line: e.line(),
+                    message: format!(
+                        "the rendered text passed {} MiB and was stopped (KERF_MAX_RENDER_MIB)",
+                        max_bytes >> 20
                     ),
                 }
             } else {
@@ -159,6 +193,12 @@ impl Template {
                         .unwrap_or_else(|| e.kind().to_string()),
                 }
             }
+        })?;
+        // Only `str`s were written, whole: the bytes are UTF-8.
+        let text = String::from_utf8(out.text).map_err(|e| Error::TemplateRender {
+            name: self.name.clone(),
+            line: None,
+            message: format!("the rendered text is not UTF-8: {e}"),
         })?;
         let warnings = std::mem::take(&mut *warnings.lock().unwrap_or_else(|p| p.into_inner()));
         Ok((text, warnings))

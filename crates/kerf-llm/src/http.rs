@@ -39,15 +39,6 @@ pub struct HttpConfig {
     pub max_duration: Duration,
 }
 
-/// A positive number from the environment variable `name`, else `default`.
-fn limit_from_env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
-}
-
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
@@ -58,8 +49,12 @@ impl Default for HttpConfig {
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(20),
             retry_after_max: Duration::from_secs(60),
-            max_reply_bytes: limit_from_env("KERF_MAX_REPLY_MIB", 64).saturating_mul(1 << 20),
-            max_duration: Duration::from_secs(limit_from_env("KERF_MAX_RUN_SECONDS", 600)),
+            max_reply_bytes: kerf_core::limits::from_env("KERF_MAX_REPLY_MIB", 64)
+                .saturating_mul(1 << 20),
+            max_duration: Duration::from_secs(kerf_core::limits::from_env(
+                "KERF_MAX_RUN_SECONDS",
+                600,
+            )),
         }
     }
 }

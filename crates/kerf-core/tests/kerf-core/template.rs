@@ -176,3 +176,25 @@ fn a_template_that_loops_for_ever_is_stopped_naming_the_limit() {
         "{err}"
     );
 }
+
+/// Security review, finding 4: a template printing a 100 MB string in a loop (few engine steps,
+/// each a huge write) filled memory. The rendered text is capped (32 MiB by default) and the
+/// render fails naming the limit, having held at most that much.
+#[test]
+fn a_template_whose_output_is_too_large_is_stopped_naming_the_limit() {
+    let t = Template::new(
+        "floods",
+        "{% for i in range(1000) %}{{ 'x' * 10000000 }}{% endfor %}",
+    )
+    .unwrap();
+    let err = t.render(&Map::new()).unwrap_err();
+    assert_eq!(err.code(), "template_render");
+    assert!(
+        err.to_string().contains("passed 32 MiB")
+            && err.to_string().contains("KERF_MAX_RENDER_MIB"),
+        "{err}"
+    );
+    // Under the limit, large output is fine.
+    let t = Template::new("big", "{{ 'é' * 1000000 }}").unwrap();
+    assert_eq!(t.render(&Map::new()).unwrap().len(), 2_000_000);
+}
