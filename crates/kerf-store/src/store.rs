@@ -57,6 +57,7 @@ impl Store {
                 message: format!("cannot create the data directory: {e}"),
             })?;
         }
+        identify(path)?;
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -339,6 +340,63 @@ struct DeadRun {
     version_text: String,
     vars: String,
     last_chunk: Option<i64>,
+}
+
+/// What an existing file is, from its first 100 bytes (the SQLite header), read without opening
+/// it as a database: SQLite's own open and the pragmas that follow (WAL) write to the file, so a
+/// file that is not Kerf's, or is newer than this build, is refused here, before any of that.
+/// An empty or missing file is a new history. (`migrate` checks again through SQLite, which sees
+/// a header change still in the WAL.)
+fn identify(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let place = path.display().to_string();
+    let mut header = Vec::with_capacity(100);
+    match std::fs::File::open(path) {
+        Ok(f) => f.take(100).read_to_end(&mut header),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => Err(e),
+    }
+    .map_err(|e| Error::Io {
+        path: place.clone(),
+        message: format!("cannot read the history file: {e}"),
+    })?;
+    if header.is_empty() {
+        return Ok(());
+    }
+    let field = |at: usize| {
+        header
+            .get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(u32::from_be_bytes)
+    };
+    let (Some(pages), Some(version), Some(app)) = (field(28), field(60), field(68)) else {
+        return Err(Error::Corrupt {
+            path: place,
+            message: "not a SQLite database (not a Kerf history file)".into(),
+        });
+    };
+    if !header.starts_with(b"SQLite format 3\0") {
+        return Err(Error::Corrupt {
+            path: place,
+            message: "not a SQLite database (not a Kerf history file)".into(),
+        });
+    }
+    if i64::from(version) > crate::migrate::LATEST {
+        return Err(Error::Newer {
+            path: place,
+            found: i64::from(version),
+            known: crate::migrate::LATEST,
+        });
+    }
+    // A database holding anything (a table needs a page of its own) or versioned by someone
+    // else, without Kerf's mark, is another program's.
+    if i64::from(app) != crate::migrate::APPLICATION_ID && (version > 0 || pages > 1) {
+        return Err(Error::Corrupt {
+            path: place,
+            message: "a SQLite database, but not a Kerf history".into(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -461,3 +461,38 @@ fn status_follows_the_finish_reason() {
     }
     let _: Value = json!(null);
 }
+
+/// Security review, finding 13: a foreign SQLite file was switched to WAL (its header rewritten,
+/// `-wal`/`-shm` files created) before being refused "untouched". It is now identified from its
+/// header, read as plain bytes, before SQLite opens it for writing.
+#[test]
+fn a_foreign_sqlite_file_is_refused_before_anything_touches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    {
+        let other = rusqlite::Connection::open(&path).unwrap();
+        other
+            .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('mine');")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert_eq!(err.code(), "store-corrupt", "{err}");
+    assert!(err.to_string().contains("not a Kerf history"), "{err}");
+    assert!(std::fs::read(&path).unwrap() == before, "the file changed");
+    let siblings: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        siblings,
+        vec!["history.sqlite".to_string()],
+        "files were created beside it"
+    );
+
+    // An empty file is a new history, and Kerf's own file opens again.
+    let fresh = dir.path().join("fresh.sqlite");
+    std::fs::write(&fresh, b"").unwrap();
+    drop(Store::open(&fresh).unwrap());
+    drop(Store::open(&fresh).unwrap());
+}
