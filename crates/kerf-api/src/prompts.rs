@@ -445,23 +445,19 @@ pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Res
     // all are there are they renamed into place. A failure before that removes the temporaries.
     std::fs::create_dir_all(dir)
         .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", dir.display())))?;
-    let mut staged: Vec<PathBuf> = Vec::new();
+    // (An error drops the files staged so far, which removes them.)
+    let mut staged: Vec<AtomicFile> = Vec::new();
     for (p, path) in prompts.iter().zip(&targets) {
-        match stage(path, p.to_json_string().as_bytes()) {
-            Ok(tmp) => staged.push(tmp),
-            Err(e) => {
-                staged.iter().for_each(|t| {
-                    let _ = std::fs::remove_file(t);
-                });
-                return Err(e);
-            }
-        }
-    }
-    for (tmp, path) in staged.iter().zip(&targets) {
-        std::fs::rename(tmp, path)
+        use std::io::Write;
+        let mut file = AtomicFile::create(path)?;
+        file.write_all(p.to_json_string().as_bytes())
             .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", path.display())))?;
+        file.sync()?;
+        staged.push(file);
     }
-    sync_dir(dir);
+    for file in staged {
+        file.commit()?;
+    }
     Ok(targets)
 }
 
@@ -479,56 +475,108 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
     write_atomically_bytes(path, text.as_bytes())
 }
 
-/// [`write_atomically`] for bytes (a PNG chart). The temporary name is unique to this write
-/// (two writers of the same file never share one); the data is synced before the rename and the
-/// folder after it, so a crash leaves the old file or the new one, never half of either.
+/// [`write_atomically`] for bytes (a PNG chart).
 pub fn write_atomically_bytes(path: &Path, text: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)
+    use std::io::Write;
+    let mut file = AtomicFile::create(path)?;
+    file.write_all(text)
         .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", path.display())))?;
-    let tmp = stage(path, text)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        ApiError::new(Code::Io, format!("{}: {e}", path.display()))
-    })?;
-    sync_dir(dir);
-    Ok(())
+    file.commit()
 }
 
-/// `text` written and synced to a new temporary file beside `path`; its path.
-fn stage(path: &Path, text: &[u8]) -> Result<PathBuf> {
-    use std::io::Write;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let io = |e: std::io::Error| ApiError::new(Code::Io, format!("{}: {e}", path.display()));
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.{}-{}.kerf-tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(text)?;
-            f.sync_all()
-        });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
+/// A file written in full or not at all, streamed: the bytes go to a temporary name unique to
+/// this write (two writers of the same file never share one) beside `path`; `commit` syncs them,
+/// renames the file into place and syncs the folder, so a crash leaves the old file or the new
+/// one, never half of either. Dropped without `commit`, the temporary file is removed.
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl AtomicFile {
+    pub fn create(path: &Path) -> Result<AtomicFile> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let io = |e: std::io::Error| ApiError::new(Code::Io, format!("{}: {e}", path.display()));
+        let dir = folder_of(path);
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let tmp = dir.join(format!(
+            ".{}.{}-{}.kerf-tmp",
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(io)?;
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            tmp,
+            file: Some(std::io::BufWriter::new(file)),
+        })
     }
-    Ok(tmp)
+
+    /// Write out what is buffered and sync it to the disk (still under the temporary name).
+    pub fn sync(&mut self) -> Result<()> {
+        use std::io::Write;
+        let path = &self.path;
+        let io = |e: std::io::Error| ApiError::new(Code::Io, format!("{}: {e}", path.display()));
+        if let Some(f) = &mut self.file {
+            f.flush().map_err(io)?;
+            f.get_ref().sync_all().map_err(io)?;
+        }
+        Ok(())
+    }
+
+    /// Sync, rename into place, sync the folder.
+    pub fn commit(mut self) -> Result<()> {
+        self.sync()?;
+        if self.file.take().is_some() {
+            if let Err(e) = std::fs::rename(&self.tmp, &self.path) {
+                let _ = std::fs::remove_file(&self.tmp);
+                return Err(ApiError::new(
+                    Code::Io,
+                    format!("{}: {e}", self.path.display()),
+                ));
+            }
+            sync_dir(folder_of(&self.path));
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &mut self.file {
+            Some(f) => f.write(buf),
+            None => Err(std::io::Error::other("already committed")),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// Make a rename in `dir` durable (best effort: not every system can open a folder to sync it).

@@ -131,19 +131,42 @@ pub fn vars(specs: &[String]) -> Result<Map<String, Value>> {
     Ok(out)
 }
 
-/// Write `text` to `path` (creating parent folders), with errors that name the file.
+/// Write `text` to `path` (creating parent folders): in full or not at all (a temporary file
+/// beside it, synced, then renamed), with errors that name the file.
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| kerf_core::Error::Io {
-            path: dir.into(),
-            source: e,
-        })?;
+    Ok(kerf_api::prompts::write_atomically(path, text)?)
+}
+
+/// Where a long output goes piece by piece: a file (complete or absent, see
+/// [`kerf_api::prompts::AtomicFile`]) or standard output (as [`write_stdout`] writes it).
+pub enum Sink {
+    File(kerf_api::prompts::AtomicFile),
+    Stdout,
+}
+
+impl Sink {
+    pub fn to(path: Option<&Path>) -> Result<Sink> {
+        Ok(match path {
+            Some(p) => Sink::File(kerf_api::prompts::AtomicFile::create(p)?),
+            None => Sink::Stdout,
+        })
     }
-    std::fs::write(path, text).map_err(|e| kerf_core::Error::Io {
-        path: path.into(),
-        source: e,
-    })?;
-    Ok(())
+
+    pub fn put(&mut self, text: &str) -> Result<()> {
+        match self {
+            Sink::File(f) => f.write_all(text.as_bytes())?,
+            Sink::Stdout => write_stdout(format_args!("{text}")),
+        }
+        Ok(())
+    }
+
+    /// Finish: a file is put in place.
+    pub fn finish(self) -> Result<()> {
+        if let Sink::File(f) = self {
+            f.commit()?;
+        }
+        Ok(())
+    }
 }
 
 /// One line of compact JSON, cut to `max` characters for tables.

@@ -155,7 +155,7 @@ impl Template {
             max: max_bytes,
             refused: false,
         };
-        let rendered = t.render_to_write(JValue::from_serialize(ctx), &mut out);
+        let rendered = t.render_captured_to(JValue::from_serialize(ctx), &mut out);
         rendered.map_err(|e| {
             if e.kind() == ErrorKind::UndefinedError {
                 let nested: Vec<String> = t.undeclared_variables(true).into_iter().collect();

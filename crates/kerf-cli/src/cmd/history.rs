@@ -663,26 +663,21 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
     )
 }
 
+/// Runs as JSON lines (full records) or CSV (one row per run), written one run at a time: the
+/// memory an export takes does not grow with the history, and a file is complete or absent.
 fn export(store: &Store, a: &ExportArgs) -> Result<Outcome> {
     let runs = store.list(&a.filter.filter(None)?)?;
-    let mut text = String::new();
+    let mut sink = crate::output::Sink::to(a.output.as_deref())?;
     match a.format {
         ExportFormat::Jsonl => {
             for r in &runs {
-                let rec = store.run(r.id)?;
-                text.push_str(&serde_json::to_string(&rec)?);
-                text.push('\n');
+                let mut line = serde_json::to_string(&store.run(r.id)?)?;
+                line.push('\n');
+                sink.put(&line)?;
             }
         }
         ExportFormat::Csv => {
-            text.push_str("id,created_at,status,prompt,prompt_version,provider,model,finish_reason,objects,dropped,truncated,prompt_tokens,completion_tokens,cost_usd,attempts,experiment,tags,note\n");
-            let cell = |s: &str| {
-                if s.contains([',', '"', '\n', '\r']) {
-                    format!("\"{}\"", s.replace('"', "\"\""))
-                } else {
-                    s.to_string()
-                }
-            };
+            sink.put(&csv_line(CSV_COLUMNS)?)?;
             for r in &runs {
                 let o = |v: Option<i64>| v.map(|n| n.to_string()).unwrap_or_default();
                 let row = [
@@ -705,19 +700,61 @@ fn export(store: &Store, a: &ExportArgs) -> Result<Outcome> {
                     r.tags.join(" "),
                     r.note.clone().unwrap_or_default(),
                 ];
-                text.push_str(&row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(","));
-                text.push('\n');
+                sink.put(&csv_line(row.iter().map(|c| spreadsheet_safe(c)))?)?;
             }
         }
     }
-    match &a.output {
-        Some(p) => {
-            crate::output::write_file(p, &text)?;
-            eprintln!("kerf: wrote {} run(s) to {}", runs.len(), p.display());
-        }
-        None => crate::out!("{text}"),
+    sink.finish()?;
+    if let Some(p) = &a.output {
+        eprintln!("kerf: wrote {} run(s) to {}", runs.len(), p.display());
     }
     Ok(Outcome::Ok)
+}
+
+/// One CSV record (quoted by the `csv` crate where a cell needs it), newline-terminated.
+fn csv_line<I, C>(cells: I) -> Result<String>
+where
+    I: IntoIterator<Item = C>,
+    C: AsRef<str>,
+{
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    w.write_record(cells.into_iter().map(|c| c.as_ref().to_owned()))?;
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+const CSV_COLUMNS: [&str; 18] = [
+    "id",
+    "created_at",
+    "status",
+    "prompt",
+    "prompt_version",
+    "provider",
+    "model",
+    "finish_reason",
+    "objects",
+    "dropped",
+    "truncated",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "attempts",
+    "experiment",
+    "tags",
+    "note",
+];
+
+/// A cell a spreadsheet will not run: text starting with `=`, `+`, `-`, `@`, a tab or a carriage
+/// return is a formula to Excel, LibreOffice and Sheets (a note or tag someone wrote, a prompt
+/// id from an imported bundle), so it gets a leading `'`, which they show as text. Kerf's own
+/// numbers never start with one of those.
+fn spreadsheet_safe(cell: &str) -> std::borrow::Cow<'_, str> {
+    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        std::borrow::Cow::Owned(format!("'{cell}"))
+    } else {
+        std::borrow::Cow::Borrowed(cell)
+    }
 }
 
 fn experiments(store: &Store, a: &ExperimentsArgs) -> Result<Outcome> {

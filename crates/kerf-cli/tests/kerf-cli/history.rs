@@ -532,3 +532,82 @@ fn a_newer_or_corrupt_history_is_refused_untouched() {
     );
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 }
+
+/// Security review, finding 13: `history export --format csv` wrote a note or tag starting
+/// with `=` as a cell a spreadsheet runs as a formula, and built the whole export in memory.
+/// Such cells now start with `'` (shown as text); rows are written one at a time, to a file
+/// that is complete or absent.
+#[test]
+fn csv_export_never_writes_a_formula_cell() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    {
+        let store = kerf_store::Store::open(&dir.join("history.sqlite")).unwrap();
+        let version = store
+            .put_prompt_version("=kg", None, "jsonl", r#"{"id": "=kg", "prompt": "x"}"#)
+            .unwrap();
+        let input = store
+            .put_input(&serde_json::json!({"text": "doc"}), &serde_json::json!({}))
+            .unwrap();
+        let w = store
+            .begin_run(&kerf_store::NewRun {
+                prompt_version: version,
+                input,
+                experiment: None,
+                rerun_of: None,
+                provider: "local".into(),
+                model: "@model".into(),
+                model_sha256: None,
+                params: serde_json::json!({"max_tokens": 8}),
+                system: None,
+                user: "x".into(),
+            })
+            .unwrap();
+        let id = w
+            .finish(kerf_store::RunEnd {
+                finish_reason: "stop".into(),
+                raw: "[]".into(),
+                ..kerf_store::RunEnd::default()
+            })
+            .unwrap();
+        store.tag(id, "+cmd").unwrap();
+        store
+            .note(
+                id,
+                Some("=HYPERLINK(\"http://evil.example\",\"click\"), -2+3"),
+            )
+            .unwrap();
+    }
+    let out = dir.join("out/runs.csv");
+    let o = kerf_in(
+        dir,
+        &[
+            "history",
+            "export",
+            "--format",
+            "csv",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(&out).unwrap();
+    let row = csv.lines().nth(1).unwrap();
+    assert!(
+        row.contains(",'=kg,") && row.contains(",'@model,") && row.contains(",'+cmd,"),
+        "{row}"
+    );
+    assert!(
+        row.ends_with(r#","'=HYPERLINK(""http://evil.example"",""click""), -2+3""#),
+        "{row}"
+    );
+    // Nothing but the export in its folder (no temporary left behind).
+    let names: Vec<_> = std::fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("runs.csv")]);
+    // The same rows on standard output.
+    let o = kerf_in(dir, &["history", "export", "--format", "csv"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), csv);
+}
