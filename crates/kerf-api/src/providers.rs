@@ -98,6 +98,16 @@ pub fn definition(spec: &ProviderSpec) -> Result<ProviderDef> {
             "base URL `{u}` must start with http:// or https://"
         )));
     }
+    if let Some(u) = base_url {
+        let found = kerf_llm::providers::credentials_in(u);
+        if !found.is_empty() {
+            return Err(usage(format!(
+                "the base URL holds credentials ({}): Kerf never stores or prints a key in a URL; remove them and store the key with `kerf providers set-key {}`",
+                found.join(", "),
+                spec.name
+            )));
+        }
+    }
     if spec.model.trim().is_empty() {
         return Err(usage(format!(
             "provider {}: a model is needed (the model id the API expects, e.g. gpt-4o-mini)",
@@ -114,24 +124,40 @@ pub fn definition(spec: &ProviderSpec) -> Result<ProviderDef> {
     def.no_key = spec.no_key;
     def.structured = structured;
     def.max_completion_tokens = spec.max_completion_tokens;
+    def.allow_plain_http = spec.allow_plain_http;
     Ok(def)
 }
 
-/// Add (or replace) a provider. A replaced provider keeps its key; its probe is dropped when the
-/// endpoint or model changed (it described another server).
-pub fn add(registry: &Path, spec: &ProviderSpec) -> Result<(ProviderDef, String)> {
+/// What `add` did.
+pub struct Added {
+    pub def: ProviderDef,
+    /// The registry file written.
+    pub config: String,
+    /// The stored key was removed: the provider now points at another endpoint.
+    pub key_dropped: bool,
+}
+
+/// Add (or replace) a provider. Its probe is dropped when the endpoint or model changed (it
+/// described another server). A replaced provider keeps its stored key only while its endpoint
+/// stays the same (or `keep_key` re-confirms it): the key was given for that server.
+pub fn add(registry: &Path, spec: &ProviderSpec) -> Result<Added> {
     let mut def = definition(spec)?;
     let mut registry = Registry::load(registry)?;
-    if let Ok(old) = registry.get(&def.name)
-        && old.base_url == def.base_url
-        && old.model == def.model
-        && old.kind == def.kind
-    {
-        def.probe = old.probe.clone();
+    let mut moved = false;
+    if let Ok(old) = registry.get(&def.name) {
+        moved = old.base_url != def.base_url;
+        if !moved && old.model == def.model && old.kind == def.kind {
+            def.probe = old.probe.clone();
+        }
     }
     registry.upsert(def.clone());
     registry.save()?;
-    Ok((def, registry.path.display().to_string()))
+    let key_dropped = moved && !spec.keep_key && secrets::delete_key(&def.name).unwrap_or(false);
+    Ok(Added {
+        def,
+        config: registry.path.display().to_string(),
+        key_dropped,
+    })
 }
 
 /// Remove a provider and its key; whether a key was removed.

@@ -353,6 +353,13 @@ pub struct ProviderSpec {
     /// `auto` (`None`), `none`, `json_object`, `json_object_schema`, `json_schema` or `tool`.
     pub structured: Option<String>,
     pub max_completion_tokens: bool,
+    /// Send the key over plain `http://` to a host off this machine (refused otherwise).
+    #[serde(default)]
+    pub allow_plain_http: bool,
+    /// Replacing a provider with a different endpoint drops its stored key unless this is set
+    /// (the key was given for the old server).
+    #[serde(default)]
+    pub keep_key: bool,
 }
 
 /// A configured provider. The key itself never crosses: only where it would come from.

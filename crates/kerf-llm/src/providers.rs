@@ -163,6 +163,63 @@ pub struct ProviderDef {
     pub max_completion_tokens: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<Probe>,
+    /// The user agreed to send the key over plain `http://` to a host that is not this machine
+    /// (anyone on the network path can read it). Without it such a run is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_plain_http: bool,
+}
+
+/// Query parameters that carry a credential when they appear in a URL.
+const SECRET_PARAMS: &[&str] = &[
+    "key",
+    "api_key",
+    "apikey",
+    "api-key",
+    "x-api-key",
+    "token",
+    "access_token",
+    "auth",
+    "authorization",
+    "secret",
+    "password",
+    "sig",
+    "signature",
+];
+
+/// What in `url` is a credential: `user:pass@` and query parameters such as `?key=` (names
+/// only, never the values). Kerf keeps keys in the keyring, never in `providers.json`, and
+/// never prints them, so such a base URL is refused.
+pub fn credentials_in(url: &str) -> Vec<String> {
+    let Ok(u) = url::Url::parse(url) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    if !u.username().is_empty() || u.password().is_some() {
+        found.push("user:password@".to_string());
+    }
+    for (k, _) in u.query_pairs() {
+        if SECRET_PARAMS.contains(&k.to_ascii_lowercase().as_str()) {
+            found.push(format!("?{k}="));
+        }
+    }
+    found
+}
+
+/// Whether `url` goes over plain `http://` to a host other than this machine (a key sent there
+/// crosses the network readable). `localhost` and loopback addresses are this machine.
+pub fn is_plain_http_off_machine(url: &str) -> bool {
+    let Ok(u) = url::Url::parse(url) else {
+        return false;
+    };
+    if u.scheme() != "http" {
+        return false;
+    }
+    match u.host() {
+        Some(url::Host::Domain(d)) => !d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => !ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => !ip.is_loopback(),
+        None => true,
+    }
 }
 
 impl ProviderDef {
@@ -180,6 +237,7 @@ impl ProviderDef {
             structured: Structured::Auto,
             max_completion_tokens: false,
             probe: None,
+            allow_plain_http: false,
         }
     }
 }
@@ -235,7 +293,18 @@ impl Registry {
             Err(e) => return Err(Error::Config(format!("{}: {e}", path.display()))),
         };
         let mut seen = std::collections::HashSet::new();
-        for p in &providers {
+        for (i, p) in providers.iter().enumerate() {
+            let found = credentials_in(&p.base_url);
+            if !found.is_empty() {
+                // The URL itself is not shown: it holds the secret.
+                return Err(Error::Config(format!(
+                    "{}: /providers/{i}/base_url of `{}` holds credentials ({}): remove them from the URL and store the key with `kerf providers set-key {}`",
+                    path.display(),
+                    p.name,
+                    found.join(", "),
+                    p.name
+                )));
+            }
             if !seen.insert(p.name.as_str()) {
                 return Err(Error::Config(format!(
                     "{}: provider `{}` is defined twice",

@@ -247,8 +247,24 @@ fn from_keyring(provider: &str) -> Option<String> {
 /// (`OPENAI_API_KEY`, …) — the last only when `def` points at the provider's own public
 /// endpoint: a LAN or third-party server must be given a key explicitly (the keyring, or its own
 /// `key_env`), or the user's real key would go to it. `Ok(None)` for a provider marked `no_key`;
-/// an `auth` error naming every place looked at otherwise.
+/// an `auth` error naming every place looked at otherwise. A key found for a plain `http://`
+/// endpoint off this machine is refused (`provider-config`) unless the provider allows it.
 pub fn key_for(def: &ProviderDef) -> Result<Option<Key>> {
+    let key = find_key(def)?;
+    if key.is_some()
+        && !def.allow_plain_http
+        && crate::providers::is_plain_http_off_machine(&def.base_url)
+    {
+        return Err(Error::Config(format!(
+            "refusing to send the key of provider `{}` over plain http:// to {} (anyone on the network path can read it): use https://, or re-add the provider with --allow-plain-http if you accept that",
+            def.name, def.base_url
+        )));
+    }
+    Ok(key)
+}
+
+/// Where `key_for` finds the key, before the transport check.
+fn find_key(def: &ProviderDef) -> Result<Option<Key>> {
     if let Some(k) = from_keyring(&def.name) {
         return Ok(Some(Key {
             value: k,

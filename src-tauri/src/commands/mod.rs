@@ -180,7 +180,7 @@ async fn providers_list(state: State<'_, AppState>) -> Result<ProvidersView> {
 async fn provider_add(state: State<'_, AppState>, spec: ProviderSpec) -> Result<ProviderInfo> {
     tracing::info!(name = %spec.name, kind = %spec.kind, "provider add");
     let path = state.workbench.providers.clone();
-    blocking(move || providers::add(&path, &spec).map(|(def, _)| providers::info(&def))).await
+    blocking(move || providers::add(&path, &spec).map(|added| providers::info(&added.def))).await
 }
 
 /// Remove a provider and its key; whether a key was removed.

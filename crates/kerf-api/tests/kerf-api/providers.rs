@@ -16,6 +16,8 @@ fn spec(name: &str) -> ProviderSpec {
         no_key: false,
         structured: None,
         max_completion_tokens: false,
+        allow_plain_http: false,
+        keep_key: false,
     }
 }
 
@@ -39,6 +41,28 @@ fn a_definition_is_checked_and_names_what_is_wrong() {
         "must start with http://",
     );
     bad(&|s| s.model = " ".into(), "a model is needed");
+    // Security review, finding 13: credentials in a base URL were stored and printed.
+    bad(
+        &|s| s.base_url = Some("https://user:hunter22@llm.example/v1".into()),
+        "holds credentials (user:password@)",
+    );
+    bad(
+        &|s| s.base_url = Some("https://llm.example/v1?api-version=1&key=AIzaSECRET".into()),
+        "holds credentials (?key=)",
+    );
+    let e = providers::definition(&{
+        let mut s = spec("ok-name");
+        s.base_url = Some("https://llm.example/v1?key=AIzaSECRET".into());
+        s
+    })
+    .unwrap_err();
+    assert!(!e.message.contains("AIzaSECRET"), "{}", e.message);
+    let mut azure = spec("azure");
+    azure.base_url = Some("https://x.openai.azure.com/openai?api-version=2024-10-21".into());
+    assert!(
+        providers::definition(&azure).is_ok(),
+        "a plain query parameter is fine"
+    );
     bad(
         &|s| s.structured = Some("strict".into()),
         "unknown structured-output mode",
@@ -67,9 +91,9 @@ fn a_key_goes_into_the_keyring_and_only_its_place_comes_back() {
     let name = format!("api-test-{}", std::process::id());
     let key = format!("sk-api-test-{}-secret", std::process::id());
 
-    let (def, config) = providers::add(path, &spec(&name)).unwrap();
-    assert_eq!(def.name, name);
-    assert!(config.ends_with("providers.json"));
+    let added = providers::add(path, &spec(&name)).unwrap();
+    assert_eq!(added.def.name, name);
+    assert!(added.config.ends_with("providers.json"));
     let listed = providers::list(path).unwrap();
     let row = listed.providers.iter().find(|p| p.name == name).unwrap();
     assert!(
@@ -85,6 +109,37 @@ fn a_key_goes_into_the_keyring_and_only_its_place_comes_back() {
     assert!(row.key.contains("keyring"), "{}", row.key);
     let wire = serde_json::to_string(&listed).unwrap();
     assert!(!wire.contains(&key), "the key crossed the wire");
+
+    // Security review, finding 13: the key stayed with a provider whose endpoint was changed, and
+    // went to the new server. Re-adding it with the same endpoint keeps the key; with another,
+    // the key is dropped unless re-confirmed.
+    let key_found = |path: &std::path::Path| {
+        providers::list(path)
+            .unwrap()
+            .providers
+            .into_iter()
+            .find(|p| p.name == name)
+            .unwrap()
+            .key
+            .contains("keyring")
+    };
+    let mut same = spec(&name);
+    same.model = "m2".into();
+    assert!(!providers::add(path, &same).unwrap().key_dropped);
+    assert!(key_found(path));
+    let mut moved = spec(&name);
+    moved.base_url = Some("http://127.0.0.1:10/v1".into());
+    moved.keep_key = true;
+    assert!(!providers::add(path, &moved).unwrap().key_dropped);
+    assert!(key_found(path), "re-confirmed with keep_key");
+    moved.base_url = Some("https://elsewhere.example/v1".into());
+    moved.keep_key = false;
+    assert!(providers::add(path, &moved).unwrap().key_dropped);
+    assert!(
+        !key_found(path),
+        "the key followed the provider to a new endpoint"
+    );
+    providers::set_key(path, &name, &key).unwrap();
 
     let unknown = providers::set_key(path, "no-such-provider", "x").unwrap_err();
     assert_eq!(unknown.code, Code::ProviderConfig, "{unknown:?}");

@@ -63,6 +63,14 @@ pub enum Action {
         /// Send the budget as `max_completion_tokens` (OpenAI's newer models) not `max_tokens`.
         #[arg(long)]
         max_completion_tokens: bool,
+        /// Send the key over plain http:// to a host off this machine (refused otherwise:
+        /// anyone on the network path can read it).
+        #[arg(long)]
+        allow_plain_http: bool,
+        /// When replacing a provider with a new --base-url, keep its stored key (by default it is
+        /// removed: it was given for the old server).
+        #[arg(long)]
+        keep_key: bool,
         #[arg(long)]
         json: bool,
     },
@@ -178,6 +186,8 @@ pub fn run(args: Args) -> Result<Outcome> {
             no_key,
             structured,
             max_completion_tokens,
+            allow_plain_http,
+            keep_key,
             ..
         } => {
             let spec = kerf_api::wire::ProviderSpec {
@@ -189,11 +199,23 @@ pub fn run(args: Args) -> Result<Outcome> {
                 no_key,
                 structured: Some(structured.as_str().into()),
                 max_completion_tokens,
+                allow_plain_http,
+                keep_key,
             };
-            let (def, config) = providers::add(&path, &spec)?;
+            let providers::Added {
+                def,
+                config,
+                key_dropped,
+            } = providers::add(&path, &spec)?;
+            if key_dropped {
+                eprintln!(
+                    "kerf: the stored key of `{}` was removed: it was given for another endpoint (set it again with `kerf providers set-key {}`, or re-add with --keep-key)",
+                    def.name, def.name
+                );
+            }
             if json_out {
                 print_json(
-                    &json!({"added": def, "config": config, "key": providers::key_status(&def)}),
+                    &json!({"added": def, "config": config, "key": providers::key_status(&def), "key_dropped": key_dropped}),
                 );
             } else {
                 crate::outln!(

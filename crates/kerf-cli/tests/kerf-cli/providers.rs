@@ -137,6 +137,73 @@ fn the_standard_key_variable_never_goes_to_a_custom_base_url() {
     );
 }
 
+/// Security review, finding 2: a key went over plain `http://` to a LAN server. A key for a
+/// plain-http endpoint off this machine is refused before any connection, unless the provider
+/// was added with `--allow-plain-http`. (`0.0.0.0` is not a loopback address, yet Linux
+/// delivers a connection to it locally, so the loopback server stands in for a LAN host.)
+#[test]
+fn a_key_never_crosses_plain_http_off_this_machine_without_consent() {
+    let config = tempfile::tempdir().unwrap();
+    let cfg = config.path();
+    let server = Server::start(vec![Act::sse(200, vec![openai_stream("[]", "stop")])]);
+    let url = server.base_url().replace("127.0.0.1", "0.0.0.0");
+    let env = [("LAN_KEY", PLANTED)];
+    let add = |name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "providers",
+            "add",
+            name,
+            "--kind",
+            "openai",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--key-env",
+            "LAN_KEY",
+        ];
+        args.extend_from_slice(extra);
+        let o = kerf_env(cfg, &env, &args, None);
+        assert!(o.status.success(), "{}", everything(&o));
+    };
+    let run = |name: &str| {
+        kerf_env(
+            cfg,
+            &env,
+            &[
+                "run",
+                "prompts/agent-kg-extract.json",
+                "--sample",
+                "--provider",
+                name,
+                "--no-history",
+            ],
+            None,
+        )
+    };
+    add("lan", &[]);
+    let o = run("lan");
+    assert_eq!(o.status.code(), Some(2), "{}", everything(&o));
+    assert!(
+        stderr(&o).contains("refusing to send the key of provider `lan` over plain http://")
+            && stderr(&o).contains("--allow-plain-http"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!everything(&o).contains("PLANTED"));
+    assert_eq!(server.requests().len(), 0, "a request reached the server");
+
+    add("lan-ok", &["--allow-plain-http"]);
+    let o = run("lan-ok");
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", everything(&o));
+    let sent = server.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        sent[0].header("authorization").as_deref(),
+        Some(format!("Bearer {PLANTED}").as_str())
+    );
+}
+
 #[test]
 fn a_configured_provider_runs_a_prompt_and_its_key_never_shows() {
     let config = tempfile::tempdir().unwrap();

@@ -23,4 +23,13 @@ noKey: boolean,
 /**
  * `auto` (`None`), `none`, `json_object`, `json_object_schema`, `json_schema` or `tool`.
  */
-structured: string | null, maxCompletionTokens: boolean, };
+structured: string | null, maxCompletionTokens: boolean, 
+/**
+ * Send the key over plain `http://` to a host off this machine (refused otherwise).
+ */
+allowPlainHttp: boolean, 
+/**
+ * Replacing a provider with a different endpoint drops its stored key unless this is set
+ * (the key was given for the old server).
+ */
+keepKey: boolean, };
