@@ -231,13 +231,9 @@ pub struct Outcomes {
 
 /// Whether a reply goes back for repair: it ended on its own (a reply cut by its budget, a
 /// cancel or a broken stream is never repaired) and something in it was dropped for a reason
-/// other than being cut off.
+/// the model can fix (see `DropKind::is_repairable`).
 fn needs_repair(a: &Attempt) -> bool {
-    a.finish.reason == FinishReason::Stop
-        && a.report
-            .dropped
-            .iter()
-            .any(|d| d.kind != kerf_core::DropKind::Truncated)
+    a.finish.reason == FinishReason::Stop && a.report.dropped.iter().any(|d| d.kind.is_repairable())
 }
 
 /// The follow-up turn of a repair: what was wrong, where.
@@ -245,7 +241,7 @@ fn repair_turn(report: &ParseReport) -> String {
     let problems: Vec<String> = report
         .dropped
         .iter()
-        .filter(|d| d.kind != kerf_core::DropKind::Truncated)
+        .filter(|d| d.kind.is_repairable())
         .map(|d| format!("- line {}: {}: {}", d.line, d.kind.as_str(), d.detail))
         .collect();
     format!(

@@ -26,6 +26,18 @@ pub enum DropKind {
     MissingField,
     /// Dropped by the prompt's `coerce` rule: a value that cannot be converted to the schema's type.
     Coerce,
+    /// The schema could not be checked: a `pattern` took more steps than the regex engine allows
+    /// (a backtracking pattern). The object is not accepted, but it is not called invalid either:
+    /// the pattern needs simplifying, not the reply repairing.
+    Unchecked,
+}
+
+impl DropKind {
+    /// Whether the model can be asked to fix this drop (a repair turn): not a piece cut off by
+    /// the budget, not a check Kerf itself could not finish.
+    pub fn is_repairable(self) -> bool {
+        !matches!(self, DropKind::Truncated | DropKind::Unchecked)
+    }
 }
 
 impl DropKind {
@@ -40,6 +52,7 @@ impl DropKind {
             DropKind::Prose => "prose",
             DropKind::MissingField => "missing_field",
             DropKind::Coerce => "coerce",
+            DropKind::Unchecked => "unchecked",
         }
     }
 }

@@ -20,6 +20,9 @@ pub struct Violation {
     /// JSON pointer into the validated value ("" is the value itself).
     pub pointer: String,
     pub message: String,
+    /// Not a violation found but a check that could not finish (a `pattern` past the regex
+    /// step limit).
+    pub unchecked: bool,
 }
 
 impl std::fmt::Display for Violation {
@@ -30,6 +33,16 @@ impl std::fmt::Display for Violation {
             &self.pointer
         };
         write!(f, "{p}: {}", self.message)
+    }
+}
+
+/// The drop kind for `violations`: `unchecked` when any check could not finish (the value may
+/// well be valid), else `schema`.
+pub fn drop_kind(violations: &[Violation]) -> crate::DropKind {
+    if violations.iter().any(|v| v.unchecked) {
+        crate::DropKind::Unchecked
+    } else {
+        crate::DropKind::Schema
     }
 }
 
@@ -195,10 +208,12 @@ impl Union {
                     "missing `{DISCRIMINATOR}` field; expected one of {known} ({})",
                     self.keyword
                 ),
+                unchecked: false,
             },
             Some(other) => Violation {
                 pointer: format!("/{DISCRIMINATOR}"),
                 message: format!("unknown {DISCRIMINATOR} {other}; expected one of {known}"),
+                unchecked: false,
             },
         }
     }
@@ -213,6 +228,10 @@ fn check(
         .map(|e| Violation {
             pointer: e.instance_path().as_str().to_string(),
             message: message_of(&e),
+            unchecked: matches!(
+                e.kind(),
+                jsonschema::error::ValidationErrorKind::BacktrackLimitExceeded { .. }
+            ),
         })
         .collect();
     if violations.is_empty() {
@@ -226,6 +245,10 @@ fn check(
 fn message_of(e: &jsonschema::ValidationError<'_>) -> String {
     use jsonschema::error::ValidationErrorKind as K;
     match e.kind() {
+        K::BacktrackLimitExceeded { .. } => format!(
+            "could not check `pattern` {}: the regular expression took more steps than allowed (a backtracking pattern; simplify it)",
+            e.schema_path().as_str()
+        ),
         K::Type { kind } => {
             let expected = match kind {
                 jsonschema::error::TypeKind::Single(t) => t.to_string(),

@@ -103,7 +103,11 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
             }
         }
         if let Err(violations) = schema.validate(&value) {
-            report.drop(body_line, DropKind::Schema, schema::describe(&violations));
+            report.drop(
+                body_line,
+                schema::drop_kind(&violations),
+                schema::describe(&violations),
+            );
             return report;
         }
     }
@@ -548,7 +552,8 @@ impl Salvager<'_, '_> {
                             .map(|x| format!("/{key}{}: {}", x.pointer, x.message))
                             .collect::<Vec<_>>()
                             .join("; ");
-                        self.report.drop(line, DropKind::Schema, detail);
+                        self.report
+                            .drop(line, schema::drop_kind(&violations), detail);
                     }
                     _ => {
                         out.insert(key, v);

@@ -127,7 +127,11 @@ impl Acceptor<'_> {
                 }
             }
             if let Err(violations) = s.validate(&value) {
-                report.drop(line, DropKind::Schema, schema::describe(&violations));
+                report.drop(
+                    line,
+                    schema::drop_kind(&violations),
+                    schema::describe(&violations),
+                );
                 return;
             }
         }

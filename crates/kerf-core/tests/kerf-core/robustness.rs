@@ -236,3 +236,29 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
         crate::sweep::assert_exact(&p, text);
     }
 }
+
+/// Security review, finding 13: a backtracking `pattern` hit the regex engine's step limit and
+/// the object was dropped as a `schema` violation, though nothing about it was wrong. It is now
+/// dropped as `unchecked`, naming the pattern to simplify; a repair would not be asked for.
+#[test]
+fn a_pattern_past_the_regex_step_limit_is_unchecked_not_invalid() {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "code": {"type": "string", "pattern": "^(a|a)*\\1b$"}}});
+    let p = parser(kerf_core::ResponseType::Jsonl, Some(schema));
+    // 40 `a`s then `c`: no match, found only after trying every way to split the `a`s.
+    let slow = format!("{{\"code\": \"{}c\"}}", "a".repeat(40));
+    let r = p.parse(
+        &format!("{slow}\n{{\"code\": \"aab\"}}\n{{\"code\": \"c\"}}\n"),
+        &Map::new(),
+    );
+    assert_eq!(r.objects, vec![serde_json::json!({"code": "aab"})]);
+    let kinds: Vec<&str> = r.dropped.iter().map(|d| d.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["unchecked", "schema"], "{:?}", r.dropped);
+    assert!(
+        r.dropped[0].detail.contains("could not check `pattern`")
+            && r.dropped[0].detail.contains("/properties/code/pattern"),
+        "{}",
+        r.dropped[0].detail
+    );
+    assert!(!kerf_core::DropKind::Unchecked.is_repairable());
+}
