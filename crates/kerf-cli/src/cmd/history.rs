@@ -567,6 +567,12 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
         o.removed.len(),
         o.changed.len()
     );
+    if o.bounded {
+        crate::outln!(
+            "  (pairing stopped after {} comparisons: some objects counted as removed and added may be changed versions of each other)",
+            kerf_core::diff::MAX_PAIRING_WORK
+        );
+    }
     for v in &o.added {
         crate::outln!("  + {}", crate::output::compact(v, 160));
     }
