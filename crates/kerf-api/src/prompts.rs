@@ -470,118 +470,15 @@ fn is_portable_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// Write `text` to `path` by way of a temporary file in the same folder and a rename.
+/// Write `text` to `path` by way of a temporary file in the same folder and a rename (see
+/// [`kerf_core::files::AtomicFile`]).
 pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    write_atomically_bytes(path, text.as_bytes())
+    Ok(kerf_core::files::write_atomically(path, text.as_bytes())?)
 }
 
 /// [`write_atomically`] for bytes (a PNG chart).
 pub fn write_atomically_bytes(path: &Path, text: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut file = AtomicFile::create(path)?;
-    file.write_all(text)
-        .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", path.display())))?;
-    file.commit()
+    Ok(kerf_core::files::write_atomically(path, text)?)
 }
 
-/// A file written in full or not at all, streamed: the bytes go to a temporary name unique to
-/// this write (two writers of the same file never share one) beside `path`; `commit` syncs them,
-/// renames the file into place and syncs the folder, so a crash leaves the old file or the new
-/// one, never half of either. Dropped without `commit`, the temporary file is removed.
-pub struct AtomicFile {
-    path: PathBuf,
-    tmp: PathBuf,
-    file: Option<std::io::BufWriter<std::fs::File>>,
-}
-
-impl AtomicFile {
-    pub fn create(path: &Path) -> Result<AtomicFile> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let io = |e: std::io::Error| ApiError::new(Code::Io, format!("{}: {e}", path.display()));
-        let dir = folder_of(path);
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let tmp = dir.join(format!(
-            ".{}.{}-{}.kerf-tmp",
-            path.file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default(),
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io)?;
-        Ok(AtomicFile {
-            path: path.to_path_buf(),
-            tmp,
-            file: Some(std::io::BufWriter::new(file)),
-        })
-    }
-
-    /// Write out what is buffered and sync it to the disk (still under the temporary name).
-    pub fn sync(&mut self) -> Result<()> {
-        use std::io::Write;
-        let path = &self.path;
-        let io = |e: std::io::Error| ApiError::new(Code::Io, format!("{}: {e}", path.display()));
-        if let Some(f) = &mut self.file {
-            f.flush().map_err(io)?;
-            f.get_ref().sync_all().map_err(io)?;
-        }
-        Ok(())
-    }
-
-    /// Sync, rename into place, sync the folder.
-    pub fn commit(mut self) -> Result<()> {
-        self.sync()?;
-        if self.file.take().is_some() {
-            if let Err(e) = std::fs::rename(&self.tmp, &self.path) {
-                let _ = std::fs::remove_file(&self.tmp);
-                return Err(ApiError::new(
-                    Code::Io,
-                    format!("{}: {e}", self.path.display()),
-                ));
-            }
-            sync_dir(folder_of(&self.path));
-        }
-        Ok(())
-    }
-}
-
-impl std::io::Write for AtomicFile {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match &mut self.file {
-            Some(f) => f.write(buf),
-            None => Err(std::io::Error::other("already committed")),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        match &mut self.file {
-            Some(f) => f.flush(),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for AtomicFile {
-    fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
-fn folder_of(path: &Path) -> &Path {
-    path.parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-}
-
-/// Make a rename in `dir` durable (best effort: not every system can open a folder to sync it).
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
+pub use kerf_core::files::AtomicFile;

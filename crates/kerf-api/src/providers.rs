@@ -142,29 +142,28 @@ pub struct Added {
 /// stays the same (or `keep_key` re-confirms it): the key was given for that server.
 pub fn add(registry: &Path, spec: &ProviderSpec) -> Result<Added> {
     let mut def = definition(spec)?;
-    let mut registry = Registry::load(registry)?;
-    let mut moved = false;
-    if let Ok(old) = registry.get(&def.name) {
-        moved = old.base_url != def.base_url;
-        if !moved && old.model == def.model && old.kind == def.kind {
-            def.probe = old.probe.clone();
+    let (moved, config) = Registry::update(registry, |registry| {
+        let mut moved = false;
+        if let Ok(old) = registry.get(&def.name) {
+            moved = old.base_url != def.base_url;
+            if !moved && old.model == def.model && old.kind == def.kind {
+                def.probe = old.probe.clone();
+            }
         }
-    }
-    registry.upsert(def.clone());
-    registry.save()?;
+        registry.upsert(def.clone());
+        Ok((moved, registry.path.display().to_string()))
+    })?;
     let key_dropped = moved && !spec.keep_key && secrets::delete_key(&def.name).unwrap_or(false);
     Ok(Added {
         def,
-        config: registry.path.display().to_string(),
+        config,
         key_dropped,
     })
 }
 
 /// Remove a provider and its key; whether a key was removed.
 pub fn remove(registry: &Path, name: &str) -> Result<bool> {
-    let mut registry = Registry::load(registry)?;
-    let def = registry.remove(name)?;
-    registry.save()?;
+    let def = Registry::update(registry, |registry| registry.remove(name))?;
     Ok(secrets::delete_key(&def.name).unwrap_or(false))
 }
 
@@ -187,14 +186,17 @@ pub fn probe(
     name: &str,
     cancel: &CancelToken,
 ) -> Result<(kerf_llm::providers::Probe, Structured, String)> {
-    let mut registry = Registry::load(registry)?;
-    let provider = CloudProvider::new(registry.get(name)?.clone())?;
+    // The probe talks to the server without holding the registry's lock; storing it takes it.
+    let provider = CloudProvider::new(Registry::load(registry)?.get(name)?.clone())?;
     let probe = cloud::probe(&provider, cancel);
-    registry.get_mut(name)?.probe = Some(probe.clone());
-    registry.save()?;
-    let (chosen, why) = CloudProvider::with_key(registry.get(name)?.clone(), None).mode_for(
-        &kerf_llm::Constraint::Json(serde_json::json!({"type": "object"})),
-    );
+    let def = Registry::update(registry, |registry| {
+        let def = registry.get_mut(name)?;
+        def.probe = Some(probe.clone());
+        Ok(def.clone())
+    })?;
+    let (chosen, why) = CloudProvider::with_key(def, None).mode_for(&kerf_llm::Constraint::Json(
+        serde_json::json!({"type": "object"}),
+    ));
     Ok((probe, chosen, why.to_string()))
 }
 

@@ -23,6 +23,7 @@ pub mod diff;
 pub mod dirs;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod limits;
 pub mod lint;
 pub mod parse;

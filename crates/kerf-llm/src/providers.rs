@@ -319,21 +319,28 @@ impl Registry {
         })
     }
 
-    /// Write the file atomically (a temporary file renamed over it), so a crash mid-write never
-    /// leaves a half-written registry.
+    /// Write the file atomically (`kerf_core::files::write_atomically`: a unique temporary,
+    /// synced, renamed, the folder synced), so a crash mid-write never leaves a half-written
+    /// registry.
     pub fn save(&self) -> Result<()> {
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::Config(format!("{}: {e}", dir.display())))?;
         let file = File {
             providers: self.providers.clone(),
         };
         let text = serde_json::to_string_pretty(&file)
             .map_err(|e| Error::Config(format!("serialising providers: {e}")))?;
-        let tmp = self.path.with_extension("json.tmp");
-        std::fs::write(&tmp, text + "\n")
-            .and_then(|()| std::fs::rename(&tmp, &self.path))
-            .map_err(|e| Error::Config(format!("{}: {e}", self.path.display())))
+        kerf_core::files::write_atomically(&self.path, (text + "\n").as_bytes())
+            .map_err(|e| Error::Config(e.to_string()))
+    }
+
+    /// Load, change and save the registry at `path` while holding its lock, so the CLI and the
+    /// window changing providers at the same moment never lose one another's change.
+    pub fn update<T>(path: &Path, change: impl FnOnce(&mut Registry) -> Result<T>) -> Result<T> {
+        let _lock =
+            kerf_core::files::Lock::exclusive(path).map_err(|e| Error::Config(e.to_string()))?;
+        let mut registry = Registry::load(path)?;
+        let out = change(&mut registry)?;
+        registry.save()?;
+        Ok(out)
     }
 
     pub fn get(&self, name: &str) -> Result<&ProviderDef> {

@@ -777,3 +777,54 @@ fn repair_sends_validation_errors_back_and_never_repairs_a_truncated_reply() {
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(server.requests().len(), 3);
 }
+
+/// Security review, finding 13: `providers.json` was read, changed and written back with no
+/// lock and a fixed temporary name, so two front ends adding providers at once lost one
+/// another's change. Sixteen `kerf providers add` at once now all land.
+#[test]
+fn providers_added_at_the_same_moment_all_land() {
+    let config = tempfile::tempdir().unwrap();
+    let cfg = config.path().to_path_buf();
+    let adders: Vec<_> = (0..16)
+        .map(|i| {
+            let cfg = cfg.clone();
+            std::thread::spawn(move || {
+                let name = format!("p{i}");
+                kerf_env(
+                    &cfg,
+                    &[],
+                    &[
+                        "providers",
+                        "add",
+                        &name,
+                        "--kind",
+                        "openai",
+                        "--model",
+                        "m",
+                        "--no-key",
+                    ],
+                    None,
+                )
+            })
+        })
+        .collect();
+    for a in adders {
+        let o = a.join().unwrap();
+        assert!(o.status.success(), "{}", everything(&o));
+    }
+    let list = kerf_env(&cfg, &[], &["providers", "list", "--json"], None);
+    let v = stdout_json(&list);
+    let names: std::collections::BTreeSet<String> = v["providers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 16, "{names:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(&cfg)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".kerf-tmp") || n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
