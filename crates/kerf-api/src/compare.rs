@@ -229,6 +229,7 @@ fn run_all(
                     prompt: &s.prompt,
                     request: &request,
                     repair: false,
+                    limits: job.settings.limits,
                 };
                 let t = std::time::Instant::now();
                 let done = crate::runs::run(history, &run, cancel, &mut |_| {})?;

@@ -100,6 +100,7 @@ pub fn open(path: &Path) -> Result<PromptDoc> {
         },
         sample_input,
         input_variable: file.input_variable().to_string(),
+        repair_attempts: file.repair.map(|r| r.max_attempts),
     })
 }
 

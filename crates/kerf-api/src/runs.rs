@@ -39,6 +39,30 @@ pub struct RunSettings {
     pub chat_template: Option<String>,
     /// Constrain with llama.cpp's GBNF sampler instead of llguidance.
     pub gbnf: bool,
+    /// What one run may spend at most, repairs included.
+    pub limits: RunLimits,
+}
+
+/// Ceilings on what one run may spend, whatever its prompt file asks for: a repair loop re-sends
+/// the growing conversation, each time a paid request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunLimits {
+    /// Requests in one run, the first and each repair together (default 10). The prompt's
+    /// `repair.max-attempts` applies too: the lower one wins.
+    pub max_requests: u32,
+    /// Tokens in one run, every request's prompt and reply together (default 100,000). A repair
+    /// that could pass it (what was spent, plus the conversation re-sent, plus its `max_tokens`)
+    /// is not sent, and the run says so.
+    pub max_run_tokens: u64,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits {
+            max_requests: 10,
+            max_run_tokens: 100_000,
+        }
+    }
 }
 
 impl Default for RunSettings {
@@ -59,6 +83,7 @@ impl Default for RunSettings {
             context: None,
             chat_template: None,
             gbnf: false,
+            limits: RunLimits::default(),
         }
     }
 }
@@ -122,6 +147,8 @@ impl RunSettings {
                 None => "auto",
             },
             "gbnf": self.gbnf,
+            "max_requests": self.limits.max_requests,
+            "max_run_tokens": self.limits.max_run_tokens,
         })
     }
 }
@@ -252,24 +279,30 @@ fn repair_turn(report: &ParseReport) -> String {
 
 /// Run `request` on `provider` and parse the reply with `prompt`'s parser. With `repair` and a
 /// prompt that opts in (`repair: {max-attempts}`), a reply that fails parsing or validation goes
-/// back with its problems, up to the prompt's attempt count.
+/// back with its problems, up to the prompt's attempt count and within `limits`.
+#[allow(clippy::too_many_arguments)] // the run's parts; grouped by issue 18's RunParams
 pub fn execute(
     provider: &dyn Provider,
     prompt: &Prompt,
     request: &Request,
     vars: &Map<String, Value>,
     repair: bool,
+    limits: RunLimits,
     cancel: &CancelToken,
     on_event: &mut dyn FnMut(RunEvent<'_>),
 ) -> Result<Outcomes> {
     let max_attempts = match (repair, prompt.file.repair) {
         // Checked on load (1–10); clamped again here, as every repair is a paid request.
-        (true, Some(r)) => r.max_attempts.clamp(
-            kerf_core::prompt::Repair::MIN_ATTEMPTS,
-            kerf_core::prompt::Repair::MAX_ATTEMPTS,
-        ) as usize,
+        (true, Some(r)) => r
+            .max_attempts
+            .clamp(
+                kerf_core::prompt::Repair::MIN_ATTEMPTS,
+                kerf_core::prompt::Repair::MAX_ATTEMPTS,
+            )
+            .min(limits.max_requests.max(1)) as usize,
         _ => 1,
     };
+    let mut spent: u64 = 0;
     let mut request = request.clone();
     let mut earlier: Vec<Attempt> = Vec::new();
     loop {
@@ -287,7 +320,23 @@ pub fn execute(
             raw,
             report,
         };
-        if earlier.len() + 1 >= max_attempts || !needs_repair(&attempt) {
+        let used = &attempt.finish.usage;
+        spent += u64::from(used.prompt_tokens) + u64::from(used.completion_tokens);
+        // The repair re-sends this conversation and the reply, plus its own turn (a token per
+        // four bytes: a cautious estimate), and may use its whole budget.
+        let turn = repair_turn(&attempt.report);
+        let next = u64::from(used.prompt_tokens)
+            + u64::from(used.completion_tokens)
+            + (turn.len() as u64).div_ceil(4)
+            + u64::from(request.max_tokens);
+        let over_ceiling = spent + next > limits.max_run_tokens;
+        if earlier.len() + 1 >= max_attempts || !needs_repair(&attempt) || over_ceiling {
+            if over_ceiling && earlier.len() + 1 < max_attempts && needs_repair(&attempt) {
+                on_event(RunEvent::Warning(&format!(
+                    "no repair sent: {spent} tokens spent, and the next request could take up to {next} more, past this run's ceiling of {} tokens (--max-run-tokens)",
+                    limits.max_run_tokens
+                )));
+            }
             return Ok(Outcomes {
                 finish: attempt.finish,
                 raw: attempt.raw,
@@ -303,9 +352,7 @@ pub fn execute(
         request
             .messages
             .push(Message::new(Role::Assistant, attempt.raw.clone()));
-        request
-            .messages
-            .push(Message::new(Role::User, repair_turn(&attempt.report)));
+        request.messages.push(Message::new(Role::User, turn));
         earlier.push(attempt);
     }
 }
@@ -422,6 +469,8 @@ pub struct RunJob<'a> {
     pub request: &'a Request,
     /// Whether a prompt that opts in gets its repair loop.
     pub repair: bool,
+    /// What the run may spend at most.
+    pub limits: RunLimits,
 }
 
 /// A finished run: what came back, its estimated cost, and its id in the history.
@@ -452,6 +501,7 @@ pub fn run(
         job.request,
         &job.meta.rendering.vars,
         job.repair,
+        job.limits,
         cancel,
         &mut |e| {
             if let (RunEvent::Text(t), Some(w), None) = (&e, writer.as_mut(), &store_error)

@@ -159,6 +159,10 @@ pub struct PromptDoc {
     /// The prompt's sample input document, if it ships one.
     pub sample_input: Option<String>,
     pub input_variable: String,
+    /// Replies a run may take, the first included, when the prompt asks for repair
+    /// (`repair.max-attempts`); `None` without repair. The window asks before such a run on a
+    /// paid provider.
+    pub repair_attempts: Option<u32>,
 }
 
 /// What the editor holds: the parts of a prompt file a user edits, each as text. Composed onto
@@ -247,6 +251,11 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// `auto`, `none`, `all` or a count.
     pub gpu_layers: String,
+    /// The most requests one run may make, repairs included.
+    pub max_requests: u32,
+    /// The most tokens one run may spend, every request's prompt and reply together.
+    #[ts(type = "number")]
+    pub max_run_tokens: u64,
 }
 
 /// What a run is given: the prompt (a draft, so unsaved edits run as they are), where it lives,

@@ -91,6 +91,10 @@ pub fn settings(o: &RunOptions) -> Result<RunSettings> {
         temperature: o.temperature,
         seed: o.seed,
         gpu_layers,
+        limits: crate::runs::RunLimits {
+            max_requests: o.max_requests,
+            max_run_tokens: o.max_run_tokens,
+        },
         ..RunSettings::default()
     })
 }
@@ -327,6 +331,7 @@ fn run_rendered(
         prompt,
         request: &request,
         repair: true,
+        limits: settings.limits,
     };
     let mut relay = Relay::new(
         StreamParser::new(&prompt.parser, rendering.vars.clone()),
@@ -546,6 +551,14 @@ pub fn options_of(params: &Value, provider: &str, model: &str) -> RunOptions {
         temperature: params["temperature"].as_f64().unwrap_or(0.0) as f32,
         seed: params["seed"].as_u64(),
         gpu_layers: params["gpu_layers"].as_str().unwrap_or("auto").to_string(),
+        // Runs from before the ceilings existed get today's defaults.
+        max_requests: params["max_requests"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(crate::runs::RunLimits::default().max_requests),
+        max_run_tokens: params["max_run_tokens"]
+            .as_u64()
+            .unwrap_or(crate::runs::RunLimits::default().max_run_tokens),
     }
 }
 

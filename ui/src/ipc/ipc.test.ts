@@ -39,7 +39,7 @@ describe("the IPC client", () => {
     const got: RunMessage[] = [];
     const done = await api.runStart("run-1",
       { draft: { base: "", template: "", system: "", schema: "", responseType: "jsonl", post: "" }, path: null, input: "", vars: {} },
-      { provider: "local", model: null, maxTokens: 8, constrain: true, temperature: 0, seed: null, gpuLayers: "auto" },
+      { provider: "local", model: null, maxTokens: 8, constrain: true, temperature: 0, seed: null, gpuLayers: "auto", maxRequests: 10, maxRunTokens: 100000 },
       (m) => got.push(m));
     expect(done.historyId).toBe(7);
     await new Promise((r) => setTimeout(r, 0));

@@ -24,6 +24,9 @@ export const app = $state({
     temperature: 0,
     seed: null,
     gpuLayers: "auto",
+    // Ceilings on one run's spend, repairs included (the CLI's --max-requests, --max-run-tokens).
+    maxRequests: 10,
+    maxRunTokens: 100000,
   } as RunOptions,
 });
 

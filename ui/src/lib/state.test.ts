@@ -5,7 +5,7 @@ import type { PromptDoc } from "../ipc/bindings/PromptDoc";
 const doc: PromptDoc = {
   path: "/p/kg.json", id: "kg", text: "{\"prompt\": \"hi\"}",
   draft: { base: "{\"prompt\": \"hi\"}", template: "hi", system: "", schema: "", responseType: "text", post: "" },
-  sampleInput: null, inputVariable: "text",
+  sampleInput: null, inputVariable: "text", repairAttempts: null,
 };
 
 describe("unsaved drafts", () => {

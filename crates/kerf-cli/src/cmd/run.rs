@@ -61,6 +61,13 @@ pub struct ModelArgs {
     /// Constrain with llama.cpp's GBNF sampler instead of llguidance (slower; for comparison).
     #[arg(long)]
     pub gbnf: bool,
+    /// The most requests one run may make, the first and each repair together.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests: u32,
+    /// The most tokens one run may spend, every request's prompt and reply together: a repair
+    /// that could pass it is not sent.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_run_tokens: u64,
 }
 
 fn parse_gpu_layers(s: &str) -> Result<GpuLayers, String> {
@@ -93,6 +100,10 @@ impl ModelArgs {
             context: self.context,
             chat_template: self.chat_template.clone(),
             gbnf: self.gbnf,
+            limits: kerf_api::runs::RunLimits {
+                max_requests: self.max_requests,
+                max_run_tokens: self.max_run_tokens,
+            },
         }
     }
 
@@ -135,6 +146,8 @@ impl ModelArgs {
         if let Some(t) = &self.chat_template {
             flag("chat-template", t.clone());
         }
+        flag("max-requests", self.max_requests.to_string());
+        flag("max-run-tokens", self.max_run_tokens.to_string());
         if self.gbnf {
             a.push("--gbnf".into());
         }
@@ -289,6 +302,7 @@ pub fn run_prompt(
         prompt,
         request: &request,
         repair: true,
+        limits: model.settings().limits,
     };
     let done = kerf_api::runs::run(
         history,

@@ -828,3 +828,88 @@ fn providers_added_at_the_same_moment_all_land() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// Security review, finding 1: a run's repairs were bounded only by the prompt file. A run now
+/// has ceilings the user sets: `--max-requests` (repairs included) and `--max-run-tokens` (every
+/// request's prompt and reply): a repair that could pass the token ceiling is not sent, and the
+/// run says why.
+#[test]
+fn a_run_stays_within_its_request_and_token_ceilings() {
+    let config = tempfile::tempdir().unwrap();
+    let cfg = config.path();
+    let prompt = cfg.join("terms.json");
+    std::fs::write(
+        &prompt,
+        serde_json::to_string(&json!({
+            "prompt": "List the terms in: {{text}}",
+            "response-type": "jsonl",
+            "schema": {"type": "object", "properties": {"term": {"type": "string"}}, "required": ["term"], "additionalProperties": false},
+            "repair": {"max-attempts": 5}
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    // Every reply breaks the schema (each stream reports 300 + 40 tokens).
+    let bad = || {
+        Act::sse(
+            200,
+            vec![openai_stream("{\"name\": \"glucose\"}\n", "stop")],
+        )
+    };
+    let server = Server::start((0..8).map(|_| bad()).collect());
+    let url = server.base_url();
+    let add = kerf_env(
+        cfg,
+        &[],
+        &[
+            "providers",
+            "add",
+            "srv",
+            "--kind",
+            "openai",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--no-key",
+        ],
+        None,
+    );
+    assert!(add.status.success(), "{}", everything(&add));
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            prompt.to_str().unwrap(),
+            "--var",
+            "text=Plants make glucose.",
+            "--provider",
+            "srv",
+            "--max-tokens",
+            "64",
+            "--no-history",
+        ];
+        args.extend_from_slice(extra);
+        kerf_env(cfg, &[], &args, None)
+    };
+    // The request ceiling below the prompt's 5 attempts: 2 requests.
+    let o = run(&["--max-requests", "2"]);
+    assert_eq!(server.requests().len(), 2, "{}", everything(&o));
+    // A token ceiling the first reply already nears: no repair, and why.
+    let o = run(&["--max-run-tokens", "500"]);
+    assert_eq!(server.requests().len(), 3, "{}", everything(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("no repair sent: 340 tokens spent") && e.contains("ceiling of 500 tokens"),
+        "{e}"
+    );
+    // Room for exactly one repair: 340 + (340 + its turn + 64) fits 1,000; a third would not.
+    let o = run(&["--max-run-tokens", "1000"]);
+    assert_eq!(server.requests().len(), 5, "{}", everything(&o));
+    assert!(
+        stderr(&o).contains("no repair sent: 680 tokens spent"),
+        "{}",
+        stderr(&o)
+    );
+    let bad_flag = run(&["--max-requests", "0"]);
+    assert_eq!(bad_flag.status.code(), Some(2));
+}

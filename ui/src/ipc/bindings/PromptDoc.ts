@@ -12,4 +12,10 @@ text: string, draft: PromptDraft,
 /**
  * The prompt's sample input document, if it ships one.
  */
-sampleInput: string | null, inputVariable: string, };
+sampleInput: string | null, inputVariable: string, 
+/**
+ * Replies a run may take, the first included, when the prompt asks for repair
+ * (`repair.max-attempts`); `None` without repair. The window asks before such a run on a
+ * paid provider.
+ */
+repairAttempts: number | null, };

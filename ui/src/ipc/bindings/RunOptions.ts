@@ -19,4 +19,12 @@ constrain: boolean, temperature: number, seed: number | null,
 /**
  * `auto`, `none`, `all` or a count.
  */
-gpuLayers: string, };
+gpuLayers: string, 
+/**
+ * The most requests one run may make, repairs included.
+ */
+maxRequests: number, 
+/**
+ * The most tokens one run may spend, every request's prompt and reply together.
+ */
+maxRunTokens: number, };
