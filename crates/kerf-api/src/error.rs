@@ -58,6 +58,7 @@ codes! {
     Protocol = "protocol", false;
     ProviderConfig = "provider-config", false;
     Cancelled = "cancelled", false;
+    Conflict = "conflict", false;
     StoreNewer = "store-newer", false;
     StoreCorrupt = "store-corrupt", false;
     StoreFull = "store-full", false;

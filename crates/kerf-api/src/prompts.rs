@@ -353,9 +353,11 @@ pub fn inspect(
 
 /// Write a draft to `path` (atomically: a temporary file beside it, then a rename, so a crash
 /// never leaves half a prompt file). The JSON parts must parse; a template or schema that does
-/// not compile is saved as it is (work in progress is the user's), and reported. Returns the
-/// text written.
-pub fn save(draft: &PromptDraft, path: &Path) -> Result<String> {
+/// not compile is saved as it is (work in progress is the user's), and reported. With `opened`
+/// (the file's text when the editor opened it), the file must still hold it: a file changed on
+/// disk since (by the CLI, an import, another window) is a `conflict`, and nothing is written —
+/// the check and the write happen under the file's lock. Returns the text written.
+pub fn save(draft: &PromptDraft, path: &Path, opened: Option<&str>) -> Result<String> {
     let (map, problems) = compose(draft);
     if let Some(p) = problems.into_iter().next() {
         return Err(ApiError {
@@ -374,6 +376,28 @@ pub fn save(draft: &PromptDraft, path: &Path) -> Result<String> {
     let mut text = serde_json::to_string_pretty(&Value::Object(map))
         .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
     text.push('\n');
+    let _lock = kerf_core::files::Lock::exclusive(path)?;
+    if let Some(opened) = opened {
+        let on_disk = match std::fs::read_to_string(path) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(ApiError::new(Code::Io, format!("{}: {e}", path.display()))),
+        };
+        if on_disk.as_deref() != Some(opened) {
+            return Err(ApiError::new(
+                Code::Conflict,
+                format!(
+                    "{} {} since it was opened (by the CLI, an import or another window), so nothing was saved: reopen it to see that version (your draft is kept), then edit and save again",
+                    path.display(),
+                    if on_disk.is_some() {
+                        "changed on disk"
+                    } else {
+                        "was deleted"
+                    }
+                ),
+            ));
+        }
+    }
     write_atomically(path, &text)?;
     Ok(text)
 }

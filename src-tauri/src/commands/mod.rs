@@ -126,9 +126,9 @@ async fn prompt_inspect(
 }
 
 #[tauri::command]
-async fn prompt_save(draft: PromptDraft, path: String) -> Result<String> {
+async fn prompt_save(draft: PromptDraft, path: String, opened: Option<String>) -> Result<String> {
     tracing::info!(%path, "saving prompt");
-    blocking(move || prompts::save(&draft, Path::new(&path))).await
+    blocking(move || prompts::save(&draft, Path::new(&path), opened.as_deref())).await
 }
 
 /// The draft with `object-schema` renamed to `schema` (unsaved; the user saves it).

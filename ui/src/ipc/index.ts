@@ -59,7 +59,8 @@ export const api = {
   promptOpen: (path: string) => call<PromptDoc>("prompt_open", { path }),
   promptInspect: (draft: PromptDraft, path: string | null, input: string) =>
     call<Inspection>("prompt_inspect", { draft, path, input, vars: {} }),
-  promptSave: (draft: PromptDraft, path: string) => call<string>("prompt_save", { draft, path }),
+  // `opened`: the file's text when it was opened; a file changed on disk since is a conflict.
+  promptSave: (draft: PromptDraft, path: string, opened: string | null) => call<string>("prompt_save", { draft, path, opened }),
   /** The draft with `object-schema` renamed to `schema` (TrustGraph validates only `schema`); not saved. */
   promptRenameSchemaKey: (draft: PromptDraft) => call<PromptDraft>("prompt_rename_schema_key", { draft }),
   /** A TrustGraph prompt config (bundle or one template) into the user's folder: the files written. */

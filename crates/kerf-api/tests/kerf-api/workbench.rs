@@ -91,7 +91,7 @@ fn object_schema_is_kept_flagged_for_trustgraph_and_renamed_on_request() {
     );
 
     // Saving as it is keeps the key (and its place).
-    prompts::save(&d, &path).unwrap();
+    prompts::save(&d, &path, None).unwrap();
     let saved: Map<String, Value> =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let keys: Vec<&str> = saved.keys().map(String::as_str).collect();
@@ -100,7 +100,10 @@ fn object_schema_is_kept_flagged_for_trustgraph_and_renamed_on_request() {
         ["prompt", "response-type", "object-schema", "description"]
     );
 
-    // The one-click fix: renamed in the draft, in place; the lint finding goes away.
+    // The one-click fix: renamed in the draft, in place; the lint finding goes away. (The
+    // window reopens a file after saving it, so the next draft starts from what was saved.)
+    let opened = prompts::open(&path).unwrap();
+    let d = opened.draft.clone();
     let renamed = prompts::rename_schema_key(&d).unwrap();
     assert_eq!(renamed.schema, d.schema);
     let i = prompts::inspect(&renamed, Some(&path), "x", &Map::new());
@@ -109,7 +112,7 @@ fn object_schema_is_kept_flagged_for_trustgraph_and_renamed_on_request() {
         "{:?}",
         i.lint
     );
-    prompts::save(&renamed, &path).unwrap();
+    prompts::save(&renamed, &path, Some(&opened.text)).unwrap();
     let saved: Map<String, Value> =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let keys: Vec<&str> = saved.keys().map(String::as_str).collect();
@@ -154,7 +157,7 @@ fn saving_keeps_the_keys_the_editor_does_not_show_and_refuses_broken_json() {
     let mut d = draft(&path);
     d.template = "Extract from: {{ text }}".into();
     d.post = json!({"drop": ["confidence"]}).to_string();
-    prompts::save(&d, &path).unwrap();
+    prompts::save(&d, &path, None).unwrap();
     let after: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(after["prompt"], "Extract from: {{ text }}");
     assert_eq!(after["post"], json!({"drop": ["confidence"]}));
@@ -179,7 +182,7 @@ fn saving_keeps_the_keys_the_editor_does_not_show_and_refuses_broken_json() {
     let text = std::fs::read_to_string(&path).unwrap();
     let mut bad = d.clone();
     bad.schema = "{".into();
-    let e = prompts::save(&bad, &path).unwrap_err();
+    let e = prompts::save(&bad, &path, None).unwrap_err();
     assert_eq!(e.code, Code::InvalidJson);
     assert!(e.message.contains("nothing was saved"), "{}", e.message);
     assert_eq!(
@@ -193,6 +196,31 @@ fn saving_keeps_the_keys_the_editor_does_not_show_and_refuses_broken_json() {
         .filter(|e| e.file_name().to_string_lossy().contains("kerf-tmp"))
         .collect();
     assert!(leftovers.is_empty());
+
+    // Security review, finding 13: a save from the window overwrote a change the CLI had made
+    // to the file since it was opened. It is now a conflict, and the file keeps the change.
+    let opened = prompts::open(&path).unwrap();
+    let elsewhere = text.replace("Extract from: {{ text }}", "Changed by the CLI: {{ text }}");
+    std::fs::write(&path, &elsewhere).unwrap();
+    let mut mine = opened.draft.clone();
+    mine.template = "Mine: {{ text }}".into();
+    let e = prompts::save(&mine, &path, Some(&opened.text)).unwrap_err();
+    assert_eq!(e.code, Code::Conflict, "{}", e.message);
+    assert!(
+        e.message.contains("changed on disk since it was opened"),
+        "{}",
+        e.message
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), elsewhere);
+    std::fs::remove_file(&path).unwrap();
+    let e = prompts::save(&mine, &path, Some(&opened.text)).unwrap_err();
+    assert!(e.message.contains("was deleted"), "{}", e.message);
+    // A draft made from the current text saves.
+    std::fs::write(&path, &elsewhere).unwrap();
+    let reopened = prompts::open(&path).unwrap();
+    let mut fresh = reopened.draft.clone();
+    fresh.template = "Mine: {{ text }}".into();
+    prompts::save(&fresh, &path, Some(&reopened.text)).unwrap();
 }
 
 /// A finished run of the shipped agent-kg-extract prompt at `max_tokens`.
