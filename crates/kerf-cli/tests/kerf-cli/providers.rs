@@ -662,18 +662,7 @@ fn a_real_openai_compatible_server() {
 fn repair_sends_validation_errors_back_and_never_repairs_a_truncated_reply() {
     let config = tempfile::tempdir().unwrap();
     let cfg = config.path();
-    let prompt = cfg.join("terms.json");
-    std::fs::write(
-        &prompt,
-        serde_json::to_string(&json!({
-            "prompt": "List the terms in: {{text}}",
-            "response-type": "jsonl",
-            "schema": {"type": "object", "properties": {"term": {"type": "string"}}, "required": ["term"], "additionalProperties": false},
-            "repair": {"max-attempts": 3}
-        }))
-        .unwrap(),
-    )
-    .unwrap();
+    let prompt = repairing_prompt(cfg, 3);
     let server = Server::start(vec![
         // A line that breaks the schema, then the corrected reply.
         Act::sse(
@@ -701,23 +690,7 @@ fn repair_sends_validation_errors_back_and_never_repairs_a_truncated_reply() {
     ]);
     let url = server.base_url();
     let p = prompt.to_str().unwrap();
-    kerf_env(
-        cfg,
-        &[],
-        &[
-            "providers",
-            "add",
-            "srv",
-            "--kind",
-            "openai",
-            "--base-url",
-            &url,
-            "--model",
-            "m",
-            "--no-key",
-        ],
-        None,
-    );
+    add_keyless_server(cfg, &url);
     let o = kerf_env(
         cfg,
         &[],
@@ -837,18 +810,7 @@ fn providers_added_at_the_same_moment_all_land() {
 fn a_run_stays_within_its_request_and_token_ceilings() {
     let config = tempfile::tempdir().unwrap();
     let cfg = config.path();
-    let prompt = cfg.join("terms.json");
-    std::fs::write(
-        &prompt,
-        serde_json::to_string(&json!({
-            "prompt": "List the terms in: {{text}}",
-            "response-type": "jsonl",
-            "schema": {"type": "object", "properties": {"term": {"type": "string"}}, "required": ["term"], "additionalProperties": false},
-            "repair": {"max-attempts": 5}
-        }))
-        .unwrap(),
-    )
-    .unwrap();
+    let prompt = repairing_prompt(cfg, 5);
     // Every reply breaks the schema (each stream reports 300 + 40 tokens).
     let bad = || {
         Act::sse(
@@ -858,24 +820,7 @@ fn a_run_stays_within_its_request_and_token_ceilings() {
     };
     let server = Server::start((0..8).map(|_| bad()).collect());
     let url = server.base_url();
-    let add = kerf_env(
-        cfg,
-        &[],
-        &[
-            "providers",
-            "add",
-            "srv",
-            "--kind",
-            "openai",
-            "--base-url",
-            &url,
-            "--model",
-            "m",
-            "--no-key",
-        ],
-        None,
-    );
-    assert!(add.status.success(), "{}", everything(&add));
+    add_keyless_server(cfg, &url);
     let run = |extra: &[&str]| {
         let mut args = vec![
             "run",
@@ -912,4 +857,43 @@ fn a_run_stays_within_its_request_and_token_ceilings() {
     );
     let bad_flag = run(&["--max-requests", "0"]);
     assert_eq!(bad_flag.status.code(), Some(2));
+}
+
+/// A jsonl prompt asking for `{"term"}` objects that repairs up to `attempts` replies.
+fn repairing_prompt(cfg: &Path, attempts: u32) -> std::path::PathBuf {
+    let prompt = cfg.join("terms.json");
+    std::fs::write(
+        &prompt,
+        serde_json::to_string(&json!({
+            "prompt": "List the terms in: {{text}}",
+            "response-type": "jsonl",
+            "schema": {"type": "object", "properties": {"term": {"type": "string"}}, "required": ["term"], "additionalProperties": false},
+            "repair": {"max-attempts": attempts}
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    prompt
+}
+
+/// Provider `srv`: an OpenAI-compatible server at `url` that needs no key.
+fn add_keyless_server(cfg: &Path, url: &str) {
+    let add = kerf_env(
+        cfg,
+        &[],
+        &[
+            "providers",
+            "add",
+            "srv",
+            "--kind",
+            "openai",
+            "--base-url",
+            url,
+            "--model",
+            "m",
+            "--no-key",
+        ],
+        None,
+    );
+    assert!(add.status.success(), "{}", everything(&add));
 }
