@@ -506,4 +506,4 @@ pub fn write_atomically_bytes(path: &Path, text: &[u8]) -> Result<()> {
     Ok(kerf_core::files::write_atomically(path, text)?)
 }
 
-pub use kerf_core::files::AtomicFile;
+use kerf_core::files::AtomicFile;

@@ -247,6 +247,18 @@ pub struct Attempt {
     pub report: ParseReport,
 }
 
+impl Attempt {
+    /// This reply as the run's last, after the `earlier` ones.
+    fn last(self, earlier: Vec<Attempt>) -> Outcomes {
+        Outcomes {
+            finish: self.finish,
+            raw: self.raw,
+            report: self.report,
+            earlier,
+        }
+    }
+}
+
 /// One finished run: its last reply, and the earlier ones a repair loop sent back.
 pub struct Outcomes {
     pub finish: Finish,
@@ -322,6 +334,9 @@ pub fn execute(
         };
         let used = &attempt.finish.usage;
         spent += u64::from(used.prompt_tokens) + u64::from(used.completion_tokens);
+        if earlier.len() + 1 >= max_attempts || !needs_repair(&attempt) {
+            return Ok(attempt.last(earlier));
+        }
         // The repair re-sends this conversation and the reply, plus its own turn (a token per
         // four bytes: a cautious estimate), and may use its whole budget.
         let turn = repair_turn(&attempt.report);
@@ -329,20 +344,12 @@ pub fn execute(
             + u64::from(used.completion_tokens)
             + (turn.len() as u64).div_ceil(4)
             + u64::from(request.max_tokens);
-        let over_ceiling = spent + next > limits.max_run_tokens;
-        if earlier.len() + 1 >= max_attempts || !needs_repair(&attempt) || over_ceiling {
-            if over_ceiling && earlier.len() + 1 < max_attempts && needs_repair(&attempt) {
-                on_event(RunEvent::Warning(&format!(
-                    "no repair sent: {spent} tokens spent, and the next request could take up to {next} more, past this run's ceiling of {} tokens (--max-run-tokens)",
-                    limits.max_run_tokens
-                )));
-            }
-            return Ok(Outcomes {
-                finish: attempt.finish,
-                raw: attempt.raw,
-                report: attempt.report,
-                earlier,
-            });
+        if spent + next > limits.max_run_tokens {
+            on_event(RunEvent::Warning(&format!(
+                "no repair sent: {spent} tokens spent, and the next request could take up to {next} more, past this run's ceiling of {} tokens (--max-run-tokens)",
+                limits.max_run_tokens
+            )));
+            return Ok(attempt.last(earlier));
         }
         on_event(RunEvent::Repair {
             attempt: earlier.len() + 2,

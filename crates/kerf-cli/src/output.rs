@@ -134,20 +134,20 @@ pub fn vars(specs: &[String]) -> Result<Map<String, Value>> {
 /// Write `text` to `path` (creating parent folders): in full or not at all (a temporary file
 /// beside it, synced, then renamed), with errors that name the file.
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
-    Ok(kerf_api::prompts::write_atomically(path, text)?)
+    Ok(kerf_core::files::write_atomically(path, text.as_bytes())?)
 }
 
 /// Where a long output goes piece by piece: a file (complete or absent, see
-/// [`kerf_api::prompts::AtomicFile`]) or standard output (as [`write_stdout`] writes it).
+/// [`kerf_core::files::AtomicFile`]) or standard output (as [`write_stdout`] writes it).
 pub enum Sink {
-    File(kerf_api::prompts::AtomicFile),
+    File(kerf_core::files::AtomicFile),
     Stdout,
 }
 
 impl Sink {
     pub fn to(path: Option<&Path>) -> Result<Sink> {
         Ok(match path {
-            Some(p) => Sink::File(kerf_api::prompts::AtomicFile::create(p)?),
+            Some(p) => Sink::File(kerf_core::files::AtomicFile::create(p)?),
             None => Sink::Stdout,
         })
     }

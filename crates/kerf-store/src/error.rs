@@ -45,16 +45,21 @@ impl Error {
         }
     }
 
+    /// The file at `path` is not a SQLite database.
+    pub(crate) fn not_sqlite(path: String) -> Self {
+        Error::Corrupt {
+            path,
+            message: "not a SQLite database (not a Kerf history file)".into(),
+        }
+    }
+
     /// Classify a SQLite error on the file at `path`.
     pub(crate) fn sqlite(path: &str, e: rusqlite::Error) -> Self {
         use rusqlite::ErrorCode as C;
         let path = path.to_string();
         let message = e.to_string();
         match e.sqlite_error_code() {
-            Some(C::NotADatabase) => Error::Corrupt {
-                path,
-                message: "not a SQLite database (not a Kerf history file)".into(),
-            },
+            Some(C::NotADatabase) => Error::not_sqlite(path),
             Some(C::DatabaseCorrupt) => Error::Corrupt {
                 path,
                 message: format!("the database is damaged ({message})"),

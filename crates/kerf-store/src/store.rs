@@ -370,16 +370,10 @@ fn identify(path: &Path) -> Result<()> {
             .map(u32::from_be_bytes)
     };
     let (Some(pages), Some(version), Some(app)) = (field(28), field(60), field(68)) else {
-        return Err(Error::Corrupt {
-            path: place,
-            message: "not a SQLite database (not a Kerf history file)".into(),
-        });
+        return Err(Error::not_sqlite(place));
     };
     if !header.starts_with(b"SQLite format 3\0") {
-        return Err(Error::Corrupt {
-            path: place,
-            message: "not a SQLite database (not a Kerf history file)".into(),
-        });
+        return Err(Error::not_sqlite(place));
     }
     if i64::from(version) > crate::migrate::LATEST {
         return Err(Error::Newer {

@@ -531,24 +531,7 @@ fn a_real_openai_compatible_server() {
         .expect("KERF_TEST_OPENAI_BASE_URL: the server's /v1 URL");
     let config = tempfile::tempdir().unwrap();
     let cfg = config.path();
-    let add = kerf_env(
-        cfg,
-        &[],
-        &[
-            "providers",
-            "add",
-            "srv",
-            "--kind",
-            "openai",
-            "--base-url",
-            &url,
-            "--model",
-            "smollm2",
-            "--no-key",
-        ],
-        None,
-    );
-    assert!(add.status.success(), "{}", everything(&add));
+    add_keyless_server(cfg, &url, "smollm2");
 
     // What the server really does with each mode (llama-cpp-python 0.3.36: plain text works,
     // json_object is grammar-forced, json_object with a schema holds it, json_schema is refused).
@@ -690,7 +673,7 @@ fn repair_sends_validation_errors_back_and_never_repairs_a_truncated_reply() {
     ]);
     let url = server.base_url();
     let p = prompt.to_str().unwrap();
-    add_keyless_server(cfg, &url);
+    add_keyless_server(cfg, &url, "m");
     let o = kerf_env(
         cfg,
         &[],
@@ -820,7 +803,7 @@ fn a_run_stays_within_its_request_and_token_ceilings() {
     };
     let server = Server::start((0..8).map(|_| bad()).collect());
     let url = server.base_url();
-    add_keyless_server(cfg, &url);
+    add_keyless_server(cfg, &url, "m");
     let run = |extra: &[&str]| {
         let mut args = vec![
             "run",
@@ -876,8 +859,8 @@ fn repairing_prompt(cfg: &Path, attempts: u32) -> std::path::PathBuf {
     prompt
 }
 
-/// Provider `srv`: an OpenAI-compatible server at `url` that needs no key.
-fn add_keyless_server(cfg: &Path, url: &str) {
+/// Provider `srv`: an OpenAI-compatible server at `url` serving `model`, needing no key.
+fn add_keyless_server(cfg: &Path, url: &str, model: &str) {
     let add = kerf_env(
         cfg,
         &[],
@@ -890,7 +873,7 @@ fn add_keyless_server(cfg: &Path, url: &str) {
             "--base-url",
             url,
             "--model",
-            "m",
+            model,
             "--no-key",
         ],
         None,
