@@ -3,7 +3,9 @@
 //! over a `tauri::ipc::Channel` and can be cancelled. Everything else — prompts, runs, the
 //! history, exports — is kerf-api's, shared with the `kerf` CLI.
 
+pub mod access;
 mod commands;
+pub mod dialogs;
 mod logs;
 mod webview;
 
@@ -13,19 +15,38 @@ use std::sync::Mutex;
 use kerf_api::workbench::Workbench;
 use kerf_llm::CancelToken;
 
+use crate::access::FileAccess;
+use crate::dialogs::Dialogs;
+
 /// What every command shares: the workbench (folders, history path) and the cancel tokens of
 /// the work in progress, by the id the window gave it.
 pub struct AppState {
     pub workbench: Workbench,
     pub running: Mutex<HashMap<String, CancelToken>>,
+    /// Which files the webview may name: Kerf's folders and what the user picked.
+    pub access: FileAccess,
+    pub dialogs: Dialogs,
 }
 
 impl AppState {
+    /// The workbench's prompt folders and the models folder open to the webview; native
+    /// dialogs.
     pub fn new(workbench: Workbench) -> Self {
+        let access = FileAccess::new(
+            workbench.prompt_dirs.iter().map(|d| d.path.clone()),
+            kerf_llama::models::models_dir(),
+        );
         AppState {
             workbench,
             running: Mutex::new(HashMap::new()),
+            access,
+            dialogs: Dialogs::Native,
         }
+    }
+
+    /// Dialogs answered by someone else (the tests).
+    pub fn with_dialogs(self, dialogs: Dialogs) -> Self {
+        AppState { dialogs, ..self }
     }
 }
 
@@ -62,20 +83,23 @@ pub const COMMANDS: &[&str] = &include!("commands/names.in");
 /// Open the window.
 pub fn run() {
     let workbench = Workbench::new(shipped_prompts());
-    with_kerf(tauri::Builder::default(), AppState::new(workbench))
-        .plugin(tauri_plugin_dialog::init())
-        .plugin(tauri_plugin_window_state::Builder::default().build())
-        .setup(|app| {
-            use tauri::Manager;
-            let dir = app.path().app_log_dir()?;
-            logs::init(&dir);
-            tracing::info!(version = env!("CARGO_PKG_VERSION"), logs = %dir.display(), "Kerf started");
-            webview::tune(app);
-            Ok(())
-        })
-        .run(context())
-        .unwrap_or_else(|e| {
-            eprintln!("kerf-desktop: the window could not start: {e}");
-            std::process::exit(2);
-        });
+    with_kerf(
+        tauri::Builder::default(),
+        AppState::new(workbench).with_dialogs(Dialogs::from_env()),
+    )
+    .plugin(tauri_plugin_dialog::init())
+    .plugin(tauri_plugin_window_state::Builder::default().build())
+    .setup(|app| {
+        use tauri::Manager;
+        let dir = app.path().app_log_dir()?;
+        logs::init(&dir);
+        tracing::info!(version = env!("CARGO_PKG_VERSION"), logs = %dir.display(), "Kerf started");
+        webview::tune(app);
+        Ok(())
+    })
+    .run(context())
+    .unwrap_or_else(|e| {
+        eprintln!("kerf-desktop: the window could not start: {e}");
+        std::process::exit(2);
+    });
 }

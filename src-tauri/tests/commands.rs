@@ -6,12 +6,15 @@
 
 use kerf_api::prompts::PromptDir;
 use kerf_api::workbench::Workbench;
+use kerf_desktop::dialogs::Dialogs;
 use kerf_desktop::{AppState, COMMANDS, context, with_kerf};
 use serde_json::{Value, json};
 use tauri::ipc::{CallbackFn, InvokeBody};
 use tauri::test::{INVOKE_KEY, MockRuntime, mock_builder};
 use tauri::webview::InvokeRequest;
 
+/// The app over a workbench in `data`; its native dialogs answered from `data/answers`, one
+/// line each (see `answer`).
 fn app(data: &std::path::Path) -> (tauri::App<MockRuntime>, tauri::WebviewWindow<MockRuntime>) {
     let prompts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../prompts");
     let wb = Workbench {
@@ -28,9 +31,8 @@ fn app(data: &std::path::Path) -> (tauri::App<MockRuntime>, tauri::WebviewWindow
         history: Some(data.join("history.sqlite")),
         providers: data.join("providers.json"),
     };
-    let app = with_kerf(mock_builder(), AppState::new(wb))
-        .build(context())
-        .unwrap();
+    let state = AppState::new(wb).with_dialogs(Dialogs::Scripted(data.join("answers")));
+    let app = with_kerf(mock_builder(), state).build(context()).unwrap();
     let window = tauri::WebviewWindowBuilder::new(&app, "main", Default::default())
         .build()
         .unwrap();
@@ -52,6 +54,11 @@ fn invoke(w: &tauri::WebviewWindow<MockRuntime>, cmd: &str, args: Value) -> Resu
         },
     )
     .map(|b| b.deserialize::<Value>().unwrap())
+}
+
+/// What the user will pick in the next native dialogs, in order.
+fn answer(data: &std::path::Path, lines: &[&str]) {
+    std::fs::write(data.join("answers"), lines.join("\n") + "\n").unwrap();
 }
 
 #[test]
@@ -101,14 +108,25 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     assert_eq!(runs, json!([]));
     let e = invoke(&w, "history_detail", json!({"id": 42})).unwrap_err();
     assert_eq!(e["code"], "not-found");
+    let shipped = std::path::Path::new(kg["path"].as_str().unwrap())
+        .parent()
+        .unwrap();
     let e = invoke(
         &w,
         "prompt_open",
-        json!({"path": dir.path().join("nope.json")}),
+        json!({"path": shipped.join("nope.json")}),
     )
     .unwrap_err();
     assert_eq!(e["code"], "io");
     let out = dir.path().join("out.json");
+    answer(dir.path(), &[out.to_str().unwrap()]);
+    let chosen = invoke(
+        &w,
+        "dialog_save",
+        json!({"title": "Save", "suggested": "out.json"}),
+    )
+    .unwrap();
+    assert_eq!(chosen, json!(out));
     invoke(&w, "file_save", json!({"path": out, "text": "{}\n"})).unwrap();
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "{}\n");
 
@@ -120,6 +138,13 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     )
     .unwrap();
     let config = dir.path().join("prompt-config.json");
+    answer(dir.path(), &[config.to_str().unwrap()]);
+    invoke(
+        &w,
+        "dialog_save",
+        json!({"title": "Save export", "suggested": "prompt-config.json"}),
+    )
+    .unwrap();
     invoke(
         &w,
         "file_save",
@@ -174,4 +199,101 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     );
     let e = invoke(&w, "provider_remove", json!({"name": "srv"})).unwrap_err();
     assert_eq!(e["code"], "provider-config", "{e}");
+}
+
+/// Finding 13: the webview's commands read and wrote any path it named. Now only Kerf's folders
+/// and files the user picked in a native dialog (which a script in the page cannot answer).
+#[test]
+fn the_window_reads_and_writes_only_files_the_user_chose() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_app, w) = app(dir.path());
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let secret = elsewhere.join("secret.txt");
+    std::fs::write(&secret, "not for the page").unwrap();
+    let forbidden = |cmd: &str, args: Value| {
+        let e = invoke(&w, cmd, args).unwrap_err();
+        assert_eq!(e["code"], "forbidden", "{cmd}: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("elsewhere"),
+            "{cmd}: {e}"
+        );
+    };
+    forbidden("input_read", json!({"path": secret}));
+    forbidden("prompt_open", json!({"path": secret}));
+    forbidden(
+        "prompts_import",
+        json!({"file": secret, "overwrite": false}),
+    );
+    forbidden(
+        "export_preview",
+        json!({"paths": [secret], "target": "trustgraph-bundle"}),
+    );
+    let draft = json!({"base": "", "template": "{{ text }}", "system": "", "schema": "", "responseType": "text", "post": ""});
+    forbidden(
+        "prompt_save",
+        json!({"draft": draft, "path": elsewhere.join("p.json"), "opened": null}),
+    );
+    forbidden(
+        "file_save",
+        json!({"path": elsewhere.join("x.txt"), "text": "x"}),
+    );
+    let options = json!({"provider": "local", "model": secret, "maxTokens": 8, "constrain": false,
+        "temperature": 0.0, "seed": null, "gpuLayers": "none", "maxRequests": 1, "maxRunTokens": 100});
+    forbidden(
+        "run_start",
+        json!({"id": "r", "input": {"draft": draft, "path": null, "input": "", "vars": {}},
+            "options": options, "onEvent": "__CHANNEL__:1"}),
+    );
+    forbidden(
+        "compare_start",
+        json!({"id": "c", "input": {"prompts": [secret], "input": "", "budgets": [8],
+            "constrain": "none", "options": options}, "onProgress": "__CHANNEL__:2"}),
+    );
+    assert!(!elsewhere.join("x.txt").exists() && !elsewhere.join("p.json").exists());
+    // Nothing in the user's prompt folder is written by being refused either.
+    assert!(!dir.path().join("prompts").exists());
+
+    // A cancelled dialog grants nothing; a picked file is readable, not writable.
+    answer(dir.path(), &[""]);
+    assert_eq!(
+        invoke(&w, "dialog_open", json!({"title": "Input"})).unwrap(),
+        Value::Null
+    );
+    forbidden("input_read", json!({"path": secret}));
+    answer(dir.path(), &[secret.to_str().unwrap()]);
+    invoke(&w, "dialog_open", json!({"title": "Input"})).unwrap();
+    assert_eq!(
+        invoke(&w, "input_read", json!({"path": secret})).unwrap(),
+        json!("not for the page")
+    );
+    forbidden("file_save", json!({"path": secret, "text": "x"}));
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        "not for the page"
+    );
+}
+
+/// Finding 13: the page could add a provider that reads any environment variable as its key and
+/// sends it to any server. Such a spec is added only after a yes in a native dialog.
+#[test]
+fn a_provider_that_sends_a_key_somewhere_new_needs_the_user_to_say_yes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_app, w) = app(dir.path());
+    let spec = json!({"name": "srv", "kind": "openai", "baseUrl": "https://elsewhere.example/v1",
+        "model": "m", "keyEnv": "AWS_SECRET_ACCESS_KEY", "noKey": false, "structured": null,
+        "maxCompletionTokens": false, "allowPlainHttp": false, "keepKey": false});
+    answer(dir.path(), &["no"]);
+    let e = invoke(&w, "provider_add", json!({"spec": spec})).unwrap_err();
+    assert_eq!(e["code"], "cancelled", "{e}");
+    assert!(
+        !dir.path().join("providers.json").exists(),
+        "a declined provider was saved"
+    );
+    // No answer at all (the dialog closed) is a no too.
+    let e = invoke(&w, "provider_add", json!({"spec": spec})).unwrap_err();
+    assert_eq!(e["code"], "cancelled", "{e}");
+    answer(dir.path(), &["yes"]);
+    let added = invoke(&w, "provider_add", json!({"spec": spec})).unwrap();
+    assert_eq!(added["keyEnv"], "AWS_SECRET_ACCESS_KEY");
 }

@@ -25,6 +25,22 @@ fs.writeFileSync(tgPrompt, JSON.stringify({
   description: "written as TrustGraph writes it",
 }, null, 2) + "\n");
 
+// A prompt that repairs (up to 3 requests): the loopback server's agent-kg-extract lines lack
+// its required `term`, so every reply fails and is sent back for repair.
+fs.writeFileSync(path.join(userPrompts, "repair-terms.json"), JSON.stringify({
+  prompt: "List the terms in: {{ text }}", "response-type": "jsonl",
+  schema: { type: "object", properties: { term: { type: "string" } }, required: ["term"], additionalProperties: false },
+  repair: { "max-attempts": 3 },
+}, null, 2) + "\n");
+
+/**
+ * Answer the next native dialogs (WebDriver cannot drive GTK's): scripts/e2e starts the app with
+ * KERF_E2E_DIALOGS naming this file; each dialog takes one line (a path, or yes/no).
+ */
+function answerDialogs(...lines) {
+  fs.writeFileSync(process.env.KERF_E2E_DIALOGS, lines.join("\n") + "\n");
+}
+
 const driver = await startDriver();
 
 let browser;
@@ -207,9 +223,10 @@ try {
     await (await $t("target-trustgraph-bundle")).click();
     await waitText("export-preview", (s) => s.includes("agent-kg-extract"), 5000, "no preview");
     const out = path.join(work, "exported", "prompt-config.json");
-    await (await $t("save-path")).setValue(out);
+    fs.mkdirSync(path.dirname(out), { recursive: true });
+    answerDialogs(out);
     await (await $t("export-save")).click();
-    await waitText("export-status", (s) => s.startsWith("Saved"), 5000, "not saved");
+    await waitText("export-status", (s) => s === `Saved ${out}`, 5000, "not saved");
     const bundle = JSON.parse(fs.readFileSync(out, "utf8"));
     const shipped = JSON.parse(fs.readFileSync(path.join(work, "prompts", "agent-kg-extract.json"), "utf8"));
     const key = Object.keys(bundle).find((k) => k.includes("agent-kg-extract"));
@@ -222,7 +239,9 @@ try {
   await scenario("import that bundle into your prompt folder; a second import overwrites nothing", async () => {
     await (await $t("nav-prompts")).click();
     const config = path.join(work, "exported", "prompt-config.json");
-    await (await $t("import-path")).setValue(config);
+    answerDialogs(config);
+    await (await $t("import-choose")).click();
+    await waitText("import-path", (s) => s === config, 5000, "the chosen file is not shown");
     await (await $t("import")).click();
     await waitText("import-status", (s) => s.startsWith("Imported"), 5000, "the import did not report");
     assert.match(await text("import-status"), /Imported 1 prompt into your folder: agent-kg-extract\./);
@@ -239,6 +258,30 @@ try {
     assert.equal(fs.readFileSync(mine, "utf8"), before, "a refused import changed the file");
     await shot("import");
   });
+  await scenario("a script in the page cannot read or write a file the user did not choose", async () => {
+    // What an injected script would try: Kerf's commands, called directly.
+    const call = (cmd, args) => browser.executeAsync((cmd, args, done) => {
+      window.__TAURI_INTERNALS__.invoke(cmd, args).then((v) => done({ ok: v }), (e) => done({ err: e }));
+    }, cmd, args);
+    const secret = path.join(work, "secret.txt");
+    fs.writeFileSync(secret, "not for the page");
+    const read = await call("input_read", { path: secret });
+    assert.equal(read.err?.code, "forbidden", JSON.stringify(read));
+    const written = await call("file_save", { path: path.join(work, "planted.txt"), text: "x", base64: null });
+    assert.equal(written.err?.code, "forbidden", JSON.stringify(written));
+    assert.ok(!fs.existsSync(path.join(work, "planted.txt")), "the page wrote a file");
+    // The plugin's own dialog commands are not open to the page either: only Kerf's, which
+    // remember what the user picked.
+    const direct = await call("plugin:dialog|open", { options: {} });
+    assert.ok(direct.err && /not allowed/.test(String(direct.err)), JSON.stringify(direct));
+    // Picked in the dialog, the same file reads.
+    answerDialogs(secret);
+    await (await $t("nav-run")).click();
+    await (await $t("load-input")).click();
+    await browser.waitUntil(async () => (await call("input_read", { path: secret })).ok === "not for the page",
+      { timeout: 5000, timeoutMsg: "a file picked in the dialog was not readable" });
+  });
+
   // A cloud provider through the window: its key typed once into the keyring, then a run on it
   // against a loopback OpenAI-compatible server that checks the key.
   const key = `sk-e2e-${process.pid}-${Math.random().toString(36).slice(2)}`;
@@ -289,6 +332,61 @@ try {
       assert.ok(shown.length > 0 && cloud.options.reply.startsWith(shown), `the reply shown is not what was sent: ${shown.slice(-200)}`);
       assert.ok(!(await (await $t("run")).getAttribute("disabled")), "Run is still disabled");
       await shot("cancelled");
+    });
+
+    // A server off this machine (0.0.0.0 stands in for a LAN host: it is not loopback to Kerf)
+    // that bills requests: the key crosses plain http only with the switch and a yes in the
+    // native dialog, and a repairing prompt asks before it runs.
+    const paid = `e2e-paid-${process.pid}`;
+    const paidUrl = cloud.url.replace("127.0.0.1", "0.0.0.0");
+    await scenario("a key goes over plain http to another machine only after a yes in a native dialog", async () => {
+      cloud.options.reply = kgLines(4).join("\n") + "\n";
+      cloud.options.perEventMs = 0;
+      await (await $t("nav-providers")).click();
+      await (await $t("provider-name")).setValue(paid);
+      await (await $t("provider-url")).setValue(paidUrl);
+      await (await $t("provider-model")).setValue("loopback-model");
+      await (await $t("provider-key")).setValue(key);
+      await (await $t("provider-allow-plain-http")).click();
+      answerDialogs("no");
+      await (await $t("provider-add")).click();
+      await waitText("providers-error", (s) => /was not added/.test(s), 10000, "a declined provider was added");
+      assert.equal((await browser.$$(`[data-testid="provider-row"][data-name="${paid}"]`)).length, 0);
+      answerDialogs("yes");
+      await (await $t("provider-add")).click();
+      await waitText("providers-notice", (s) => s.startsWith(`Added ${paid}`), 10000, "the provider was not added");
+    });
+
+    await scenario("a repairing prompt on a paid provider asks first, and the ceiling holds", async () => {
+      await (await $t("nav-prompts")).click();
+      await (await $t("prompt-repair-terms")).click();
+      await waitText("prompt-title", (s) => s === "repair-terms", 5000, "repair-terms did not open");
+      await (await $t("nav-providers")).click();
+      await (await $t(`use-${paid}`)).click();
+      const before = cloud.requests.length;
+      await (await $t("run")).click();
+      await waitText("repair-question", (s) => /up to 3 paid requests/.test(s), 5000, "no question before a repair loop");
+      await shot("repair-question");
+      await (await $t("repair-stop")).click();
+      assert.equal(await (await $t("repair-question")).isExisting(), false);
+      assert.equal(cloud.requests.length, before, "Don't run sent a request");
+      await (await $t("run")).click();
+      await (await $t("repair-go")).click();
+      await waitText("run-summary", (s) => /finished/.test(s), 30000, "the repairing run did not finish");
+      assert.equal(cloud.requests.length - before, 3, "a run of max-attempts 3 did not make 3 requests");
+      assert.equal(cloud.requests.at(-1).auth, `Bearer ${key}`, "the consented key was not sent");
+      // The window's ceiling: 2 requests at most, whatever the prompt allows.
+      await (await $t("max-requests")).setValue("2");
+      await (await $t("run")).click();
+      await waitText("repair-question", (s) => /up to 2 paid requests/.test(s), 5000, "the question ignores the ceiling");
+      await (await $t("repair-go")).click();
+      await waitText("run-summary", (s) => /finished/.test(s), 30000, "the capped run did not finish");
+      assert.equal(cloud.requests.length - before, 5, "the ceiling of 2 requests did not hold");
+      await (await $t("max-requests")).setValue("10");
+      await (await $t("nav-providers")).click();
+      await (await $t(`remove-${paid}`)).click();
+      await (await $t(`remove-confirm-${paid}`)).click();
+      await waitText("providers-notice", (s) => s.startsWith(`Removed ${paid}`), 10000, "not removed");
     });
 
     await scenario("remove the provider and its key", async () => {

@@ -59,6 +59,8 @@ codes! {
     ProviderConfig = "provider-config", false;
     Cancelled = "cancelled", false;
     Conflict = "conflict", false;
+    // The window named a file it may not use (not chosen in a dialog, not in Kerf's folders).
+    Forbidden = "forbidden", false;
     StoreNewer = "store-newer", false;
     StoreCorrupt = "store-corrupt", false;
     StoreFull = "store-full", false;

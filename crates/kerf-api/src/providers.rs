@@ -128,6 +128,42 @@ pub fn definition(spec: &ProviderSpec) -> Result<ProviderDef> {
     Ok(def)
 }
 
+/// What the window asks the user, in a native dialog the page cannot answer, before it adds
+/// `spec`: each way it would send a key to a place the user did not type the key into Kerf for.
+/// The page chooses every field of a spec, so a script in it could otherwise point a provider at
+/// its own server with `$AWS_SECRET_ACCESS_KEY` as the key. `None`: nothing to ask (no key, or
+/// only the kind's own variable for its own public endpoint).
+pub fn key_consent(spec: &ProviderSpec) -> Result<Option<String>> {
+    let def = definition(spec)?;
+    if def.no_key {
+        return Ok(None);
+    }
+    let public = def.base_url == def.kind.default_base_url();
+    let mut asks = Vec::new();
+    if let Some(var) = &def.key_env
+        && !(public && var == def.kind.key_env())
+    {
+        asks.push(format!("read its key from the environment variable ${var}"));
+    }
+    if spec.keep_key {
+        asks.push("keep the key already stored for it, even if its endpoint changed".into());
+    }
+    if def.allow_plain_http {
+        asks.push(
+            "send the key unencrypted over plain http:// to a host that is not this machine".into(),
+        );
+    }
+    if asks.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "Provider “{}” will {}, for requests to {}.\n\nAllow this only if you are setting it up yourself.",
+        def.name,
+        asks.join(", and "),
+        def.base_url
+    )))
+}
+
 /// What `add` did.
 pub struct Added {
     pub def: ProviderDef,

@@ -12,10 +12,12 @@ use kerf_api::wire::{
 use kerf_api::{ApiError, Code, prompts, providers, workbench};
 use kerf_llm::CancelToken;
 use serde_json::{Map, Value};
-use tauri::State;
 use tauri::ipc::Channel;
+use tauri::{AppHandle, Runtime, State};
 
 use crate::AppState;
+use crate::access::Use;
+use crate::dialogs::Question;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -50,6 +52,8 @@ pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + 
         history_note,
         export_preview,
         file_save,
+        dialog_open,
+        dialog_save,
     ]
 }
 
@@ -103,7 +107,8 @@ async fn prompts_list(state: State<'_, AppState>) -> Result<Vec<PromptEntry>> {
 }
 
 #[tauri::command]
-async fn prompt_open(path: String) -> Result<PromptDoc> {
+async fn prompt_open(state: State<'_, AppState>, path: String) -> Result<PromptDoc> {
+    state.access.check(&path, Use::Read)?;
     blocking(move || prompts::open(Path::new(&path))).await
 }
 
@@ -126,7 +131,13 @@ async fn prompt_inspect(
 }
 
 #[tauri::command]
-async fn prompt_save(draft: PromptDraft, path: String, opened: Option<String>) -> Result<String> {
+async fn prompt_save(
+    state: State<'_, AppState>,
+    draft: PromptDraft,
+    path: String,
+    opened: Option<String>,
+) -> Result<String> {
+    state.access.check(&path, Use::Write)?;
     tracing::info!(%path, "saving prompt");
     blocking(move || prompts::save(&draft, Path::new(&path), opened.as_deref())).await
 }
@@ -144,6 +155,7 @@ async fn prompts_import(
     file: String,
     overwrite: bool,
 ) -> Result<Vec<String>> {
+    state.access.check(&file, Use::Read)?;
     let dir = state.workbench.user_prompts()?.to_path_buf();
     tracing::info!(%file, dir = %dir.display(), "importing prompts");
     blocking(move || {
@@ -176,11 +188,37 @@ async fn providers_list(state: State<'_, AppState>) -> Result<ProvidersView> {
 }
 
 /// Add (or replace) a provider; its key, if typed, is stored by `provider_set_key`.
+/// A spec that would send a key somewhere new (see `providers::key_consent`) is added only
+/// after the user says yes in a native dialog; a no is `cancelled`.
 #[tauri::command]
-async fn provider_add(state: State<'_, AppState>, spec: ProviderSpec) -> Result<ProviderInfo> {
+async fn provider_add<R: Runtime>(
+    app: AppHandle<R>,
+    state: State<'_, AppState>,
+    spec: ProviderSpec,
+) -> Result<ProviderInfo> {
     tracing::info!(name = %spec.name, kind = %spec.kind, "provider add");
     let path = state.workbench.providers.clone();
-    blocking(move || providers::add(&path, &spec).map(|added| providers::info(&added.def))).await
+    let dialogs = state.dialogs.clone();
+    blocking(move || {
+        if let Some(message) = providers::key_consent(&spec)? {
+            let q = Question {
+                title: "Send a key to this provider?",
+                message: &message,
+                yes: "Add provider",
+            };
+            if !dialogs.ask(&app, &q)? {
+                return Err(ApiError::new(
+                    Code::Cancelled,
+                    format!(
+                        "{} was not added: you declined where it would send a key",
+                        spec.name
+                    ),
+                ));
+            }
+        }
+        providers::add(&path, &spec).map(|added| providers::info(&added.def))
+    })
+    .await
 }
 
 /// Remove a provider and its key; whether a key was removed.
@@ -232,7 +270,8 @@ async fn provider_probe(
 
 /// An input document from a file the user picked.
 #[tauri::command]
-async fn input_read(path: String) -> Result<String> {
+async fn input_read(state: State<'_, AppState>, path: String) -> Result<String> {
+    state.access.check(&path, Use::Read)?;
     blocking(move || {
         std::fs::read_to_string(&path).map_err(|e| ApiError::new(Code::Io, format!("{path}: {e}")))
     })
@@ -247,6 +286,7 @@ async fn run_start(
     options: RunOptions,
     on_event: Channel<RunMessage>,
 ) -> Result<RunDone> {
+    check_model(&state, &options)?;
     let running = Running::start(&state, &id);
     let (wb, token) = (state.workbench.clone(), running.token.clone());
     tracing::info!(%id, provider = %options.provider, max_tokens = options.max_tokens, "run");
@@ -276,6 +316,8 @@ async fn compare_start(
     input: CompareInput,
     on_progress: Channel<CompareProgress>,
 ) -> Result<Comparison> {
+    state.access.check_all(&input.prompts, Use::Read)?;
+    check_model(&state, &input.options)?;
     let running = Running::start(&state, &id);
     let (wb, token) = (state.workbench.clone(), running.token.clone());
     blocking(move || {
@@ -359,14 +401,25 @@ async fn history_note(state: State<'_, AppState>, run: i64, note: Option<String>
 }
 
 #[tauri::command]
-async fn export_preview(paths: Vec<String>, target: String) -> Result<ExportView> {
+async fn export_preview(
+    state: State<'_, AppState>,
+    paths: Vec<String>,
+    target: String,
+) -> Result<ExportView> {
+    state.access.check_all(&paths, Use::Read)?;
     blocking(move || workbench::export(&paths, &target, None)).await
 }
 
 /// Write an export or a chart where the user chose: text as it is, or bytes given as base64
 /// (a PNG). Written atomically.
 #[tauri::command]
-async fn file_save(path: String, text: Option<String>, base64: Option<String>) -> Result<()> {
+async fn file_save(
+    state: State<'_, AppState>,
+    path: String,
+    text: Option<String>,
+    base64: Option<String>,
+) -> Result<()> {
+    state.access.check(&path, Use::Write)?;
     let bytes = match (text, base64) {
         (Some(t), None) => t.into_bytes(),
         (None, Some(b)) => decode_base64(&b)
@@ -380,6 +433,47 @@ async fn file_save(path: String, text: Option<String>, base64: Option<String>) -
     };
     tracing::info!(%path, bytes = bytes.len(), "saving file");
     blocking(move || kerf_api::prompts::write_atomically_bytes(Path::new(&path), &bytes)).await
+}
+
+/// A local model named by path must be one the user may read (the models folder, or a GGUF
+/// picked in a dialog): llama.cpp would otherwise read any file the page names.
+fn check_model(state: &AppState, options: &RunOptions) -> Result<()> {
+    match &options.model {
+        Some(model) if options.provider == "local" => {
+            state.access.check(model, Use::Read).map(drop)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The native open dialog; the file picked (now readable by the other commands), or `None`.
+#[tauri::command]
+async fn dialog_open<R: Runtime>(
+    app: AppHandle<R>,
+    state: State<'_, AppState>,
+    title: String,
+) -> Result<Option<String>> {
+    let dialogs = state.dialogs.clone();
+    let picked = blocking(move || dialogs.pick_file(&app, &title)).await?;
+    picked
+        .map(|p| Ok(state.access.choose(&p, Use::Read)?.display().to_string()))
+        .transpose()
+}
+
+/// The native save dialog, starting at `suggested` (a name or a path); where the user chose
+/// (now writable by `file_save`), or `None`.
+#[tauri::command]
+async fn dialog_save<R: Runtime>(
+    app: AppHandle<R>,
+    state: State<'_, AppState>,
+    title: String,
+    suggested: String,
+) -> Result<Option<String>> {
+    let dialogs = state.dialogs.clone();
+    let picked = blocking(move || dialogs.pick_save(&app, &title, Path::new(&suggested))).await?;
+    picked
+        .map(|p| Ok(state.access.choose(&p, Use::Write)?.display().to_string()))
+        .transpose()
 }
 
 /// Standard base64 (what `canvas.toDataURL` produces after its comma).

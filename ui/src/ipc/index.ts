@@ -112,14 +112,16 @@ export const api = {
     call<void>("file_save", { path, text: null, base64 }),
 };
 
-/** The native open/save dialogs (plugin-dialog); `null` when the user cancels. */
+/**
+ * The native open/save dialogs, shown by Kerf's own commands: a file the user picks there is the
+ * only file outside Kerf's folders the other commands will read or write. `null` when the user
+ * cancels.
+ */
 export async function pickFile(title: string): Promise<string | null> {
-  const { open } = await import("@tauri-apps/plugin-dialog");
-  const r = await open({ title, multiple: false, directory: false });
-  return typeof r === "string" ? r : null;
+  return call<string | null>("dialog_open", { title });
 }
 
-export async function pickSavePath(title: string, defaultPath: string): Promise<string | null> {
-  const { save } = await import("@tauri-apps/plugin-dialog");
-  return (await save({ title, defaultPath })) ?? null;
+/** `suggested`: a file name, or a path whose folder the dialog opens in. */
+export async function pickSavePath(title: string, suggested: string): Promise<string | null> {
+  return call<string | null>("dialog_save", { title, suggested });
 }

@@ -162,3 +162,48 @@ fn a_key_goes_into_the_keyring_and_only_its_place_comes_back() {
     let file = std::fs::read_to_string(path).unwrap();
     assert!(!file.contains(&key));
 }
+
+/// Finding 13: the page chooses every field of a provider, so a script in it could aim any
+/// environment variable at its own server. The window asks first whenever a spec would send a
+/// key anywhere but the kind's own variable to the kind's own endpoint.
+#[test]
+fn the_window_asks_before_a_provider_sends_a_key_somewhere_new() {
+    let ask = |f: &dyn Fn(&mut ProviderSpec)| {
+        let mut s = spec("p");
+        f(&mut s);
+        providers::key_consent(&s).unwrap()
+    };
+    // A typed key for a server, or none needed: nothing to ask.
+    assert_eq!(ask(&|_| {}), None);
+    assert_eq!(
+        ask(&|s| {
+            s.no_key = true;
+            s.key_env = Some("HOME".into());
+        }),
+        None
+    );
+    // The kind's own variable for the kind's own endpoint is the plain default.
+    assert_eq!(
+        ask(&|s| {
+            s.base_url = None;
+            s.key_env = Some("OPENAI_API_KEY".into());
+        }),
+        None
+    );
+    let q = ask(&|s| s.key_env = Some("AWS_SECRET_ACCESS_KEY".into())).unwrap();
+    assert!(q.contains("$AWS_SECRET_ACCESS_KEY"), "{q}");
+    assert!(q.contains("http://127.0.0.1:9/v1"), "{q}");
+    let q = ask(&|s| {
+        s.key_env = Some("OPENAI_API_KEY".into());
+        s.base_url = Some("https://elsewhere.example/v1".into());
+    })
+    .unwrap();
+    assert!(
+        q.contains("$OPENAI_API_KEY") && q.contains("elsewhere.example"),
+        "{q}"
+    );
+    let q = ask(&|s| s.keep_key = true).unwrap();
+    assert!(q.contains("keep the key already stored"), "{q}");
+    let q = ask(&|s| s.allow_plain_http = true).unwrap();
+    assert!(q.contains("plain http://"), "{q}");
+}
