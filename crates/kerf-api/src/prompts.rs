@@ -444,7 +444,21 @@ pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Res
             ));
         }
         Prompt::compile(p.clone(), &format!("{place} template `{id}`"))?;
-        let path = dir.join(format!("{id}.json"));
+        targets.push(dir.join(format!("{id}.json")));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", dir.display())))?;
+    // Each file's lock, as a window saving it takes (see `save`), from the checks below to the
+    // renames: a save never lands between them, and an import never replaces a file under a
+    // save. Taken in path order, so two imports never wait on each other in a circle.
+    let mut order: Vec<&PathBuf> = targets.iter().collect();
+    order.sort();
+    let _locks = order
+        .into_iter()
+        .map(|t| kerf_core::files::Lock::exclusive(t))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    for (p, path) in prompts.iter().zip(&targets) {
+        let id = p.id();
         if path.exists() && !path.is_file() {
             return Err(ApiError::new(
                 Code::Usage,
@@ -460,16 +474,13 @@ pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Res
                 format!(
                     "{} exists: importing `{}` would overwrite it (nothing was written)",
                     path.display(),
-                    p.id()
+                    id
                 ),
             ));
         }
-        targets.push(path);
     }
     // All or nothing: every file is written to a temporary name first (and synced); only when
     // all are there are they renamed into place. A failure before that removes the temporaries.
-    std::fs::create_dir_all(dir)
-        .map_err(|e| ApiError::new(Code::Io, format!("{}: {e}", dir.display())))?;
     // (An error drops the files staged so far, which removes them.)
     let mut staged: Vec<AtomicFile> = Vec::new();
     for (p, path) in prompts.iter().zip(&targets) {

@@ -453,10 +453,12 @@ fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half
     std::fs::create_dir_all(fresh.join("second.json")).unwrap();
     let err = prompts::import(&config, &fresh, None, true).unwrap_err();
     assert!(err.message.contains("is not a file"), "{}", err.message);
+    // (Only the files' hidden `.NAME.lock` siblings, which every writer of a prompt shares.)
     let left: Vec<_> = std::fs::read_dir(&fresh)
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
+        .filter(|n| !n.to_string_lossy().ends_with(".lock"))
         .collect();
     assert_eq!(
         left,
@@ -470,6 +472,7 @@ fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".lock"))
         .collect();
     left.sort();
     assert_eq!(
@@ -484,4 +487,37 @@ fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half
     let err = prompts::import(&config, &fresh, None, false).unwrap_err();
     assert_eq!(err.code, Code::InvalidJson);
     assert!(err.message.contains("broken.json:2:13"), "{}", err.message);
+}
+
+/// Finding 13 (rest): an import took no lock, so a window saving the same prompt could land
+/// between the import's checks and its renames (or be replaced under it). It now holds each
+/// file's lock, the one `prompts::save` takes, from its checks to its renames.
+#[test]
+fn an_import_waits_for_a_save_holding_the_files_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = workbench::export(
+        &[shipped("agent-kg-extract.json")],
+        "trustgraph-bundle",
+        None,
+    )
+    .unwrap();
+    let config = dir.path().join("prompt-config.json");
+    std::fs::write(&config, &bundle.text).unwrap();
+    let mine = dir.path().join("mine");
+    let target = mine.join("agent-kg-extract.json");
+    let held = kerf_core::files::Lock::exclusive(&target).unwrap();
+    let import = {
+        let (config, mine) = (config.clone(), mine.clone());
+        std::thread::spawn(move || prompts::import(&config, &mine, None, false))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !target.exists(),
+        "the import wrote under another writer's lock"
+    );
+    assert!(!import.is_finished());
+    drop(held);
+    let written = import.join().unwrap().unwrap();
+    assert_eq!(written, vec![target.clone()]);
+    assert!(target.is_file());
 }
