@@ -13,7 +13,9 @@ use kerf_store::Store;
 use serde_json::{Map, Value, json};
 
 use crate::error::Result;
-use crate::runs::{Chosen, Outcomes, PromptSource, Rendering, RunJob, RunMeta, RunSettings};
+use crate::runs::{
+    Chosen, Outcomes, PromptSource, Rendering, RunJob, RunMeta, RunParams, RunSettings,
+};
 use crate::wire::{CompareProgress, CompareRow, Comparison, SweepCurve};
 
 /// Which passes each prompt gets.
@@ -70,8 +72,6 @@ pub struct CompareJob<'a> {
     pub budgets: &'a [u32],
     pub constrain: ConstrainMode,
     pub settings: &'a RunSettings,
-    /// Parameters a front end keeps with each run besides the settings (the CLI's `argv`).
-    pub extra_params: Map<String, Value>,
     /// What the history keeps as the experiment's spec, besides prompts, budgets and model.
     pub extra_spec: Map<String, Value>,
 }
@@ -208,28 +208,23 @@ fn run_all(
                         if constrained { " · constrained" } else { "" }
                     ),
                 });
-                let mut request = job.settings.request(&s.rendering.rendered, budget);
-                if constrained {
-                    request.constraint = crate::runs::constraint_for(&s.prompt);
-                }
-                let mut params = job.settings.params(budget, constrained);
-                if let Value::Object(m) = &mut params {
-                    m.extend(job.extra_params.clone());
-                }
+                let params = RunParams {
+                    settings: job.settings.clone(),
+                    max_tokens: budget,
+                    constrain: constrained,
+                };
                 let run = RunJob {
                     meta: RunMeta {
                         prompt: &s.source,
                         response_type: s.prompt.file.response_type.to_string(),
                         rendering: &s.rendering,
-                        params,
                         experiment,
                         rerun_of: None,
                     },
                     provider,
                     prompt: &s.prompt,
-                    request: &request,
+                    params: &params,
                     repair: false,
-                    limits: job.settings.limits,
                 };
                 let t = std::time::Instant::now();
                 let done = crate::runs::run(history, &run, cancel, &mut |_| {})?;

@@ -75,8 +75,9 @@ fn text_change(a: &str, b: &str, name_a: &str, name_b: &str) -> TextChange {
     }
 }
 
-/// Parameters a front end keeps for itself (the CLI's flags) are not compared.
-const PRIVATE_PARAMS: [&str; 1] = ["argv"];
+/// Not compared: the CLI's flags (kept by runs recorded before `RunParams`) and the stored
+/// form's version (a record's shape, not a setting).
+const PRIVATE_PARAMS: [&str; 2] = ["argv", "params_version"];
 
 /// Compare two stored runs.
 pub fn diff(store: &Store, a: i64, b: i64) -> Result<RunDiff> {

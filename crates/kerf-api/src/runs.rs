@@ -124,31 +124,155 @@ impl RunSettings {
         r.stop = self.stop.clone();
         r
     }
+}
 
-    /// A run's parameters as the history keeps them (readable keys; front ends may add their
-    /// own, such as the CLI's flags for `kerf history rerun`).
-    pub fn params(&self, max_tokens: u32, constrained: bool) -> Value {
+/// Everything that reproduces a run: the model and how it samples, its budget, and whether the
+/// reply is held to the schema. `kerf run`'s flags and the window's run panel both fill one in;
+/// the history keeps it ([`to_stored`](Self::to_stored)); a rerun, from either front end, starts
+/// from [`from_stored`](Self::from_stored) and applies its overrides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunParams {
+    pub settings: RunSettings,
+    pub max_tokens: u32,
+    /// Hold the reply to the prompt's schema where its format and the provider allow it.
+    pub constrain: bool,
+}
+
+impl RunParams {
+    /// The stored form's version (`params_version`; runs recorded before it have none).
+    pub const VERSION: u64 = 1;
+
+    /// The request for `rendered` (a rendering of `prompt`) under these parameters.
+    pub fn request(&self, prompt: &Prompt, rendered: &Rendered) -> Request {
+        let mut r = self.settings.request(rendered, self.max_tokens);
+        if self.constrain {
+            r.constraint = constraint_for(prompt);
+        }
+        r
+    }
+
+    /// The parameters as the history keeps them: readable keys (the History screen and
+    /// `history diff` compare them), every setting included.
+    pub fn to_stored(&self) -> Value {
+        let s = &self.settings;
         // f32 settings as typed (0.7, not 0.699999988…).
         let f = |x: f32| x.to_string().parse::<f64>().ok();
         json!({
-            "max_tokens": max_tokens,
-            "constrain": if constrained { "auto" } else { "none" },
-            "temperature": f(self.temperature),
-            "top_p": f(self.top_p),
-            "seed": self.seed,
-            "stop": self.stop,
-            "structured": self.structured.map(|s| s.as_str()),
-            "gpu_layers": gpu_layers_name(self.gpu_layers),
-            "threads": self.threads,
-            "context": self.context,
-            "flash_attn": match self.flash_attention {
+            "params_version": Self::VERSION,
+            "max_tokens": self.max_tokens,
+            "constrain": if self.constrain { "auto" } else { "none" },
+            "requested_model": s.model,
+            "temperature": f(s.temperature),
+            "top_p": f(s.top_p),
+            "seed": s.seed,
+            "stop": s.stop,
+            "structured": s.structured.map(|m| m.as_str()),
+            "gpu_layers": gpu_layers_name(s.gpu_layers),
+            "main_gpu": s.main_gpu,
+            "threads": s.threads,
+            "context": s.context,
+            "flash_attn": match s.flash_attention {
                 Some(true) => "on",
                 Some(false) => "off",
                 None => "auto",
             },
-            "gbnf": self.gbnf,
-            "max_requests": self.limits.max_requests,
-            "max_run_tokens": self.limits.max_run_tokens,
+            "chat_template": s.chat_template,
+            "gbnf": s.gbnf,
+            "max_requests": s.limits.max_requests,
+            "max_run_tokens": s.limits.max_run_tokens,
+        })
+    }
+
+    /// The parameters of a stored run (`provider` and `model` are the run's columns). Runs
+    /// recorded before the stored form was versioned are read through the same keys, with the
+    /// CLI's `argv` for the two settings only it kept (`--main-gpu`, `--chat-template`) and
+    /// today's defaults for what they did not record. A key that is present but of the wrong
+    /// shape is an error naming it, never a silent default.
+    pub fn from_stored(params: &Value, provider: &str, model: &str) -> crate::Result<RunParams> {
+        use crate::error::{ApiError, Code};
+        let bad = |key: &str| {
+            ApiError::new(
+                Code::StoreCorrupt,
+                format!(
+                    "the stored run parameter `{key}` is not what Kerf wrote: {}",
+                    params[key]
+                ),
+            )
+        };
+        // A key: absent or null is `None`; present, it must parse.
+        fn get<T: serde::de::DeserializeOwned>(params: &Value, key: &str) -> Option<Option<T>> {
+            match params.get(key) {
+                None | Some(Value::Null) => Some(None),
+                Some(v) => serde_json::from_value(v.clone()).ok().map(Some),
+            }
+        }
+        macro_rules! field {
+            ($key:literal) => {
+                get(params, $key).ok_or_else(|| bad($key))?
+            };
+        }
+        let argv: Vec<String> = get(params, "argv").flatten().unwrap_or_default();
+        let flag = |name: &str| {
+            argv.iter()
+                .position(|a| a == name)
+                .and_then(|i| argv.get(i + 1).cloned())
+        };
+        let defaults = RunSettings::default();
+        let requested_model: Option<String> = match params.get("requested_model") {
+            // Before: the model column, which for a local run is the GGUF path that ran.
+            None => (provider != "local" || !model.is_empty()).then(|| model.to_string()),
+            Some(_) => field!("requested_model"),
+        };
+        let structured: Option<String> = field!("structured");
+        let gpu_layers: Option<String> = field!("gpu_layers");
+        let flash: Option<String> = field!("flash_attn");
+        let constrain: Option<String> = field!("constrain");
+        let settings = RunSettings {
+            provider: provider.to_string(),
+            model: requested_model,
+            structured: structured
+                .map(|m| m.parse().map_err(|_| bad("structured")))
+                .transpose()?,
+            temperature: field!("temperature").unwrap_or(defaults.temperature),
+            top_p: field!("top_p").unwrap_or(defaults.top_p),
+            seed: field!("seed"),
+            stop: field!("stop").unwrap_or_default(),
+            gpu_layers: gpu_layers
+                .map(|g| g.parse().map_err(|_| bad("gpu_layers")))
+                .transpose()?
+                .unwrap_or(defaults.gpu_layers),
+            main_gpu: match field!("main_gpu") {
+                Some(n) => n,
+                None => flag("--main-gpu")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(defaults.main_gpu),
+            },
+            threads: field!("threads"),
+            flash_attention: match flash.as_deref() {
+                Some("on") => Some(true),
+                Some("off") => Some(false),
+                Some("auto") | None => None,
+                Some(_) => return Err(bad("flash_attn")),
+            },
+            context: field!("context"),
+            chat_template: match params.get("chat_template") {
+                Some(_) => field!("chat_template"),
+                None => flag("--chat-template"),
+            },
+            gbnf: field!("gbnf").unwrap_or(defaults.gbnf),
+            limits: RunLimits {
+                max_requests: field!("max_requests").unwrap_or(defaults.limits.max_requests),
+                max_run_tokens: field!("max_run_tokens").unwrap_or(defaults.limits.max_run_tokens),
+            },
+        };
+        Ok(RunParams {
+            settings,
+            max_tokens: field!("max_tokens").unwrap_or(512),
+            constrain: match constrain.as_deref() {
+                Some("auto") | None => true,
+                Some("none") => false,
+                Some(_) => return Err(bad("constrain")),
+            },
         })
     }
 }
@@ -393,12 +517,11 @@ pub struct Rendering {
     pub terms: Map<String, Value>,
 }
 
-/// Everything about a run but its reply: what the history needs to start one.
+/// Everything about a run but its reply and parameters: what the history needs to start one.
 pub struct RunMeta<'a> {
     pub prompt: &'a PromptSource,
     pub response_type: String,
     pub rendering: &'a Rendering,
-    pub params: Value,
     pub experiment: Option<i64>,
     pub rerun_of: Option<i64>,
 }
@@ -407,6 +530,7 @@ pub struct RunMeta<'a> {
 fn begin<'s>(
     store: &'s Store,
     meta: &RunMeta<'_>,
+    params: &RunParams,
     provider: &Chosen,
 ) -> Result<kerf_store::RunWriter<'s>> {
     let version = store.put_prompt_version(
@@ -431,7 +555,7 @@ fn begin<'s>(
         provider: provider.name(),
         model: provider.as_provider().model(),
         model_sha256,
-        params: meta.params.clone(),
+        params: params.to_stored(),
         system: meta.rendering.rendered.system.clone(),
         user: meta.rendering.rendered.user.clone(),
     })?)
@@ -468,16 +592,15 @@ fn run_end(out: &Outcomes, cost: Option<&kerf_llm::prices::Cost>) -> RunEnd {
     }
 }
 
-/// A run as a front end starts one.
+/// A run as a front end starts one: the one place a run is assembled (its request, limits and
+/// stored parameters all come from `params`).
 pub struct RunJob<'a> {
     pub meta: RunMeta<'a>,
     pub provider: &'a Chosen,
     pub prompt: &'a Prompt,
-    pub request: &'a Request,
+    pub params: &'a RunParams,
     /// Whether a prompt that opts in gets its repair loop.
     pub repair: bool,
-    /// What the run may spend at most.
-    pub limits: RunLimits,
 }
 
 /// A finished run: what came back, its estimated cost, and its id in the history.
@@ -498,17 +621,18 @@ pub fn run(
     on_event: &mut dyn FnMut(RunEvent<'_>),
 ) -> Result<RunResult> {
     let mut writer = match history {
-        Some(store) => Some(begin(store, &job.meta, job.provider)?),
+        Some(store) => Some(begin(store, &job.meta, job.params, job.provider)?),
         None => None,
     };
     let mut store_error: Option<kerf_store::Error> = None;
+    let request = job.params.request(job.prompt, &job.meta.rendering.rendered);
     let result = execute(
         job.provider.as_provider(),
         job.prompt,
-        job.request,
+        &request,
         &job.meta.rendering.vars,
         job.repair,
-        job.limits,
+        job.params.settings.limits,
         cancel,
         &mut |e| {
             if let (RunEvent::Text(t), Some(w), None) = (&e, writer.as_mut(), &store_error)

@@ -15,7 +15,9 @@ use serde_json::{Map, Value};
 use crate::compare::{CompareJob, ConstrainMode, Subject};
 use crate::error::{ApiError, Code, Result};
 use crate::prompts::PromptDir;
-use crate::runs::{Outcomes, PromptSource, Rendering, RunEvent, RunJob, RunMeta, RunSettings};
+use crate::runs::{
+    Outcomes, PromptSource, Rendering, RunEvent, RunJob, RunMeta, RunParams, RunSettings,
+};
 use crate::wire::{
     ChangedObject, CompareInput, CompareProgress, Comparison, DeviceInfo, Drop, ExperimentRow,
     ExportView, HistoryFilter, Models, ParamChangeView, RunDetail, RunDiffView, RunDone, RunInput,
@@ -96,6 +98,15 @@ pub fn settings(o: &RunOptions) -> Result<RunSettings> {
             max_run_tokens: o.max_run_tokens,
         },
         ..RunSettings::default()
+    })
+}
+
+/// The run panel's settings as a run's parameters.
+pub fn params(o: &RunOptions) -> Result<RunParams> {
+    Ok(RunParams {
+        settings: settings(o)?,
+        max_tokens: o.max_tokens,
+        constrain: o.constrain,
     })
 }
 
@@ -297,7 +308,14 @@ pub fn run(
     let source = source_of(&prompt, input.path.as_deref());
     let rendering = render(&prompt, &input.input, &input.vars)?;
     run_rendered(
-        &prompt, &source, &rendering, options, history, None, cancel, on_message,
+        &prompt,
+        &source,
+        &rendering,
+        &params(options)?,
+        history,
+        None,
+        cancel,
+        on_message,
     )
 }
 
@@ -306,32 +324,25 @@ fn run_rendered(
     prompt: &Prompt,
     source: &PromptSource,
     rendering: &Rendering,
-    options: &RunOptions,
+    params: &RunParams,
     history: Option<&Store>,
     rerun_of: Option<i64>,
     cancel: &CancelToken,
     on_message: &mut dyn FnMut(RunMessage),
 ) -> Result<RunDone> {
-    let settings = settings(options)?;
-    let provider = settings.provider()?;
-    let mut request = settings.request(&rendering.rendered, options.max_tokens);
-    if options.constrain {
-        request.constraint = crate::runs::constraint_for(prompt);
-    }
+    let provider = params.settings.provider()?;
     let job = RunJob {
         meta: RunMeta {
             prompt: source,
             response_type: prompt.file.response_type.to_string(),
             rendering,
-            params: settings.params(options.max_tokens, options.constrain),
             experiment: None,
             rerun_of,
         },
         provider: &provider,
         prompt,
-        request: &request,
+        params,
         repair: true,
-        limits: settings.limits,
     };
     let mut relay = Relay::new(
         StreamParser::new(&prompt.parser, rendering.vars.clone()),
@@ -414,7 +425,6 @@ pub fn compare(
         budgets: &input.budgets,
         constrain,
         settings: &settings,
-        extra_params: Map::new(),
         extra_spec: Map::new(),
     };
     let compared = crate::compare::compare(history, &job, &provider, cancel, on_progress)?;
@@ -541,27 +551,6 @@ pub fn diff(store: &Store, a: i64, b: i64) -> Result<RunDiffView> {
     })
 }
 
-/// The run panel's settings a stored run ran with.
-pub fn options_of(params: &Value, provider: &str, model: &str) -> RunOptions {
-    RunOptions {
-        provider: provider.to_string(),
-        model: (provider != "local" || !model.is_empty()).then(|| model.to_string()),
-        max_tokens: params["max_tokens"].as_u64().unwrap_or(512) as u32,
-        constrain: params["constrain"].as_str() != Some("none"),
-        temperature: params["temperature"].as_f64().unwrap_or(0.0) as f32,
-        seed: params["seed"].as_u64(),
-        gpu_layers: params["gpu_layers"].as_str().unwrap_or("auto").to_string(),
-        // Runs from before the ceilings existed get today's defaults.
-        max_requests: params["max_requests"]
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(crate::runs::RunLimits::default().max_requests),
-        max_run_tokens: params["max_run_tokens"]
-            .as_u64()
-            .unwrap_or(crate::runs::RunLimits::default().max_run_tokens),
-    }
-}
-
 /// Run a stored run again: the same prompt version, input and settings (the model is always
 /// called; nothing is taken from a cache).
 pub fn rerun(
@@ -587,12 +576,13 @@ pub fn rerun(
         path: version.path,
         text: version.text,
     };
-    let options = options_of(&rec.params, &rec.summary.provider, &rec.summary.model);
+    // Every stored setting, whichever front end recorded the run (bug B: only five came back).
+    let params = RunParams::from_stored(&rec.params, &rec.summary.provider, &rec.summary.model)?;
     run_rendered(
         &prompt,
         &source,
         &rendering,
-        &options,
+        &params,
         Some(store),
         Some(id),
         cancel,

@@ -148,3 +148,101 @@ fn wire_types_serialize_as_their_bindings_say() {
         json!({"kind": "text", "text": "hi"})
     );
 }
+
+/// Issue 18: one typed `RunParams` is what the history keeps. Every setting comes back as it
+/// went in, and a stored key of the wrong shape is an error naming it, not a default.
+#[test]
+fn run_params_round_trip_through_the_history_every_setting_included() {
+    use kerf_api::runs::{RunLimits, RunParams, RunSettings};
+    let params = RunParams {
+        settings: RunSettings {
+            provider: "srv".into(),
+            model: Some("gpt-x".into()),
+            structured: Some("json_schema".parse().unwrap()),
+            temperature: 0.7,
+            top_p: 0.9,
+            seed: Some(42),
+            stop: vec!["\n\n".into(), "END".into()],
+            gpu_layers: "12".parse().unwrap(),
+            main_gpu: 1,
+            threads: Some(3),
+            flash_attention: Some(false),
+            context: Some(4096),
+            chat_template: Some("chatml".into()),
+            gbnf: true,
+            limits: RunLimits {
+                max_requests: 4,
+                max_run_tokens: 9_000,
+            },
+        },
+        max_tokens: 777,
+        constrain: false,
+    };
+    let stored = params.to_stored();
+    assert_eq!(stored["params_version"], 1);
+    assert_eq!(stored["temperature"], 0.7, "f32 settings are kept as typed");
+    assert_eq!(
+        RunParams::from_stored(&stored, "srv", "gpt-x-2026").unwrap(),
+        params
+    );
+    let mut bad = stored.clone();
+    bad["top_p"] = json!("high");
+    let e = RunParams::from_stored(&bad, "srv", "m").unwrap_err();
+    assert_eq!(e.code, Code::StoreCorrupt);
+    assert!(e.message.contains("`top_p`"), "{}", e.message);
+}
+
+/// Runs recorded before `RunParams` are read through a converter: the CLI's old `params` (with
+/// the two settings only its `argv` kept), the window's, and the committed v1 fixture's.
+#[test]
+fn run_params_of_runs_recorded_before_them() {
+    use kerf_api::runs::RunParams;
+    let cli = json!({"max_tokens": 96, "constrain": "none", "temperature": 0.5, "top_p": 0.8,
+        "seed": 7, "stop": ["X"], "structured": null, "gpu_layers": "all", "threads": 2,
+        "context": 2048, "flash_attn": "on", "gbnf": false, "max_requests": 3,
+        "max_run_tokens": 5000,
+        "argv": ["--provider", "local", "--model", "/m/a.gguf", "--main-gpu", "1",
+                 "--chat-template", "llama3", "--temperature", "0.5"]});
+    let p = RunParams::from_stored(&cli, "local", "/m/a.gguf").unwrap();
+    assert_eq!((p.max_tokens, p.constrain), (96, false));
+    let s = &p.settings;
+    assert_eq!(s.model.as_deref(), Some("/m/a.gguf"));
+    assert_eq!((s.temperature, s.top_p, s.seed), (0.5, 0.8, Some(7)));
+    assert_eq!(s.stop, vec!["X".to_string()]);
+    assert_eq!(
+        (s.threads, s.context, s.flash_attention),
+        (Some(2), Some(2048), Some(true))
+    );
+    assert_eq!(
+        (s.main_gpu, s.chat_template.as_deref()),
+        (1, Some("llama3"))
+    );
+    assert_eq!((s.limits.max_requests, s.limits.max_run_tokens), (3, 5000));
+
+    // The window's runs kept five settings and no argv; the rest are today's defaults.
+    let window = json!({"max_tokens": 200, "constrain": "auto", "temperature": 0.3, "seed": null,
+        "gpu_layers": "none"});
+    let p = RunParams::from_stored(&window, "srv", "gpt-4o-mini").unwrap();
+    assert_eq!(p.settings.provider, "srv");
+    assert_eq!(p.settings.model.as_deref(), Some("gpt-4o-mini"));
+    assert_eq!(
+        (p.max_tokens, p.constrain, p.settings.temperature),
+        (200, true, 0.3)
+    );
+
+    // The oldest committed history file.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("v1.sqlite");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../kerf-store/tests/kerf-store/fixtures/v1.sqlite"),
+        &copy,
+    )
+    .unwrap();
+    let store = Store::open(&copy).unwrap();
+    let rec = store.run(1).unwrap();
+    let p = RunParams::from_stored(&rec.params, &rec.summary.provider, &rec.summary.model).unwrap();
+    assert_eq!(p.max_tokens, 64);
+    assert_eq!(p.settings.model.as_deref(), Some("/models/m.gguf"));
+    assert_eq!(p.settings.temperature, 0.0);
+}

@@ -295,9 +295,10 @@ fn the_history_screens_list_show_diff_tag_and_note() {
         workbench::detail(&store, 99).unwrap_err().code,
         Code::NotFound
     );
-    // The settings a stored run ran with, as the run panel takes them back.
-    let o = workbench::options_of(&d.params, "local", "m.gguf");
-    assert_eq!((o.max_tokens, o.constrain), (128, true));
+    // The parameters a stored run ran with, as a rerun takes them back.
+    let p = kerf_api::runs::RunParams::from_stored(&d.params, "local", "m.gguf").unwrap();
+    assert_eq!((p.max_tokens, p.constrain), (128, true));
+    assert_eq!(p.settings.model.as_deref(), Some("m.gguf"));
 }
 
 #[test]

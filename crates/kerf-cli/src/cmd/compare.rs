@@ -63,8 +63,6 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     }
     let provider = args.model.provider()?;
     let history = crate::record::open(globals)?;
-    let mut extra_params = serde_json::Map::new();
-    extra_params.insert("argv".into(), json!(args.model.to_argv()));
     let mut extra_spec = serde_json::Map::new();
     extra_spec.insert("model_args".into(), json!(args.model.to_argv()));
     let job = CompareJob {
@@ -72,7 +70,6 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
         budgets: &args.max_tokens,
         constrain: args.constrain.into(),
         settings: &args.model.settings(),
-        extra_params,
         extra_spec,
     };
     let progress = if args.json {

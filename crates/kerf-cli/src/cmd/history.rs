@@ -455,7 +455,7 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
         .as_object()
         .into_iter()
         .flatten()
-        .filter(|(k, v)| *k != "argv" && !v.is_null())
+        .filter(|(k, v)| !matches!(k.as_str(), "argv" | "params_version") && !v.is_null())
         .map(|(k, v)| format!("{k}={}", crate::output::compact(v, 60)))
         .collect();
     crate::outln!("params: {}", params.join(" "));
@@ -611,17 +611,19 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
     let id = run_id(store, &a.run)?;
     let rec = store.run(id)?;
     let version = store.prompt_version(&rec.summary.prompt_version)?;
-    let mut argv: Vec<String> = rec.params["argv"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
+    // Every stored setting, whichever front end recorded the run (bug A: a window run has no
+    // CLI flags, and was rerun on the defaults), as flags under the user's overrides.
+    let stored = kerf_api::runs::RunParams::from_stored(
+        &rec.params,
+        &rec.summary.provider,
+        &rec.summary.model,
+    )?;
+    let mut argv = super::run::argv_of(&stored.settings);
     argv.extend([
         "--max-tokens".into(),
-        rec.params["max_tokens"].to_string(),
+        stored.max_tokens.to_string(),
         "--constrain".into(),
-        rec.params["constrain"].as_str().unwrap_or("auto").into(),
+        if stored.constrain { "auto" } else { "none" }.into(),
     ]);
     argv.extend(a.overrides);
     let matches = Replay::command()
@@ -648,6 +650,11 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
         text: version.text.clone(),
     };
     let provider = replay.model.provider()?;
+    let params = kerf_api::runs::RunParams {
+        settings: replay.model.settings(),
+        max_tokens: replay.max_tokens,
+        constrain: replay.constrain == ConstrainArg::Auto,
+    };
     if !replay.json {
         eprintln!(
             "kerf: rerunning run {id} ({}, {})",
@@ -660,9 +667,7 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
         &source,
         &rendering,
         &provider,
-        &replay.model,
-        replay.max_tokens,
-        replay.constrain,
+        &params,
         replay.json,
         history.as_ref(),
         Some(id),

@@ -4,8 +4,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-pub use kerf_api::runs::{Chosen, Outcomes, constraint_for};
-use kerf_api::runs::{PromptSource, RunEvent, RunJob, RunMeta, RunSettings, gpu_layers_name};
+pub use kerf_api::runs::{Chosen, Outcomes};
+use kerf_api::runs::{
+    PromptSource, RunEvent, RunJob, RunMeta, RunParams, RunSettings, gpu_layers_name,
+};
 use kerf_core::Prompt;
 use kerf_llama::GpuLayers;
 use kerf_llm::providers::Structured;
@@ -111,56 +113,58 @@ impl ModelArgs {
         Ok(self.settings().provider()?)
     }
 
-    /// These flags as `kerf run` takes them: what the history keeps so `kerf history rerun`
-    /// repeats the run exactly (parsed back by the same clap definitions).
+    /// These flags as `kerf run` takes them (an experiment's spec keeps them).
     pub fn to_argv(&self) -> Vec<String> {
-        let mut a: Vec<String> = Vec::new();
-        let mut flag = |name: &str, value: String| {
-            a.push(format!("--{name}"));
-            a.push(value);
-        };
-        flag("provider", self.provider.clone());
-        if let Some(m) = &self.model {
-            flag("model", m.display().to_string());
-        }
-        if let Some(s) = self.structured {
-            flag("structured", s.as_str().to_string());
-        }
-        flag("temperature", self.temperature.to_string());
-        flag("top-p", self.top_p.to_string());
-        if let Some(s) = self.seed {
-            flag("seed", s.to_string());
-        }
-        for s in &self.stop {
-            flag("stop", s.clone());
-        }
-        flag("gpu-layers", gpu_layers_name(self.gpu_layers));
-        flag("main-gpu", self.main_gpu.to_string());
-        if let Some(t) = self.threads {
-            flag("threads", t.to_string());
-        }
-        flag("flash-attn", self.flash_attn.clone());
-        if let Some(c) = self.context {
-            flag("context", c.to_string());
-        }
-        if let Some(t) = &self.chat_template {
-            flag("chat-template", t.clone());
-        }
-        flag("max-requests", self.max_requests.to_string());
-        flag("max-run-tokens", self.max_run_tokens.to_string());
-        if self.gbnf {
-            a.push("--gbnf".into());
-        }
-        a
+        argv_of(&self.settings())
     }
+}
 
-    /// A run's parameters as the history keeps them, plus these flags (`argv`, which
-    /// `kerf history rerun` parses back).
-    pub fn params(&self, max_tokens: u32, constrained: bool) -> Value {
-        let mut p = self.settings().params(max_tokens, constrained);
-        p["argv"] = json!(self.to_argv());
-        p
+/// Run settings as the `kerf run` flags that give them: how `kerf history rerun` lays a stored
+/// run's parameters under the user's overrides, both parsed by the same clap definitions.
+pub fn argv_of(s: &RunSettings) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let mut flag = |name: &str, value: String| {
+        a.push(format!("--{name}"));
+        a.push(value);
+    };
+    flag("provider", s.provider.clone());
+    if let Some(m) = &s.model {
+        flag("model", m.clone());
     }
+    if let Some(m) = s.structured {
+        flag("structured", m.as_str().to_string());
+    }
+    flag("temperature", s.temperature.to_string());
+    flag("top-p", s.top_p.to_string());
+    if let Some(seed) = s.seed {
+        flag("seed", seed.to_string());
+    }
+    for stop in &s.stop {
+        flag("stop", stop.clone());
+    }
+    flag("gpu-layers", gpu_layers_name(s.gpu_layers));
+    flag("main-gpu", s.main_gpu.to_string());
+    if let Some(t) = s.threads {
+        flag("threads", t.to_string());
+    }
+    let flash = match s.flash_attention {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "auto",
+    };
+    flag("flash-attn", flash.to_string());
+    if let Some(c) = s.context {
+        flag("context", c.to_string());
+    }
+    if let Some(t) = &s.chat_template {
+        flag("chat-template", t.clone());
+    }
+    flag("max-requests", s.limits.max_requests.to_string());
+    flag("max-run-tokens", s.limits.max_run_tokens.to_string());
+    if s.gbnf {
+        a.push("--gbnf".into());
+    }
+    a
 }
 
 /// Constrain to the prompt's schema when asked (`auto`) and the format allows it.
@@ -257,14 +261,17 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     let provider = args.model.provider()?;
     let source = crate::record::prompt_source(&prompt, &args.prompt)?;
     let history = crate::record::open(globals)?;
+    let params = RunParams {
+        settings: args.model.settings(),
+        max_tokens: args.max_tokens,
+        constrain: args.constrain == ConstrainArg::Auto,
+    };
     run_prompt(
         &prompt,
         &source,
         &rendering,
         &provider,
-        &args.model,
-        args.max_tokens,
-        args.constrain,
+        &params,
         args.json,
         history.as_ref(),
         None,
@@ -278,31 +285,23 @@ pub fn run_prompt(
     source: &PromptSource,
     rendering: &super::Rendering,
     provider: &Chosen,
-    model: &ModelArgs,
-    max_tokens: u32,
-    constrain: ConstrainArg,
+    params: &RunParams,
     json_out: bool,
     history: Option<&kerf_store::Store>,
     rerun_of: Option<i64>,
 ) -> Result<Outcome> {
-    let mut request = model.settings().request(&rendering.rendered, max_tokens);
-    if constrain == ConstrainArg::Auto {
-        request.constraint = constraint_for(prompt);
-    }
     let job = RunJob {
         meta: RunMeta {
             prompt: source,
             response_type: prompt.file.response_type.to_string(),
             rendering,
-            params: model.params(max_tokens, constrain == ConstrainArg::Auto),
             experiment: None,
             rerun_of,
         },
         provider,
         prompt,
-        request: &request,
+        params,
         repair: true,
-        limits: model.settings().limits,
     };
     let done = kerf_api::runs::run(
         history,

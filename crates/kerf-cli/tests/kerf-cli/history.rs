@@ -611,3 +611,124 @@ fn csv_export_never_writes_a_formula_cell() {
     let o = kerf_in(dir, &["history", "export", "--format", "csv"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), csv);
 }
+
+/// The parameters run `id` was recorded with (`kerf history show --json`).
+fn stored_params(dir: &Path, id: i64) -> Value {
+    ok_json(kerf_in(
+        dir,
+        &["history", "show", &id.to_string(), "--json"],
+    ))["params"]
+        .clone()
+}
+
+/// The window's use case, as the Run screen calls it.
+fn window_run(
+    store: &kerf_store::Store,
+    model: &str,
+    temperature: f32,
+    seed: u64,
+) -> kerf_api::wire::RunDone {
+    let path = repo().join("prompts/agent-kg-extract.json");
+    let doc = kerf_api::prompts::open(&path).unwrap();
+    let input = kerf_api::wire::RunInput {
+        draft: doc.draft,
+        path: Some(path.display().to_string()),
+        input: "Ada Lovelace wrote the first program for the Analytical Engine.".into(),
+        vars: Default::default(),
+    };
+    let options = kerf_api::wire::RunOptions {
+        provider: "local".into(),
+        model: Some(model.into()),
+        max_tokens: 40,
+        constrain: false,
+        temperature,
+        seed: Some(seed),
+        gpu_layers: "none".into(),
+        max_requests: 1,
+        max_run_tokens: 100_000,
+    };
+    let cancel = kerf_llm::CancelToken::new();
+    kerf_api::workbench::run(&input, &options, Some(store), &cancel, &mut |_| {}).unwrap()
+}
+
+/// Issue 18, bug A: `kerf history rerun` of a run made in the window rebuilt its settings from
+/// CLI flags only the CLI records, so it ran on the defaults (greedy, no seed). Now it reruns
+/// with every stored setting: the same parameters recorded and, with the same seed, the same
+/// reply.
+#[test]
+fn bug_a_a_window_run_reruns_from_the_cli_with_its_own_settings() {
+    let _cpu = super::model_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let model = gguf();
+    let store = kerf_store::Store::open(&dir.join("history.sqlite")).unwrap();
+    let first = window_run(&store, &model, 0.9, 11);
+    let id = first.history_id.unwrap();
+    let again = run_out(kerf_in(
+        dir,
+        &["history", "rerun", &id.to_string(), "--json"],
+    ));
+    let rerun_id = again["history_id"].as_i64().unwrap();
+    assert_eq!(stored_params(dir, rerun_id), stored_params(dir, id));
+    assert_eq!(stored_params(dir, id)["temperature"], 0.9);
+    assert_eq!(
+        again["raw"], first.raw,
+        "the same seed and settings gave another reply"
+    );
+}
+
+/// Issue 18, bug B: re-running a CLI run from the History screen kept five of its settings
+/// (`top_p`, `stop`, `threads`, `context`, `flash_attn`, … were lost). Now every one is kept.
+#[test]
+fn bug_b_a_cli_run_reruns_from_the_window_with_every_setting() {
+    let _cpu = super::model_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let model = gguf();
+    let first = run_json(
+        dir,
+        &model,
+        &[
+            "--max-tokens",
+            "40",
+            "--temperature",
+            "0.8",
+            "--seed",
+            "5",
+            "--top-p",
+            "0.9",
+            "--stop",
+            "\n\n\n",
+            "--threads",
+            "1",
+            "--context",
+            "1024",
+            "--flash-attn",
+            "off",
+            "--gpu-layers",
+            "none",
+            "--max-requests",
+            "2",
+        ],
+    );
+    let id = first["history_id"].as_i64().unwrap();
+    let store = kerf_store::Store::open(&dir.join("history.sqlite")).unwrap();
+    let cancel = kerf_llm::CancelToken::new();
+    let again = kerf_api::workbench::rerun(&store, id, &cancel, &mut |_| {}).unwrap();
+    let rerun_id = again.history_id.unwrap();
+    let (a, b) = (stored_params(dir, id), stored_params(dir, rerun_id));
+    assert_eq!(b, a);
+    for (key, value) in [
+        ("top_p", serde_json::json!(0.9)),
+        ("stop", serde_json::json!(["\n\n\n"])),
+        ("threads", serde_json::json!(1)),
+        ("context", serde_json::json!(1024)),
+        ("flash_attn", serde_json::json!("off")),
+    ] {
+        assert_eq!(b[key], value, "{key} was not kept: {b}");
+    }
+    assert_eq!(
+        again.raw, first["raw"],
+        "the same seed and settings gave another reply"
+    );
+}
