@@ -428,7 +428,8 @@ pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Res
                 Code::Import,
                 format!(
                     "{place} template `{id}`: an id must be 1 to 128 of A–Z, a–z, 0–9, `.`, `_`, \
-                     `-`, not starting with `.` or `-`; nothing was written"
+                     `-`, not starting with `.` or `-`, and not a name Windows keeps for a device \
+                     (CON, PRN, AUX, NUL, COM0–9, LPT0–9); nothing was written"
                 ),
             ));
         }
@@ -497,9 +498,19 @@ pub fn import(file: &Path, dir: &Path, id: Option<&str>, overwrite: bool) -> Res
     Ok(targets)
 }
 
-/// Whether `id` is a template id that is a plain, portable file name.
+/// Whether `id` is a template id that is a plain, portable file name: a set of characters
+/// every system takes, and not one of the names Windows keeps for devices (`CON`, `NUL`,
+/// `COM1`, … with any extension: `nul.json` opens the null device there, so a bundle's prompt
+/// would vanish).
 fn is_portable_id(id: &str) -> bool {
+    const DEVICES: [&str; 4] = ["CON", "PRN", "AUX", "NUL"];
+    let stem = id.split('.').next().unwrap_or(id).to_ascii_uppercase();
+    let device = DEVICES.contains(&stem.as_str())
+        || (stem.len() == 4
+            && (stem.starts_with("COM") || stem.starts_with("LPT"))
+            && stem.as_bytes()[3].is_ascii_digit());
     (1..=128).contains(&id.len())
+        && !device
         && !id.starts_with(['.', '-'])
         && id
             .bytes()

@@ -411,9 +411,20 @@ fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half
     assert!(err.message.contains("`../escaped`"), "{}", err.message);
     assert!(!fresh.exists() && !dir.path().join("escaped.json").exists());
 
-    // Security review, finding 11: ids are limited to a portable set (no spaces, no non-ASCII,
-    // no two differing only in case), and an import that cannot finish writes nothing.
-    for bad in ["with space", "ünï", "-dash", ".."] {
+    // Security review, findings 11 and 13: ids are limited to a portable set (no spaces, no
+    // non-ASCII, no two differing only in case, no Windows device names such as `nul`, whose
+    // file would be the null device there), and an import that cannot finish writes nothing.
+    for bad in [
+        "with space",
+        "ünï",
+        "-dash",
+        "..",
+        "CON",
+        "nul",
+        "com1",
+        "Lpt9.v2",
+        "aux.x",
+    ] {
         let mut one = serde_json::Map::new();
         one.insert(
             format!("template.{bad}"),
