@@ -287,10 +287,12 @@ pub fn gpu_layers_name(g: GpuLayers) -> String {
     }
 }
 
-/// The provider a run goes to: the local engine or a configured cloud/server one.
+/// The provider a run goes to: the local engine or a configured cloud/server one (or, in tests,
+/// a transcript played back: see `kerf_llm::scripted`).
 pub enum Chosen {
     Local(LocalProvider),
     Cloud(Box<CloudProvider>),
+    Scripted(Box<kerf_llm::scripted::Scripted>),
 }
 
 impl Chosen {
@@ -298,6 +300,7 @@ impl Chosen {
         match self {
             Chosen::Local(p) => p,
             Chosen::Cloud(p) => p.as_ref(),
+            Chosen::Scripted(p) => p.as_ref(),
         }
     }
 
@@ -306,6 +309,7 @@ impl Chosen {
         match self {
             Chosen::Local(_) => "local".into(),
             Chosen::Cloud(p) => p.def.name.clone(),
+            Chosen::Scripted(p) => p.name().into(),
         }
     }
 
@@ -313,7 +317,7 @@ impl Chosen {
     pub fn gguf(&self) -> Option<PathBuf> {
         match self {
             Chosen::Local(p) => Some(PathBuf::from(p.model())),
-            Chosen::Cloud(_) => None,
+            Chosen::Cloud(_) | Chosen::Scripted(_) => None,
         }
     }
 
@@ -324,6 +328,7 @@ impl Chosen {
         match self {
             Chosen::Cloud(p) => p.mode_for(&constraint).0 != Structured::None,
             Chosen::Local(_) => constraint != Constraint::None,
+            Chosen::Scripted(p) => p.supports(&constraint),
         }
     }
 
@@ -332,7 +337,7 @@ impl Chosen {
     pub fn cost(&self, f: &Finish) -> Result<Option<kerf_llm::prices::Cost>> {
         Ok(match self {
             Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?.estimate(&p.def.model, &f.usage),
-            Chosen::Local(_) => None,
+            Chosen::Local(_) | Chosen::Scripted(_) => None,
         })
     }
 }

@@ -9,6 +9,7 @@ pub mod cloud;
 pub mod http;
 pub mod prices;
 pub mod providers;
+pub mod scripted;
 pub mod secrets;
 pub mod sse;
 

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod providers;
+mod runs;
 mod workbench;
 
 use kerf_api::Code;

@@ -1,0 +1,183 @@
+//! The run pipeline in-process, on a scripted provider (`kerf_llm::scripted`): the repair loop,
+//! its ceilings, recording as a run streams, and a cancel that keeps what arrived — in
+//! milliseconds. The real model and the loopback servers test the same paths end to end.
+
+use std::time::Duration;
+
+use kerf_api::runs::{
+    Chosen, PromptSource, Rendering, RunEvent, RunJob, RunLimits, RunMeta, RunParams, RunSettings,
+};
+use kerf_core::Prompt;
+use kerf_llm::scripted::{Reply, Scripted};
+use kerf_llm::{CancelToken, FinishReason, Role};
+use kerf_store::Store;
+use serde_json::{Map, Value, json};
+
+/// A JSONL prompt whose objects need a `term`, repairing up to `attempts` times.
+fn terms_prompt(attempts: u32) -> (Prompt, PromptSource) {
+    let text = json!({
+        "prompt": "List the terms in: {{ text }}",
+        "response-type": "jsonl",
+        "schema": {"type": "object", "properties": {"term": {"type": "string"}},
+                   "required": ["term"], "additionalProperties": false},
+        "repair": {"max-attempts": attempts}
+    })
+    .to_string();
+    let loaded = kerf_core::PromptFile::from_json_str(&text, "terms.json").unwrap();
+    let prompt = Prompt::compile(loaded.file, "terms.json").unwrap();
+    let source = PromptSource {
+        name: "terms".into(),
+        path: None,
+        text,
+    };
+    (prompt, source)
+}
+
+fn rendering(prompt: &Prompt) -> Rendering {
+    let mut vars = Map::new();
+    vars.insert("text".into(), Value::String("Ada wrote programs.".into()));
+    Rendering {
+        rendered: prompt.render(&Map::new(), &vars).unwrap(),
+        vars,
+        terms: Map::new(),
+    }
+}
+
+fn params(max_requests: u32) -> RunParams {
+    RunParams {
+        settings: RunSettings {
+            provider: "scripted".into(),
+            limits: RunLimits {
+                max_requests,
+                ..RunLimits::default()
+            },
+            ..RunSettings::default()
+        },
+        max_tokens: 200,
+        constrain: false,
+    }
+}
+
+/// Run `prompt` on `provider`, recording into `store` (and cancelling after that many pieces
+/// of text); the events seen.
+fn run(
+    store: &Store,
+    provider: &Chosen,
+    prompt: &Prompt,
+    source: &PromptSource,
+    params: &RunParams,
+    cancel_after: Option<usize>,
+) -> (kerf_api::runs::RunResult, Vec<String>) {
+    let cancel = CancelToken::new();
+    let rendering = rendering(prompt);
+    let job = RunJob {
+        meta: RunMeta {
+            prompt: source,
+            response_type: prompt.file.response_type.to_string(),
+            rendering: &rendering,
+            experiment: None,
+            rerun_of: None,
+        },
+        provider,
+        prompt,
+        params,
+        repair: true,
+    };
+    let mut seen = Vec::new();
+    let result = kerf_api::runs::run(Some(store), &job, &cancel, &mut |e| match e {
+        RunEvent::Text(t) => {
+            seen.push(format!("text {t}"));
+            if Some(seen.len()) == cancel_after {
+                cancel.cancel();
+            }
+        }
+        RunEvent::Repair { attempt, max, .. } => seen.push(format!("repair {attempt}/{max}")),
+        RunEvent::Warning(w) => seen.push(format!("warning {w}")),
+    })
+    .unwrap();
+    (result, seen)
+}
+
+#[test]
+fn a_repair_resends_the_conversation_and_its_answer_is_the_run() {
+    let (prompt, source) = terms_prompt(3);
+    let bad = "{\"name\": \"Ada\"}\n";
+    let good = "{\"term\": \"Ada\"}\n{\"term\": \"programs\"}\n";
+    let scripted = Scripted::new([Reply::text(bad, 4), Reply::text(good, 4)]);
+    let provider = Chosen::Scripted(Box::new(scripted));
+    let store = Store::in_memory().unwrap();
+    let (result, seen) = run(&store, &provider, &prompt, &source, &params(10), None);
+    assert_eq!(result.out.report.objects.len(), 2);
+    assert_eq!(result.out.raw, good);
+    assert_eq!(result.out.earlier.len(), 1);
+    assert!(seen.contains(&"repair 2/3".to_string()), "{seen:?}");
+    let Chosen::Scripted(p) = &provider else {
+        unreachable!()
+    };
+    let sent = p.requests();
+    assert_eq!(sent.len(), 2);
+    // The repair carries the failed reply as the assistant's turn, then what was wrong.
+    let roles: Vec<Role> = sent[1].messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+    assert_eq!(sent[1].messages[1].content, bad);
+    assert!(
+        sent[1].messages[2].content.contains("term"),
+        "{}",
+        sent[1].messages[2].content
+    );
+    // Recorded: the answer, and the failed reply before it.
+    let rec = store.run(result.history_id.unwrap()).unwrap();
+    assert_eq!(rec.raw, good);
+    assert_eq!(rec.earlier.len(), 1);
+    assert_eq!(rec.earlier[0]["raw"], bad);
+}
+
+#[test]
+fn a_repair_loop_stops_at_the_runs_request_ceiling() {
+    let (prompt, source) = terms_prompt(5);
+    let bad = "{\"name\": \"Ada\"}\n";
+    let scripted = Scripted::new((0..5).map(|_| Reply::text(bad, 8)));
+    let provider = Chosen::Scripted(Box::new(scripted));
+    let store = Store::in_memory().unwrap();
+    let (result, _) = run(&store, &provider, &prompt, &source, &params(2), None);
+    let Chosen::Scripted(p) = &provider else {
+        unreachable!()
+    };
+    assert_eq!(
+        p.requests().len(),
+        2,
+        "the prompt's 5 attempts passed the ceiling of 2"
+    );
+    assert_eq!(p.left(), 3);
+    assert!(result.out.report.objects.is_empty());
+}
+
+#[test]
+fn a_cancelled_run_keeps_and_records_what_arrived() {
+    let (prompt, source) = terms_prompt(1);
+    let reply = (0..50)
+        .map(|i| format!("{{\"term\": \"t{i}\"}}\n"))
+        .collect::<String>();
+    let scripted = Scripted::new([Reply::text(&reply, 16).paced(Duration::from_millis(1))]);
+    let provider = Chosen::Scripted(Box::new(scripted));
+    let store = Store::in_memory().unwrap();
+    let (result, seen) = run(&store, &provider, &prompt, &source, &params(1), Some(3));
+    assert_eq!(result.out.finish.reason, FinishReason::Cancelled);
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(
+        result.out.raw,
+        reply[..48],
+        "the text kept is what streamed"
+    );
+    // Three whole lines of 15 characters, and the start of the fourth, cut.
+    assert_eq!(
+        result.out.report.objects.len(),
+        3,
+        "{:?}",
+        result.out.report
+    );
+    assert!(result.out.report.truncated);
+    let rec = store.run(result.history_id.unwrap()).unwrap();
+    assert_eq!(rec.raw, result.out.raw);
+    assert_eq!(rec.summary.finish_reason.as_deref(), Some("cancelled"));
+}
