@@ -344,11 +344,23 @@ fn run_rendered(
         params,
         repair: true,
     };
+    relay_run(&job, history, cancel, on_message)
+}
+
+/// `job` run (and recorded in `history`), its events relayed as the window takes them: text
+/// and objects coalesced as lines complete, the rest as they come.
+pub fn relay_run(
+    job: &RunJob<'_>,
+    history: Option<&Store>,
+    cancel: &CancelToken,
+    on_message: &mut dyn FnMut(RunMessage),
+) -> Result<RunDone> {
+    let (prompt, rendering, provider) = (job.prompt, job.meta.rendering, job.provider);
     let mut relay = Relay::new(
         StreamParser::new(&prompt.parser, rendering.vars.clone()),
         on_message,
     );
-    let result = crate::runs::run(history, &job, cancel, &mut |e| relay.event(e));
+    let result = crate::runs::run(history, job, cancel, &mut |e| relay.event(e));
     relay.flush();
     let result = result?;
     // A reply parsed as a whole (a JSON array) yields its objects only now.
@@ -365,7 +377,7 @@ fn run_rendered(
     }
     Ok(done(
         &result.out,
-        &provider,
+        provider,
         result.cost.as_ref(),
         result.history_id,
     ))

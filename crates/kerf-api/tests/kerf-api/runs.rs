@@ -181,3 +181,93 @@ fn a_cancelled_run_keeps_and_records_what_arrived() {
     assert_eq!(rec.raw, result.out.raw);
     assert_eq!(rec.summary.finish_reason.as_deref(), Some("cancelled"));
 }
+
+/// The window's relay: text and objects arrive coalesced (not one message per piece), each
+/// object after the text that completes its line, and a repair starts the objects over.
+#[test]
+fn the_window_gets_objects_as_lines_complete_and_a_repair_starts_them_over() {
+    use kerf_api::wire::RunMessage;
+    let (prompt, source) = terms_prompt(2);
+    let bad = "{\"name\": \"Ada\"}\n";
+    let good = (0..40)
+        .map(|i| format!("{{\"term\": \"t{i}\"}}\n"))
+        .collect::<String>();
+    let pieces = good.chars().count().div_ceil(7);
+    let scripted = Scripted::new([
+        Reply::text(bad, 5),
+        Reply::text(&good, 7).paced(Duration::from_millis(2)),
+    ]);
+    let provider = Chosen::Scripted(Box::new(scripted));
+    let store = Store::in_memory().unwrap();
+    let rendering = rendering(&prompt);
+    let params = params(10);
+    let job = RunJob {
+        meta: RunMeta {
+            prompt: &source,
+            response_type: prompt.file.response_type.to_string(),
+            rendering: &rendering,
+            experiment: None,
+            rerun_of: None,
+        },
+        provider: &provider,
+        prompt: &prompt,
+        params: &params,
+        repair: true,
+    };
+    let mut messages = Vec::new();
+    let done = kerf_api::workbench::relay_run(&job, Some(&store), &CancelToken::new(), &mut |m| {
+        messages.push(m)
+    })
+    .unwrap();
+    assert_eq!(done.objects.len(), 40);
+    assert!(done.history_id.is_some());
+
+    let repair = messages
+        .iter()
+        .position(|m| matches!(m, RunMessage::Repair { .. }))
+        .expect("no repair message");
+    let (before, after) = messages.split_at(repair);
+    let text = |ms: &[RunMessage]| -> String {
+        ms.iter()
+            .filter_map(|m| match m {
+                RunMessage::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(text(before), bad);
+    assert_eq!(text(after), good);
+    // The failed reply's drop reached the window; none of its objects did.
+    assert!(before.iter().any(
+        |m| matches!(m, RunMessage::Objects { objects, dropped } if objects.is_empty() && dropped.len() == 1)
+    ));
+    // After the repair: every object once, in order, each after the text holding its line.
+    let mut seen_text = String::new();
+    let mut terms: Vec<String> = Vec::new();
+    for m in after {
+        match m {
+            RunMessage::Text { text } => seen_text.push_str(text),
+            RunMessage::Objects { objects, .. } => {
+                for o in objects {
+                    let term = o["term"].as_str().unwrap().to_string();
+                    assert!(
+                        seen_text.contains(&format!("\"{term}\"}}\n")),
+                        "{term} arrived before its line"
+                    );
+                    terms.push(term);
+                }
+            }
+            _ => {}
+        }
+    }
+    let expected: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
+    assert_eq!(terms, expected);
+    let text_messages = after
+        .iter()
+        .filter(|m| matches!(m, RunMessage::Text { .. }))
+        .count();
+    assert!(
+        text_messages < pieces,
+        "{text_messages} text messages for {pieces} pieces: not coalesced"
+    );
+}
