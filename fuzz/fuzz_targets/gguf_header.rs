@@ -4,8 +4,12 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    // The reader takes a path; a file in memory (/dev/shm where there is one) runs about three
+    // times faster than one on disk.
     static PATH: std::sync::LazyLock<std::path::PathBuf> = std::sync::LazyLock::new(|| {
-        std::env::temp_dir().join(format!("kerf-fuzz-{}.gguf", std::process::id()))
+        let shm = std::path::Path::new("/dev/shm");
+        let dir = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+        dir.join(format!("kerf-fuzz-{}.gguf", std::process::id()))
     });
     // A valid magic and version most of the time, so the fuzzer spends its effort on the
     // key-value section rather than on the first eight bytes.

@@ -105,7 +105,9 @@ impl FileAccess {
 fn forbidden(path: &str, why: &str) -> ApiError {
     ApiError::new(
         Code::Forbidden,
-        format!("{path} {why}: choose it with the window's Choose… or Save… button"),
+        format!(
+            "{path} {why}: pick it with one of the window's file buttons (Load file…, Choose…, Save…)"
+        ),
     )
 }
 
