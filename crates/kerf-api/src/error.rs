@@ -70,17 +70,6 @@ codes! {
     Internal = "internal", false;
 }
 
-impl Code {
-    /// The code named `s` (an unknown name is `Internal`).
-    pub fn from_name(s: &str) -> Code {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|c| c.as_str() == s)
-            .unwrap_or(Code::Internal)
-    }
-}
-
 impl Serialize for Code {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -108,21 +97,80 @@ impl ApiError {
     }
 }
 
+// Each lower crate's errors map to a code by their variant, exhaustively: a new variant does
+// not compile until it has a code (matching the printed name with a fallback to `internal`
+// would hide it). A test holds each mapping to the spelling the crate itself prints.
+
+impl From<&kerf_core::Error> for Code {
+    fn from(e: &kerf_core::Error) -> Code {
+        use kerf_core::Error as E;
+        match e {
+            E::Io { .. } => Code::Io,
+            E::Utf8 { .. } => Code::InvalidUtf8,
+            E::Json { .. } => Code::InvalidJson,
+            E::PromptFile { .. } => Code::PromptFile,
+            E::Schema { .. } => Code::SchemaInvalid,
+            E::TemplateSyntax { .. } => Code::TemplateSyntax,
+            E::TemplateUndefined { .. } => Code::TemplateUndefined,
+            E::TemplateRender { .. } => Code::TemplateRender,
+            E::Import { .. } => Code::Import,
+            E::Export { .. } => Code::Export,
+            E::Usage(_) => Code::Usage,
+            E::Cancelled => Code::Cancelled,
+        }
+    }
+}
+
+impl From<&kerf_llm::Error> for Code {
+    fn from(e: &kerf_llm::Error) -> Code {
+        use kerf_llm::Error as E;
+        match e {
+            E::Unavailable(_) => Code::ProviderUnavailable,
+            E::Model { .. } => Code::Model,
+            E::Constraint(_) => Code::Constraint,
+            E::ContextOverflow { .. } => Code::ContextOverflow,
+            E::Request(_) => Code::Request,
+            E::Engine(_) => Code::Engine,
+            E::Http { .. } => Code::Http,
+            E::Timeout(_) => Code::Timeout,
+            E::Network(_) => Code::Network,
+            E::Auth(_) => Code::Auth,
+            E::Protocol(_) => Code::Protocol,
+            E::Config(_) => Code::ProviderConfig,
+            E::Cancelled => Code::Cancelled,
+        }
+    }
+}
+
+impl From<&kerf_store::Error> for Code {
+    fn from(e: &kerf_store::Error) -> Code {
+        use kerf_store::Error as E;
+        match e {
+            E::Newer { .. } => Code::StoreNewer,
+            E::Corrupt { .. } => Code::StoreCorrupt,
+            E::Full { .. } => Code::StoreFull,
+            E::Io { .. } => Code::StoreIo,
+            E::NotFound { .. } => Code::NotFound,
+            E::Sqlite { .. } => Code::Store,
+        }
+    }
+}
+
 impl From<kerf_core::Error> for ApiError {
     fn from(e: kerf_core::Error) -> Self {
-        ApiError::new(Code::from_name(e.code()), e.to_string())
+        ApiError::new(Code::from(&e), e.to_string())
     }
 }
 
 impl From<kerf_llm::Error> for ApiError {
     fn from(e: kerf_llm::Error) -> Self {
-        ApiError::new(Code::from_name(e.code()), e.to_string())
+        ApiError::new(Code::from(&e), e.to_string())
     }
 }
 
 impl From<kerf_store::Error> for ApiError {
     fn from(e: kerf_store::Error) -> Self {
-        ApiError::new(Code::from_name(e.code()), e.to_string())
+        ApiError::new(Code::from(&e), e.to_string())
     }
 }
 

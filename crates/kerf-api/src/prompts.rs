@@ -199,7 +199,7 @@ pub fn rename_schema_key(draft: &PromptDraft) -> Result<PromptDraft> {
 
 /// The problem a compile error is, in the part it comes from.
 fn compile_problem(e: kerf_core::Error) -> Problem {
-    let code = Code::from_name(e.code());
+    let code = Code::from(&e);
     match e {
         kerf_core::Error::Schema {
             pointer, message, ..
@@ -248,7 +248,7 @@ pub fn compile(draft: &PromptDraft, place: &str) -> std::result::Result<Prompt, 
     let loaded = match PromptFile::from_value(Value::Object(map), place, None) {
         Ok(l) => l,
         Err(e) => {
-            let mut p = problem("file", Code::from_name(e.code()), e.to_string());
+            let mut p = problem("file", Code::from(&e), e.to_string());
             if e.to_string().contains("response-type") {
                 p.part = "responseType".into();
             }

@@ -119,13 +119,13 @@ fn main() -> ExitCode {
 fn classify(err: &anyhow::Error) -> kerf_api::Code {
     use kerf_api::Code;
     if let Some(e) = err.downcast_ref::<kerf_core::Error>() {
-        return Code::from_name(e.code());
+        return Code::from(e);
     }
     if let Some(e) = err.downcast_ref::<kerf_llm::Error>() {
-        return Code::from_name(e.code());
+        return Code::from(e);
     }
     if let Some(e) = err.downcast_ref::<kerf_store::Error>() {
-        return Code::from_name(e.code());
+        return Code::from(e);
     }
     Code::Internal
 }

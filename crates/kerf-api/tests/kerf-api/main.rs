@@ -13,10 +13,8 @@ use serde_json::json;
 #[test]
 fn every_code_round_trips_through_its_name_and_serializes_as_it() {
     for &c in Code::ALL {
-        assert_eq!(Code::from_name(c.as_str()), c);
         assert_eq!(serde_json::to_value(c).unwrap(), json!(c.as_str()));
     }
-    assert_eq!(Code::from_name("no such code"), Code::Internal);
     let e: kerf_api::ApiError = kerf_store::Error::NotFound {
         what: "run",
         id: "9".into(),
@@ -246,4 +244,120 @@ fn run_params_of_runs_recorded_before_them() {
     assert_eq!(p.max_tokens, 64);
     assert_eq!(p.settings.model.as_deref(), Some("/models/m.gguf"));
     assert_eq!(p.settings.temperature, 0.0);
+}
+
+/// Issue 18: codes come from the lower crates by variant (an exhaustive match, no lookup by name
+/// falling back to `internal`), and each is spelled as the crate itself prints it.
+#[test]
+fn every_lower_error_has_its_own_code_spelled_as_its_crate_prints_it() {
+    let s = String::new;
+    let core = [
+        kerf_core::Error::io("f", std::io::Error::other("x")),
+        kerf_core::Error::Utf8 {
+            place: s(),
+            offset: 0,
+        },
+        kerf_core::Error::Json {
+            place: s(),
+            line: 1,
+            column: 1,
+            message: s(),
+        },
+        kerf_core::Error::PromptFile {
+            place: s(),
+            message: s(),
+        },
+        kerf_core::Error::Schema {
+            place: s(),
+            pointer: s(),
+            message: s(),
+        },
+        kerf_core::Error::TemplateSyntax {
+            name: s(),
+            line: None,
+            message: s(),
+        },
+        kerf_core::Error::TemplateUndefined {
+            name: s(),
+            line: None,
+            variable: s(),
+        },
+        kerf_core::Error::TemplateRender {
+            name: s(),
+            line: None,
+            message: s(),
+        },
+        kerf_core::Error::Import {
+            place: s(),
+            message: s(),
+        },
+        kerf_core::Error::Export {
+            place: s(),
+            target: s(),
+            message: s(),
+        },
+        kerf_core::Error::Usage(s()),
+        kerf_core::Error::Cancelled,
+    ];
+    for e in &core {
+        assert_eq!(Code::from(e).as_str(), e.code(), "{e:?}");
+    }
+    let llm = [
+        kerf_llm::Error::Unavailable(s()),
+        kerf_llm::Error::Model {
+            path: s(),
+            message: s(),
+        },
+        kerf_llm::Error::Constraint(s()),
+        kerf_llm::Error::ContextOverflow {
+            prompt_tokens: 1,
+            max_tokens: 1,
+            context: 1,
+        },
+        kerf_llm::Error::Request(s()),
+        kerf_llm::Error::Engine(s()),
+        kerf_llm::Error::Http {
+            status: 500,
+            message: s(),
+        },
+        kerf_llm::Error::Timeout(s()),
+        kerf_llm::Error::Network(s()),
+        kerf_llm::Error::Auth(s()),
+        kerf_llm::Error::Protocol(s()),
+        kerf_llm::Error::Config(s()),
+        kerf_llm::Error::Cancelled,
+    ];
+    for e in &llm {
+        assert_eq!(Code::from(e).as_str(), e.code(), "{e:?}");
+    }
+    let store = [
+        kerf_store::Error::Newer {
+            path: s(),
+            found: 9,
+            known: 1,
+        },
+        kerf_store::Error::Corrupt {
+            path: s(),
+            message: s(),
+        },
+        kerf_store::Error::Full {
+            path: s(),
+            message: s(),
+        },
+        kerf_store::Error::Io {
+            path: s(),
+            message: s(),
+        },
+        kerf_store::Error::NotFound {
+            what: "run",
+            id: s(),
+        },
+        kerf_store::Error::Sqlite {
+            path: s(),
+            message: s(),
+        },
+    ];
+    for e in &store {
+        assert_eq!(Code::from(e).as_str(), e.code(), "{e:?}");
+    }
 }
