@@ -89,10 +89,11 @@ impl Default for RunSettings {
 }
 
 impl RunSettings {
-    /// The provider these settings name, ready to run.
-    pub fn provider(&self) -> Result<Chosen> {
+    /// The provider these settings name, ready to run; a configured one is looked up in the
+    /// `registry` file the front end's composition root names (never a default behind its back).
+    pub fn provider(&self, registry: &std::path::Path) -> Result<Chosen> {
         if self.provider != "local" {
-            let registry = kerf_llm::providers::Registry::load_default()?;
+            let registry = kerf_llm::providers::Registry::load(registry)?;
             let mut def = registry.get(&self.provider)?.clone();
             if let Some(m) = &self.model {
                 def.model = m.clone();

@@ -111,13 +111,13 @@ pub fn params(o: &RunOptions) -> Result<RunParams> {
 }
 
 /// GGUF files, configured providers and llama.cpp's devices.
-pub fn models() -> Models {
+pub fn models(wb: &Workbench) -> Models {
     let local = kerf_llama::models::list()
         .into_iter()
         .filter(|(_, info)| info.is_ok())
         .map(|(p, _)| p.display().to_string())
         .collect();
-    let providers = kerf_llm::providers::Registry::load_default()
+    let providers = kerf_llm::providers::Registry::load(&wb.providers)
         .map(|r| r.providers.into_iter().map(|p| p.name).collect())
         .unwrap_or_default();
     let (devices, devices_error) = match kerf_llama::devices() {
@@ -298,12 +298,13 @@ fn done(
 /// each completed line as [`RunMessage::Objects`]; recorded in `history` as it goes. Cancel
 /// keeps what arrived (finish reason `cancelled`).
 pub fn run(
+    wb: &Workbench,
     input: &RunInput,
     options: &RunOptions,
-    history: Option<&Store>,
     cancel: &CancelToken,
     on_message: &mut dyn FnMut(RunMessage),
 ) -> Result<RunDone> {
+    let store = wb.store()?;
     let prompt = compiled(&input.draft, input.path.as_deref())?;
     let source = source_of(&prompt, input.path.as_deref());
     let rendering = render(&prompt, &input.input, &input.vars)?;
@@ -312,7 +313,8 @@ pub fn run(
         &source,
         &rendering,
         &params(options)?,
-        history,
+        &wb.providers,
+        store.as_ref(),
         None,
         cancel,
         on_message,
@@ -325,12 +327,13 @@ fn run_rendered(
     source: &PromptSource,
     rendering: &Rendering,
     params: &RunParams,
+    registry: &Path,
     history: Option<&Store>,
     rerun_of: Option<i64>,
     cancel: &CancelToken,
     on_message: &mut dyn FnMut(RunMessage),
 ) -> Result<RunDone> {
-    let provider = params.settings.provider()?;
+    let provider = params.settings.provider(registry)?;
     let job = RunJob {
         meta: RunMeta {
             prompt: source,
@@ -385,11 +388,13 @@ pub fn relay_run(
 
 /// The compare screen's run: every prompt at every budget, then the sweeps.
 pub fn compare(
+    wb: &Workbench,
     input: &CompareInput,
-    history: Option<&Store>,
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(CompareProgress),
 ) -> Result<Comparison> {
+    let store = wb.store()?;
+    let history = store.as_ref();
     if input.prompts.len() < 2 {
         return Err(ApiError::new(
             Code::Usage,
@@ -431,7 +436,7 @@ pub fn compare(
         })
         .collect::<Result<Vec<_>>>()?;
     let settings = settings(&input.options)?;
-    let provider = settings.provider()?;
+    let provider = settings.provider(&wb.providers)?;
     let job = CompareJob {
         subjects: &subjects,
         budgets: &input.budgets,
@@ -566,11 +571,12 @@ pub fn diff(store: &Store, a: i64, b: i64) -> Result<RunDiffView> {
 /// Run a stored run again: the same prompt version, input and settings (the model is always
 /// called; nothing is taken from a cache).
 pub fn rerun(
-    store: &Store,
+    wb: &Workbench,
     id: i64,
     cancel: &CancelToken,
     on_message: &mut dyn FnMut(RunMessage),
 ) -> Result<RunDone> {
+    let store = wb.store_required()?;
     let rec = store.run(id)?;
     let version = store.prompt_version(&rec.summary.prompt_version)?;
     let place = format!("run {id}'s prompt");
@@ -595,7 +601,8 @@ pub fn rerun(
         &source,
         &rendering,
         &params,
-        Some(store),
+        &wb.providers,
+        Some(&store),
         Some(id),
         cancel,
         on_message,

@@ -262,11 +262,6 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The user's registry (an absent file is an empty registry).
-    pub fn load_default() -> Result<Self> {
-        Self::load(&Self::default_path())
-    }
-
     /// `providers.json` in Kerf's config directory.
     pub fn default_path() -> PathBuf {
         config_dir().join("providers.json")

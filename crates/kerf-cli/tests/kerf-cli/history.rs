@@ -621,13 +621,17 @@ fn stored_params(dir: &Path, id: i64) -> Value {
         .clone()
 }
 
+/// The window's workbench over the data folder `dir` (its history, its providers).
+fn window_workbench(dir: &Path) -> kerf_api::workbench::Workbench {
+    kerf_api::workbench::Workbench {
+        prompt_dirs: Vec::new(),
+        history: Some(dir.join("history.sqlite")),
+        providers: dir.join("providers.json"),
+    }
+}
+
 /// The window's use case, as the Run screen calls it.
-fn window_run(
-    store: &kerf_store::Store,
-    model: &str,
-    temperature: f32,
-    seed: u64,
-) -> kerf_api::wire::RunDone {
+fn window_run(dir: &Path, model: &str, temperature: f32, seed: u64) -> kerf_api::wire::RunDone {
     let path = repo().join("prompts/agent-kg-extract.json");
     let doc = kerf_api::prompts::open(&path).unwrap();
     let input = kerf_api::wire::RunInput {
@@ -648,7 +652,14 @@ fn window_run(
         max_run_tokens: 100_000,
     };
     let cancel = kerf_llm::CancelToken::new();
-    kerf_api::workbench::run(&input, &options, Some(store), &cancel, &mut |_| {}).unwrap()
+    kerf_api::workbench::run(
+        &window_workbench(dir),
+        &input,
+        &options,
+        &cancel,
+        &mut |_| {},
+    )
+    .unwrap()
 }
 
 /// Issue 18, bug A: `kerf history rerun` of a run made in the window rebuilt its settings from
@@ -661,8 +672,7 @@ fn bug_a_a_window_run_reruns_from_the_cli_with_its_own_settings() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let model = gguf();
-    let store = kerf_store::Store::open(&dir.join("history.sqlite")).unwrap();
-    let first = window_run(&store, &model, 0.9, 11);
+    let first = window_run(dir, &model, 0.9, 11);
     let id = first.history_id.unwrap();
     let again = run_out(kerf_in(
         dir,
@@ -712,9 +722,9 @@ fn bug_b_a_cli_run_reruns_from_the_window_with_every_setting() {
         ],
     );
     let id = first["history_id"].as_i64().unwrap();
-    let store = kerf_store::Store::open(&dir.join("history.sqlite")).unwrap();
     let cancel = kerf_llm::CancelToken::new();
-    let again = kerf_api::workbench::rerun(&store, id, &cancel, &mut |_| {}).unwrap();
+    let again =
+        kerf_api::workbench::rerun(&window_workbench(dir), id, &cancel, &mut |_| {}).unwrap();
     let rerun_id = again.history_id.unwrap();
     let (a, b) = (stored_params(dir, id), stored_params(dir, rerun_id));
     assert_eq!(b, a);
