@@ -295,8 +295,8 @@ fn done(
 }
 
 /// Run a draft on the chosen model: the reply streams as [`RunMessage::Text`], the objects of
-/// each completed line as [`RunMessage::Objects`]; recorded in `history` as it goes. Cancel
-/// keeps what arrived (finish reason `cancelled`).
+/// each completed line as [`RunMessage::Objects`]; recorded in the workbench's history as it
+/// goes. Cancel keeps what arrived (finish reason `cancelled`).
 pub fn run(
     wb: &Workbench,
     input: &RunInput,
