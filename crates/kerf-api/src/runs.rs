@@ -172,11 +172,7 @@ impl RunParams {
             "main_gpu": s.main_gpu,
             "threads": s.threads,
             "context": s.context,
-            "flash_attn": match s.flash_attention {
-                Some(true) => "on",
-                Some(false) => "off",
-                None => "auto",
-            },
+            "flash_attn": flash_attn_name(s.flash_attention),
             "chat_template": s.chat_template,
             "gbnf": s.gbnf,
             "max_requests": s.limits.max_requests,
@@ -250,10 +246,8 @@ impl RunParams {
             },
             threads: field!("threads"),
             flash_attention: match flash.as_deref() {
-                Some("on") => Some(true),
-                Some("off") => Some(false),
-                Some("auto") | None => None,
-                Some(_) => return Err(bad("flash_attn")),
+                None => None,
+                Some(f) => parse_flash_attn(f).ok_or_else(|| bad("flash_attn"))?,
             },
             context: field!("context"),
             chat_template: match params.get("chat_template") {
@@ -275,6 +269,25 @@ impl RunParams {
                 Some(_) => return Err(bad("constrain")),
             },
         })
+    }
+}
+
+/// `on`, `off` or `auto` (llama.cpp decides): how a flash-attention setting is written.
+pub fn flash_attn_name(f: Option<bool>) -> &'static str {
+    match f {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "auto",
+    }
+}
+
+/// A flash-attention setting from its name (`None`: not one of `on`, `off`, `auto`).
+pub fn parse_flash_attn(s: &str) -> Option<Option<bool>> {
+    match s {
+        "on" => Some(Some(true)),
+        "off" => Some(Some(false)),
+        "auto" => Some(None),
+        _ => None,
     }
 }
 

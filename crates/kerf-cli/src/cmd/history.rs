@@ -650,11 +650,7 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
         text: version.text.clone(),
     };
     let provider = replay.model.provider()?;
-    let params = kerf_api::runs::RunParams {
-        settings: replay.model.settings(),
-        max_tokens: replay.max_tokens,
-        constrain: replay.constrain == ConstrainArg::Auto,
-    };
+    let params = replay.model.run_params(replay.max_tokens, replay.constrain);
     if !replay.json {
         eprintln!(
             "kerf: rerunning run {id} ({}, {})",

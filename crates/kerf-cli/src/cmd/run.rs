@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 pub use kerf_api::runs::{Chosen, Outcomes};
 use kerf_api::runs::{
-    PromptSource, RunEvent, RunJob, RunMeta, RunParams, RunSettings, gpu_layers_name,
+    PromptSource, RunEvent, RunJob, RunMeta, RunParams, RunSettings, flash_attn_name,
+    gpu_layers_name, parse_flash_attn,
 };
 use kerf_core::Prompt;
 use kerf_llama::GpuLayers;
@@ -94,11 +95,8 @@ impl ModelArgs {
             gpu_layers: self.gpu_layers,
             main_gpu: self.main_gpu,
             threads: self.threads,
-            flash_attention: match self.flash_attn.as_str() {
-                "on" => Some(true),
-                "off" => Some(false),
-                _ => None,
-            },
+            // clap accepts only the three names.
+            flash_attention: parse_flash_attn(&self.flash_attn).flatten(),
             context: self.context,
             chat_template: self.chat_template.clone(),
             gbnf: self.gbnf,
@@ -111,6 +109,15 @@ impl ModelArgs {
 
     /// The provider these flags name; configured ones come from the CLI's registry
     /// (`providers.json` in Kerf's config folder, or `KERF_CONFIG_DIR`).
+    /// These flags with a budget and a constrain choice: one run's parameters.
+    pub fn run_params(&self, max_tokens: u32, constrain: ConstrainArg) -> RunParams {
+        RunParams {
+            settings: self.settings(),
+            max_tokens,
+            constrain: constrain == ConstrainArg::Auto,
+        }
+    }
+
     pub fn provider(&self) -> Result<Chosen> {
         let registry = kerf_llm::providers::Registry::default_path();
         Ok(self.settings().provider(&registry)?)
@@ -150,12 +157,7 @@ pub fn argv_of(s: &RunSettings) -> Vec<String> {
     if let Some(t) = s.threads {
         flag("threads", t.to_string());
     }
-    let flash = match s.flash_attention {
-        Some(true) => "on",
-        Some(false) => "off",
-        None => "auto",
-    };
-    flag("flash-attn", flash.to_string());
+    flag("flash-attn", flash_attn_name(s.flash_attention).to_string());
     if let Some(c) = s.context {
         flag("context", c.to_string());
     }
@@ -264,11 +266,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
     let provider = args.model.provider()?;
     let source = crate::record::prompt_source(&prompt, &args.prompt)?;
     let history = crate::record::open(globals)?;
-    let params = RunParams {
-        settings: args.model.settings(),
-        max_tokens: args.max_tokens,
-        constrain: args.constrain == ConstrainArg::Auto,
-    };
+    let params = args.model.run_params(args.max_tokens, args.constrain);
     run_prompt(
         &prompt,
         &source,
