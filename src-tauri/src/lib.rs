@@ -34,7 +34,7 @@ impl AppState {
     pub fn new(workbench: Workbench) -> Self {
         let access = FileAccess::new(
             workbench.prompt_dirs.iter().map(|d| d.path.clone()),
-            kerf_llama::models::models_dir(),
+            workbench.models.clone(),
         );
         AppState {
             workbench,
@@ -82,7 +82,7 @@ pub const COMMANDS: &[&str] = &include!("commands/names.in");
 
 /// Open the window.
 pub fn run() {
-    let workbench = Workbench::new(shipped_prompts());
+    let workbench = Workbench::of_this_machine(None, shipped_prompts());
     with_kerf(
         tauri::Builder::default(),
         AppState::new(workbench).with_dialogs(Dialogs::from_env()),

@@ -30,6 +30,7 @@ fn app(data: &std::path::Path) -> (tauri::App<MockRuntime>, tauri::WebviewWindow
         ],
         history: Some(data.join("history.sqlite")),
         providers: data.join("providers.json"),
+        models: data.join("models"),
     };
     let state = AppState::new(wb).with_dialogs(Dialogs::Scripted(data.join("answers")));
     let app = with_kerf(mock_builder(), state).build(context()).unwrap();
@@ -107,7 +108,7 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     let runs = invoke(&w, "history_list", json!({"filter": {}})).unwrap();
     assert_eq!(runs, json!([]));
     let e = invoke(&w, "history_detail", json!({"id": 42})).unwrap_err();
-    assert_eq!(e["code"], "not-found");
+    assert_eq!(e["code"], "not_found");
     let shipped = std::path::Path::new(kg["path"].as_str().unwrap())
         .parent()
         .unwrap();
@@ -198,7 +199,7 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
         json!(false)
     );
     let e = invoke(&w, "provider_remove", json!({"name": "srv"})).unwrap_err();
-    assert_eq!(e["code"], "provider-config", "{e}");
+    assert_eq!(e["code"], "provider_config", "{e}");
 }
 
 /// Finding 13: the webview's commands read and wrote any path it named. Now only Kerf's folders

@@ -45,10 +45,10 @@ codes! {
     TemplateRender = "template_render", true;
     Import = "import", true;
     Export = "export", true;
-    ProviderUnavailable = "provider-unavailable", false;
+    ProviderUnavailable = "provider_unavailable", false;
     Model = "model", false;
     Constraint = "constraint", true;
-    ContextOverflow = "context-overflow", true;
+    ContextOverflow = "context_overflow", true;
     Request = "request", true;
     Engine = "engine", false;
     Http = "http", false;
@@ -56,16 +56,16 @@ codes! {
     Network = "network", false;
     Auth = "auth", false;
     Protocol = "protocol", false;
-    ProviderConfig = "provider-config", false;
+    ProviderConfig = "provider_config", false;
     Cancelled = "cancelled", false;
     Conflict = "conflict", false;
     // The window named a file it may not use (not chosen in a dialog, not in Kerf's folders).
     Forbidden = "forbidden", false;
-    StoreNewer = "store-newer", false;
-    StoreCorrupt = "store-corrupt", false;
-    StoreFull = "store-full", false;
-    StoreIo = "store-io", false;
-    NotFound = "not-found", false;
+    StoreNewer = "store_newer", false;
+    StoreCorrupt = "store_corrupt", false;
+    StoreFull = "store_full", false;
+    StoreIo = "store_io", false;
+    NotFound = "not_found", false;
     Store = "store", false;
     Internal = "internal", false;
 }

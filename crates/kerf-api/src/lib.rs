@@ -1,29 +1,38 @@
 //! # kerf-api
 //!
-//! Kerf's use cases as plain functions, shared by every front end: the `kerf` CLI now, the
-//! desktop app next. A front end unpacks its arguments, calls these, and shows the result; the
-//! logic (which provider, the request, the repair loop, recording into the history, comparing
-//! runs) lives here once.
+//! Kerf's use cases as plain functions, shared by both front ends: the `kerf` CLI and the
+//! desktop app. A front end builds one [`workbench::Workbench`] (its composition root), unpacks
+//! its arguments, calls these, and shows the result; the logic (which provider, the request, the
+//! repair loop, recording into the history, comparing runs) lives here once.
 //!
-//! - [`runs`] — [`runs::RunSettings`] (model and sampling), [`runs::run`]: one run with its
-//!   repair loop, recorded in the history as it streams, reporting [`runs::RunEvent`]s.
+//! Organised by area; each has its use cases and a `wire` module of the camelCase types the
+//! desktop app receives, built `From` the area's results (the CLI prints those results, and its
+//! `--json` is their serialisation):
+//!
+//! - [`runs`] — [`runs::RunParams`] (everything that reproduces a run), [`runs::run`]: the one
+//!   place a run is assembled, with its repair loop, recorded as it streams; [`runs::run_draft`],
+//!   the window's run of a draft, relayed as lines complete.
 //! - [`compare`] — formats side by side under real budgets, recorded as one experiment, with
-//!   each format's complete reply swept.
-//! - [`history`] — [`history::diff`]: what changed between two stored runs.
+//!   each format's complete reply swept; [`compare::Report`] is what every front end shows.
+//! - [`history`] — a stored run in full, what changed between two runs, and
+//!   [`history::replay`]: a stored run made ready to run again (both front ends' rerun).
+//! - [`prompts`] — prompt folders, drafts inspected as the user types, saved atomically, imports.
 //! - [`providers`] — cloud providers and servers: definitions, keys into the keyring, probes.
-//! - [`prompts`] — prompt folders, drafts inspected as the user types, saved atomically.
-//! - [`workbench`] — the desktop's use cases over [`workbench::Workbench`], in wire types.
-//! - [`wire`] — the camelCase types the desktop app receives, with generated TypeScript
-//!   bindings in `ui/src/ipc/bindings/`.
+//! - [`export`] — prompts in production shapes.
+//! - [`models`] — local models, providers and devices a run can use.
+//! - [`workbench`] — the composition root.
+//! - [`bindings`] — the generated TypeScript for every wire type (`ui/src/ipc/bindings/`).
 //! - [`error`] — [`ApiError`] `{code, message, details?}` with a closed [`Code`].
 
+pub mod bindings;
 pub mod compare;
 pub mod error;
+pub mod export;
 pub mod history;
+pub mod models;
 pub mod prompts;
 pub mod providers;
 pub mod runs;
-pub mod wire;
 pub mod workbench;
 
 pub use error::{ApiError, Code, Result};

@@ -71,9 +71,15 @@ fn main() -> ExitCode {
         Command::Providers(a) => a.json(),
         Command::History(a) => a.json(),
     };
-    if let Some(dir) = &cli.globals.data_dir {
-        kerf_core::dirs::set_data_dir(std::path::absolute(dir).unwrap_or_else(|_| dir.clone()));
-    }
+    // The composition root: every command works in these places, and nothing below reads a
+    // default place behind its back.
+    let wb = &kerf_api::workbench::Workbench::of_this_machine(
+        cli.globals
+            .data_dir
+            .as_ref()
+            .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone())),
+        None,
+    );
     let globals = &cli.globals;
     init_tracing();
     let result = match cli.command {
@@ -83,12 +89,12 @@ fn main() -> ExitCode {
         Command::Export(a) => cmd::export::run(a),
         Command::Import(a) => cmd::import::run(a),
         Command::Check(a) => cmd::check::run(a),
-        Command::Sweep(a) => cmd::sweep::run(a, globals),
-        Command::Run(a) => cmd::run::run(a, globals),
-        Command::Compare(a) => cmd::compare::run(a, globals),
-        Command::Models(a) => cmd::models::run(a),
-        Command::Providers(a) => cmd::providers::run(a),
-        Command::History(a) => cmd::history::run(a, globals),
+        Command::Sweep(a) => cmd::sweep::run(a, wb, globals),
+        Command::Run(a) => cmd::run::run(a, wb, globals),
+        Command::Compare(a) => cmd::compare::run(a, wb, globals),
+        Command::Models(a) => cmd::models::run(a, wb),
+        Command::Providers(a) => cmd::providers::run(a, wb),
+        Command::History(a) => cmd::history::run(a, wb, globals),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use kerf_api::runs::PromptSource;
+use kerf_api::workbench::Workbench;
 use kerf_core::Prompt;
 use kerf_store::Store;
 
@@ -19,11 +20,12 @@ pub struct Globals {
 }
 
 /// The history a command records into (`None` with --no-history).
-pub fn open(globals: &Globals) -> Result<Option<Store>> {
-    if globals.no_history {
-        return Ok(None);
-    }
-    match Store::open(&kerf_store::default_path()) {
+pub fn open(wb: &Workbench, globals: &Globals) -> Result<Option<Store>> {
+    let path = match &wb.history {
+        Some(path) if !globals.no_history => path,
+        _ => return Ok(None),
+    };
+    match Store::open(path) {
         Ok(store) => Ok(Some(store)),
         // Say how to go on without it; the error keeps its code (the chain prints both).
         Err(e) => Err(anyhow::Error::new(e)
@@ -32,8 +34,11 @@ pub fn open(globals: &Globals) -> Result<Option<Store>> {
 }
 
 /// The history `kerf history` reads and edits.
-pub fn open_for_reading() -> Result<Store> {
-    Ok(Store::open(&kerf_store::default_path())?)
+pub fn open_for_reading(wb: &Workbench) -> Result<Store> {
+    match &wb.history {
+        Some(path) => Ok(Store::open(path)?),
+        None => Ok(wb.store_required()?),
+    }
 }
 
 /// A prompt file as the history keeps it: its id, where it came from, and its text as it is on

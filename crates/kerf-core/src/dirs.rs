@@ -2,19 +2,10 @@
 //! `KERF_MODELS_DIR` and `KERF_CONFIG_DIR`, so the models, the history and the provider
 //! definitions never disagree about it.
 //!
-//! A binary may override the data directory once at start (`kerf --data-dir DIR`) with
-//! [`set_data_dir`]; libraries only ever read.
+//! Only a binary's composition root (`kerf_api::workbench::Workbench`) reads these, once at
+//! start; everything else is handed the places it works in.
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
-static DATA_DIR_OVERRIDE: OnceLock<PathBuf> = OnceLock::new();
-
-/// Use `dir` as the data directory for the rest of the process (a `--data-dir` option). The first
-/// call wins; later calls are ignored and return false.
-pub fn set_data_dir(dir: PathBuf) -> bool {
-    DATA_DIR_OVERRIDE.set(dir).is_ok()
-}
+use std::path::{Path, PathBuf};
 
 fn project() -> Option<directories::ProjectDirs> {
     directories::ProjectDirs::from("", "", "kerf")
@@ -26,12 +17,9 @@ fn env_dir(name: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Kerf's data directory (models, history): `--data-dir`, else `KERF_DATA_DIR`, else the
-/// platform's (`~/.local/share/kerf` on Linux).
+/// Kerf's data directory (models, history): `KERF_DATA_DIR`, else the platform's
+/// (`~/.local/share/kerf` on Linux).
 pub fn data_dir() -> PathBuf {
-    if let Some(d) = DATA_DIR_OVERRIDE.get() {
-        return d.clone();
-    }
     env_dir("KERF_DATA_DIR")
         .or_else(|| project().map(|p| p.data_dir().to_path_buf()))
         .unwrap_or_else(|| PathBuf::from(".kerf"))
@@ -40,7 +28,13 @@ pub fn data_dir() -> PathBuf {
 /// Where GGUF models live: `KERF_MODELS_DIR` (models shared with other tools, or kept while the
 /// history moves), else `models/` in the data directory.
 pub fn models_dir() -> PathBuf {
-    env_dir("KERF_MODELS_DIR").unwrap_or_else(|| data_dir().join("models"))
+    models_dir_in(&data_dir())
+}
+
+/// Where GGUF models live for the data directory `data`: `KERF_MODELS_DIR`, else `models/` in
+/// it.
+pub fn models_dir_in(data: &Path) -> PathBuf {
+    env_dir("KERF_MODELS_DIR").unwrap_or_else(|| data.join("models"))
 }
 
 /// Kerf's config directory (providers, prices): `KERF_CONFIG_DIR`, else the platform's

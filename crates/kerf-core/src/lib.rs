@@ -43,7 +43,7 @@ pub use cancel::CancelToken;
 pub use error::{Error, Result};
 pub use parse::{DelimitedFormat, Parser, StreamParser};
 pub use prompt::{PromptFile, ResponseType};
-pub use report::{DropKind, Dropped, ParseReport};
+pub use report::{DropCounts, DropKind, Dropped, ParseReport};
 pub use schema::CompiledSchema;
 pub use template::Template;
 

@@ -26,6 +26,8 @@ use serde_json::{Map, Value, json};
 /// A structured-output target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[cfg_attr(feature = "ts", ts(rename = "LintTarget"))]
 pub enum Provider {
     Openai,
     Anthropic,
@@ -70,6 +72,7 @@ impl Provider {
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub enum Severity {
     /// Worth knowing; nothing breaks.
     Note,

@@ -21,6 +21,7 @@ use crate::error::{Error, Result, read_text};
 /// How a reply is turned into objects.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub enum ResponseType {
     /// The reply as is.
     #[default]

@@ -7,6 +7,7 @@ use serde_json::Value;
 /// Why a piece of a reply was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub enum DropKind {
     /// Text that looked like JSON but does not parse.
     InvalidJson,
@@ -101,9 +102,8 @@ impl ParseReport {
             detail: detail.into(),
         });
     }
-
-    /// Number of dropped pieces of each kind, in first-seen order.
-    pub fn drop_counts(&self) -> Vec<(DropKind, usize)> {
+    /// How many pieces were dropped of each kind, in the order the kinds first appear.
+    pub fn drop_counts(&self) -> DropCounts {
         let mut counts: Vec<(DropKind, usize)> = Vec::new();
         for d in &self.dropped {
             match counts.iter_mut().find(|(k, _)| *k == d.kind) {
@@ -111,20 +111,51 @@ impl ParseReport {
                 None => counts.push((d.kind, 1)),
             }
         }
-        counts
+        DropCounts(counts)
     }
 
     /// The drop counts as people read them: `2 schema, 1 truncated` (empty when nothing dropped).
     pub fn drop_summary(&self) -> String {
-        self.drop_counts()
-            .iter()
-            .map(|(k, n)| format!("{n} {k}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.drop_counts().to_string()
     }
 
     /// Nothing usable came out while something was dropped: the CLI's "input failed" case.
     pub fn failed(&self) -> bool {
         self.objects.is_empty() && !self.dropped.is_empty()
+    }
+}
+
+/// Drops counted by kind, in the order the kinds first appear. Serialised as a map
+/// (`{"schema": 2, "truncated": 1}`); displayed as people read it (`2 schema, 1 truncated`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DropCounts(pub Vec<(DropKind, usize)>);
+
+impl DropCounts {
+    /// Every drop, whatever its kind.
+    pub fn total(&self) -> usize {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl std::fmt::Display for DropCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (k, n)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{n} {k}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for DropCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (kind, n) in &self.0 {
+            map.serialize_entry(kind, n)?;
+        }
+        map.end()
     }
 }

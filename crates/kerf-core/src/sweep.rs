@@ -213,7 +213,7 @@ impl Unit {
 
 /// A sweep in one unit, with its metrics. `points` holds offset 0, every offset where the count
 /// changes, and the final offset.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sweep {
     pub total: usize,
     pub points: Vec<(usize, usize)>,

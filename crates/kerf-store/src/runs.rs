@@ -15,6 +15,8 @@ use crate::store::Store;
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[cfg_attr(feature = "ts", ts(rename = "RunStatus"))]
 pub enum Status {
     /// Started; its text is being appended.
     Running,
@@ -707,7 +709,11 @@ impl Store {
                         .map(kerf_core::time::rfc3339),
                     model_sha256: r.get(at(1))?,
                     params: json_col(r.get(at(2))?),
-                    error_code: r.get(at(3))?,
+                    // One spelling for codes: runs recorded before it kept some in kebab case
+                    // (`provider-unavailable`); read back as they are spelled now.
+                    error_code: r
+                        .get::<_, Option<String>>(at(3))?
+                        .map(|c| c.replace('-', "_")),
                     input: Input {
                         id: r.get(at(4))?,
                         vars: json_col(r.get(at(5))?),

@@ -469,7 +469,7 @@ mod tests {
         let mut w = store.begin_run(&new_run(&store)).unwrap();
         let chunk = "x".repeat(64 * 1024);
         let err = (0..20).find_map(|_| w.push(&chunk).err()).unwrap();
-        assert_eq!(err.code(), "store-full", "{err}");
+        assert_eq!(err.code(), "store_full", "{err}");
         assert!(err.to_string().contains("disk is full"), "{err}");
         assert!(err.to_string().contains("h.sqlite"), "{err}");
         drop(w);

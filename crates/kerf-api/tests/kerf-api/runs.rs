@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use kerf_api::runs::{
-    Chosen, PromptSource, Rendering, RunEvent, RunJob, RunLimits, RunMeta, RunParams, RunSettings,
+    Chosen, PromptSource, Rendering, RunEvent, RunJob, RunLimits, RunParams, RunSettings,
 };
 use kerf_core::Prompt;
 use kerf_llm::scripted::{Reply, Scripted};
@@ -70,19 +70,7 @@ fn run(
 ) -> (kerf_api::runs::RunResult, Vec<String>) {
     let cancel = CancelToken::new();
     let rendering = rendering(prompt);
-    let job = RunJob {
-        meta: RunMeta {
-            prompt: source,
-            response_type: prompt.file.response_type.to_string(),
-            rendering: &rendering,
-            experiment: None,
-            rerun_of: None,
-        },
-        provider,
-        prompt,
-        params,
-        repair: true,
-    };
+    let job = RunJob::new(prompt, source, &rendering, provider, params);
     let mut seen = Vec::new();
     let result = kerf_api::runs::run(Some(store), &job, &cancel, &mut |e| match e {
         RunEvent::Text(t) => {
@@ -186,7 +174,7 @@ fn a_cancelled_run_keeps_and_records_what_arrived() {
 /// object after the text that completes its line, and a repair starts the objects over.
 #[test]
 fn the_window_gets_objects_as_lines_complete_and_a_repair_starts_them_over() {
-    use kerf_api::wire::RunMessage;
+    use kerf_api::runs::wire::RunMessage;
     let (prompt, source) = terms_prompt(2);
     let bad = "{\"name\": \"Ada\"}\n";
     let good = (0..40)
@@ -201,21 +189,9 @@ fn the_window_gets_objects_as_lines_complete_and_a_repair_starts_them_over() {
     let store = Store::in_memory().unwrap();
     let rendering = rendering(&prompt);
     let params = params(10);
-    let job = RunJob {
-        meta: RunMeta {
-            prompt: &source,
-            response_type: prompt.file.response_type.to_string(),
-            rendering: &rendering,
-            experiment: None,
-            rerun_of: None,
-        },
-        provider: &provider,
-        prompt: &prompt,
-        params: &params,
-        repair: true,
-    };
+    let job = RunJob::new(&prompt, &source, &rendering, &provider, &params);
     let mut messages = Vec::new();
-    let done = kerf_api::workbench::relay_run(&job, Some(&store), &CancelToken::new(), &mut |m| {
+    let done = kerf_api::runs::relay_run(&job, Some(&store), &CancelToken::new(), &mut |m| {
         messages.push(m)
     })
     .unwrap();
@@ -270,4 +246,59 @@ fn the_window_gets_objects_as_lines_complete_and_a_repair_starts_them_over() {
         text_messages < pieces,
         "{text_messages} text messages for {pieces} pieces: not coalesced"
     );
+}
+
+/// A rerun (`kerf_api::history::replay`, what both front ends' Rerun start from) sends the
+/// request the stored run sent, with every setting it was recorded with, and is recorded as a
+/// rerun of it.
+#[test]
+fn a_rerun_sends_the_stored_runs_request_again_and_is_recorded_as_its_rerun() {
+    let (prompt, source) = terms_prompt(1);
+    let good = "{\"term\": \"Ada\"}\n";
+    let mut params = params(3);
+    params.max_tokens = 123;
+    params.settings.temperature = 0.4;
+    params.settings.top_p = 0.8;
+    params.settings.seed = Some(7);
+    params.settings.stop = vec!["END".into()];
+    params.settings.threads = Some(2);
+    params.settings.context = Some(4096);
+    params.settings.flash_attention = Some(false);
+    let first = Chosen::Scripted(Box::new(Scripted::new([Reply::text(good, 4)])));
+    let store = Store::in_memory().unwrap();
+    let (result, _) = run(&store, &first, &prompt, &source, &params, None);
+    let id = result.history_id.unwrap();
+
+    let replay = kerf_api::history::replay(&store, id).unwrap();
+    assert_eq!(replay.params.settings.provider, "scripted");
+    assert_eq!(
+        RunParams {
+            settings: RunSettings {
+                model: None,
+                ..replay.params.settings.clone()
+            },
+            ..replay.params.clone()
+        },
+        params,
+        "every setting comes back"
+    );
+    assert_eq!(replay.rendering, rendering(&prompt));
+    let again = Chosen::Scripted(Box::new(Scripted::new([Reply::text(good, 4)])));
+    let rerun = kerf_api::runs::run(
+        Some(&store),
+        &replay.job(&again),
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let (Chosen::Scripted(a), Chosen::Scripted(b)) = (&first, &again) else {
+        unreachable!()
+    };
+    assert_eq!(a.requests(), b.requests(), "the same request, sent again");
+    assert_eq!(b.requests()[0].max_tokens, 123);
+    assert_eq!(b.requests()[0].stop, ["END"]);
+    let rec = store.run(rerun.history_id.unwrap()).unwrap();
+    assert_eq!(rec.summary.rerun_of, Some(id));
+    assert_eq!(rec.params, store.run(id).unwrap().params);
+    assert_eq!(rec.raw, good);
 }

@@ -3,9 +3,11 @@
 use std::path::Path;
 
 use kerf_api::Code;
+use kerf_api::export::{ExportTarget, export};
+use kerf_api::history::{self, wire::HistoryFilter, wire::RunDetail, wire::RunDiffView};
+use kerf_api::prompts::wire::{DraftPart, PromptDraft};
 use kerf_api::prompts::{self, PromptDir};
-use kerf_api::wire::{HistoryFilter, PromptDraft};
-use kerf_api::workbench;
+use kerf_core::lint::{Provider, Severity};
 use kerf_store::Store;
 use serde_json::{Map, Value, json};
 
@@ -37,7 +39,7 @@ fn the_prompt_list_shows_every_file_and_a_broken_one_with_its_error() {
     ]);
     let ids: Vec<&str> = list.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["agent-kg-extract", "broken"]);
-    assert_eq!(list[0].response_type, "jsonl");
+    assert_eq!(list[0].response_type, Some(kerf_core::ResponseType::Jsonl));
     assert_eq!(list[0].twin.as_deref(), Some("agent-kg-extract-array"));
     let err = list[1].error.as_deref().unwrap();
     assert!(
@@ -59,7 +61,7 @@ fn a_draft_shows_its_variables_preview_branches_and_lint() {
     assert!(i.preview.unwrap().user.ends_with("MARK 4"));
     assert_eq!(i.branches, ["definition", "relationship"]);
     // Some provider has something to say about a real schema (e.g. OpenAI strict mode).
-    assert!(i.lint.iter().any(|f| f.provider == "openai"));
+    assert!(i.lint.iter().any(|f| f.provider == Provider::Openai));
 }
 
 /// TrustGraph's own jsonl prompts keep their schema under `object-schema`, which TrustGraph
@@ -78,11 +80,11 @@ fn object_schema_is_kept_flagged_for_trustgraph_and_renamed_on_request() {
     let finding = i
         .lint
         .iter()
-        .find(|f| f.provider == "trustgraph")
+        .find(|f| f.provider == Provider::Trustgraph)
         .expect("a trustgraph finding");
     assert_eq!(
-        (finding.keyword.as_str(), finding.severity.as_str()),
-        ("object-schema", "ignored")
+        (finding.keyword.as_str(), finding.severity),
+        ("object-schema", Severity::Ignored)
     );
     assert!(
         finding.message.contains("not validated"),
@@ -108,7 +110,7 @@ fn object_schema_is_kept_flagged_for_trustgraph_and_renamed_on_request() {
     assert_eq!(renamed.schema, d.schema);
     let i = prompts::inspect(&renamed, Some(&path), "x", &Map::new());
     assert!(
-        !i.lint.iter().any(|f| f.provider == "trustgraph"),
+        !i.lint.iter().any(|f| f.provider == Provider::Trustgraph),
         "{:?}",
         i.lint
     );
@@ -128,7 +130,7 @@ fn a_broken_draft_names_the_part_line_and_pointer() {
     d.schema.push_str("\noops");
     let i = prompts::inspect(&d, Some(&path), "x", &Map::new());
     let p = &i.problems[0];
-    assert_eq!((p.part.as_str(), p.code), ("schema", Code::InvalidJson));
+    assert_eq!((p.part, p.code), (DraftPart::Schema, Code::InvalidJson));
     assert_eq!(p.line, Some(d.schema.lines().count() as u32));
     assert!(i.preview.is_none());
     // Variables still show while the schema is broken.
@@ -138,13 +140,13 @@ fn a_broken_draft_names_the_part_line_and_pointer() {
     d.schema = json!({"type": "object", "properties": {"a": {"type": "strnig"}}}).to_string();
     let i = prompts::inspect(&d, Some(&path), "x", &Map::new());
     let p = &i.problems[0];
-    assert_eq!((p.part.as_str(), p.code), ("schema", Code::SchemaInvalid));
+    assert_eq!((p.part, p.code), (DraftPart::Schema, Code::SchemaInvalid));
     assert_eq!(p.pointer.as_deref(), Some("/properties/a/type"));
 
     let mut d = draft(&path);
     d.template = "{% for x in %}".into();
     let i = prompts::inspect(&d, Some(&path), "x", &Map::new());
-    assert_eq!(i.problems[0].part, "template");
+    assert_eq!(i.problems[0].part, DraftPart::Template);
     assert_eq!(i.problems[0].code, Code::TemplateSyntax);
 }
 
@@ -244,34 +246,33 @@ fn the_history_screens_list_show_diff_tag_and_note() {
     };
     let a = record(&store, 64, &def("x"));
     let b = record(&store, 128, &format!("{}{}", def("x"), def("y")));
-    let rows = workbench::list(&store, &HistoryFilter::default()).unwrap();
+    let rows = HistoryFilter::default().rows(&store).unwrap();
     assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), [b, a]);
-    let filtered = workbench::list(
-        &store,
-        &HistoryFilter {
-            since: Some("7d".into()),
-            status: Some("ok".into()),
-            ..Default::default()
-        },
-    )
+    let filtered = HistoryFilter {
+        since: Some("7d".into()),
+        status: Some(kerf_store::Status::Ok),
+        ..Default::default()
+    }
+    .rows(&store)
     .unwrap();
     assert_eq!(filtered.len(), 2);
-    let bad = workbench::list(
-        &store,
-        &HistoryFilter {
-            status: Some("fine".into()),
-            ..Default::default()
-        },
-    )
+    // A status the window cannot name does not reach the use case: the wire type refuses it.
+    let bad = serde_json::from_value::<HistoryFilter>(json!({"status": "fine"})).unwrap_err();
+    assert!(bad.to_string().contains("unknown variant `fine`"), "{bad}");
+    let old = HistoryFilter {
+        since: Some("last tuesday".into()),
+        ..Default::default()
+    }
+    .rows(&store)
     .unwrap_err();
-    assert_eq!(bad.code, Code::Usage);
+    assert_eq!(old.code, Code::Usage);
 
-    let d = workbench::detail(&store, b).unwrap();
+    let d = RunDetail::from(history::detail(&store, b).unwrap());
     assert_eq!(d.objects.len(), 2);
     assert_eq!(d.vars, json!({"text": "doc"}));
     assert!(d.prompt_text.contains("agent-kg-extract"));
 
-    let diff = workbench::diff(&store, a, b).unwrap();
+    let diff = RunDiffView::from(&history::diff(&store, a, b).unwrap());
     assert_eq!(diff.params[0].name, "max_tokens");
     assert_eq!(
         (diff.unchanged, diff.added.len(), diff.removed.len()),
@@ -281,18 +282,16 @@ fn the_history_screens_list_show_diff_tag_and_note() {
 
     store.tag(a, "baseline").unwrap();
     store.note(a, Some("first try")).unwrap();
-    let tagged = workbench::list(
-        &store,
-        &HistoryFilter {
-            tag: Some("baseline".into()),
-            ..Default::default()
-        },
-    )
+    let tagged = HistoryFilter {
+        tag: Some("baseline".into()),
+        ..Default::default()
+    }
+    .rows(&store)
     .unwrap();
     assert_eq!(tagged.len(), 1);
     assert_eq!(tagged[0].note.as_deref(), Some("first try"));
     assert_eq!(
-        workbench::detail(&store, 99).unwrap_err().code,
+        history::detail(&store, 99).unwrap_err().code,
         Code::NotFound
     );
     // The parameters a stored run ran with, as a rerun takes them back.
@@ -305,25 +304,32 @@ fn the_history_screens_list_show_diff_tag_and_note() {
 fn export_gives_every_target_and_says_what_cannot_be_exported() {
     let kg = shipped("agent-kg-extract.json").display().to_string();
     let arr = shipped("agent-kg-extract-array.json").display().to_string();
-    let bundle = workbench::export(&[kg.clone(), arr.clone()], "trustgraph-bundle", None).unwrap();
+    let bundle = export(
+        &[kg.clone(), arr.clone()],
+        ExportTarget::TrustgraphBundle,
+        None,
+    )
+    .unwrap();
     let v: Value = serde_json::from_str(&bundle.text).unwrap();
     assert!(v["template.agent-kg-extract"].is_string());
     assert!(v["template.agent-kg-extract-array"].is_string());
     assert_eq!(bundle.file_name, "prompts.prompt-config.json");
-    let openai = workbench::export(std::slice::from_ref(&arr), "openai", None).unwrap();
+    let openai = export(std::slice::from_ref(&arr), ExportTarget::Openai, None).unwrap();
     assert!(openai.text.contains("json_schema"));
-    let lark = workbench::export(std::slice::from_ref(&kg), "lark", None).unwrap();
+    let lark = export(std::slice::from_ref(&kg), ExportTarget::Lark, None).unwrap();
     assert!(
         lark.text.starts_with("start: (item \"\\n\")+"),
         "{}",
         lark.text
     );
     assert_eq!(lark.file_name, "agent-kg-extract.lark");
-    let two = workbench::export(&[kg.clone(), arr], "anthropic", None).unwrap_err();
+    let two = export(&[kg.clone(), arr], ExportTarget::Anthropic, None).unwrap_err();
     assert_eq!(two.code, Code::Usage);
+    // A target the window cannot name does not reach the use case: the wire type refuses it.
+    assert!(serde_json::from_value::<ExportTarget>(json!("yaml")).is_err());
     assert_eq!(
-        workbench::export(&[kg], "yaml", None).unwrap_err().code,
-        Code::Usage
+        serde_json::from_value::<ExportTarget>(json!("trustgraph-bundle")).unwrap(),
+        ExportTarget::TrustgraphBundle
     );
 }
 
@@ -335,7 +341,7 @@ fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half
         shipped("extract-definitions.json"),
     ];
     let system = "You extract facts.";
-    let bundle = workbench::export(&files, "trustgraph-bundle", Some(system)).unwrap();
+    let bundle = export(&files, ExportTarget::TrustgraphBundle, Some(system)).unwrap();
     let v: Value = serde_json::from_str(&bundle.text).unwrap();
     // (TrustGraph's config values are JSON text.)
     assert_eq!(
@@ -507,9 +513,9 @@ fn an_exported_bundle_imports_back_losslessly_and_nothing_is_overwritten_or_half
 #[test]
 fn an_import_waits_for_a_save_holding_the_files_lock() {
     let dir = tempfile::tempdir().unwrap();
-    let bundle = workbench::export(
+    let bundle = export(
         &[shipped("agent-kg-extract.json")],
-        "trustgraph-bundle",
+        ExportTarget::TrustgraphBundle,
         None,
     )
     .unwrap();

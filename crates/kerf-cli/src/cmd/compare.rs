@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_api::compare::{CompareJob, Row, Subject, compare};
+use kerf_api::compare::{CompareJob, Report, ReportRow, Subject, compare};
+use kerf_api::workbench::Workbench;
 use kerf_core::sweep::Sweep;
-use kerf_llm::Provider;
 use serde_json::json;
 
 use super::run::{ModelArgs, interrupt_token};
@@ -49,7 +49,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
+pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
     let mut subjects = Vec::new();
     for path in &args.prompts {
         let prompt = super::load_prompt(path)?;
@@ -61,15 +61,16 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
             rendering,
         });
     }
-    let provider = args.model.provider()?;
-    let history = crate::record::open(globals)?;
+    let settings = args.model.settings();
+    let provider = settings.provider(wb)?;
+    let history = crate::record::open(wb, globals)?;
     let mut extra_spec = serde_json::Map::new();
     extra_spec.insert("model_args".into(), json!(args.model.to_argv()));
     let job = CompareJob {
         subjects: &subjects,
         budgets: &args.max_tokens,
         constrain: args.constrain.into(),
-        settings: &args.model.settings(),
+        settings: &settings,
         extra_spec,
     };
     let progress = if args.json {
@@ -93,28 +94,29 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
         },
     );
     progress.finish_and_clear();
-    let compared = compared?;
+    // The same report the Compare screen draws and the history keeps: --json is its
+    // serialisation, the table its rows.
+    let report = compared?.report(&subjects);
     if args.json {
-        print_json(&compared.to_json(&subjects));
+        print_json(&serde_json::to_value(&report)?);
         return Ok(Outcome::Ok);
     }
-    print_rows(&subjects, &compared.rows, provider.as_provider());
-    if !compared.sweeps.is_empty() {
+    print_rows(&report);
+    if !report.sweeps.is_empty() {
         crate::outln!(
             "\nIf each format's best reply (most objects, ended on its own) had been cut at every token:"
         );
-        let table: Vec<(String, &Sweep)> = compared
+        let table: Vec<(String, &Sweep)> = report
             .sweeps
             .iter()
             .map(|f| {
-                let (p, r) = (&subjects[f.subject].prompt, &compared.rows[f.row]);
                 (
                     format!(
                         "{} ({}, {} tokens{}{})",
-                        p.id(),
-                        p.file.response_type,
-                        r.out.finish.usage.completion_tokens,
-                        if r.constrained { ", constrained" } else { "" },
+                        f.prompt,
+                        f.response_type,
+                        f.completion_tokens,
+                        if f.constrained { ", constrained" } else { "" },
                         if f.cut_by_budget {
                             ", cut by its budget"
                         } else {
@@ -127,7 +129,7 @@ pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
             .collect();
         super::sweep::print_table(&table);
     }
-    if let Some(e) = compared.experiment {
+    if let Some(e) = report.experiment {
         crate::outln!("\nhistory: experiment {e} (kerf history show e{e})");
     }
     Ok(Outcome::Ok)
@@ -143,12 +145,13 @@ impl From<ConstrainMode> for kerf_api::compare::ConstrainMode {
     }
 }
 
-fn print_rows(subjects: &[Subject], rows: &[Row], provider: &dyn Provider) {
-    let prompts: Vec<&kerf_core::Prompt> = subjects.iter().map(|s| &s.prompt).collect();
-    crate::outln!("model: {}", provider.model());
-    let name_w = prompts
+fn print_rows(report: &Report) {
+    crate::outln!("model: {}", report.model);
+    let name = |r: &ReportRow| format!("{} ({})", r.prompt, r.response_type);
+    let name_w = report
+        .rows
         .iter()
-        .map(|p| p.id().chars().count() + p.file.response_type.to_string().len() + 3)
+        .map(|r| name(r).chars().count())
         .max()
         .unwrap_or(10);
     crate::outln!(
@@ -164,27 +167,26 @@ fn print_rows(subjects: &[Subject], rows: &[Row], provider: &dyn Provider) {
         "time"
     );
     let mut last_budget = None;
-    for r in rows {
+    for r in &report.rows {
         if last_budget.is_some_and(|b| b != r.max_tokens) {
             crate::outln!("");
         }
         last_budget = Some(r.max_tokens);
-        let p = prompts[r.subject];
-        let drops = r.out.report.drop_summary();
+        let drops = r.dropped.to_string();
         crate::outln!(
             "{:>6}  {:<name_w$}  {:<11}  {:>7}  {:<24}  {:<9}  {:<6}  {:>6}  {:>5.1}s",
             r.max_tokens,
-            format!("{} ({})", p.id(), p.file.response_type),
+            name(r),
             if r.constrained { "yes" } else { "no" },
-            r.out.report.objects.len(),
+            r.objects,
             if drops.is_empty() {
                 "-".to_string()
             } else {
                 drops
             },
-            if r.truncated() { "yes" } else { "no" },
-            r.out.finish.reason.as_str(),
-            r.out.finish.usage.completion_tokens,
+            if r.truncated { "yes" } else { "no" },
+            r.finish_reason.as_str(),
+            r.completion_tokens,
             r.seconds
         );
     }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::ValueEnum;
+use kerf_api::export::ExportTarget;
 
 use crate::Outcome;
 use crate::output::write_file;
@@ -48,14 +49,21 @@ pub struct Args {
     pub system: Option<String>,
 }
 
+impl From<Target> for ExportTarget {
+    fn from(t: Target) -> Self {
+        match t {
+            Target::TrustgraphBundle => ExportTarget::TrustgraphBundle,
+            Target::TrustgraphTemplate => ExportTarget::TrustgraphTemplate,
+            Target::Openai => ExportTarget::Openai,
+            Target::Anthropic => ExportTarget::Anthropic,
+            Target::Gbnf => ExportTarget::Gbnf,
+            Target::Lark => ExportTarget::Lark,
+        }
+    }
+}
+
 pub fn run(args: Args) -> Result<Outcome> {
-    // The flag's value is kerf-api's target name (both kebab-case: `trustgraph-bundle`, …).
-    let target = args.to.to_possible_value().map(|v| v.get_name().to_owned());
-    let exported = kerf_api::workbench::export(
-        &args.prompts,
-        target.as_deref().unwrap_or_default(),
-        args.system.as_deref(),
-    )?;
+    let exported = kerf_api::export::export(&args.prompts, args.to.into(), args.system.as_deref())?;
     for n in &exported.notes {
         eprintln!("kerf: note: {n}");
     }

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Subcommand};
+use kerf_api::workbench::Workbench;
 use kerf_store::{Filter, RunRecord, RunSummary, Status, Store};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::run::{ConstrainArg, ModelArgs};
 use crate::Outcome;
@@ -247,13 +248,13 @@ fn run_id(store: &Store, text: &str) -> Result<i64> {
     })
 }
 
-pub fn run(args: Args, globals: &Globals) -> Result<Outcome> {
-    let store = crate::record::open_for_reading()?;
+pub fn run(args: Args, wb: &Workbench, globals: &Globals) -> Result<Outcome> {
+    let store = crate::record::open_for_reading(wb)?;
     match args.command {
         Sub::List(a) => list(&store, &a),
         Sub::Show(a) => show(&store, &a),
         Sub::Diff(a) => diff(&store, &a),
-        Sub::Rerun(a) => rerun(&store, a, globals),
+        Sub::Rerun(a) => rerun(&store, a, wb, globals),
         Sub::Export(a) => export(&store, &a),
         Sub::Experiments(a) => experiments(&store, &a),
         Sub::Tag(a) => {
@@ -402,16 +403,13 @@ fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
         }
         return Ok(Outcome::Ok);
     }
-    let rec = store.run(run_id(store, &a.run)?)?;
-    let version = store.prompt_version(&rec.summary.prompt_version)?;
+    // The run the History screen shows: --json is its serialisation.
+    let detail = kerf_api::history::detail(store, run_id(store, &a.run)?)?;
     if a.json {
-        let mut v = serde_json::to_value(&rec)?;
-        v["prompt_text"] = json!(version.text);
-        v["prompt_path"] = json!(version.path);
-        print_json(&v);
+        print_json(&serde_json::to_value(&detail)?);
         return Ok(Outcome::Ok);
     }
-    print_record(&rec, &version);
+    print_record(&detail.record, &detail.version);
     Ok(Outcome::Ok)
 }
 
@@ -607,17 +605,15 @@ struct Replay {
     json: bool,
 }
 
-fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
+fn rerun(store: &Store, a: RerunArgs, wb: &Workbench, globals: &Globals) -> Result<Outcome> {
     let id = run_id(store, &a.run)?;
-    let rec = store.run(id)?;
-    let version = store.prompt_version(&rec.summary.prompt_version)?;
-    // Every stored setting, whichever front end recorded the run (bug A: a window run has no
-    // CLI flags, and was rerun on the defaults), as flags under the user's overrides.
-    let stored = kerf_api::runs::RunParams::from_stored(
-        &rec.params,
-        &rec.summary.provider,
-        &rec.summary.model,
-    )?;
+    // The stored run made ready to run again, as the History screen's Rerun takes it: every
+    // stored setting, whichever front end recorded it (bug A: a window run has no CLI flags,
+    // and was rerun on the defaults).
+    let mut replay = kerf_api::history::replay(store, id)?;
+    // The stored settings as flags, under the user's overrides, parsed by `kerf run`'s own
+    // definitions.
+    let stored = &replay.params;
     let mut argv = super::run::argv_of(&stored.settings);
     argv.extend([
         "--max-tokens".into(),
@@ -632,42 +628,18 @@ fn rerun(store: &Store, a: RerunArgs, globals: &Globals) -> Result<Outcome> {
         .map_err(|e| {
             kerf_core::Error::Usage(format!("rerun {id}: {}", e.render().to_string().trim()))
         })?;
-    let replay = Replay::from_arg_matches(&matches)
+    let flags = Replay::from_arg_matches(&matches)
         .map_err(|e| kerf_core::Error::Usage(format!("rerun {id}: {e}")))?;
-    let place = format!("run {id}'s prompt (version {})", &version.id[..12]);
-    let loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
-    let prompt = kerf_core::Prompt::compile(loaded.file, &place)?;
-    let as_map = |v: &Value| v.as_object().cloned().unwrap_or_default();
-    let (vars, terms) = (as_map(&rec.input.vars), as_map(&rec.input.terms));
-    let rendering = super::Rendering {
-        rendered: prompt.render(&terms, &vars)?,
-        vars,
-        terms,
-    };
-    let source = kerf_api::runs::PromptSource {
-        name: version.name.clone(),
-        path: version.path.clone(),
-        text: version.text.clone(),
-    };
-    let provider = replay.model.provider()?;
-    let params = replay.model.run_params(replay.max_tokens, replay.constrain);
-    if !replay.json {
+    replay.params = flags.model.run_params(flags.max_tokens, flags.constrain);
+    let provider = replay.params.settings.provider(wb)?;
+    if !flags.json {
         eprintln!(
             "kerf: rerunning run {id} ({}, {})",
-            rec.summary.prompt, rec.summary.created_at
+            replay.record.summary.prompt, replay.record.summary.created_at
         );
     }
-    let history = crate::record::open(globals)?;
-    super::run::run_prompt(
-        &prompt,
-        &source,
-        &rendering,
-        &provider,
-        &params,
-        replay.json,
-        history.as_ref(),
-        Some(id),
-    )
+    let history = crate::record::open(wb, globals)?;
+    super::run::run_job(&replay.job(&provider), flags.json, history.as_ref())
 }
 
 /// Runs as JSON lines (full records) or CSV (one row per run), written one run at a time: the

@@ -47,10 +47,10 @@ impl Args {
     }
 }
 
-pub fn run(args: Args) -> Result<Outcome> {
+pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
     match args.action {
         Action::Fetch { json } => {
-            let path = kerf_llama::models::fetch(&mut |line| {
+            let path = kerf_api::models::fetch(wb, &mut |line| {
                 if !json {
                     eprintln!("kerf: {line}");
                 }
@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             }
         }
         Action::List { json } => {
-            let models = kerf_llama::models::list();
+            let models = kerf_llama::models::list(&wb.models);
             if json {
                 let rows: Vec<_> = models
                     .iter()
@@ -79,13 +79,11 @@ pub fn run(args: Args) -> Result<Outcome> {
                         Err(e) => json!({"path": p, "error": {"code": e.code(), "message": e.to_string()}}),
                     })
                     .collect();
-                print_json(
-                    &json!({"models_dir": kerf_llama::models::models_dir(), "models": rows}),
-                );
+                print_json(&json!({"models_dir": wb.models, "models": rows}));
             } else if models.is_empty() {
                 crate::outln!(
                     "no models in {} — run `kerf models fetch` for the default one",
-                    kerf_llama::models::models_dir().display()
+                    wb.models.display()
                 );
             } else {
                 crate::outln!(

@@ -122,9 +122,9 @@ impl Args {
     }
 }
 
-pub fn run(args: Args) -> Result<Outcome> {
+pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
     let json_out = args.json();
-    let path = Registry::default_path();
+    let path = wb.providers.clone();
     match args.action {
         Action::List { .. } => {
             let registry = Registry::load(&path)?;
@@ -190,14 +190,14 @@ pub fn run(args: Args) -> Result<Outcome> {
             keep_key,
             ..
         } => {
-            let spec = kerf_api::wire::ProviderSpec {
+            let spec = kerf_api::providers::wire::ProviderSpec {
                 name,
-                kind: kind.as_str().into(),
+                kind,
                 base_url,
                 model,
                 key_env,
                 no_key,
-                structured: Some(structured.as_str().into()),
+                structured: Some(structured),
                 max_completion_tokens,
                 allow_plain_http,
                 keep_key,

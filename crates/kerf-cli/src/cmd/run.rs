@@ -4,11 +4,11 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-pub use kerf_api::runs::{Chosen, Outcomes};
+pub use kerf_api::runs::Outcomes;
 use kerf_api::runs::{
-    PromptSource, RunEvent, RunJob, RunMeta, RunParams, RunSettings, flash_attn_name,
-    gpu_layers_name, parse_flash_attn,
+    RunEvent, RunJob, RunParams, RunSettings, flash_attn_name, gpu_layers_name, parse_flash_attn,
 };
+use kerf_api::workbench::Workbench;
 use kerf_core::Prompt;
 use kerf_llama::GpuLayers;
 use kerf_llm::providers::Structured;
@@ -107,8 +107,6 @@ impl ModelArgs {
         }
     }
 
-    /// The provider these flags name; configured ones come from the CLI's registry
-    /// (`providers.json` in Kerf's config folder, or `KERF_CONFIG_DIR`).
     /// These flags with a budget and a constrain choice: one run's parameters.
     pub fn run_params(&self, max_tokens: u32, constrain: ConstrainArg) -> RunParams {
         RunParams {
@@ -116,11 +114,6 @@ impl ModelArgs {
             max_tokens,
             constrain: constrain == ConstrainArg::Auto,
         }
-    }
-
-    pub fn provider(&self) -> Result<Chosen> {
-        let registry = kerf_llm::providers::Registry::default_path();
-        Ok(self.settings().provider(&registry)?)
     }
 
     /// These flags as `kerf run` takes them (an experiment's spec keeps them).
@@ -260,53 +253,27 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
+pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
     let prompt = super::load_prompt(&args.prompt)?;
     let rendering = args.input.render(&prompt, &args.prompt)?;
-    let provider = args.model.provider()?;
-    let source = crate::record::prompt_source(&prompt, &args.prompt)?;
-    let history = crate::record::open(globals)?;
     let params = args.model.run_params(args.max_tokens, args.constrain);
-    run_prompt(
-        &prompt,
-        &source,
-        &rendering,
-        &provider,
-        &params,
-        args.json,
-        history.as_ref(),
-        None,
-    )
+    let provider = params.settings.provider(wb)?;
+    let source = crate::record::prompt_source(&prompt, &args.prompt)?;
+    let history = crate::record::open(wb, globals)?;
+    let job = RunJob::new(&prompt, &source, &rendering, &provider, &params);
+    run_job(&job, args.json, history.as_ref())
 }
 
-/// Run a loaded prompt and print its reply and report: `kerf run`, and `kerf history rerun`.
-#[allow(clippy::too_many_arguments)]
-pub fn run_prompt(
-    prompt: &Prompt,
-    source: &PromptSource,
-    rendering: &super::Rendering,
-    provider: &Chosen,
-    params: &RunParams,
+/// Run a job and print its reply and report: `kerf run`, and `kerf history rerun`.
+pub fn run_job(
+    job: &RunJob<'_>,
     json_out: bool,
     history: Option<&kerf_store::Store>,
-    rerun_of: Option<i64>,
 ) -> Result<Outcome> {
-    let job = RunJob {
-        meta: RunMeta {
-            prompt: source,
-            response_type: prompt.file.response_type.to_string(),
-            rendering,
-            experiment: None,
-            rerun_of,
-        },
-        provider,
-        prompt,
-        params,
-        repair: true,
-    };
+    let (prompt, provider) = (job.prompt, job.provider);
     let done = kerf_api::runs::run(
         history,
-        &job,
+        job,
         &interrupt_token(),
         &mut print_events(json_out),
     )?;

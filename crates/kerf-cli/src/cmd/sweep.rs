@@ -132,9 +132,13 @@ pub fn token_unit(tokenizer: &str, text: &str) -> Result<Unit> {
     Ok(kerf_api::compare::token_unit(tokenizer, text)?)
 }
 
-pub fn run(args: Args, globals: &crate::record::Globals) -> Result<Outcome> {
+pub fn run(
+    args: Args,
+    wb: &kerf_api::workbench::Workbench,
+    globals: &crate::record::Globals,
+) -> Result<Outcome> {
     // Opened first: a history that cannot be written fails before the work, not after it.
-    let history = crate::record::open(globals)?;
+    let history = crate::record::open(wb, globals)?;
     let subjects: Vec<Subject> = if args.compare.is_empty() {
         let file = args.file.clone().unwrap_or_default();
         let parser = args.reply.parser()?;

@@ -508,7 +508,7 @@ fn a_newer_or_corrupt_history_is_refused_untouched() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let e = stderr(&o);
         assert!(
-            e.contains("error[store-corrupt]") && e.contains(path.to_str().unwrap()),
+            e.contains("error[store_corrupt]") && e.contains(path.to_str().unwrap()),
             "{e}"
         );
         assert!(e.contains("left untouched"), "{e}");
@@ -526,7 +526,7 @@ fn a_newer_or_corrupt_history_is_refused_untouched() {
     let o = kerf_in(dir, &["history", "list"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("error[store-newer]") && stderr(&o).contains("newer Kerf"),
+        stderr(&o).contains("error[store_newer]") && stderr(&o).contains("newer Kerf"),
         "{}",
         stderr(&o)
     );
@@ -627,20 +627,26 @@ fn window_workbench(dir: &Path) -> kerf_api::workbench::Workbench {
         prompt_dirs: Vec::new(),
         history: Some(dir.join("history.sqlite")),
         providers: dir.join("providers.json"),
+        models: dir.join("models"),
     }
 }
 
 /// The window's use case, as the Run screen calls it.
-fn window_run(dir: &Path, model: &str, temperature: f32, seed: u64) -> kerf_api::wire::RunDone {
+fn window_run(
+    dir: &Path,
+    model: &str,
+    temperature: f32,
+    seed: u64,
+) -> kerf_api::runs::wire::RunDone {
     let path = repo().join("prompts/agent-kg-extract.json");
     let doc = kerf_api::prompts::open(&path).unwrap();
-    let input = kerf_api::wire::RunInput {
+    let input = kerf_api::runs::wire::RunInput {
         draft: doc.draft,
         path: Some(path.display().to_string()),
         input: "Ada Lovelace wrote the first program for the Analytical Engine.".into(),
         vars: Default::default(),
     };
-    let options = kerf_api::wire::RunOptions {
+    let options = kerf_api::runs::wire::RunOptions {
         provider: "local".into(),
         model: Some(model.into()),
         max_tokens: 40,
@@ -652,7 +658,7 @@ fn window_run(dir: &Path, model: &str, temperature: f32, seed: u64) -> kerf_api:
         max_run_tokens: 100_000,
     };
     let cancel = kerf_llm::CancelToken::new();
-    kerf_api::workbench::run(
+    kerf_api::runs::run_draft(
         &window_workbench(dir),
         &input,
         &options,
@@ -723,8 +729,7 @@ fn bug_b_a_cli_run_reruns_from_the_window_with_every_setting() {
     );
     let id = first["history_id"].as_i64().unwrap();
     let cancel = kerf_llm::CancelToken::new();
-    let again =
-        kerf_api::workbench::rerun(&window_workbench(dir), id, &cancel, &mut |_| {}).unwrap();
+    let again = kerf_api::history::rerun(&window_workbench(dir), id, &cancel, &mut |_| {}).unwrap();
     let rerun_id = again.history_id.unwrap();
     let (a, b) = (stored_params(dir, id), stored_params(dir, rerun_id));
     assert_eq!(b, a);

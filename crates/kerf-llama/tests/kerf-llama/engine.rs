@@ -21,7 +21,9 @@ fn lock() -> MutexGuard<'static, ()> {
 fn model() -> PathBuf {
     let p = std::env::var_os("KERF_TEST_MODEL")
         .map(PathBuf::from)
-        .unwrap_or_else(kerf_llama::models::default_model_path);
+        .unwrap_or_else(|| {
+            kerf_llama::models::default_model_path(&kerf_llama::models::models_dir())
+        });
     assert!(
         p.is_file(),
         "the test model is missing at {}: run `kerf models fetch` (the README's test command does)",
@@ -182,7 +184,7 @@ fn bad_requests_are_clear_errors() {
     let err = LocalProvider::new(config)
         .run(&request(&p, 32, false), &CancelToken::new(), &mut |_| {})
         .unwrap_err();
-    assert_eq!(err.code(), "context-overflow");
+    assert_eq!(err.code(), "context_overflow");
     assert!(err.to_string().contains("context holds 64"), "{err}");
 
     // Security review, finding 12: `--max-tokens 4294967295` overflowed the context sum.
@@ -193,7 +195,7 @@ fn bad_requests_are_clear_errors() {
             &mut |_| {},
         )
         .unwrap_err();
-    assert_eq!(err.code(), "context-overflow", "{err}");
+    assert_eq!(err.code(), "context_overflow", "{err}");
     assert!(err.to_string().contains("4294967295"), "{err}");
 
     // A Lark grammar llguidance cannot read.

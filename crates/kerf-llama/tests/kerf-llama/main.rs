@@ -15,10 +15,10 @@ fn without_the_engine_every_run_says_how_to_get_it() {
     let err = p
         .run(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
         .unwrap_err();
-    assert_eq!(err.code(), "provider-unavailable");
+    assert_eq!(err.code(), "provider_unavailable");
     assert!(err.to_string().contains("`engine` feature"), "{err}");
     let err = kerf_llama::token_boundaries(std::path::Path::new("m.gguf"), "x").unwrap_err();
-    assert_eq!(err.code(), "provider-unavailable");
+    assert_eq!(err.code(), "provider_unavailable");
     assert!(kerf_llama::devices().is_err());
 }
 

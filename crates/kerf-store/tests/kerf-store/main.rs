@@ -179,7 +179,7 @@ fn a_file_from_a_newer_kerf_is_refused_untouched() {
     set_user_version(&path, 99);
     let before = std::fs::read(&path).unwrap();
     let err = Store::open(&path).unwrap_err();
-    assert_eq!(err.code(), "store-newer");
+    assert_eq!(err.code(), "store_newer");
     let msg = err.to_string();
     assert!(
         msg.contains("newer Kerf") && msg.contains("99") && msg.contains("history.sqlite"),
@@ -208,7 +208,7 @@ fn a_corrupt_or_foreign_file_is_named_and_never_overwritten() {
         b"these are not the bytes of a database, and Kerf must not write over them. ".repeat(80);
     std::fs::write(&path, &junk).unwrap();
     let err = Store::open(&path).unwrap_err();
-    assert_eq!(err.code(), "store-corrupt", "{err}");
+    assert_eq!(err.code(), "store_corrupt", "{err}");
     assert!(err.to_string().contains("history.sqlite"), "{err}");
     assert!(err.to_string().contains("left untouched"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), junk);
@@ -233,12 +233,12 @@ fn a_corrupt_or_foreign_file_is_named_and_never_overwritten() {
     }
     std::fs::write(&path, &bytes).unwrap();
     match Store::open(&path) {
-        Err(e) => assert_eq!(e.code(), "store-corrupt", "{e}"),
+        Err(e) => assert_eq!(e.code(), "store_corrupt", "{e}"),
         Ok(store) => {
             let check = store.integrity_check();
             let bad = match check {
                 Ok(s) => s != "ok",
-                Err(e) => e.code() == "store-corrupt",
+                Err(e) => e.code() == "store_corrupt",
             };
             assert!(bad, "a damaged page went unnoticed");
         }
@@ -370,8 +370,8 @@ fn filters_tags_notes_and_delete() {
         Some("first try")
     );
     store.delete(b).unwrap();
-    assert_eq!(store.run(b).unwrap_err().code(), "not-found");
-    assert_eq!(store.tag(b, "x").unwrap_err().code(), "not-found");
+    assert_eq!(store.run(b).unwrap_err().code(), "not_found");
+    assert_eq!(store.tag(b, "x").unwrap_err().code(), "not_found");
     assert_eq!(ids(Filter::default()), vec![c, a]);
 }
 
@@ -477,7 +477,7 @@ fn a_foreign_sqlite_file_is_refused_before_anything_touches_it() {
     }
     let before = std::fs::read(&path).unwrap();
     let err = Store::open(&path).unwrap_err();
-    assert_eq!(err.code(), "store-corrupt", "{err}");
+    assert_eq!(err.code(), "store_corrupt", "{err}");
     assert!(err.to_string().contains("not a Kerf history"), "{err}");
     assert!(std::fs::read(&path).unwrap() == before, "the file changed");
     let siblings: Vec<String> = std::fs::read_dir(dir.path())
@@ -495,4 +495,17 @@ fn a_foreign_sqlite_file_is_refused_before_anything_touches_it() {
     std::fs::write(&fresh, b"").unwrap();
     drop(Store::open(&fresh).unwrap());
     drop(Store::open(&fresh).unwrap());
+}
+
+/// Error codes have one spelling (snake case); a run recorded before that, with a code in kebab
+/// case, reads back as the code is spelled now.
+#[test]
+fn an_error_code_recorded_in_kebab_case_reads_back_in_snake_case() {
+    let store = Store::in_memory().unwrap();
+    let mut w = store.begin_run(&new_run(&store, "doc")).unwrap();
+    w.push("{\"a\"").unwrap();
+    let id = w.fail("provider-unavailable", "no such server").unwrap();
+    let rec = store.run(id).unwrap();
+    assert_eq!(rec.error_code.as_deref(), Some("provider_unavailable"));
+    assert_eq!(rec.summary.error.as_deref(), Some("no such server"));
 }

@@ -1,17 +1,20 @@
 //! Cloud providers and OpenAI-compatible servers: adding and removing their definitions
 //! (`providers.json`), putting keys into the OS keyring, and probing what a server honours. The
 //! CLI's `kerf providers` and the desktop's Providers screen both call these, naming the registry
-//! file (`Registry::default_path()` unless told otherwise). A key goes in and never comes back
+//! file their workbench holds. A key goes in and never comes back
 //! out: views say only where a key would be found.
 
 use std::path::Path;
 
 use kerf_llm::cloud::{self, CloudProvider};
-use kerf_llm::providers::{Kind, ProviderDef, Registry, Structured};
+use kerf_llm::providers::{ProviderDef, Registry, Structured};
 use kerf_llm::{CancelToken, secrets};
 
-use crate::wire::{ProviderInfo, ProviderSpec, ProvidersView};
 use crate::{ApiError, Code, Result};
+
+pub mod wire;
+
+use wire::{ProviderInfo, ProviderSpec, ProvidersView};
 
 /// Where a provider's key would come from, without reading it out.
 pub fn key_status(def: &ProviderDef) -> String {
@@ -27,10 +30,10 @@ pub fn info(def: &ProviderDef) -> ProviderInfo {
     let key = secrets::key_for(def);
     ProviderInfo {
         name: def.name.clone(),
-        kind: def.kind.as_str().into(),
+        kind: def.kind,
         base_url: def.base_url.clone(),
         model: def.model.clone(),
-        structured: def.structured.as_str().into(),
+        structured: def.structured,
         key_env: def.key_env.clone(),
         no_key: def.no_key,
         max_completion_tokens: def.max_completion_tokens,
@@ -79,13 +82,7 @@ pub fn check_name(name: &str) -> Result<()> {
 /// The definition `spec` describes, checked (name, kind, URL, model, structured mode).
 pub fn definition(spec: &ProviderSpec) -> Result<ProviderDef> {
     check_name(&spec.name)?;
-    let kind: Kind = spec.kind.parse().map_err(usage)?;
-    let structured: Structured = spec
-        .structured
-        .as_deref()
-        .unwrap_or("auto")
-        .parse()
-        .map_err(usage)?;
+    let (kind, structured) = (spec.kind, spec.structured.unwrap_or_default());
     let base_url = spec
         .base_url
         .as_deref()

@@ -9,7 +9,12 @@ use kerf_core::{Prompt, PromptFile};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, Code, Result};
-use crate::wire::{Inspection, LintFinding, Preview, Problem, PromptDoc, PromptDraft, PromptEntry};
+
+pub mod wire;
+
+use wire::{
+    DraftPart, Inspection, LintFinding, Preview, Problem, PromptDoc, PromptDraft, PromptEntry,
+};
 
 /// A folder of prompt files and what the list calls it (`shipped`, `user`).
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +54,7 @@ fn entry(path: &Path, folder: &str) -> PromptEntry {
             id: loaded.file.id().to_string(),
             path: path.display().to_string(),
             folder: folder.into(),
-            response_type: loaded.file.response_type.to_string(),
+            response_type: Some(loaded.file.response_type),
             description: loaded.file.description.clone(),
             twin: loaded.file.twin.clone(),
             error: None,
@@ -58,7 +63,7 @@ fn entry(path: &Path, folder: &str) -> PromptEntry {
             id: stem,
             path: path.display().to_string(),
             folder: folder.into(),
-            response_type: String::new(),
+            response_type: None,
             description: None,
             twin: None,
             error: Some(e.to_string()),
@@ -104,9 +109,9 @@ pub fn open(path: &Path) -> Result<PromptDoc> {
     })
 }
 
-fn problem(part: &str, code: Code, message: impl Into<String>) -> Problem {
+fn problem(part: DraftPart, code: Code, message: impl Into<String>) -> Problem {
     Problem {
-        part: part.into(),
+        part,
         code,
         message: message.into(),
         line: None,
@@ -116,7 +121,7 @@ fn problem(part: &str, code: Code, message: impl Into<String>) -> Problem {
 }
 
 /// A part's JSON text (`""`: absent), or the problem with it, at its line and column.
-fn part_json(part: &str, text: &str) -> std::result::Result<Option<Value>, Problem> {
+fn part_json(part: DraftPart, text: &str) -> std::result::Result<Option<Value>, Problem> {
     if text.trim().is_empty() {
         return Ok(None);
     }
@@ -138,7 +143,7 @@ fn part_json(part: &str, text: &str) -> std::result::Result<Option<Value>, Probl
 /// with the edited parts put in place. Problems are the parts that are not valid JSON.
 fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
     let mut problems = Vec::new();
-    let mut map = match part_json("file", &draft.base) {
+    let mut map = match part_json(DraftPart::File, &draft.base) {
         Ok(Some(Value::Object(m))) => m,
         Ok(_) => Map::new(),
         Err(p) => {
@@ -165,11 +170,11 @@ fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
         "response-type",
         Some(Value::String(draft.response_type.clone())),
     );
-    match part_json("schema", &draft.schema) {
+    match part_json(DraftPart::Schema, &draft.schema) {
         Ok(v) => set(schema_key, v),
         Err(p) => problems.push(p),
     }
-    match part_json("post", &draft.post) {
+    match part_json(DraftPart::Post, &draft.post) {
         Ok(v) => set("post", v),
         Err(p) => problems.push(p),
     }
@@ -180,7 +185,7 @@ fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
 /// one-click fix for the `trustgraph` finding): the key keeps its place in the file, and nothing
 /// is written until the user saves. A draft without `object-schema` comes back unchanged.
 pub fn rename_schema_key(draft: &PromptDraft) -> Result<PromptDraft> {
-    let map = match part_json("file", &draft.base) {
+    let map = match part_json(DraftPart::File, &draft.base) {
         Ok(Some(Value::Object(m))) => m,
         Ok(_) => return Ok(draft.clone()),
         Err(p) => return Err(ApiError::new(p.code, p.message)),
@@ -205,23 +210,23 @@ fn compile_problem(e: kerf_core::Error) -> Problem {
             pointer, message, ..
         } => Problem {
             pointer: Some(pointer),
-            ..problem("schema", code, message)
+            ..problem(DraftPart::Schema, code, message)
         },
         kerf_core::Error::TemplateSyntax { .. }
         | kerf_core::Error::TemplateUndefined { .. }
         | kerf_core::Error::TemplateRender { .. } => {
             let message = e.to_string();
             let part = if message.contains("(system)") {
-                "system"
+                DraftPart::System
             } else {
-                "template"
+                DraftPart::Template
             };
             Problem {
                 line: template_line(&message),
                 ..problem(part, code, message)
             }
         }
-        other => problem("file", code, other.to_string()),
+        other => problem(DraftPart::File, code, other.to_string()),
     }
 }
 
@@ -248,9 +253,9 @@ pub fn compile(draft: &PromptDraft, place: &str) -> std::result::Result<Prompt, 
     let loaded = match PromptFile::from_value(Value::Object(map), place, None) {
         Ok(l) => l,
         Err(e) => {
-            let mut p = problem("file", Code::from(&e), e.to_string());
+            let mut p = problem(DraftPart::File, Code::from(&e), e.to_string());
             if e.to_string().contains("response-type") {
-                p.part = "responseType".into();
+                p.part = DraftPart::ResponseType;
             }
             return Err(vec![p]);
         }
@@ -287,7 +292,7 @@ pub fn inspect(
     // Lint and the variables need only their own part, so they show even while another part is
     // broken.
     let (composed, _) = compose(draft);
-    if let Ok(Some(schema)) = part_json("schema", &draft.schema) {
+    if let Ok(Some(schema)) = part_json(DraftPart::Schema, &draft.schema) {
         // The file's own shape matters too (`object-schema` is never used by TrustGraph).
         let file = PromptFile {
             schema: Some(schema),
@@ -297,11 +302,8 @@ pub fn inspect(
         for provider in kerf_core::lint::Provider::ALL {
             for f in kerf_core::lint::prompt_file(&file, provider) {
                 out.lint.push(LintFinding {
-                    provider: f.provider.as_str().into(),
-                    severity: serde_json::to_value(f.severity)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default(),
+                    provider: f.provider,
+                    severity: f.severity,
                     pointer: f.pointer,
                     keyword: f.keyword,
                     message: f.message,
@@ -367,7 +369,7 @@ pub fn save(draft: &PromptDraft, path: &Path, opened: Option<&str>) -> Result<St
                 format!(
                     "{}: the {} is not valid JSON, so nothing was saved: {}",
                     path.display(),
-                    p.part,
+                    p.part.as_str(),
                     p.message
                 ),
             )
@@ -529,3 +531,21 @@ pub fn write_atomically_bytes(path: &Path, text: &[u8]) -> Result<()> {
 }
 
 use kerf_core::files::AtomicFile;
+
+/// A draft compiled to run, or its first problem as an error the user can act on (every
+/// problem in `details`). `path`: where the draft's file lives, if it was ever saved.
+pub fn compile_draft(draft: &PromptDraft, path: Option<&str>) -> Result<Prompt> {
+    let place = path.unwrap_or("draft");
+    let mut prompt = compile(draft, place).map_err(|problems| {
+        let first = &problems[0];
+        ApiError {
+            details: serde_json::to_value(&problems).ok(),
+            ..ApiError::new(
+                first.code,
+                format!("{} ({}): {}", place, first.part.as_str(), first.message),
+            )
+        }
+    })?;
+    prompt.path = path.map(PathBuf::from);
+    Ok(prompt)
+}

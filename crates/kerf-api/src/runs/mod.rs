@@ -1,5 +1,15 @@
 //! Running a prompt: choosing the model, the request, the repair loop, and recording the run in
-//! the history as it streams.
+//! the history as it streams. [`run`] is the one place a run is assembled; the window's run of a
+//! draft ([`run_draft`]), a compare's cells and both front ends' reruns all go through it.
+//!
+//! - [`wire`] — what the window sends and receives ([`wire::RunOptions`], [`wire::RunMessage`],
+//!   [`wire::RunDone`]).
+//! - [`relay_run`] — a run's events as the window takes them, coalesced.
+
+mod relay;
+pub mod wire;
+
+pub use relay::relay_run;
 
 use std::path::PathBuf;
 
@@ -89,11 +99,12 @@ impl Default for RunSettings {
 }
 
 impl RunSettings {
-    /// The provider these settings name, ready to run; a configured one is looked up in the
-    /// `registry` file the front end's composition root names (never a default behind its back).
-    pub fn provider(&self, registry: &std::path::Path) -> Result<Chosen> {
+    /// The provider these settings name, ready to run: a configured one is looked up in the
+    /// workbench's providers file, the local model in its models folder (never a default behind
+    /// the caller's back).
+    pub fn provider(&self, wb: &crate::workbench::Workbench) -> Result<Chosen> {
         if self.provider != "local" {
-            let registry = kerf_llm::providers::Registry::load(registry)?;
+            let registry = kerf_llm::providers::Registry::load(&wb.providers)?;
             let mut def = registry.get(&self.provider)?.clone();
             if let Some(m) = &self.model {
                 def.model = m.clone();
@@ -103,7 +114,10 @@ impl RunSettings {
             }
             return Ok(Chosen::Cloud(Box::new(CloudProvider::new(def)?)));
         }
-        let model = kerf_llama::models::resolve(self.model.as_deref().map(std::path::Path::new))?;
+        let model = kerf_llama::models::resolve(
+            &wb.models,
+            self.model.as_deref().map(std::path::Path::new),
+        )?;
         let mut config = LocalConfig::new(model);
         config.gpu_layers = self.gpu_layers;
         config.main_gpu = self.main_gpu;
@@ -525,6 +539,17 @@ pub struct PromptSource {
     pub text: String,
 }
 
+impl PromptSource {
+    /// A compiled prompt as it runs: its file's composed text (what actually ran, saved or not).
+    pub fn of(prompt: &Prompt, path: Option<&str>) -> Self {
+        PromptSource {
+            name: prompt.id().to_string(),
+            path: path.map(String::from),
+            text: prompt.file.to_json_string(),
+        }
+    }
+}
+
 /// A prompt rendered for a run: the turns, and what they were rendered from (kept in the history
 /// so a run can be repeated exactly).
 #[derive(Debug, Clone, PartialEq)]
@@ -536,10 +561,28 @@ pub struct Rendering {
     pub terms: Map<String, Value>,
 }
 
+impl Rendering {
+    /// `prompt` rendered for one input document (bound to its input variable) and extra
+    /// variables, with no global terms.
+    pub fn of_input(prompt: &Prompt, input: &str, vars: &Map<String, Value>) -> Result<Self> {
+        let mut run_vars = Map::new();
+        run_vars.insert(
+            prompt.file.input_variable().to_string(),
+            Value::String(input.to_string()),
+        );
+        run_vars.extend(vars.clone());
+        Ok(Rendering {
+            rendered: prompt.render(&Map::new(), &run_vars)?,
+            vars: run_vars,
+            terms: Map::new(),
+        })
+    }
+}
+
 /// Everything about a run but its reply and parameters: what the history needs to start one.
 pub struct RunMeta<'a> {
     pub prompt: &'a PromptSource,
-    pub response_type: String,
+    pub response_type: ResponseType,
     pub rendering: &'a Rendering,
     pub experiment: Option<i64>,
     pub rerun_of: Option<i64>,
@@ -555,7 +598,7 @@ fn begin<'s>(
     let version = store.put_prompt_version(
         &meta.prompt.name,
         meta.prompt.path.as_deref(),
-        &meta.response_type,
+        meta.response_type.as_str(),
         &meta.prompt.text,
     )?;
     let input = store.put_input(
@@ -620,6 +663,34 @@ pub struct RunJob<'a> {
     pub params: &'a RunParams,
     /// Whether a prompt that opts in gets its repair loop.
     pub repair: bool,
+}
+
+impl<'a> RunJob<'a> {
+    /// A run of `prompt` on `provider`, rendered as `rendering`, with `params`: recorded on its
+    /// own (not an experiment's cell, not a rerun), with the repair loop its prompt asks for.
+    /// Callers that are one of those set [`RunMeta::experiment`], [`RunMeta::rerun_of`] or
+    /// [`repair`](Self::repair) on what this returns.
+    pub fn new(
+        prompt: &'a Prompt,
+        source: &'a PromptSource,
+        rendering: &'a Rendering,
+        provider: &'a Chosen,
+        params: &'a RunParams,
+    ) -> Self {
+        RunJob {
+            meta: RunMeta {
+                prompt: source,
+                response_type: prompt.file.response_type,
+                rendering,
+                experiment: None,
+                rerun_of: None,
+            },
+            provider,
+            prompt,
+            params,
+            repair: true,
+        }
+    }
 }
 
 /// A finished run: what came back, its estimated cost, and its id in the history.
@@ -689,4 +760,25 @@ pub fn run(
             Err(e)
         }
     }
+}
+
+/// Run a draft on the chosen model (the window's Run): the reply streams as
+/// [`wire::RunMessage::Text`], the objects of each completed line as
+/// [`wire::RunMessage::Objects`]; recorded in the workbench's history as it goes. Cancel keeps
+/// what arrived (finish reason `cancelled`).
+pub fn run_draft(
+    wb: &crate::workbench::Workbench,
+    input: &wire::RunInput,
+    options: &wire::RunOptions,
+    cancel: &CancelToken,
+    on_message: &mut dyn FnMut(wire::RunMessage),
+) -> Result<wire::RunDone> {
+    let store = wb.store()?;
+    let prompt = crate::prompts::compile_draft(&input.draft, input.path.as_deref())?;
+    let source = PromptSource::of(&prompt, input.path.as_deref());
+    let rendering = Rendering::of_input(&prompt, &input.input, &input.vars)?;
+    let params = options.params()?;
+    let provider = params.settings.provider(wb)?;
+    let job = RunJob::new(&prompt, &source, &rendering, &provider, &params);
+    relay_run(&job, store.as_ref(), cancel, on_message)
 }

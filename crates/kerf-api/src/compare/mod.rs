@@ -6,20 +6,24 @@
 
 use std::path::Path;
 
-use kerf_core::Prompt;
 use kerf_core::sweep::{Sweep, Unit};
+use kerf_core::{DropCounts, Prompt, ResponseType};
 use kerf_llm::{CancelToken, FinishReason};
 use kerf_store::Store;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use ts_rs::TS;
 
-use crate::error::Result;
-use crate::runs::{
-    Chosen, Outcomes, PromptSource, Rendering, RunJob, RunMeta, RunParams, RunSettings,
-};
-use crate::wire::{CompareProgress, CompareRow, Comparison, SweepCurve};
+use crate::error::{ApiError, Code, Result};
+use crate::runs::{Chosen, Outcomes, PromptSource, Rendering, RunJob, RunParams, RunSettings};
+
+pub mod wire;
+
+use wire::CompareProgress;
 
 /// Which passes each prompt gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "lowercase")]
 pub enum ConstrainMode {
     /// With and without its schema constraint (where it has one).
     Both,
@@ -173,7 +177,11 @@ pub fn compare(
     );
     if let (Some(store), Some(id)) = (history, experiment) {
         match &result {
-            Ok(c) => store.finish_experiment(id, &c.to_json(job.subjects), None)?,
+            Ok(c) => {
+                let report = serde_json::to_value(c.report(job.subjects))
+                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
+                store.finish_experiment(id, &report, None)?
+            }
             Err(e) => store.finish_experiment(id, &Value::Null, Some(&e.message))?,
         }
     }
@@ -213,19 +221,11 @@ fn run_all(
                     max_tokens: budget,
                     constrain: constrained,
                 };
-                let run = RunJob {
-                    meta: RunMeta {
-                        prompt: &s.source,
-                        response_type: s.prompt.file.response_type.to_string(),
-                        rendering: &s.rendering,
-                        experiment,
-                        rerun_of: None,
-                    },
-                    provider,
-                    prompt: &s.prompt,
-                    params: &params,
-                    repair: false,
-                };
+                // A cell of the experiment, without repair: a compare measures each reply
+                // as it came.
+                let mut run = RunJob::new(&s.prompt, &s.source, &s.rendering, provider, &params);
+                run.meta.experiment = experiment;
+                run.repair = false;
                 let t = std::time::Instant::now();
                 let done = crate::runs::run(history, &run, cancel, &mut |_| {})?;
                 rows.push(Row {
@@ -317,103 +317,146 @@ pub fn best_reply(rows: &[Row], subject: usize) -> Option<usize> {
         .map(|(at, _)| at)
 }
 
+/// One run of a compare, as reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReportRow {
+    pub prompt: String,
+    pub response_type: ResponseType,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub objects: usize,
+    pub dropped: DropCounts,
+    pub truncated: bool,
+    pub finish_reason: FinishReason,
+    pub completion_tokens: u32,
+    pub seconds: f64,
+    pub history_id: Option<i64>,
+}
+
+/// One format's reply swept, as reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReportSweep {
+    pub prompt: String,
+    pub response_type: ResponseType,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub cut_by_budget: bool,
+    /// The swept reply's length in tokens, as the model counted them (shown beside the curve;
+    /// the row with the same prompt, budget and constraint has it too).
+    #[serde(skip)]
+    pub completion_tokens: u32,
+    #[serde(flatten)]
+    pub sweep: Sweep,
+}
+
+/// A compare's result as every front end reports it: `kerf compare --json` prints this, the
+/// history keeps it as the experiment's result, and the Compare screen draws
+/// [`wire::Comparison`], built from it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub model: String,
+    pub experiment: Option<i64>,
+    pub rows: Vec<ReportRow>,
+    pub sweeps: Vec<ReportSweep>,
+}
+
 impl Compared {
-    /// The result as `kerf compare --json` prints it and the history keeps it.
-    pub fn to_json(&self, subjects: &[Subject]) -> Value {
-        let rows: Vec<Value> = self
+    /// The result with each row and sweep named by its prompt.
+    pub fn report(&self, subjects: &[Subject]) -> Report {
+        let rows = self
             .rows
             .iter()
             .map(|r| {
                 let p = &subjects[r.subject].prompt;
-                let dropped: Map<String, Value> = r
-                    .out
-                    .report
-                    .drop_counts()
-                    .iter()
-                    .map(|(k, n)| (k.as_str().to_string(), json!(n)))
-                    .collect();
-                json!({
-                    "prompt": p.id(),
-                    "response_type": p.file.response_type.to_string(),
-                    "max_tokens": r.max_tokens,
-                    "constrained": r.constrained,
-                    "objects": r.out.report.objects.len(),
-                    "dropped": dropped,
-                    "truncated": r.truncated(),
-                    "finish_reason": r.out.finish.reason.as_str(),
-                    "completion_tokens": r.out.finish.usage.completion_tokens,
-                    "seconds": r.seconds,
-                    "history_id": r.run_id,
-                })
+                ReportRow {
+                    prompt: p.id().into(),
+                    response_type: p.file.response_type,
+                    max_tokens: r.max_tokens,
+                    constrained: r.constrained,
+                    objects: r.out.report.objects.len(),
+                    dropped: r.out.report.drop_counts(),
+                    truncated: r.truncated(),
+                    finish_reason: r.out.finish.reason,
+                    completion_tokens: r.out.finish.usage.completion_tokens,
+                    seconds: r.seconds,
+                    history_id: r.run_id,
+                }
             })
             .collect();
-        let sweeps: Vec<Value> = self
+        let sweeps = self
             .sweeps
             .iter()
             .map(|f| {
-                let (p, r, w) = (&subjects[f.subject].prompt, &self.rows[f.row], &f.sweep);
-                json!({
-                    "prompt": p.id(),
-                    "response_type": p.file.response_type.to_string(),
-                    "max_tokens": r.max_tokens,
-                    "constrained": r.constrained,
-                    "cut_by_budget": f.cut_by_budget,
-                    "total": w.total, "points": w.points, "score": w.score, "unit": w.unit,
-                })
+                let (p, r) = (&subjects[f.subject].prompt, &self.rows[f.row]);
+                ReportSweep {
+                    prompt: p.id().into(),
+                    response_type: p.file.response_type,
+                    max_tokens: r.max_tokens,
+                    constrained: r.constrained,
+                    cut_by_budget: f.cut_by_budget,
+                    completion_tokens: r.out.finish.usage.completion_tokens,
+                    sweep: f.sweep.clone(),
+                }
             })
             .collect();
-        json!({"model": self.model, "experiment": self.experiment, "rows": rows, "sweeps": sweeps})
-    }
-
-    /// The result as the Compare screen draws it.
-    pub fn view(&self, subjects: &[Subject]) -> Comparison {
-        Comparison {
+        Report {
             model: self.model.clone(),
             experiment: self.experiment,
-            rows: self
-                .rows
-                .iter()
-                .map(|r| {
-                    let p = &subjects[r.subject].prompt;
-                    CompareRow {
-                        prompt: p.id().into(),
-                        response_type: p.file.response_type.to_string(),
-                        max_tokens: r.max_tokens,
-                        constrained: r.constrained,
-                        objects: r.out.report.objects.len() as u32,
-                        dropped: r.out.report.dropped.len() as u32,
-                        dropped_summary: r.out.report.drop_summary(),
-                        truncated: r.truncated(),
-                        finish_reason: r.out.finish.reason.as_str().into(),
-                        completion_tokens: r.out.finish.usage.completion_tokens,
-                        seconds: r.seconds,
-                        history_id: r.run_id,
-                    }
-                })
-                .collect(),
-            sweeps: self
-                .sweeps
-                .iter()
-                .map(|f| {
-                    let (p, r, w) = (&subjects[f.subject].prompt, &self.rows[f.row], &f.sweep);
-                    SweepCurve {
-                        prompt: p.id().into(),
-                        response_type: p.file.response_type.to_string(),
-                        max_tokens: r.max_tokens,
-                        constrained: r.constrained,
-                        cut_by_budget: f.cut_by_budget,
-                        total: w.total as u32,
-                        points: w
-                            .points
-                            .iter()
-                            .map(|&(u, n)| (u as u32, n as u32))
-                            .collect(),
-                        length: w.length as u32,
-                        score: w.score,
-                        unit: w.unit.clone(),
-                    }
-                })
-                .collect(),
+            rows,
+            sweeps,
         }
     }
+}
+
+/// The Compare screen's run: every prompt file at every budget on the run panel's model, then
+/// the sweeps.
+pub fn compare_files(
+    wb: &crate::workbench::Workbench,
+    input: &wire::CompareInput,
+    cancel: &CancelToken,
+    on_progress: &mut dyn FnMut(wire::CompareProgress),
+) -> Result<Report> {
+    let store = wb.store()?;
+    if input.prompts.len() < 2 {
+        return Err(ApiError::new(
+            Code::Usage,
+            "pick two prompts to compare (a prompt and its twin, or any two)",
+        ));
+    }
+    if input.budgets.is_empty() || input.budgets.contains(&0) {
+        return Err(ApiError::new(
+            Code::Usage,
+            "give one or more token budgets, each above 0",
+        ));
+    }
+    let subjects = input
+        .prompts
+        .iter()
+        .map(|path| {
+            let prompt = Prompt::load(Path::new(path))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ApiError::new(Code::Io, format!("{path}: {e}")))?;
+            let rendering = Rendering::of_input(&prompt, &input.input, &Map::new())?;
+            Ok(Subject {
+                source: PromptSource {
+                    name: prompt.id().to_string(),
+                    path: Some(path.clone()),
+                    text,
+                },
+                prompt,
+                rendering,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let settings = input.options.settings()?;
+    let provider = settings.provider(wb)?;
+    let job = CompareJob {
+        subjects: &subjects,
+        budgets: &input.budgets,
+        constrain: input.constrain,
+        settings: &settings,
+        extra_spec: Map::new(),
+    };
+    let compared = compare(store.as_ref(), &job, &provider, cancel, on_progress)?;
+    Ok(compared.report(&subjects))
 }

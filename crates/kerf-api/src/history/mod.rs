@@ -1,10 +1,119 @@
-//! Reading the history back: what changed between two runs.
+//! The history's use cases: a stored run in full, what changed between two runs, and running a
+//! stored run again. Both front ends call these and show the same results: the CLI prints them
+//! (its `--json` is their serialisation), the History screen gets [`wire`] types built from
+//! them.
 
-use kerf_store::{RunRecord, Store};
+use kerf_core::Prompt;
+use kerf_llm::CancelToken;
+use kerf_store::{PromptVersion, RunRecord, Store};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::error::Result;
+use crate::runs::wire::{RunDone, RunMessage};
+use crate::runs::{Chosen, PromptSource, Rendering, RunJob, RunParams};
+use crate::workbench::Workbench;
+
+pub mod wire;
+
+/// A stored run in full, with the prompt version it ran (`kerf history show --json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Detail {
+    #[serde(flatten)]
+    pub record: RunRecord,
+    pub prompt_text: String,
+    pub prompt_path: Option<String>,
+    #[serde(skip)]
+    pub version: PromptVersion,
+}
+
+/// Run `id` as the history keeps it.
+pub fn detail(store: &Store, id: i64) -> Result<Detail> {
+    let record = store.run(id)?;
+    let version = store.prompt_version(&record.summary.prompt_version)?;
+    Ok(Detail {
+        prompt_text: version.text.clone(),
+        prompt_path: version.path.clone(),
+        record,
+        version,
+    })
+}
+
+/// A stored run made ready to run again: the same prompt version, compiled, rendered with the
+/// same variables and terms, and its parameters, whichever front end recorded it (bug A: the
+/// CLI rebuilt a window run from flags only it writes; bug B: the window read back five
+/// settings). A front end applies its overrides to [`params`](Self::params) and runs
+/// [`job`](Self::job); nothing is taken from a cache.
+pub struct Replay {
+    pub id: i64,
+    pub record: RunRecord,
+    pub prompt: Prompt,
+    pub source: PromptSource,
+    pub rendering: Rendering,
+    pub params: RunParams,
+}
+
+/// Run `id`, ready to run again.
+pub fn replay(store: &Store, id: i64) -> Result<Replay> {
+    let record = store.run(id)?;
+    let version = store.prompt_version(&record.summary.prompt_version)?;
+    let place = format!("run {id}'s prompt (version {})", &version.id[..12]);
+    let loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
+    let prompt = Prompt::compile(loaded.file, &place)?;
+    let as_map = |v: &Value| v.as_object().cloned().unwrap_or_else(Map::new);
+    let (vars, terms) = (as_map(&record.input.vars), as_map(&record.input.terms));
+    let rendering = Rendering {
+        rendered: prompt.render(&terms, &vars)?,
+        vars,
+        terms,
+    };
+    let params = RunParams::from_stored(
+        &record.params,
+        &record.summary.provider,
+        &record.summary.model,
+    )?;
+    Ok(Replay {
+        id,
+        source: PromptSource {
+            name: version.name,
+            path: version.path,
+            text: version.text,
+        },
+        record,
+        prompt,
+        rendering,
+        params,
+    })
+}
+
+impl Replay {
+    /// The rerun on `provider` (built from [`params`](Self::params), overrides applied),
+    /// recorded as a rerun of the stored run.
+    pub fn job<'a>(&'a self, provider: &'a Chosen) -> RunJob<'a> {
+        let mut job = RunJob::new(
+            &self.prompt,
+            &self.source,
+            &self.rendering,
+            provider,
+            &self.params,
+        );
+        job.meta.rerun_of = Some(self.id);
+        job
+    }
+}
+
+/// The History screen's Rerun: run `id` again with every stored setting, relayed as a run is.
+pub fn rerun(
+    wb: &Workbench,
+    id: i64,
+    cancel: &CancelToken,
+    on_message: &mut dyn FnMut(RunMessage),
+) -> Result<RunDone> {
+    let store = wb.store_required()?;
+    let replay = replay(&store, id)?;
+    let provider = replay.params.settings.provider(wb)?;
+    crate::runs::relay_run(&replay.job(&provider), Some(&store), cancel, on_message)
+}
 
 /// One side of a diff: how the run ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,0 +1,274 @@
+//! What the History screen receives, built `From` the history's results (the same ones
+//! `kerf history` prints).
+
+use kerf_store::Status;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use ts_rs::TS;
+
+use super::{Detail, RunDiff};
+use crate::error::{ApiError, Code, Result};
+use crate::runs::wire::Drop;
+
+/// One row of the History screen.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRow {
+    pub id: i64,
+    pub status: Status,
+    pub prompt: String,
+    pub prompt_version: String,
+    pub provider: String,
+    pub model: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    pub objects: Option<i64>,
+    pub dropped: Option<i64>,
+    pub truncated: Option<bool>,
+    pub finish_reason: Option<String>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub max_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
+    pub attempts: i64,
+    pub experiment: Option<i64>,
+    pub rerun_of: Option<i64>,
+    pub tags: Vec<String>,
+    pub note: Option<String>,
+    pub error: Option<String>,
+}
+
+impl From<kerf_store::RunSummary> for RunRow {
+    fn from(s: kerf_store::RunSummary) -> Self {
+        RunRow {
+            id: s.id,
+            status: s.status,
+            prompt: s.prompt,
+            prompt_version: s.prompt_version,
+            provider: s.provider,
+            model: s.model,
+            created_at: s.created_at,
+            objects: s.objects,
+            dropped: s.dropped,
+            truncated: s.truncated,
+            finish_reason: s.finish_reason,
+            prompt_tokens: s.prompt_tokens,
+            completion_tokens: s.completion_tokens,
+            max_tokens: s.max_tokens,
+            cost_usd: s.cost_usd,
+            attempts: s.attempts,
+            experiment: s.experiment,
+            rerun_of: s.rerun_of,
+            tags: s.tags,
+            note: s.note,
+            error: s.error,
+        }
+    }
+}
+
+/// A stored run in full (the History screen's detail pane).
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RunDetail {
+    pub row: RunRow,
+    pub prompt_path: Option<String>,
+    pub prompt_text: String,
+    pub system: Option<String>,
+    pub user: String,
+    pub raw: String,
+    #[ts(type = "Record<string, unknown>")]
+    pub params: Value,
+    #[ts(type = "unknown[]")]
+    pub objects: Vec<Value>,
+    pub dropped: Vec<Drop>,
+    #[ts(type = "Record<string, unknown>")]
+    pub vars: Value,
+}
+
+impl From<Detail> for RunDetail {
+    fn from(d: Detail) -> Self {
+        let rec = d.record;
+        let report = rec.report.clone().unwrap_or_default();
+        RunDetail {
+            prompt_path: d.prompt_path,
+            prompt_text: d.prompt_text,
+            system: rec.system,
+            user: rec.user,
+            raw: rec.raw,
+            params: rec.params,
+            objects: report.objects,
+            dropped: report.dropped.iter().map(Drop::from).collect(),
+            vars: rec.input.vars,
+            row: rec.summary.into(),
+        }
+    }
+}
+
+/// The History screen's filters (every one optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HistoryFilter {
+    pub prompt: Option<String>,
+    pub status: Option<Status>,
+    pub provider: Option<String>,
+    /// YYYY-MM-DD, RFC 3339, or an age such as `7d`.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub tag: Option<String>,
+    pub experiment: Option<i64>,
+    pub limit: Option<u32>,
+}
+
+impl HistoryFilter {
+    /// The History screen's rows for this filter, newest first.
+    pub fn rows(&self, store: &kerf_store::Store) -> Result<Vec<RunRow>> {
+        Ok(store
+            .list(&self.filter()?)?
+            .into_iter()
+            .map(RunRow::from)
+            .collect())
+    }
+
+    /// The runs this filter names (ages and dates read against now), at most `limit` (200
+    /// unless given).
+    pub fn filter(&self) -> Result<kerf_store::Filter> {
+        let now = kerf_core::time::now_ms();
+        let nonempty = |s: &Option<String>| s.clone().filter(|t| !t.trim().is_empty());
+        let moment = |s: &Option<String>, what: &str| -> Result<Option<i64>> {
+            nonempty(s)
+                .map(|t| {
+                    kerf_core::time::parse_moment(t.trim(), now)
+                        .map_err(|e| ApiError::new(Code::Usage, format!("{what}: {e}")))
+                })
+                .transpose()
+        };
+        Ok(kerf_store::Filter {
+            prompt: nonempty(&self.prompt),
+            status: self.status,
+            provider: nonempty(&self.provider),
+            model: None,
+            since: moment(&self.since, "since")?,
+            until: moment(&self.until, "until")?,
+            tag: nonempty(&self.tag),
+            experiment: self.experiment,
+            limit: Some(self.limit.unwrap_or(200) as usize),
+        })
+    }
+}
+
+/// A stored experiment (compare or sweep) in the History list.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ExperimentRow {
+    pub id: i64,
+    pub kind: String,
+    /// `running`, `ok` or `error`.
+    pub status: String,
+    pub created_at: String,
+    pub runs: i64,
+    pub note: Option<String>,
+}
+
+impl From<kerf_store::ExperimentSummary> for ExperimentRow {
+    fn from(e: kerf_store::ExperimentSummary) -> Self {
+        ExperimentRow {
+            id: e.id,
+            kind: e.kind,
+            status: e.status,
+            created_at: e.created_at,
+            runs: e.runs,
+            note: e.note,
+        }
+    }
+}
+
+/// Two stored runs compared (see `kerf history diff`).
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RunDiffView {
+    pub a: i64,
+    pub b: i64,
+    pub prompt_name: String,
+    /// A unified diff of the prompt files' text (`None`: the same version).
+    pub prompt_diff: Option<String>,
+    pub input_diff: Option<String>,
+    pub params: Vec<ParamChangeView>,
+    pub unchanged: u32,
+    #[ts(type = "unknown[]")]
+    pub added: Vec<Value>,
+    #[ts(type = "unknown[]")]
+    pub removed: Vec<Value>,
+    pub changed: Vec<ChangedObject>,
+    pub outcome_a: String,
+    pub outcome_b: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ParamChangeView {
+    pub name: String,
+    #[ts(type = "unknown")]
+    pub a: Value,
+    #[ts(type = "unknown")]
+    pub b: Value,
+}
+
+/// An object in both runs whose fields differ.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangedObject {
+    #[ts(type = "unknown")]
+    pub a: Value,
+    #[ts(type = "unknown")]
+    pub b: Value,
+    pub fields: Vec<String>,
+}
+
+impl From<&RunDiff> for RunDiffView {
+    fn from(d: &RunDiff) -> Self {
+        let outcome = |o: &super::Outcome| {
+            format!(
+                "{} · {} object(s), {} dropped · {} · {} tokens",
+                o.status.as_str(),
+                o.objects.unwrap_or(0),
+                o.dropped.unwrap_or(0),
+                o.finish_reason.as_deref().unwrap_or("-"),
+                o.completion_tokens.unwrap_or(0)
+            )
+        };
+        RunDiffView {
+            a: d.a.id,
+            b: d.b.id,
+            prompt_name: d.prompt_name.clone(),
+            prompt_diff: d.prompt.diff.clone(),
+            input_diff: d.input.diff.clone(),
+            params: d
+                .params
+                .iter()
+                .map(|p| ParamChangeView {
+                    name: p.name.clone(),
+                    a: p.a.clone(),
+                    b: p.b.clone(),
+                })
+                .collect(),
+            unchanged: d.objects.unchanged as u32,
+            added: d.objects.added.clone(),
+            removed: d.objects.removed.clone(),
+            changed: d
+                .objects
+                .changed
+                .iter()
+                .map(|(x, y)| ChangedObject {
+                    fields: kerf_core::diff::changed_fields(x, y)
+                        .into_iter()
+                        .map(|(k, _, _)| k)
+                        .collect(),
+                    a: x.clone(),
+                    b: y.clone(),
+                })
+                .collect(),
+            outcome_a: outcome(&d.a),
+            outcome_b: outcome(&d.b),
+        }
+    }
+}
