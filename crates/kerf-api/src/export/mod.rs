@@ -14,22 +14,16 @@ pub mod wire;
 
 use wire::ExportView;
 
-/// Where an export goes.
+/// Where an export goes (each target's [`description`](ExportTarget::description) says what it
+/// is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExportTarget {
-    /// TrustGraph's config bundle for config type `prompt` (system, template-index,
-    /// template.<id>).
     TrustgraphBundle,
-    /// One TrustGraph template object.
     TrustgraphTemplate,
-    /// OpenAI `response_format` (json_schema, strict), after the strict-mode rewrite.
     Openai,
-    /// Anthropic forced tool use: `tools` + `tool_choice`.
     Anthropic,
-    /// The GBNF grammar llama.cpp constrains decoding with.
     Gbnf,
-    /// The Lark grammar llguidance constrains decoding with.
     Lark,
 }
 
@@ -52,6 +46,29 @@ impl ExportTarget {
             ExportTarget::Gbnf => "gbnf",
             ExportTarget::Lark => "lark",
         }
+    }
+
+    /// What the target is, in a line (`kerf export --help` lists them).
+    pub fn description(self) -> &'static str {
+        match self {
+            ExportTarget::TrustgraphBundle => {
+                "TrustGraph config bundle for config type `prompt` (system, template-index, template.<id>)"
+            }
+            ExportTarget::TrustgraphTemplate => "One TrustGraph template object",
+            ExportTarget::Openai => {
+                "OpenAI `response_format` (json_schema, strict), after the strict-mode rewrite"
+            }
+            ExportTarget::Anthropic => "Anthropic forced tool use: `tools` + `tool_choice`",
+            ExportTarget::Gbnf => {
+                "The GBNF grammar llama.cpp constrains decoding with (for a server that takes a grammar)"
+            }
+            ExportTarget::Lark => "The Lark grammar llguidance constrains decoding with",
+        }
+    }
+
+    /// The target named `name` (its `as_str`).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
     }
 }
 

@@ -3,26 +3,18 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::ValueEnum;
+use clap::builder::{PossibleValue, TypedValueParser};
 use kerf_api::export::ExportTarget;
 
 use crate::Outcome;
 use crate::output::write_file;
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Target {
-    /// TrustGraph config bundle for config type `prompt` (system, template-index, template.<id>).
-    TrustgraphBundle,
-    /// One TrustGraph template object.
-    TrustgraphTemplate,
-    /// OpenAI `response_format` (json_schema, strict), after the strict-mode rewrite.
-    Openai,
-    /// Anthropic forced tool use: `tools` + `tool_choice`.
-    Anthropic,
-    /// The GBNF grammar llama.cpp constrains decoding with (for a server that takes a grammar).
-    Gbnf,
-    /// The Lark grammar llguidance constrains decoding with.
-    Lark,
+/// `--to`: kerf-api's export targets, each with its description (one list, no copy here).
+fn targets() -> impl TypedValueParser<Value = ExportTarget> {
+    clap::builder::PossibleValuesParser::new(
+        ExportTarget::ALL.map(|t| PossibleValue::new(t.as_str()).help(t.description())),
+    )
+    .try_map(|name| ExportTarget::parse(&name).ok_or(format!("unknown export target `{name}`")))
 }
 
 /// Export prompt files for production use.
@@ -40,8 +32,8 @@ pub struct Args {
     /// Prompt files (several for a bundle).
     #[arg(required = true)]
     pub prompts: Vec<PathBuf>,
-    #[arg(long, value_enum)]
-    pub to: Target,
+    #[arg(long, value_parser = targets())]
+    pub to: ExportTarget,
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The bundle's global system template (default: the prompts' own, or TrustGraph's "Be helpful.").
@@ -49,21 +41,8 @@ pub struct Args {
     pub system: Option<String>,
 }
 
-impl From<Target> for ExportTarget {
-    fn from(t: Target) -> Self {
-        match t {
-            Target::TrustgraphBundle => ExportTarget::TrustgraphBundle,
-            Target::TrustgraphTemplate => ExportTarget::TrustgraphTemplate,
-            Target::Openai => ExportTarget::Openai,
-            Target::Anthropic => ExportTarget::Anthropic,
-            Target::Gbnf => ExportTarget::Gbnf,
-            Target::Lark => ExportTarget::Lark,
-        }
-    }
-}
-
 pub fn run(args: Args) -> Result<Outcome> {
-    let exported = kerf_api::export::export(&args.prompts, args.to.into(), args.system.as_deref())?;
+    let exported = kerf_api::export::export(&args.prompts, args.to, args.system.as_deref())?;
     for n in &exported.notes {
         eprintln!("kerf: note: {n}");
     }
