@@ -16,27 +16,37 @@ use crate::workbench::Workbench;
 
 pub mod wire;
 
-/// A stored run in full, with the prompt version it ran (`kerf history show --json`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A stored run in full, with the prompt version it ran. `kerf history show --json` is its
+/// serialisation: the record's fields, then the version's `prompt_text` and `prompt_path`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Detail {
-    #[serde(flatten)]
     pub record: RunRecord,
-    pub prompt_text: String,
-    pub prompt_path: Option<String>,
-    #[serde(skip)]
     pub version: PromptVersion,
+}
+
+impl Serialize for Detail {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            #[serde(flatten)]
+            record: &'a RunRecord,
+            prompt_text: &'a str,
+            prompt_path: &'a Option<String>,
+        }
+        Shown {
+            record: &self.record,
+            prompt_text: &self.version.text,
+            prompt_path: &self.version.path,
+        }
+        .serialize(s)
+    }
 }
 
 /// Run `id` as the history keeps it.
 pub fn detail(store: &Store, id: i64) -> Result<Detail> {
     let record = store.run(id)?;
     let version = store.prompt_version(&record.summary.prompt_version)?;
-    Ok(Detail {
-        prompt_text: version.text.clone(),
-        prompt_path: version.path.clone(),
-        record,
-        version,
-    })
+    Ok(Detail { record, version })
 }
 
 /// A stored run made ready to run again: the same prompt version, compiled, rendered with the

@@ -90,8 +90,8 @@ impl From<Detail> for RunDetail {
         let rec = d.record;
         let report = rec.report.clone().unwrap_or_default();
         RunDetail {
-            prompt_path: d.prompt_path,
-            prompt_text: d.prompt_text,
+            prompt_path: d.version.path,
+            prompt_text: d.version.text,
             system: rec.system,
             user: rec.user,
             raw: rec.raw,
