@@ -70,11 +70,11 @@ impl Workbench {
     }
 
     /// A connection to the history (each caller its own: a run streams through one while the
-    /// History screen reads through another).
+    /// History screen reads through another), opened as [`crate::history::open`] does.
     pub fn store(&self) -> Result<Option<Store>> {
         self.history
             .as_deref()
-            .map(Store::open)
+            .map(crate::history::open)
             .transpose()
             .map_err(Into::into)
     }

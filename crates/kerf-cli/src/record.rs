@@ -25,7 +25,7 @@ pub fn open(wb: &Workbench, globals: &Globals) -> Result<Option<Store>> {
         Some(path) if !globals.no_history => path,
         _ => return Ok(None),
     };
-    match Store::open(path) {
+    match kerf_api::history::open(path) {
         Ok(store) => Ok(Some(store)),
         // Say how to go on without it; the error keeps its code (the chain prints both).
         Err(e) => Err(anyhow::Error::new(e)
@@ -36,7 +36,7 @@ pub fn open(wb: &Workbench, globals: &Globals) -> Result<Option<Store>> {
 /// The history `kerf history` reads and edits.
 pub fn open_for_reading(wb: &Workbench) -> Result<Store> {
     match &wb.history {
-        Some(path) => Ok(Store::open(path)?),
+        Some(path) => Ok(kerf_api::history::open(path)?),
         None => Ok(wb.store_required()?),
     }
 }

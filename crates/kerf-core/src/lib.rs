@@ -30,6 +30,7 @@ pub mod parse;
 pub mod prompt;
 pub mod python_str;
 pub mod report;
+pub mod run;
 pub mod schema;
 pub mod sweep;
 pub mod template;

@@ -100,76 +100,6 @@ impl Request {
     }
 }
 
-/// Why a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-pub enum FinishReason {
-    /// The model ended its reply (end-of-generation token, a stop string, or the grammar closed).
-    Stop,
-    /// The token budget ran out: the reply is truncated.
-    Length,
-    Cancelled,
-    /// The provider withheld or cut the reply for its content policy.
-    ContentFilter,
-    /// The model declined (OpenAI's `refusal`); the refusal text is the reply.
-    Refusal,
-    /// The stream broke off part-way (network, idle timeout, server): the text received is kept.
-    Interrupted,
-    Error,
-}
-
-impl FinishReason {
-    /// The reply stopped before the model ended it: its budget ran out, or the stream was cut
-    /// (cancelled, broken off, or withheld part-way). Its text is truncated whatever a parser
-    /// made of it.
-    pub fn cut_short(self) -> bool {
-        matches!(
-            self,
-            FinishReason::Length
-                | FinishReason::Cancelled
-                | FinishReason::Interrupted
-                | FinishReason::ContentFilter
-        )
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-            FinishReason::Cancelled => "cancelled",
-            FinishReason::ContentFilter => "content_filter",
-            FinishReason::Refusal => "refusal",
-            FinishReason::Interrupted => "interrupted",
-            FinishReason::Error => "error",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u32,
-    /// Every generated token, reasoning included (what the provider bills as output).
-    pub completion_tokens: u32,
-    /// Of `completion_tokens`, those spent on hidden reasoning (reasoning models only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_tokens: Option<u32>,
-}
-
-/// Where the time went, in seconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Timings {
-    /// From the start of the run (prompt processing included) to the first generated token.
-    pub first_token_seconds: Option<f64>,
-    /// Prompt tokens processed per second.
-    pub prompt_tokens_per_second: f64,
-    /// Generated tokens per second, from the first generated token to the last.
-    pub tokens_per_second: f64,
-    /// Time spent computing and applying the constraint's token masks.
-    pub constraint_seconds: f64,
-    pub total_seconds: f64,
-}
-
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finish {
@@ -194,6 +124,9 @@ pub enum Event<'a> {
 
 /// Stops a run between tokens (the core's token: the same one stops a sweep).
 pub use kerf_core::cancel::CancelToken;
+
+/// The run vocabulary lives in kerf-core (the history keeps it too); a provider speaks it.
+pub use kerf_core::run::{FinishReason, Timings, Usage};
 
 /// Errors a provider reports before or instead of a reply. Each has a stable code.
 #[derive(Debug, thiserror::Error)]

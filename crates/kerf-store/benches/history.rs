@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use kerf_core::run::{FinishReason, Usage};
 use kerf_store::{Filter, NewRun, RunEnd, Status, Store};
 use serde_json::json;
 
@@ -71,17 +72,19 @@ fn populated(path: &std::path::Path) -> Store {
             })
             .unwrap();
         let finish = match r / 20 % 20 {
-            0..=13 => "stop",
-            14..=17 => "length",
-            18 => "cancelled",
-            _ => "error",
+            0..=13 => FinishReason::Stop,
+            14..=17 => FinishReason::Length,
+            18 => FinishReason::Cancelled,
+            _ => FinishReason::Error,
         };
         let id = w
             .finish(RunEnd {
-                finish_reason: finish.into(),
-                raw: reply.clone(),
-                usage: json!({"prompt_tokens": 500, "completion_tokens": 300}),
-                ..RunEnd::default()
+                usage: Usage {
+                    prompt_tokens: 500,
+                    completion_tokens: 300,
+                    reasoning_tokens: None,
+                },
+                ..RunEnd::new(finish, reply.clone())
             })
             .unwrap();
         if r % 100 == 0 {

@@ -11,25 +11,39 @@
 //!   [`RunWriter`] that appends the reply as it streams (a transaction per batch of chunks, not
 //!   per token) and ends it `ok`, `truncated`, `interrupted` or `error`. If the process dies
 //!   mid-run, the next open finds the run's [`owner`] gone and marks it `interrupted`, keeping the
-//!   text received.
+//!   text received; the caller parses that text ([`Store::runs_without_report`],
+//!   [`Store::set_report`]), since the store compiles no prompt.
 //! - Experiments: a `compare` or `sweep` as one record grouping its runs and curves.
 //! - Queries: [`Filter`] for lists, [`RunRecord`] for one run in full; tags and notes.
 //!
 //! No API key or other secret is stored: callers pass only what a run is (texts, parameters,
 //! what the provider reported), and the CLI's tests grep the database file for a planted key.
 
-pub mod error;
-pub mod migrate;
-pub mod owner;
-mod runs;
-mod store;
+//!
+//! The code is split by concern: [`store`](Store) opens the file; `content` keeps prompt versions
+//! and inputs; `writer` streams a run in; `recovery` ends the runs of dead processes; `read`
+//! lists and shows runs; `annotate` tags, notes and deletes; `experiments`; `model_hashes`.
 
+mod annotate;
+mod content;
+pub mod error;
+mod experiments;
+pub mod migrate;
+mod model_hashes;
+pub mod owner;
+mod read;
+mod recovery;
+mod status;
+mod store;
+mod writer;
+
+pub use content::{Input, PromptVersion, sha256_hex};
 pub use error::{Error, Result};
-pub use runs::{
-    Experiment, ExperimentSummary, Filter, Input, NewRun, PromptVersion, RunEnd, RunRecord,
-    RunSummary, RunWriter, Status, sha256_hex,
-};
+pub use experiments::{Experiment, ExperimentSummary};
+pub use read::{Filter, RunRecord, RunSummary};
+pub use status::Status;
 pub use store::{Clock, Store};
+pub use writer::{NewRun, RunEnd, RunWriter};
 
 /// The history file's name in Kerf's data directory.
 pub const FILE_NAME: &str = "history.sqlite";

@@ -1,12 +1,12 @@
-//! Opening the history: the file's checks, connection settings, migrations and the recovery of
-//! runs whose process died.
+//! Opening the history: the file's checks, connection settings and migrations; then the
+//! recovery of runs whose process died ([`crate::recovery`]).
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::owner::{self, Owner};
@@ -26,7 +26,7 @@ pub struct Store {
     /// The database file (`None` in memory).
     path: Option<PathBuf>,
     /// Claimed on the first run or experiment this store starts.
-    owner: RefCell<Option<Owner>>,
+    pub(crate) owner: RefCell<Option<Owner>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -165,158 +165,18 @@ impl Store {
         Ok(owner.as_ref().map(|o| o.id.clone()))
     }
 
-    /// Runs and experiments still `running` whose process is gone become `interrupted`, keeping
-    /// the text received (and, for runs, a parse report of it). Returns how many runs were.
-    pub fn recover(&self) -> Result<usize> {
-        let Some(path) = &self.path else {
-            return Ok(0);
-        };
-        let dir = owner::dir_for(path);
-        let mine = self.owner.borrow().as_ref().map(|o| o.id.clone());
-        let dead = |id: &Option<String>| match id {
-            Some(id) => Some(id) != mine.as_ref() && !owner::is_alive(&dir, id),
-            None => true,
-        };
-        let running: Vec<(i64, Option<String>)> =
-            self.query_pairs("SELECT id, owner FROM runs WHERE status = 'running'")?;
-        let runs: Vec<i64> = running
-            .into_iter()
-            .filter(|(_, o)| dead(o))
-            .map(|(id, _)| id)
-            .collect();
-        let experiments: Vec<i64> = self
-            .query_pairs("SELECT id, owner FROM experiments WHERE status = 'running'")?
-            .into_iter()
-            .filter(|(_, o)| dead(o))
-            .map(|(id, _)| id)
-            .collect();
-        for &id in &runs {
-            self.interrupt_run(id)?;
-        }
-        for &id in &experiments {
-            self.conn
-                .execute(
-                    "UPDATE experiments SET status = 'interrupted', finished_at = ?2, owner = NULL,
-                     error = 'the Kerf process running this experiment stopped before it finished'
-                     WHERE id = ?1 AND status = 'running'",
-                    params![id, self.now()],
-                )
-                .map_err(|e| self.err(e))?;
-        }
-        owner::sweep_dead(&dir);
-        if !runs.is_empty() {
-            tracing::warn!(
-                "{} run(s) left running by a process that stopped were marked interrupted (their text is kept)",
-                runs.len()
-            );
-        }
-        Ok(runs.len())
-    }
-
-    fn query_pairs(&self, sql: &str) -> Result<Vec<(i64, Option<String>)>> {
-        let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<_>>()
-            .map_err(|e| self.err(e))
-    }
-
-    /// Fold a dead run's streamed chunks into its reply, parse what arrived, mark it interrupted.
-    ///
-    /// Another process may be recovering the same run: the list of `running` runs was read
-    /// outside any transaction. So the status is read again inside the transaction that writes,
-    /// and a run that is no longer `running` (or whose chunks changed meanwhile) is left as it
-    /// is: a report is never overwritten by one this process did not produce from the same text.
-    /// The parse (seconds for a reply of hundreds of MB) runs between the two transactions, not
-    /// while holding the write lock.
-    fn interrupt_run(&self, id: i64) -> Result<()> {
-        let Some(seen) = self.dead_run_text(id)? else {
-            return Ok(());
-        };
-        let report = crate::runs::parse_with_version(&seen.version_text, &seen.vars, &seen.raw);
-        let (objects, dropped, truncated) = report.as_ref().map_or((None, None, None), |r| {
-            (
-                Some(r.objects.len() as i64),
-                Some(r.dropped.len() as i64),
-                Some(r.truncated),
-            )
-        });
-        let report = report.and_then(|r| serde_json::to_string(&r).ok());
-        let tx = self.write()?;
-        let (status, last_chunk) = Self::run_state(&tx, id).map_err(|e| self.err(e))?;
-        if status != "running" || last_chunk != seen.last_chunk {
-            // Recovered by another process while this one parsed.
-            return tx.commit().map_err(|e| self.err(e));
-        }
-        tx.execute(
-            "UPDATE run_bodies SET raw = raw || ?2, report = ?3 WHERE run_id = ?1",
-            params![id, seen.raw, report],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.execute("DELETE FROM run_chunks WHERE run_id = ?1", [id])
-            .map_err(|e| self.err(e))?;
-        tx.execute(
-            "UPDATE runs SET status = 'interrupted', finish_reason = 'interrupted', finished_at = ?2,
-             owner = NULL, objects = ?3, dropped = ?4, truncated = ?5, error_code = 'interrupted',
-             error = 'the Kerf process running this stopped (killed or crashed) mid-run; the text received is kept'
-             WHERE id = ?1 AND status = 'running'",
-            params![id, self.now(), objects, dropped, truncated],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))
-    }
-
-    /// A dead run's streamed text, prompt and variables, read in one snapshot; `None` when the
-    /// run is no longer `running`.
-    fn dead_run_text(&self, id: i64) -> Result<Option<DeadRun>> {
-        let tx = self.write()?;
-        let (status, last_chunk) = Self::run_state(&tx, id).map_err(|e| self.err(e))?;
-        if status != "running" {
-            return Ok(None);
-        }
-        let raw: String = tx
-            .query_row(
-                "SELECT coalesce(group_concat(text, ''), '') FROM
-                 (SELECT text FROM run_chunks WHERE run_id = ?1 ORDER BY seq)",
-                [id],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.err(e))?;
-        let (version_text, vars): (String, String) = tx
-            .query_row(
-                "SELECT p.text, i.vars FROM runs r JOIN prompt_versions p ON p.id = r.prompt_version
-                 JOIN inputs i ON i.id = r.input_id WHERE r.id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(Some(DeadRun {
-            raw,
-            version_text,
-            vars,
-            last_chunk,
-        }))
-    }
-
-    /// A run's status and the sequence number of its last streamed chunk.
-    fn run_state(
-        tx: &rusqlite::Transaction<'_>,
-        id: i64,
-    ) -> rusqlite::Result<(String, Option<i64>)> {
-        tx.query_row(
-            "SELECT status, (SELECT max(seq) FROM run_chunks WHERE run_id = ?1) FROM runs WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-    }
-
     /// A write transaction that takes the write lock up front, so a concurrent writer waits on
     /// the busy timeout instead of failing with "database is locked" on upgrade.
     pub(crate) fn write(&self) -> Result<rusqlite::Transaction<'_>> {
         rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(|e| self.err(e))
+    }
+
+    /// One statement in its own write transaction.
+    pub(crate) fn exec(&self, sql: &str, args: impl rusqlite::Params) -> Result<()> {
+        let tx = self.write()?;
+        tx.execute(sql, args).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Check the file's integrity (`PRAGMA integrity_check`): `ok`, or what is wrong.
@@ -332,14 +192,6 @@ impl Store {
             .map_err(|e| self.err(e))?;
         Ok(lines.join("\n"))
     }
-}
-
-/// What recovery reads of a dead run before parsing it.
-struct DeadRun {
-    raw: String,
-    version_text: String,
-    vars: String,
-    last_chunk: Option<i64>,
 }
 
 /// What an existing file is, from its first 100 bytes (the SQLite header), read without opening
@@ -398,6 +250,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::{Filter, NewRun, RunEnd, Status};
+    use kerf_core::run::FinishReason;
     use serde_json::json;
 
     fn new_run(store: &Store) -> NewRun {
@@ -418,32 +271,6 @@ mod tests {
         }
     }
 
-    /// Security review, finding 7: two processes recovering the same dead run destroyed its
-    /// report. The second had listed the run as `running` before the first folded it, then
-    /// parsed the (by then empty) chunks and overwrote the report with nothing.
-    #[test]
-    fn a_second_recovery_of_the_same_run_never_overwrites_its_report() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("h.sqlite");
-        let store = Store::open(&path).unwrap();
-        let mut w = store.begin_run(&new_run(&store)).unwrap();
-        w.push("{\"a\": 1}\n{\"b\": 2}\n{\"c").unwrap();
-        let id = w.id();
-        std::mem::forget(w); // the writer dies: no finish, its owner lock goes with the store
-        drop(store);
-        let first = Store::open(&path).unwrap(); // recovers it
-        let recovered = first.run(id).unwrap();
-        assert_eq!(recovered.summary.status, Status::Interrupted);
-        assert_eq!(recovered.summary.objects, Some(2));
-        // The second process, working from the list it read before the first one finished.
-        let second = Store::open(&path).unwrap();
-        second.interrupt_run(id).unwrap();
-        let after = second.run(id).unwrap();
-        assert_eq!(after.summary.objects, Some(2), "the report was overwritten");
-        assert_eq!(after.raw, recovered.raw);
-        assert_eq!(after.report, recovered.report);
-    }
-
     /// A full disk (here: the database's page limit, which SQLite reports exactly as a full
     /// disk, SQLITE_FULL): the run fails with a clear error and earlier runs are untouched.
     #[test]
@@ -452,11 +279,7 @@ mod tests {
         let store = Store::open(&dir.path().join("h.sqlite")).unwrap();
         let w = store.begin_run(&new_run(&store)).unwrap();
         let earlier = w
-            .finish(RunEnd {
-                finish_reason: "stop".into(),
-                raw: "{\"a\": 1}\n".into(),
-                ..RunEnd::default()
-            })
+            .finish(RunEnd::new(FinishReason::Stop, "{\"a\": 1}\n"))
             .unwrap();
         let pages: i64 = store
             .conn

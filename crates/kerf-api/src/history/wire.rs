@@ -25,7 +25,7 @@ pub struct RunRow {
     pub objects: Option<i64>,
     pub dropped: Option<i64>,
     pub truncated: Option<bool>,
-    pub finish_reason: Option<String>,
+    pub finish_reason: Option<kerf_llm::FinishReason>,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
     pub max_tokens: Option<i64>,
@@ -232,7 +232,7 @@ impl From<&RunDiff> for RunDiffView {
                 o.status.as_str(),
                 o.objects.unwrap_or(0),
                 o.dropped.unwrap_or(0),
-                o.finish_reason.as_deref().unwrap_or("-"),
+                o.finish_reason.map_or("-", |r| r.as_str()),
                 o.completion_tokens.unwrap_or(0)
             )
         };

@@ -628,11 +628,11 @@ fn begin<'s>(
 fn run_end(out: &Outcomes, cost: Option<&kerf_llm::prices::Cost>) -> RunEnd {
     let f = &out.finish;
     RunEnd {
-        finish_reason: f.reason.as_str().into(),
+        finish_reason: f.reason,
         raw: out.raw.clone(),
         report: Some(out.report.clone()),
-        usage: json!(f.usage),
-        timings: json!(f.timings),
+        usage: f.usage,
+        timings: f.timings,
         details: f.details.clone(),
         cost: cost.map(|c| {
             json!({"usd": c.usd, "matched": c.matched, "source": c.source,

@@ -51,10 +51,8 @@ fn stored(store: &Store, prompt: &str, params: serde_json::Value, raw: &str) -> 
         })
         .unwrap();
     w.finish(RunEnd {
-        finish_reason: "stop".into(),
-        raw: raw.into(),
         report: Some(parsed),
-        ..RunEnd::default()
+        ..RunEnd::new(kerf_llm::FinishReason::Stop, raw)
     })
     .unwrap()
 }
@@ -369,4 +367,53 @@ fn every_lower_error_has_its_own_code_spelled_as_its_crate_prints_it() {
     for e in &store {
         assert_eq!(Code::from(e).as_str(), e.code(), "{e:?}");
     }
+}
+
+/// Issue 18, item 4: the store marks a dead process's run interrupted and keeps its text; the
+/// history's opener parses that text with the prompt version the run ran (the store compiles no
+/// prompt), once, and a later open leaves the report alone.
+#[test]
+fn a_run_whose_process_died_is_parsed_with_its_prompt_when_the_history_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    let prompt = r#"{"prompt": "Extract {{text}}", "response-type": "jsonl", "schema": {"type": "object",
+        "required": ["entity"], "properties": {"entity": {"type": "string"}}}}"#;
+    let store = kerf_api::history::open(&path).unwrap();
+    let mut w = store
+        .begin_run(&NewRun {
+            prompt_version: store
+                .put_prompt_version("kg", None, "jsonl", prompt)
+                .unwrap(),
+            input: store
+                .put_input(&json!({"text": "doc"}), &json!({}))
+                .unwrap(),
+            experiment: None,
+            rerun_of: None,
+            provider: "local".into(),
+            model: "m.gguf".into(),
+            model_sha256: None,
+            params: json!({}),
+            system: None,
+            user: "Extract doc".into(),
+        })
+        .unwrap();
+    w.push("{\"entity\": \"DNA\"}\n{\"name\": \"x\"}\n{\"ent").unwrap();
+    let id = w.id();
+    // The process dies: no end is written and its owner lock goes with the store.
+    std::mem::forget(w);
+    drop(store);
+
+    let store = kerf_api::history::open(&path).unwrap();
+    let run = store.run(id).unwrap();
+    assert_eq!(run.summary.status, kerf_store::Status::Interrupted);
+    assert_eq!(run.raw, "{\"entity\": \"DNA\"}\n{\"name\": \"x\"}\n{\"ent");
+    assert_eq!(run.summary.objects, Some(1), "what arrived is parsed");
+    assert_eq!(run.summary.dropped, Some(2), "the object the schema refuses and the cut one");
+    assert_eq!(run.summary.truncated, Some(true));
+    let report = run.report.unwrap();
+    assert_eq!(report.objects, vec![json!({"entity": "DNA"})]);
+    assert!(store.runs_without_report().unwrap().is_empty());
+    drop(store);
+    let again = kerf_api::history::open(&path).unwrap();
+    assert_eq!(again.run(id).unwrap().report, Some(report));
 }

@@ -167,7 +167,7 @@ fn a_cancelled_run_keeps_and_records_what_arrived() {
     assert!(result.out.report.truncated);
     let rec = store.run(result.history_id.unwrap()).unwrap();
     assert_eq!(rec.raw, result.out.raw);
-    assert_eq!(rec.summary.finish_reason.as_deref(), Some("cancelled"));
+    assert_eq!(rec.summary.finish_reason, Some(FinishReason::Cancelled));
 }
 
 /// The window's relay: text and objects arrive coalesced (not one message per piece), each

@@ -326,7 +326,7 @@ fn list(store: &Store, a: &ListArgs) -> Result<Outcome> {
             r.provider,
             opt(r.objects),
             opt(r.dropped),
-            r.finish_reason.as_deref().unwrap_or("-"),
+            r.finish_reason.map_or("-", |r| r.as_str()),
             opt(r.completion_tokens),
             short_model(&r.model),
             labels(r)
@@ -390,7 +390,7 @@ fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
                     r.status.as_str(),
                     r.prompt,
                     opt(r.objects),
-                    r.finish_reason.as_deref().unwrap_or("-"),
+                    r.finish_reason.map_or("-", |r| r.as_str()),
                     opt(r.completion_tokens),
                     opt(r.max_tokens)
                 );
@@ -470,14 +470,13 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
     }
     crate::outln!(
         "finish: {} · tokens: {} prompt + {} completion · {} tok/s · first token {}s{}",
-        s.finish_reason.as_deref().unwrap_or("-"),
+        s.finish_reason.map_or("-", |r| r.as_str()),
         opt(s.prompt_tokens),
         opt(s.completion_tokens),
-        rec.timings["tokens_per_second"]
-            .as_f64()
-            .map_or("-".into(), |t| format!("{t:.1}")),
-        rec.timings["first_token_seconds"]
-            .as_f64()
+        rec.timings
+            .map_or("-".into(), |t| format!("{:.1}", t.tokens_per_second)),
+        rec.timings
+            .and_then(|t| t.first_token_seconds)
             .map_or("-".into(), |t| format!("{t:.2}")),
         s.cost_usd
             .map(|c| format!(" · cost ~${c:.5}"))
@@ -548,8 +547,8 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
         "outcome: {} → {} · finish {} → {} · objects {} → {} · dropped {} → {} · tokens {} → {}",
         x.status,
         y.status,
-        x.finish_reason.as_deref().unwrap_or("-"),
-        y.finish_reason.as_deref().unwrap_or("-"),
+        x.finish_reason.map_or("-", |r| r.as_str()),
+        y.finish_reason.map_or("-", |r| r.as_str()),
         opt(x.objects),
         opt(y.objects),
         opt(x.dropped),
@@ -667,7 +666,7 @@ fn export(store: &Store, a: &ExportArgs) -> Result<Outcome> {
                     r.prompt_version.clone(),
                     r.provider.clone(),
                     r.model.clone(),
-                    r.finish_reason.clone().unwrap_or_default(),
+                    r.finish_reason.map(|f| f.to_string()).unwrap_or_default(),
                     o(r.objects),
                     o(r.dropped),
                     r.truncated.map(|t| t.to_string()).unwrap_or_default(),

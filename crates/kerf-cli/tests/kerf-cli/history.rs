@@ -564,11 +564,7 @@ fn csv_export_never_writes_a_formula_cell() {
             })
             .unwrap();
         let id = w
-            .finish(kerf_store::RunEnd {
-                finish_reason: "stop".into(),
-                raw: "[]".into(),
-                ..kerf_store::RunEnd::default()
-            })
+            .finish(kerf_store::RunEnd::new(kerf_llm::FinishReason::Stop, "[]"))
             .unwrap();
         store.tag(id, "+cmd").unwrap();
         store

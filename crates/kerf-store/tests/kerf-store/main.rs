@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use kerf_core::run::{FinishReason, Usage};
 use kerf_store::{Filter, NewRun, RunEnd, Status, Store};
 use serde_json::{Value, json};
 
@@ -58,11 +59,13 @@ fn record(store: &Store, doc: &str, pieces: &[&str], finish: &str) -> i64 {
     .unwrap()
     .parse(&raw, &Default::default());
     w.finish(RunEnd {
-        finish_reason: finish.into(),
-        raw,
         report: Some(report),
-        usage: json!({"prompt_tokens": 10, "completion_tokens": 20}),
-        ..RunEnd::default()
+        usage: Usage {
+            prompt_tokens: 10,
+            completion_tokens: 20,
+            reasoning_tokens: None,
+        },
+        ..RunEnd::new(FinishReason::parse(finish).unwrap(), raw)
     })
     .unwrap()
 }
@@ -264,9 +267,11 @@ fn a_run_whose_process_died_is_interrupted_with_its_text_on_next_open() {
     let run = store.run(id).unwrap();
     assert_eq!(run.summary.status, Status::Interrupted);
     assert_eq!(run.raw, "{\"entity\": \"DNA\"}\n{\"ent");
-    assert_eq!(run.summary.objects, Some(1), "what arrived is parsed");
-    assert!(run.report.unwrap().truncated);
     assert!(run.summary.error.unwrap().contains("stopped"));
+    // Parsing what arrived needs the prompt compiled: the store leaves it to its caller
+    // (kerf-api's `history::open`, tested there) and says which runs need it.
+    assert_eq!(run.summary.objects, None);
+    assert_eq!(store.runs_without_report().unwrap(), vec![id]);
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
@@ -385,10 +390,7 @@ fn experiments_group_their_runs() {
     run.experiment = Some(e);
     let w = store.begin_run(&run).unwrap();
     let id = w
-        .finish(RunEnd {
-            finish_reason: "stop".into(),
-            ..RunEnd::default()
-        })
+        .finish(RunEnd::new(FinishReason::Stop, ""))
         .unwrap();
     store
         .finish_experiment(e, &json!({"rows": [1]}), None)
@@ -422,10 +424,7 @@ fn concurrent_writers_never_see_database_is_locked() {
                         w.flush().unwrap();
                     }
                     let id = w
-                        .finish(RunEnd {
-                            finish_reason: "stop".into(),
-                            ..RunEnd::default()
-                        })
+                        .finish(RunEnd::new(FinishReason::Stop, ""))
                         .unwrap();
                     store.tag(id, &format!("t{t}")).unwrap();
                     store
@@ -457,6 +456,7 @@ fn status_follows_the_finish_reason() {
         ("interrupted", Status::Interrupted),
         ("error", Status::Error),
     ] {
+        let reason = FinishReason::parse(reason).unwrap();
         assert_eq!(Status::for_finish(reason), status, "{reason}");
     }
     let _: Value = json!(null);

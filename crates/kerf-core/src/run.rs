@@ -1,0 +1,103 @@
+//! The vocabulary of a run's end, shared by every crate that runs, records or shows one: why it
+//! ended, the tokens it used and where the time went. Pure data (the providers in kerf-llm
+//! produce it, kerf-store keeps it, kerf-api and the window show it).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub enum FinishReason {
+    /// The model ended its reply (end-of-generation token, a stop string, or the grammar closed).
+    Stop,
+    /// The token budget ran out: the reply is truncated.
+    Length,
+    Cancelled,
+    /// The provider withheld or cut the reply for its content policy.
+    ContentFilter,
+    /// The model declined (OpenAI's `refusal`); the refusal text is the reply.
+    Refusal,
+    /// The stream broke off part-way (network, idle timeout, server): the text received is kept.
+    Interrupted,
+    Error,
+}
+
+impl FinishReason {
+    /// The reply stopped before the model ended it: its budget ran out, or the stream was cut
+    /// (cancelled, broken off, or withheld part-way). Its text is truncated whatever a parser
+    /// made of it.
+    pub fn cut_short(self) -> bool {
+        matches!(
+            self,
+            FinishReason::Length
+                | FinishReason::Cancelled
+                | FinishReason::Interrupted
+                | FinishReason::ContentFilter
+        )
+    }
+
+    pub const ALL: [FinishReason; 7] = [
+        FinishReason::Stop,
+        FinishReason::Length,
+        FinishReason::Cancelled,
+        FinishReason::ContentFilter,
+        FinishReason::Refusal,
+        FinishReason::Interrupted,
+        FinishReason::Error,
+    ];
+
+    /// A reason as it is written (`stop`, `content_filter`, …); `None` for any other text.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Cancelled => "cancelled",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Refusal => "refusal",
+            FinishReason::Interrupted => "interrupted",
+            FinishReason::Error => "error",
+        }
+    }
+}
+
+/// The tokens a run used, as the provider counted them (or the local engine did).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    /// Every generated token, reasoning included (what the provider bills as output).
+    pub completion_tokens: u32,
+    /// Of `completion_tokens`, those spent on hidden reasoning (reasoning models only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub reasoning_tokens: Option<u32>,
+}
+
+/// Where the time went, in seconds.
+///
+/// Every field defaults when absent, so a run recorded by an earlier Kerf reads back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct Timings {
+    /// From the start of the run (prompt processing included) to the first generated token.
+    pub first_token_seconds: Option<f64>,
+    /// Prompt tokens processed per second.
+    pub prompt_tokens_per_second: f64,
+    /// Generated tokens per second, from the first generated token to the last.
+    pub tokens_per_second: f64,
+    /// Time spent computing and applying the constraint's token masks.
+    pub constraint_seconds: f64,
+    pub total_seconds: f64,
+}
+
+impl std::fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,127 @@
+//! Experiments: a compare or sweep kept as one record that groups its runs and holds its result.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::read::{Filter, RunSummary, json_col};
+use crate::store::Store;
+
+/// One line of `kerf history experiments`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExperimentSummary {
+    pub id: i64,
+    pub kind: String,
+    pub status: String,
+    pub created_at: String,
+    pub runs: i64,
+    pub note: Option<String>,
+}
+
+/// A compare or sweep in full: what was asked, its rows and curves, and its runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Experiment {
+    #[serde(flatten)]
+    pub summary: ExperimentSummary,
+    pub spec: Value,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub run_list: Vec<RunSummary>,
+}
+
+impl Store {
+    /// Start a compare or sweep (`kind`) asked as `spec`; its runs name the returned id.
+    pub fn begin_experiment(&self, kind: &str, spec: &Value) -> Result<i64> {
+        let owner = self.owner_id()?;
+        let tx = self.write()?;
+        tx.execute(
+            "INSERT INTO experiments (kind, status, created_at, spec, owner)
+             VALUES (?1, 'running', ?2, ?3, ?4)",
+            params![kind, self.now(), spec.to_string(), owner],
+        )
+        .map_err(|e| self.err(e))?;
+        let id = tx.last_insert_rowid();
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(id)
+    }
+
+    /// End an experiment with its rows and curves, or (`error`) with why it stopped.
+    pub fn finish_experiment(&self, id: i64, result: &Value, error: Option<&str>) -> Result<()> {
+        self.exec(
+            "UPDATE experiments SET status = ?2, result = ?3, error = ?4, finished_at = ?5,
+             owner = NULL WHERE id = ?1",
+            params![
+                id,
+                if error.is_some() { "error" } else { "ok" },
+                result.to_string(),
+                error,
+                self.now()
+            ],
+        )
+    }
+
+    /// Experiments, newest first.
+    pub fn experiments(&self, limit: Option<usize>) -> Result<Vec<ExperimentSummary>> {
+        let sql = format!(
+            "SELECT e.id, e.kind, e.status, e.created_at, e.note,
+             (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id)
+             FROM experiments e ORDER BY e.created_at DESC, e.id DESC{}",
+            limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default()
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        stmt.query_map([], |r| {
+            Ok(ExperimentSummary {
+                id: r.get(0)?,
+                kind: r.get(1)?,
+                status: r.get(2)?,
+                created_at: kerf_core::time::rfc3339(r.get(3)?),
+                note: r.get(4)?,
+                runs: r.get(5)?,
+            })
+        })
+        .map_err(|e| self.err(e))?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(|e| self.err(e))
+    }
+
+    pub fn experiment(&self, id: i64) -> Result<Experiment> {
+        let found = self
+            .conn
+            .query_row(
+                "SELECT e.id, e.kind, e.status, e.created_at, e.note,
+                 (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id), e.spec, e.result,
+                 e.error FROM experiments e WHERE e.id = ?1",
+                [id],
+                |r| {
+                    Ok(Experiment {
+                        summary: ExperimentSummary {
+                            id: r.get(0)?,
+                            kind: r.get(1)?,
+                            status: r.get(2)?,
+                            created_at: kerf_core::time::rfc3339(r.get(3)?),
+                            note: r.get(4)?,
+                            runs: r.get(5)?,
+                        },
+                        spec: json_col(r.get(6)?),
+                        result: Some(json_col(r.get(7)?)).filter(|v| !v.is_null()),
+                        error: r.get(8)?,
+                        run_list: Vec::new(),
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let mut e = found.ok_or(Error::NotFound {
+            what: "experiment",
+            id: id.to_string(),
+        })?;
+        let mut runs = self.list(&Filter {
+            experiment: Some(id),
+            ..Filter::default()
+        })?;
+        runs.reverse();
+        e.run_list = runs;
+        Ok(e)
+    }
+}
