@@ -1,12 +1,57 @@
-// Kerf's own commands are declared here so tauri-build generates an `allow-…` permission for
-// each: the window may call only what `capabilities/main.json` lists.
-fn main() {
-    let manifest = tauri_build::AppManifest::new().commands(kerf_desktop_commands());
-    tauri_build::try_build(tauri_build::Attributes::new().app_manifest(manifest))
-        .expect("tauri-build failed (see the message above)");
+// Kerf's own commands come from their one declaration (src/commands/surface.in): tauri-build
+// generates an `allow-…` permission for each, and the window's capability file lists exactly
+// those, so the window may call Kerf's commands and nothing else.
+
+/// The names in the declaration (the crate's own `commands!` reads the arguments too).
+macro_rules! commands {
+    ($($(#[doc = $doc:literal])* $name:ident $args:tt -> $ret:ty;)*) => {
+        &[$(stringify!($name)),*]
+    };
 }
 
-/// Every `#[tauri::command]` in src/commands (a test checks the list against the handler).
-fn kerf_desktop_commands() -> &'static [&'static str] {
-    &include!("src/commands/names.in")
+const COMMANDS: &[&str] = include!("src/commands/surface.in");
+
+/// The main window's capability: core events and the title, then every Kerf command.
+fn capability() -> String {
+    let mut permissions = vec![
+        "core:event:default".to_string(),
+        "core:window:allow-set-title".to_string(),
+    ];
+    permissions.extend(
+        COMMANDS
+            .iter()
+            .map(|c| format!("allow-{}", c.replace('_', "-"))),
+    );
+    let list = permissions
+        .iter()
+        .map(|p| format!("    \"{p}\""))
+        .collect::<Vec<_>>()
+        .join(",\n");
+    format!(
+        r#"{{
+  "$schema": "../gen/schemas/desktop-schema.json",
+  "identifier": "main",
+  "description": "The main window: Kerf's own commands only (no shell, no fs, no http, no direct dialogs: the open/save dialogs are Kerf's commands, which remember what the user picked). Written by build.rs from src/commands/surface.in; do not edit.",
+  "windows": [
+    "main"
+  ],
+  "permissions": [
+{list}
+  ]
+}}
+"#
+    )
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=src/commands/surface.in");
+    // Written only when it changes, so the build does not see a new file each time.
+    let path = std::path::Path::new("capabilities/main.json");
+    let text = capability();
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
+        std::fs::write(path, text).expect("cannot write capabilities/main.json");
+    }
+    let manifest = tauri_build::AppManifest::new().commands(COMMANDS);
+    tauri_build::try_build(tauri_build::Attributes::new().app_manifest(manifest))
+        .expect("tauri-build failed (see the message above)");
 }

@@ -77,8 +77,8 @@ pub fn context<R: tauri::Runtime>() -> tauri::Context<R> {
     tauri::generate_context!()
 }
 
-/// Every command name the handler serves (`src/commands/names.in`, which build.rs also reads).
-pub const COMMANDS: &[&str] = &include!("commands/names.in");
+/// Every command the handler serves, from their one declaration (`src/commands/surface.in`).
+pub use commands::{COMMANDS, typescript_client};
 
 /// Open the window.
 pub fn run() {

@@ -1,5 +1,5 @@
 //! The commands are wired: the mock runtime with the app's real context (its capabilities
-//! included) serves every command in names.in, answers with kerf-api's wire types, and returns
+//! included) serves every command declared in surface.in, answers with kerf-api's wire types, and returns
 //! errors as `{code, message}`.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
@@ -81,6 +81,54 @@ fn every_command_is_served_and_allowed() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("not"), "an unknown command was served: {e}");
+}
+
+/// The page's client is what the declaration generates: a command, argument or type changed in
+/// `surface.in` without `ui/src/ipc/commands.ts` fails here (`KERF_BLESS=1 cargo test -p
+/// kerf-desktop --test commands` rewrites it). The capability file is written by build.rs from
+/// the same declaration; it must list exactly the declared commands.
+#[test]
+fn the_page_client_and_the_permissions_are_the_declared_commands() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("../ui/src/ipc/commands.ts");
+    let generated = kerf_desktop::typescript_client();
+    if std::env::var_os("KERF_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "ui/src/ipc/commands.ts drifted from src-tauri/src/commands/surface.in; run `KERF_BLESS=1 cargo test -p kerf-desktop --test commands` and commit"
+    );
+    for name in COMMANDS {
+        let camel = name
+            .split('_')
+            .enumerate()
+            .map(|(i, w)| {
+                if i == 0 {
+                    w.to_string()
+                } else {
+                    w[..1].to_uppercase() + &w[1..]
+                }
+            })
+            .collect::<String>();
+        assert!(
+            generated.contains(&format!("export function {camel}(")),
+            "{name} has no client function"
+        );
+    }
+    let capability: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("capabilities/main.json")).unwrap(),
+    )
+    .unwrap();
+    let allowed: Vec<String> = capability["permissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str()?.strip_prefix("allow-").map(str::to_string))
+        .collect();
+    let declared: Vec<String> = COMMANDS.iter().map(|c| c.replace('_', "-")).collect();
+    assert_eq!(allowed, declared);
 }
 
 #[test]

@@ -6,7 +6,6 @@ use crate::error::{Error, Result};
 use crate::store::Store;
 
 impl Store {
-
     fn require_run(&self, id: i64) -> Result<()> {
         let n: i64 = self
             .conn

@@ -153,5 +153,4 @@ impl Store {
                 id: id.into(),
             })
     }
-
 }

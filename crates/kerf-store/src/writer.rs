@@ -266,5 +266,4 @@ impl Store {
             done: false,
         })
     }
-
 }

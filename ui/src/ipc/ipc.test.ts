@@ -13,7 +13,7 @@ describe("the IPC client", () => {
       if (cmd === "history_diff") return { a: 1, b: 2 };
     });
     await api.historyDiff(1, 2);
-    await api.historyTag(3, "good");
+    await api.historyTag(3, "good", false);
     expect(seen[0]).toEqual(["history_diff", { a: 1, b: 2 }]);
     expect(seen[1]).toEqual(["history_tag", { run: 3, tag: "good", remove: false }]);
   });

@@ -397,7 +397,8 @@ fn a_run_whose_process_died_is_parsed_with_its_prompt_when_the_history_opens() {
             user: "Extract doc".into(),
         })
         .unwrap();
-    w.push("{\"entity\": \"DNA\"}\n{\"name\": \"x\"}\n{\"ent").unwrap();
+    w.push("{\"entity\": \"DNA\"}\n{\"name\": \"x\"}\n{\"ent")
+        .unwrap();
     let id = w.id();
     // The process dies: no end is written and its owner lock goes with the store.
     std::mem::forget(w);
@@ -408,7 +409,11 @@ fn a_run_whose_process_died_is_parsed_with_its_prompt_when_the_history_opens() {
     assert_eq!(run.summary.status, kerf_store::Status::Interrupted);
     assert_eq!(run.raw, "{\"entity\": \"DNA\"}\n{\"name\": \"x\"}\n{\"ent");
     assert_eq!(run.summary.objects, Some(1), "what arrived is parsed");
-    assert_eq!(run.summary.dropped, Some(2), "the object the schema refuses and the cut one");
+    assert_eq!(
+        run.summary.dropped,
+        Some(2),
+        "the object the schema refuses and the cut one"
+    );
     assert_eq!(run.summary.truncated, Some(true));
     let report = run.report.unwrap();
     assert_eq!(report.objects, vec![json!({"entity": "DNA"})]);

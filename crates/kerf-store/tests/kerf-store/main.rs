@@ -389,9 +389,7 @@ fn experiments_group_their_runs() {
     let mut run = new_run(&store, "doc");
     run.experiment = Some(e);
     let w = store.begin_run(&run).unwrap();
-    let id = w
-        .finish(RunEnd::new(FinishReason::Stop, ""))
-        .unwrap();
+    let id = w.finish(RunEnd::new(FinishReason::Stop, "")).unwrap();
     store
         .finish_experiment(e, &json!({"rows": [1]}), None)
         .unwrap();
@@ -423,9 +421,7 @@ fn concurrent_writers_never_see_database_is_locked() {
                         w.push("{\"entity\": \"x\"}\n").unwrap();
                         w.flush().unwrap();
                     }
-                    let id = w
-                        .finish(RunEnd::new(FinishReason::Stop, ""))
-                        .unwrap();
+                    let id = w.finish(RunEnd::new(FinishReason::Stop, "")).unwrap();
                     store.tag(id, &format!("t{t}")).unwrap();
                     store
                         .list(&Filter {

