@@ -30,6 +30,21 @@ pub struct Experiment {
     pub run_list: Vec<RunSummary>,
 }
 
+/// The columns of an [`ExperimentSummary`], in [`summary_from`]'s order (a query's own follow).
+const SUMMARY_COLUMNS: &str = "e.id, e.kind, e.status, e.created_at, e.note,
+    (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id)";
+
+fn summary_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentSummary> {
+    Ok(ExperimentSummary {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        status: r.get(2)?,
+        created_at: kerf_core::time::rfc3339(r.get(3)?),
+        note: r.get(4)?,
+        runs: r.get(5)?,
+    })
+}
+
 impl Store {
     /// Start a compare or sweep (`kind`) asked as `spec`; its runs name the returned id.
     pub fn begin_experiment(&self, kind: &str, spec: &Value) -> Result<i64> {
@@ -64,45 +79,28 @@ impl Store {
     /// Experiments, newest first.
     pub fn experiments(&self, limit: Option<usize>) -> Result<Vec<ExperimentSummary>> {
         let sql = format!(
-            "SELECT e.id, e.kind, e.status, e.created_at, e.note,
-             (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id)
-             FROM experiments e ORDER BY e.created_at DESC, e.id DESC{}",
+            "SELECT {SUMMARY_COLUMNS} FROM experiments e ORDER BY e.created_at DESC, e.id DESC{}",
             limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default()
         );
         let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        stmt.query_map([], |r| {
-            Ok(ExperimentSummary {
-                id: r.get(0)?,
-                kind: r.get(1)?,
-                status: r.get(2)?,
-                created_at: kerf_core::time::rfc3339(r.get(3)?),
-                note: r.get(4)?,
-                runs: r.get(5)?,
-            })
-        })
-        .map_err(|e| self.err(e))?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(|e| self.err(e))
+        stmt.query_map([], summary_from)
+            .map_err(|e| self.err(e))?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.err(e))
     }
 
     pub fn experiment(&self, id: i64) -> Result<Experiment> {
         let found = self
             .conn
             .query_row(
-                "SELECT e.id, e.kind, e.status, e.created_at, e.note,
-                 (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id), e.spec, e.result,
-                 e.error FROM experiments e WHERE e.id = ?1",
+                &format!(
+                    "SELECT {SUMMARY_COLUMNS}, e.spec, e.result, e.error FROM experiments e
+                     WHERE e.id = ?1"
+                ),
                 [id],
                 |r| {
                     Ok(Experiment {
-                        summary: ExperimentSummary {
-                            id: r.get(0)?,
-                            kind: r.get(1)?,
-                            status: r.get(2)?,
-                            created_at: kerf_core::time::rfc3339(r.get(3)?),
-                            note: r.get(4)?,
-                            runs: r.get(5)?,
-                        },
+                        summary: summary_from(r)?,
                         spec: json_col(r.get(6)?),
                         result: Some(json_col(r.get(7)?)).filter(|v| !v.is_null()),
                         error: r.get(8)?,

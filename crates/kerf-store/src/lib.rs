@@ -47,3 +47,30 @@ pub use writer::{NewRun, RunEnd, RunWriter};
 
 /// The history file's name in Kerf's data directory.
 pub const FILE_NAME: &str = "history.sqlite";
+
+/// What the unit tests share.
+#[cfg(test)]
+mod testing {
+    #![allow(clippy::unwrap_used)]
+    use crate::{NewRun, Store};
+    use serde_json::json;
+
+    /// A run of a one-line JSONL prompt on the input `t`.
+    pub(crate) fn new_run(store: &Store) -> NewRun {
+        let prompt = r#"{"prompt": "{{text}}", "response-type": "jsonl"}"#;
+        NewRun {
+            prompt_version: store
+                .put_prompt_version("p", None, "jsonl", prompt)
+                .unwrap(),
+            input: store.put_input(&json!({"text": "t"}), &json!({})).unwrap(),
+            experiment: None,
+            rerun_of: None,
+            provider: "local".into(),
+            model: "m".into(),
+            model_sha256: None,
+            params: json!({}),
+            system: None,
+            user: "t".into(),
+        }
+    }
+}

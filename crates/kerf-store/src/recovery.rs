@@ -150,26 +150,9 @@ impl Store {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use crate::{NewRun, Status, Store};
+    use crate::testing::new_run;
+    use crate::{Status, Store};
     use serde_json::json;
-
-    fn new_run(store: &Store) -> NewRun {
-        let prompt = r#"{"prompt": "{{text}}", "response-type": "jsonl"}"#;
-        NewRun {
-            prompt_version: store
-                .put_prompt_version("p", None, "jsonl", prompt)
-                .unwrap(),
-            input: store.put_input(&json!({"text": "t"}), &json!({})).unwrap(),
-            experiment: None,
-            rerun_of: None,
-            provider: "local".into(),
-            model: "m".into(),
-            model_sha256: None,
-            params: json!({}),
-            system: None,
-            user: "t".into(),
-        }
-    }
 
     /// Security review, finding 7: two processes recovering the same dead run destroyed its
     /// report. The second had listed the run as `running` before the first folded it, then

@@ -249,27 +249,9 @@ fn identify(path: &Path) -> Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::{Filter, NewRun, RunEnd, Status};
+    use crate::testing::new_run;
+    use crate::{Filter, RunEnd, Status};
     use kerf_core::run::FinishReason;
-    use serde_json::json;
-
-    fn new_run(store: &Store) -> NewRun {
-        let prompt = r#"{"prompt": "{{text}}", "response-type": "jsonl"}"#;
-        NewRun {
-            prompt_version: store
-                .put_prompt_version("p", None, "jsonl", prompt)
-                .unwrap(),
-            input: store.put_input(&json!({"text": "t"}), &json!({})).unwrap(),
-            experiment: None,
-            rerun_of: None,
-            provider: "local".into(),
-            model: "m".into(),
-            model_sha256: None,
-            params: json!({}),
-            system: None,
-            user: "t".into(),
-        }
-    }
 
     /// A full disk (here: the database's page limit, which SQLite reports exactly as a full
     /// disk, SQLITE_FULL): the run fails with a clear error and earlier runs are untouched.

@@ -27,29 +27,32 @@ fn every_code_round_trips_through_its_name_and_serializes_as_it() {
     );
 }
 
+/// A run of `prompt` on the input `doc` on the local model, about to start.
+fn new_run(store: &Store, prompt: &str, params: serde_json::Value) -> NewRun {
+    NewRun {
+        prompt_version: store
+            .put_prompt_version("kg", None, "jsonl", prompt)
+            .unwrap(),
+        input: store
+            .put_input(&json!({"text": "doc"}), &json!({}))
+            .unwrap(),
+        experiment: None,
+        rerun_of: None,
+        provider: "local".into(),
+        model: "m.gguf".into(),
+        model_sha256: None,
+        params,
+        system: None,
+        user: "u".into(),
+    }
+}
+
 fn stored(store: &Store, prompt: &str, params: serde_json::Value, raw: &str) -> i64 {
     let loaded = kerf_core::PromptFile::from_json_str(prompt, "p").unwrap();
     let parsed = kerf_core::Prompt::compile(loaded.file, "p")
         .unwrap()
         .parse(raw, &Default::default());
-    let w = store
-        .begin_run(&NewRun {
-            prompt_version: store
-                .put_prompt_version("kg", None, "jsonl", prompt)
-                .unwrap(),
-            input: store
-                .put_input(&json!({"text": "doc"}), &json!({}))
-                .unwrap(),
-            experiment: None,
-            rerun_of: None,
-            provider: "local".into(),
-            model: "m.gguf".into(),
-            model_sha256: None,
-            params,
-            system: None,
-            user: "u".into(),
-        })
-        .unwrap();
+    let w = store.begin_run(&new_run(store, prompt, params)).unwrap();
     w.finish(RunEnd {
         report: Some(parsed),
         ..RunEnd::new(kerf_llm::FinishReason::Stop, raw)
@@ -380,22 +383,7 @@ fn a_run_whose_process_died_is_parsed_with_its_prompt_when_the_history_opens() {
         "required": ["entity"], "properties": {"entity": {"type": "string"}}}}"#;
     let store = kerf_api::history::open(&path).unwrap();
     let mut w = store
-        .begin_run(&NewRun {
-            prompt_version: store
-                .put_prompt_version("kg", None, "jsonl", prompt)
-                .unwrap(),
-            input: store
-                .put_input(&json!({"text": "doc"}), &json!({}))
-                .unwrap(),
-            experiment: None,
-            rerun_of: None,
-            provider: "local".into(),
-            model: "m.gguf".into(),
-            model_sha256: None,
-            params: json!({}),
-            system: None,
-            user: "Extract doc".into(),
-        })
+        .begin_run(&new_run(&store, prompt, json!({})))
         .unwrap();
     w.push("{\"entity\": \"DNA\"}\n{\"name\": \"x\"}\n{\"ent")
         .unwrap();
