@@ -67,14 +67,12 @@ impl FinishReason {
 
 /// The tokens a run used, as the provider counted them (or the local engine did).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Usage {
     pub prompt_tokens: u32,
     /// Every generated token, reasoning included (what the provider bills as output).
     pub completion_tokens: u32,
     /// Of `completion_tokens`, those spent on hidden reasoning (reasoning models only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "ts", ts(optional))]
     pub reasoning_tokens: Option<u32>,
 }
 
@@ -83,7 +81,6 @@ pub struct Usage {
 /// Every field defaults when absent, so a run recorded by an earlier Kerf reads back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Timings {
     /// From the start of the run (prompt processing included) to the first generated token.
     pub first_token_seconds: Option<f64>,

@@ -18,7 +18,7 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::{LlamaBackendDeviceType, LogOptions};
 use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use kerf_llm::{
     CancelToken, Constraint, Error, Event, Finish, FinishReason, Request, Result, Role, Timings,
@@ -26,7 +26,9 @@ use kerf_llm::{
 };
 
 use crate::gguf::{self, GgufInfo};
-use crate::{Device, GpuLayers, LocalConfig, logs};
+use crate::{GpuLayers, LocalConfig, logs};
+use kerf_llm::RunDetails;
+use kerf_llm::details::{ConstraintEngine, ConstraintRun, Device, LocalDetails, Offload};
 
 fn engine_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Engine(format!("{what}: {e}"))
@@ -100,7 +102,7 @@ struct Loaded {
     model: LlamaModel,
     info: GgufInfo,
     load_seconds: f64,
-    offload: Value,
+    offload: Offload,
     warning: Option<String>,
     /// llguidance's view of the vocabulary: built on first constrained run (~0.2 s), then reused.
     factory: OnceLock<std::result::Result<ParserFactory, String>>,
@@ -178,18 +180,18 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
     } else {
         "CPU".into()
     };
-    let offload = json!({
-        "requested": match config.gpu_layers {
+    let offload = Offload {
+        requested: match config.gpu_layers {
             GpuLayers::Auto => "auto".to_string(),
             GpuLayers::None => "none".to_string(),
             GpuLayers::All => "all".to_string(),
             GpuLayers::Count(n) => n.to_string(),
         },
-        "offloaded_layers": offloaded,
-        "total_layers": total,
-        "device": device,
-        "devices": devices,
-    });
+        offloaded_layers: offloaded,
+        total_layers: total,
+        device,
+        devices,
+    };
     let loaded = Arc::new(Loaded {
         model,
         info,
@@ -265,7 +267,7 @@ fn build_constraint(
     constraint: &Constraint,
     prefer_gbnf: bool,
     on_event: &mut dyn FnMut(Event<'_>),
-) -> Result<(Active, Value)> {
+) -> Result<(Active, ConstraintRun)> {
     let gbnf = |g: &str| {
         LlamaSampler::grammar(&loaded.model, g, "root")
             .map_err(|e| Error::Constraint(format!("llama.cpp rejected the GBNF grammar: {e}")))
@@ -273,15 +275,20 @@ fn build_constraint(
     let schema_gbnf = |schema: &Value, jsonl: bool| -> Result<LlamaSampler> {
         gbnf(&crate::grammar::gbnf(schema, jsonl)?)
     };
+    let run = |kind: &str, engine, why| ConstraintRun {
+        kind: kind.to_string(),
+        engine,
+        why,
+    };
     Ok(match constraint {
-        Constraint::None => (Active::None, json!({"kind": "none", "engine": "none"})),
+        Constraint::None => (Active::None, run("none", ConstraintEngine::None, None)),
         Constraint::Json(schema) | Constraint::Jsonl(schema) => {
             let jsonl = matches!(constraint, Constraint::Jsonl(_));
             let kind = constraint.name();
             if prefer_gbnf {
                 (
                     Active::Grammar(schema_gbnf(schema, jsonl)?),
-                    json!({"kind": kind, "engine": "gbnf", "why": "asked for"}),
+                    run(kind, ConstraintEngine::Gbnf, Some("asked for".into())),
                 )
             } else {
                 let grammar = if jsonl {
@@ -292,7 +299,7 @@ fn build_constraint(
                 match guidance(loaded, grammar) {
                     Ok(m) => (
                         Active::Guidance(Box::new(m)),
-                        json!({"kind": kind, "engine": "llguidance"}),
+                        run(kind, ConstraintEngine::Llguidance, None),
                     ),
                     Err(why) => {
                         let note = format!(
@@ -301,7 +308,7 @@ fn build_constraint(
                         on_event(Event::Warning(&note));
                         (
                             Active::Grammar(schema_gbnf(schema, jsonl)?),
-                            json!({"kind": kind, "engine": "gbnf", "why": why}),
+                            run(kind, ConstraintEngine::Gbnf, Some(why)),
                         )
                     }
                 }
@@ -309,7 +316,7 @@ fn build_constraint(
         }
         Constraint::Gbnf(g) => (
             Active::Grammar(gbnf(g)?),
-            json!({"kind": "gbnf", "engine": "gbnf"}),
+            run("gbnf", ConstraintEngine::Gbnf, None),
         ),
         Constraint::Lark(l) => {
             let m = guidance(loaded, TopLevelGrammar::from_lark(l.clone())).map_err(|e| {
@@ -317,7 +324,7 @@ fn build_constraint(
             })?;
             (
                 Active::Guidance(Box::new(m)),
-                json!({"kind": "lark", "engine": "llguidance"}),
+                run("lark", ConstraintEngine::Llguidance, None),
             )
         }
     })
@@ -409,33 +416,31 @@ pub fn run(
         .new_context(backend, params)
         .map_err(|e| engine_error("creating the context", e))?;
 
-    let mut details = json!({
-        "engine": "llama.cpp",
-        "model": config.model.display().to_string(),
-        "model_reused": reused,
-        "load_seconds": if reused { 0.0 } else { loaded.load_seconds },
-        "context": n_ctx,
-        "threads": threads,
-        "flash_attention": match config.flash_attention {
-            None => "auto",
-            Some(true) => "on",
-            Some(false) => "off",
-        },
-        "offload": loaded.offload,
-    });
-    let finish = |reason, completion, timings: Timings, error: Option<String>, details: Value| {
-        Ok(Finish {
-            reason,
-            usage: Usage {
-                prompt_tokens,
-                completion_tokens: completion,
-                reasoning_tokens: None,
-            },
-            timings,
-            error,
-            details,
-        })
+    let mut details = LocalDetails {
+        engine: "llama.cpp".into(),
+        model: config.model.display().to_string(),
+        model_reused: reused,
+        load_seconds: if reused { 0.0 } else { loaded.load_seconds },
+        context: n_ctx,
+        threads,
+        flash_attention: config.flash_attention.into(),
+        offload: loaded.offload.clone(),
+        constraint: None,
     };
+    let finish =
+        |reason, completion, timings: Timings, error: Option<String>, details: LocalDetails| {
+            Ok(Finish {
+                reason,
+                usage: Usage {
+                    prompt_tokens,
+                    completion_tokens: completion,
+                    reasoning_tokens: None,
+                },
+                timings,
+                error,
+                details: RunDetails::Local(details),
+            })
+        };
 
     // The prompt, in batches, checking for cancellation between them.
     let mut batch = LlamaBatch::new(n_batch as usize, 1);
@@ -465,7 +470,7 @@ pub fn run(
 
     let (mut active, constraint_details) =
         build_constraint(&loaded, &req.constraint, config.prefer_gbnf, on_event)?;
-    details["constraint"] = constraint_details;
+    details.constraint = Some(constraint_details);
     let seed = req.seed.unwrap_or(0) as u32;
     let mut chain = (req.temperature > 0.0).then(|| {
         LlamaSampler::chain_simple([

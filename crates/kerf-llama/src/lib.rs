@@ -92,17 +92,8 @@ impl LocalConfig {
     }
 }
 
-/// A backend device llama.cpp can run on.
-#[derive(Debug, Clone, Serialize)]
-pub struct Device {
-    pub index: usize,
-    pub name: String,
-    pub description: String,
-    pub backend: String,
-    pub kind: String,
-    pub memory_total: usize,
-    pub memory_free: usize,
-}
+/// A backend device llama.cpp can run on (the run vocabulary's, kept with a run's offload).
+pub use kerf_llm::details::Device;
 
 #[cfg_attr(feature = "engine", allow(dead_code))]
 fn unavailable() -> Error {

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use crate::details::{CloudDetails, RunDetails, StructuredRun};
 use crate::http::{self, Chunk, HttpConfig, HttpRequest};
 use crate::providers::{Kind, ProviderDef, Structured};
 use crate::secrets::{self, Key};
@@ -120,7 +121,7 @@ impl CloudProvider {
 pub(crate) struct Built {
     pub http: HttpRequest,
     /// What the run did, in this provider's terms (mode, rewrites, wrapper key).
-    pub details: Value,
+    pub details: CloudDetails,
     /// Notices to show before the reply (lint findings of a schema rewrite).
     pub warnings: Vec<String>,
 }
@@ -155,11 +156,7 @@ fn drive(
         on_event(Event::Warning(w));
     }
     let mut details = built.details;
-    details["provider"] = json!(p.def.name);
-    details["model"] = json!(p.def.model);
-    if let Some(k) = p.key_source() {
-        details["key_source"] = json!(k);
-    }
+    details.key_source = p.key_source();
     let mut retry_notes = Vec::new();
     let posted = http::post(&p.http, &built.http, cancel, &mut |r| {
         let note = p.redact(&format!(
@@ -171,7 +168,7 @@ fn drive(
         on_event(Event::Warning(&note));
         retry_notes.push(note);
     });
-    details["retries"] = json!(retry_notes);
+    details.retries = retry_notes;
     let mut resp = match posted {
         Ok(r) => r,
         Err(Error::Cancelled) => {
@@ -216,7 +213,7 @@ fn drive(
         })?;
         read_whole(&v, &mut reply).map_err(|e| Error::Protocol(format!("{}: {e}", p.def.name)))?;
         emit(&reply, on_event, &mut first, &mut last);
-        details["streamed"] = json!(false);
+        details.streamed = Some(false);
     } else {
         let mut sse = SseDecoder::new();
         let mut events: Vec<SseEvent> = Vec::new();
@@ -265,7 +262,7 @@ fn drive(
                 break;
             }
         }
-        details["streamed"] = json!(true);
+        details.streamed = Some(true);
     }
     if !reply.refusal.is_empty() {
         reply.text.push_str(&reply.refusal);
@@ -282,7 +279,7 @@ fn drive(
             Some("the stream ended without a finish reason".to_string()),
         ),
     };
-    details["first_byte_seconds"] = json!(head_at.duration_since(start).as_secs_f64());
+    details.first_byte_seconds = Some(head_at.duration_since(start).as_secs_f64());
     Ok(finish(
         reason,
         reply,
@@ -299,16 +296,16 @@ fn finish(
     start: Instant,
     span: Option<(Instant, Instant)>,
     error: Option<String>,
-    mut details: Value,
+    mut details: CloudDetails,
 ) -> Finish {
     let usage = match reply.usage {
         Some(u) => {
-            details["usage_source"] = json!("provider");
+            details.usage_source = Some("provider".into());
             u
         }
         None => {
-            details["usage_source"] =
-                json!("none reported: completion_tokens counts streamed deltas");
+            details.usage_source =
+                Some("none reported: completion_tokens counts streamed deltas".into());
             Usage {
                 prompt_tokens: 0,
                 completion_tokens: reply.deltas,
@@ -332,7 +329,7 @@ fn finish(
             total_seconds: start.elapsed().as_secs_f64(),
         },
         error,
-        details,
+        details: RunDetails::Cloud(details),
     }
 }
 
@@ -448,7 +445,7 @@ pub(crate) fn built(
     url: String,
     headers: Vec<(String, String)>,
     body: &Value,
-    details: Value,
+    details: CloudDetails,
     warnings: Vec<String>,
 ) -> Result<Built> {
     let body = serde_json::to_vec(body).map_err(|e| Error::Request(e.to_string()))?;
@@ -461,12 +458,24 @@ pub(crate) fn built(
 
 /// The run's details every protocol starts from: which protocol, where, and the structured-output
 /// mode with the reason it was chosen.
-pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> Value {
-    json!({
-        "protocol": p.def.kind.as_str(),
-        "base_url": p.def.base_url,
-        "structured": {"mode": mode.as_str(), "why": why},
-    })
+pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> CloudDetails {
+    CloudDetails {
+        protocol: p.def.kind,
+        base_url: p.def.base_url.clone(),
+        structured: StructuredRun {
+            mode,
+            why: why.to_string(),
+            changes: None,
+        },
+        provider: p.def.name.clone(),
+        model: p.def.model.clone(),
+        key_source: None,
+        retries: Vec::new(),
+        streamed: None,
+        first_byte_seconds: None,
+        usage_source: None,
+        wrapped_in: None,
+    }
 }
 
 /// A token count from a usage object. A count past `u32::MAX` (a broken or hostile server) is

@@ -6,6 +6,7 @@
 //! stopped, token usage and timings. A [`CancelToken`] stops a run between tokens.
 
 pub mod cloud;
+pub mod details;
 pub mod http;
 pub mod prices;
 pub mod providers;
@@ -108,9 +109,9 @@ pub struct Finish {
     pub timings: Timings,
     /// For `error`: what went wrong after text had started to arrive.
     pub error: Option<String>,
-    /// What the provider actually did, in its own terms (device, layers offloaded, which
-    /// constraint engine ran and why): shown to the user, kept with the run.
-    pub details: Value,
+    /// What the provider actually did (device, layers offloaded, which constraint engine ran and
+    /// why; a cloud request's mode, retries and key source): shown to the user, kept with the run.
+    pub details: RunDetails,
 }
 
 /// What a run reports while it goes.
@@ -125,6 +126,7 @@ pub enum Event<'a> {
 /// Stops a run between tokens (the core's token: the same one stops a sweep).
 pub use kerf_core::cancel::CancelToken;
 
+pub use details::RunDetails;
 /// The run vocabulary lives in kerf-core (the history keeps it too); a provider speaks it.
 pub use kerf_core::run::{FinishReason, Timings, Usage};
 

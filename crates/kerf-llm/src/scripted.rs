@@ -178,7 +178,9 @@ impl Provider for Scripted {
                 ..Timings::default()
             },
             error: reply.error.clone(),
-            details: serde_json::json!({"provider": "scripted"}),
+            details: crate::RunDetails::Other {
+                provider: "scripted".into(),
+            },
         })
     }
 }

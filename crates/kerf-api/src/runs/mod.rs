@@ -526,7 +526,7 @@ pub fn execute(
 /// prompt's parser expects it. `None` when nothing was wrapped or the reply is not a whole
 /// wrapped object (a cut-off reply is parsed as it came).
 fn unwrapped(raw: &str, finish: &Finish) -> Option<String> {
-    let key = finish.details.get("wrapped_in")?.as_str()?;
+    let key = finish.details.wrapped_in()?;
     let v: Value = serde_json::from_str(raw.trim()).ok()?;
     v.get(key).map(|inner| inner.to_string())
 }
@@ -633,7 +633,7 @@ fn run_end(out: &Outcomes, cost: Option<&kerf_llm::prices::Cost>) -> RunEnd {
         report: Some(out.report.clone()),
         usage: f.usage,
         timings: f.timings,
-        details: f.details.clone(),
+        details: serde_json::to_value(&f.details).unwrap_or_default(),
         cost: cost.map(|c| {
             json!({"usd": c.usd, "matched": c.matched, "source": c.source,
                    "input_per_million": c.price.input, "output_per_million": c.price.output})

@@ -159,8 +159,7 @@ pub struct RunDone {
     pub cost_usd: Option<f64>,
     /// What ran where: the local engine's device and offloaded layers, the constraint engine,
     /// a cloud provider's structured-output mode.
-    #[ts(type = "Record<string, unknown>")]
-    pub details: Value,
+    pub details: kerf_llm::RunDetails,
     pub error: Option<String>,
     pub raw: String,
 }

@@ -11,8 +11,9 @@ use kerf_api::runs::{
 use kerf_api::workbench::Workbench;
 use kerf_core::Prompt;
 use kerf_llama::GpuLayers;
+use kerf_llm::details::CloudDetails;
 use kerf_llm::providers::Structured;
-use kerf_llm::{CancelToken, Finish};
+use kerf_llm::{CancelToken, Finish, RunDetails};
 use serde_json::{Value, json};
 
 use crate::Outcome;
@@ -289,7 +290,7 @@ pub fn run_job(
             m.insert("provider".into(), json!(provider.as_provider().name()));
             m.insert("model".into(), json!(provider.as_provider().model()));
             m.insert("error".into(), json!(f.error));
-            m.insert("details".into(), f.details.clone());
+            m.insert("details".into(), serde_json::to_value(&f.details)?);
             m.insert("cost".into(), serde_json::to_value(cost)?);
             // Every reply of a repair loop, oldest first, with its tokens (the last is the run).
             let attempts: Vec<Value> = out
@@ -341,11 +342,11 @@ fn print_summary(prompt: &Prompt, out: &Outcomes) {
         crate::output::dropped_phrase(r, ", reply CUT OFF"),
     );
     crate::output::print_drops(r, "   ");
-    if f.details.get("protocol").is_some() {
-        return print_cloud_summary(f);
-    }
-    let c = &f.details["constraint"];
-    let offload = &f.details["offload"];
+    let d = match &f.details {
+        RunDetails::Cloud(cloud) => return print_cloud_summary(f, cloud),
+        RunDetails::Local(local) => Some(local),
+        RunDetails::Other { .. } => None,
+    };
     crate::outln!(
         "   finish: {}{} · tokens: {} prompt + {} completion · {:.1} tok/s · first token {:.2}s · constraint {} ({:.1} ms)",
         f.reason.as_str(),
@@ -358,26 +359,27 @@ fn print_summary(prompt: &Prompt, out: &Outcomes) {
         f.usage.completion_tokens,
         f.timings.tokens_per_second,
         f.timings.first_token_seconds.unwrap_or(0.0),
-        c["engine"].as_str().unwrap_or("none"),
+        d.and_then(|d| d.constraint.as_ref())
+            .map_or("none", |c| c.engine.as_str()),
         f.timings.constraint_seconds * 1000.0,
     );
-    crate::outln!(
-        "   device: {} · {}/{} layers offloaded (asked: {}) · {} threads · context {}{}",
-        offload["device"].as_str().unwrap_or("?"),
-        offload["offloaded_layers"],
-        offload["total_layers"],
-        offload["requested"].as_str().unwrap_or("?"),
-        f.details["threads"],
-        f.details["context"],
-        if f.details["model_reused"] == true {
-            String::new()
-        } else {
-            format!(
-                " · model loaded in {:.2}s",
-                f.details["load_seconds"].as_f64().unwrap_or(0.0)
-            )
-        }
-    );
+    if let Some(d) = d {
+        let o = &d.offload;
+        crate::outln!(
+            "   device: {} · {}/{} layers offloaded (asked: {}) · {} threads · context {}{}",
+            o.device,
+            o.offloaded_layers,
+            o.total_layers,
+            o.requested,
+            d.threads,
+            d.context,
+            if d.model_reused {
+                String::new()
+            } else {
+                format!(" · model loaded in {:.2}s", d.load_seconds)
+            }
+        );
+    }
     if let Some(e) = &f.error {
         crate::outln!("   error: {e}");
     }
@@ -385,9 +387,8 @@ fn print_summary(prompt: &Prompt, out: &Outcomes) {
 
 /// The finish lines of a cloud run: reason, usage, speed; then the provider, the structured-output
 /// mode and why, where the key came from, retries.
-fn print_cloud_summary(f: &Finish) {
-    let d = &f.details;
-    let tokens = if d["usage_source"] == "provider" {
+fn print_cloud_summary(f: &Finish, d: &CloudDetails) {
+    let tokens = if d.usage_source.as_deref() == Some("provider") {
         format!(
             "{} prompt + {} completion{}",
             f.usage.prompt_tokens,
@@ -416,15 +417,15 @@ fn print_cloud_summary(f: &Finish) {
         f.timings.tokens_per_second,
         f.timings.first_token_seconds.unwrap_or(0.0),
     );
-    let retries = d["retries"].as_array().map_or(0, Vec::len);
+    let retries = d.retries.len();
     crate::outln!(
         "   provider: {} ({}) · structured output: {} ({}){}{}",
-        d["provider"].as_str().unwrap_or("?"),
-        d["protocol"].as_str().unwrap_or("?"),
-        d["structured"]["mode"].as_str().unwrap_or("none"),
-        d["structured"]["why"].as_str().unwrap_or(""),
-        d["key_source"]
-            .as_str()
+        d.provider,
+        d.protocol.as_str(),
+        d.structured.mode.as_str(),
+        d.structured.why,
+        d.key_source
+            .as_deref()
             .map(|k| format!(" · key from {k}"))
             .unwrap_or_default(),
         if retries > 0 {

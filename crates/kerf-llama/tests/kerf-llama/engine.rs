@@ -13,6 +13,11 @@ use crate::repo;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// A run's details as the history and `--json` keep them (the shape other tools read).
+fn shown(d: &kerf_llm::RunDetails) -> serde_json::Value {
+    serde_json::to_value(d).unwrap()
+}
+
 fn lock() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -80,7 +85,7 @@ fn constrained_jsonl_of_a_oneof_union_parses_and_validates_every_time() {
         req.temperature = 0.8;
         req.seed = Some(seed);
         let (finish, text, _) = run(&provider, &req);
-        assert_eq!(finish.details["constraint"]["engine"], "llguidance");
+        assert_eq!(shown(&finish.details)["constraint"]["engine"], "llguidance");
         let report = p.parse(&text, &Map::new());
         // Every complete line is an object of one branch of the union; only a line the budget
         // cut off may be dropped, and only as truncated.
@@ -166,7 +171,7 @@ fn cancellation_stops_within_one_token_and_the_model_is_reused() {
         })
         .unwrap();
     assert_eq!(f.reason, FinishReason::Cancelled);
-    assert_eq!(f.details["model_reused"], true);
+    assert_eq!(shown(&f.details)["model_reused"], true);
     // Text events come per token (or fewer, when a character spans tokens): no token was
     // generated after the one whose text triggered the cancel.
     assert!(f.usage.completion_tokens >= 5, "{f:?}");
@@ -256,7 +261,8 @@ fn a_schema_llguidance_rejects_falls_back_to_gbnf_and_says_why() {
     req.max_tokens = 120;
     req.constraint = Constraint::Json(schema.clone());
     let (f, text, warnings) = run(&provider(), &req);
-    let c = &f.details["constraint"];
+    let details = shown(&f.details);
+    let c = &details["constraint"];
     assert_eq!(c["engine"], "gbnf", "{c}");
     assert!(c["why"].as_str().unwrap().contains("uniqueItems"), "{c}");
     assert!(
@@ -286,7 +292,8 @@ fn gpu_offload_reports_what_happened() {
     let mut config = LocalConfig::new(model());
     config.gpu_layers = GpuLayers::All;
     let (f, _, warnings) = run(&LocalProvider::new(config), &Request::new(None, "Hi"));
-    let offload = &f.details["offload"];
+    let details = shown(&f.details);
+    let offload = &details["offload"];
     assert_eq!(offload["requested"], "all");
     if has_gpu {
         assert!(
@@ -311,7 +318,7 @@ fn gbnf_constraint_also_holds_and_costs_more() {
     let mut config = LocalConfig::new(model());
     config.prefer_gbnf = true;
     let (f, text, _) = run(&LocalProvider::new(config), &request(&p, 60, true));
-    assert_eq!(f.details["constraint"]["engine"], "gbnf");
+    assert_eq!(shown(&f.details)["constraint"]["engine"], "gbnf");
     let report = p.parse(&text, &Map::new());
     for d in &report.dropped {
         assert_eq!(d.kind.as_str(), "truncated", "{d:?}\n{text}");

@@ -58,7 +58,7 @@ pub(crate) fn build(
                 schema.clone()
             } else {
                 let key = lint::wrap_key(schema);
-                details["wrapped_in"] = json!(key);
+                details.wrapped_in = Some(key.to_string());
                 lint::wrap_root(schema, key)
             };
             for f in lint::lint(schema, lint::Provider::Anthropic) {

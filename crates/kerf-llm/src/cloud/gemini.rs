@@ -58,7 +58,7 @@ pub(crate) fn build(
                     f.pointer, f.keyword, f.message
                 ));
             }
-            details["structured"]["changes"] = json!(rewrite.findings.len());
+            details.structured.changes = Some(rewrite.findings.len());
             config["responseMimeType"] = json!("application/json");
             config["responseSchema"] = rewrite.schema;
         }

@@ -70,9 +70,9 @@ pub(crate) fn build(
                 ));
             }
             if let Some(key) = rewrite.wrapped_in {
-                details["wrapped_in"] = json!(key);
+                details.wrapped_in = Some(key.to_string());
             }
-            details["structured"]["changes"] = json!(rewrite.findings.len());
+            details.structured.changes = Some(rewrite.findings.len());
             body["response_format"] = json!({
                 "type": "json_schema",
                 "json_schema": {"name": SCHEMA_NAME, "strict": true, "schema": rewrite.schema},
