@@ -104,12 +104,15 @@ impl Store {
 
     /// Interrupted runs whose text has not been parsed: those recovered from a dead process, and
     /// those whose writer was dropped without an end. Oldest first.
+    ///
+    /// Read from the `runs` table alone (a parsed run has its object count there): every open
+    /// asks, and a body's `report` column sits behind its reply, which can be hundreds of MB.
     pub fn runs_without_report(&self) -> Result<Vec<i64>> {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT r.id FROM runs r JOIN run_bodies b ON b.run_id = r.id
-                 WHERE r.status = 'interrupted' AND b.report IS NULL ORDER BY r.id",
+                "SELECT id FROM runs WHERE status = 'interrupted' AND objects IS NULL
+                 ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
         stmt.query_map([], |r| r.get(0))
