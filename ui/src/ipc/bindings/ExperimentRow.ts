@@ -5,6 +5,6 @@
  */
 export type ExperimentRow = { id: number, kind: string, 
 /**
- * `running`, `ok` or `error`.
+ * `running`, `ok`, `error` or `interrupted` (its process stopped).
  */
 status: string, createdAt: string, runs: number, note: string | null, };
