@@ -4,20 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fn decode(pieces: &[&[u8]]) -> (Vec<kerf_llm::sse::SseEvent>, Result<(), String>) {
-    let mut d = kerf_llm::sse::SseDecoder::new();
-    let mut out = Vec::new();
-    for p in pieces {
-        if let Err(e) = d.feed(p, &mut out) {
-            return (out, Err(e));
-        }
-    }
-    match d.finish() {
-        Ok(last) => {
-            out.extend(last);
-            (out, Ok(()))
-        }
-        Err(e) => (out, Err(e)),
-    }
+    kerf_llm::sse::decode(pieces)
 }
 
 fuzz_target!(|data: &[u8]| {

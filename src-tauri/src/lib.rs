@@ -82,6 +82,9 @@ pub use commands::{COMMANDS, typescript_client};
 
 /// Open the window.
 pub fn run() {
+    // One runtime per process: Tauri's commands, the cloud transport's pooled connections and
+    // the local engine's blocking threads all run on Kerf's (see `kerf_llm::runtime`).
+    tauri::async_runtime::set(kerf_llm::runtime::runtime().handle().clone());
     let workbench = Workbench::of_this_machine(None, shipped_prompts());
     with_kerf(
         tauri::Builder::default(),

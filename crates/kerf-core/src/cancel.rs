@@ -1,21 +1,10 @@
-//! Stopping long work from another thread: a run between tokens, a sweep between the prefixes
-//! it evaluates. One token type for every layer, so the window's Stop button reaches all of it.
+//! Stopping long work from another thread or task: a run between tokens, a sweep between the
+//! prefixes it evaluates, a request mid-stream. One token type for every layer, so the window's
+//! Stop button reaches all of it.
+//!
+//! It is tokio-util's `CancellationToken`: cheap to clone and share, checked synchronously
+//! (`is_cancelled`, between tokens of the local engine) or awaited (`cancelled()`, raced against
+//! a network read), with child tokens that stop with their parent (a run's token under an
+//! evaluation's).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Asks work in progress to stop at its next check; cheap to clone and share with another thread.
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
-
-impl CancelToken {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
+pub use tokio_util::sync::CancellationToken as CancelToken;

@@ -21,7 +21,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use kerf_llm::{CancelToken, Constraint, Error, Event, Finish, Provider, Request, Result};
+use kerf_llm::{CancelToken, Constraint, Error, Event, Provider, Request, Result, RunFuture};
 
 /// Whether this build has the engine.
 pub const ENGINE: bool = cfg!(feature = "engine");
@@ -135,21 +135,54 @@ impl Provider for LocalProvider {
     }
 
     #[allow(unused_variables)]
-    fn run(
-        &self,
-        request: &Request,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(Event<'_>),
-    ) -> Result<Finish> {
-        #[cfg(feature = "engine")]
-        {
-            engine::run(&self.config, request, cancel, on_event)
-        }
-        #[cfg(not(feature = "engine"))]
-        {
-            Err(unavailable())
-        }
+    fn run<'a>(
+        &'a self,
+        request: &'a Request,
+        cancel: &'a CancelToken,
+        on_event: &'a mut dyn FnMut(Event<'_>),
+    ) -> RunFuture<'a> {
+        Box::pin(async move {
+            #[cfg(feature = "engine")]
+            {
+                // The engine is synchronous (a token loop over llama.cpp): it runs on one of the
+                // runtime's blocking threads and hands its events back over a channel. A child
+                // token stops it at its next token when the run is cancelled or this future is
+                // dropped (the guard).
+                let config = self.config.clone();
+                let request = request.clone();
+                let token = cancel.child_token();
+                let _stop_when_dropped = token.clone().drop_guard();
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Owned>();
+                let work = kerf_llm::runtime::runtime().spawn_blocking(move || {
+                    engine::run(&config, &request, &token, &mut |e| {
+                        let _ = tx.send(match e {
+                            Event::Text(t) => Owned::Text(t.to_string()),
+                            Event::Warning(w) => Owned::Warning(w.to_string()),
+                        });
+                    })
+                });
+                while let Some(e) = rx.recv().await {
+                    match &e {
+                        Owned::Text(t) => on_event(Event::Text(t)),
+                        Owned::Warning(w) => on_event(Event::Warning(w)),
+                    }
+                }
+                work.await
+                    .map_err(|e| Error::Engine(format!("the engine's thread failed: {e}")))?
+            }
+            #[cfg(not(feature = "engine"))]
+            {
+                Err(unavailable())
+            }
+        })
     }
+}
+
+/// An engine event on its way from the engine's thread to the run's task.
+#[cfg(feature = "engine")]
+enum Owned {
+    Text(String),
+    Warning(String),
 }
 
 /// The byte offset after each token of `text` under the tokenizer of the GGUF model at `model`

@@ -7,13 +7,16 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::details::{CloudDetails, RunDetails, StructuredRun};
+use futures_util::StreamExt;
+
 use crate::http::{self, Chunk, HttpConfig, HttpRequest};
 use crate::providers::{Kind, ProviderDef, Structured};
+use crate::ratelimit;
 use crate::secrets::{self, Key};
-use crate::sse::{SseDecoder, SseEvent};
+use crate::sse::{self, SseError, SseEvent};
 use crate::{
     CancelToken, Constraint, Error, Event, Finish, FinishReason, Provider, Request, Result,
-    Timings, Usage,
+    RunFuture, Timings, Usage,
 };
 
 mod anthropic;
@@ -143,8 +146,9 @@ pub(crate) struct Reply {
 
 /// Drive one streamed run: post, decode SSE (or a whole JSON reply if the server ignored
 /// `stream`), hand text to `on_event`, and end with the truthful reason.
-fn drive(
+async fn drive(
     p: &CloudProvider,
+    request: &Request,
     built: Built,
     cancel: &CancelToken,
     on_event: &mut dyn FnMut(Event<'_>),
@@ -157,6 +161,37 @@ fn drive(
     }
     let mut details = built.details;
     details.key_source = p.key_source();
+    // The provider's rate limit: what a request counts against it up front is about its
+    // prompt (a token per four bytes) plus its whole budget.
+    let limiter = ratelimit::for_provider(&p.def.name, &p.def.base_url, p.def.rate_limits);
+    let prompt_bytes: usize = request.messages.iter().map(|m| m.content.len()).sum();
+    let tokens = u32::try_from(prompt_bytes / 4)
+        .unwrap_or(u32::MAX)
+        .saturating_add(request.max_tokens);
+    let Some(waited) = limiter.admit(tokens, cancel).await else {
+        return Ok(finish(
+            FinishReason::Cancelled,
+            Reply::default(),
+            start,
+            None,
+            None,
+            details,
+        ));
+    };
+    if waited >= std::time::Duration::from_millis(100) {
+        let (limits, source) = limiter.limits();
+        on_event(Event::Warning(&format!(
+            "waited {:.1} s for {}'s rate limit ({}, {})",
+            waited.as_secs_f64(),
+            p.def.name,
+            describe_limits(&limits),
+            match source {
+                ratelimit::LimitSource::Learned => "announced by the API",
+                _ => "configured",
+            }
+        )));
+        details.rate_limit_wait_seconds = Some(waited.as_secs_f64());
+    }
     let mut retry_notes = Vec::new();
     let posted = http::post(&p.http, &built.http, cancel, &mut |r| {
         let note = p.redact(&format!(
@@ -167,7 +202,8 @@ fn drive(
         ));
         on_event(Event::Warning(&note));
         retry_notes.push(note);
-    });
+    })
+    .await;
     details.retries = retry_notes;
     let mut resp = match posted {
         Ok(r) => r,
@@ -183,6 +219,7 @@ fn drive(
         }
         Err(e) => return Err(p.redact_error(e)),
     };
+    limiter.learn(&resp.headers);
     let head_at = Instant::now();
     let mut reply = Reply::default();
     let mut first: Option<Instant> = None;
@@ -203,7 +240,10 @@ fn drive(
     let mut cut: Option<String> = None;
     if resp.content_type.starts_with("application/json") {
         // The server ignored `stream: true` (some do): one whole reply.
-        let body = resp.read_to_end(cancel).map_err(|e| p.redact_error(e))?;
+        let body = resp
+            .read_to_end(cancel)
+            .await
+            .map_err(|e| p.redact_error(e))?;
         let v: Value = serde_json::from_slice(&body).map_err(|e| {
             Error::Protocol(format!(
                 "{}: the reply is not JSON ({e}): {}",
@@ -215,50 +255,29 @@ fn drive(
         emit(&reply, on_event, &mut first, &mut last);
         details.streamed = Some(false);
     } else {
-        let mut sse = SseDecoder::new();
-        let mut events: Vec<SseEvent> = Vec::new();
-        loop {
-            let ended = match resp.next_chunk(cancel) {
-                Chunk::Bytes(b) => {
-                    if let Err(e) = sse.feed(&b, &mut events) {
-                        cut = Some(format!("malformed event stream: {e}"));
+        let mut events = std::pin::pin!(sse::events(resp.into_stream(cancel)));
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(ev) => {
+                    if let Err(e) = read_event(&ev, &mut reply) {
+                        cut = Some(format!("event {} of the stream: {e}", ev.number));
+                        break;
                     }
-                    false
+                    emit(&reply, on_event, &mut first, &mut last);
                 }
-                Chunk::End => {
-                    match sse.finish() {
-                        Ok(ev) => events.extend(ev),
-                        Err(e) => cut = Some(format!("malformed event stream: {e}")),
-                    }
-                    true
+                Err(SseError::Malformed(e)) => cut = Some(format!("malformed event stream: {e}")),
+                Err(SseError::Body(Chunk::Cancelled)) => {
+                    reply.finish = Some(FinishReason::Cancelled)
                 }
-                Chunk::Cancelled => {
-                    reply.finish = Some(FinishReason::Cancelled);
-                    true
-                }
-                Chunk::Idle(d) => {
+                Err(SseError::Body(Chunk::Idle(d))) => {
                     cut = Some(format!(
                         "the stream stalled: no byte for {} s",
                         d.as_secs_f64()
                     ));
-                    true
                 }
-                Chunk::Broken(e) => {
-                    cut = Some(format!("the stream broke off: {e}"));
-                    true
-                }
-            };
-            for ev in events.drain(..) {
-                if reply.done {
-                    break;
-                }
-                if let Err(e) = read_event(&ev, &mut reply) {
-                    cut = Some(format!("event at line {} of the stream: {e}", ev.line));
-                    break;
-                }
-                emit(&reply, on_event, &mut first, &mut last);
+                Err(SseError::Body(other)) => cut = Some(format!("the stream broke off: {other}")),
             }
-            if ended || cut.is_some() || reply.done {
+            if reply.done {
                 break;
             }
         }
@@ -288,6 +307,18 @@ fn drive(
         error,
         details,
     ))
+}
+
+/// `500 requests/min, 30000 tokens/min`.
+fn describe_limits(l: &ratelimit::RateLimits) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = l.requests_per_minute {
+        parts.push(format!("{r} requests/min"));
+    }
+    if let Some(t) = l.tokens_per_minute {
+        parts.push(format!("{t} tokens/min"));
+    }
+    parts.join(", ")
 }
 
 fn finish(
@@ -349,56 +380,64 @@ impl Provider for CloudProvider {
         )
     }
 
-    fn run(
-        &self,
-        request: &Request,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(Event<'_>),
-    ) -> Result<Finish> {
-        if !self.supports(&request.constraint) {
-            return Err(Error::Constraint(format!(
-                "{} (a {} provider) cannot hold output to a {} grammar; grammars run on the local engine",
-                self.def.name,
-                self.def.kind.as_str(),
-                request.constraint.name()
-            )));
-        }
-        let (mode, why) = self.mode_for(&request.constraint);
-        match self.def.kind {
-            Kind::Openai => {
-                let built = openai::build(self, request, mode, why)?;
-                drive(
-                    self,
-                    built,
-                    cancel,
-                    on_event,
-                    &openai::read_event,
-                    &openai::read_whole,
-                )
+    fn run<'a>(
+        &'a self,
+        request: &'a Request,
+        cancel: &'a CancelToken,
+        on_event: &'a mut dyn FnMut(Event<'_>),
+    ) -> RunFuture<'a> {
+        Box::pin(async move {
+            if !self.supports(&request.constraint) {
+                return Err(Error::Constraint(format!(
+                    "{} (a {} provider) cannot hold output to a {} grammar; grammars run on the local engine",
+                    self.def.name,
+                    self.def.kind.as_str(),
+                    request.constraint.name()
+                )));
             }
-            Kind::Anthropic => {
-                let built = anthropic::build(self, request, mode, why)?;
-                drive(
-                    self,
-                    built,
-                    cancel,
-                    on_event,
-                    &anthropic::read_event,
-                    &anthropic::read_whole,
-                )
+            let (mode, why) = self.mode_for(&request.constraint);
+            match self.def.kind {
+                Kind::Openai => {
+                    let built = openai::build(self, request, mode, why)?;
+                    drive(
+                        self,
+                        request,
+                        built,
+                        cancel,
+                        on_event,
+                        &openai::read_event,
+                        &openai::read_whole,
+                    )
+                    .await
+                }
+                Kind::Anthropic => {
+                    let built = anthropic::build(self, request, mode, why)?;
+                    drive(
+                        self,
+                        request,
+                        built,
+                        cancel,
+                        on_event,
+                        &anthropic::read_event,
+                        &anthropic::read_whole,
+                    )
+                    .await
+                }
+                Kind::Gemini => {
+                    let built = gemini::build(self, request, mode, why)?;
+                    drive(
+                        self,
+                        request,
+                        built,
+                        cancel,
+                        on_event,
+                        &gemini::read_event,
+                        &gemini::read_whole,
+                    )
+                    .await
+                }
             }
-            Kind::Gemini => {
-                let built = gemini::build(self, request, mode, why)?;
-                drive(
-                    self,
-                    built,
-                    cancel,
-                    on_event,
-                    &gemini::read_event,
-                    &gemini::read_whole,
-                )
-            }
-        }
+        })
     }
 }
 
@@ -450,7 +489,11 @@ pub(crate) fn built(
 ) -> Result<Built> {
     let body = serde_json::to_vec(body).map_err(|e| Error::Request(e.to_string()))?;
     Ok(Built {
-        http: HttpRequest { url, headers, body },
+        http: HttpRequest {
+            url,
+            headers,
+            body: body.into(),
+        },
         details,
         warnings,
     })
@@ -475,6 +518,7 @@ pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> Cl
         first_byte_seconds: None,
         usage_source: None,
         wrapped_in: None,
+        rate_limit_wait_seconds: None,
     }
 }
 
@@ -498,7 +542,7 @@ pub(crate) fn event_json(data: &str) -> std::result::Result<Value, String> {
 
 /// What `kerf providers probe` sends: a tiny request per structured-output mode, to find out
 /// which ones the server really honours (some reject a mode, some accept it and ignore it).
-pub fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers::Probe {
+pub async fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers::Probe {
     let schema = json!({
         "type": "object",
         "properties": {"probe": {"type": "string", "enum": ["kerf"]}},
@@ -537,11 +581,13 @@ pub fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers::Probe
             req.constraint = Constraint::Json(schema.clone());
         }
         let mut text = String::new();
-        let outcome = probe_provider.run(&req, cancel, &mut |e| {
-            if let Event::Text(t) = e {
-                text.push_str(t);
-            }
-        });
+        let outcome = probe_provider
+            .run(&req, cancel, &mut |e| {
+                if let Event::Text(t) = e {
+                    text.push_str(t);
+                }
+            })
+            .await;
         let (result, detail) = match outcome {
             // A 4xx refuses the request; some servers (llama-cpp-python) answer a validation
             // failure with a 500 whose message names the field.

@@ -156,6 +156,10 @@ pub struct CloudDetails {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub wrapped_in: Option<String>,
+    /// How long the request waited for the provider's rate limit before it was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub rate_limit_wait_seconds: Option<f64>,
 }
 
 /// The structured-output mode a cloud run used, and why.

@@ -4,15 +4,20 @@
 //! `Retry-After`); cancellation at any moment; and error bodies turned into a message that names
 //! the HTTP status and what the provider said.
 //!
-//! The request runs on a worker thread that hands body chunks over a channel, so the caller can
-//! stop waiting the moment a run is cancelled or a gap outlasts the idle timeout, whatever the
-//! socket is doing. Retries happen only before any reply byte has been taken: a reply that
-//! started and then failed is the caller's to report, never silently re-bought.
+//! It runs on reqwest over the process's tokio runtime ([`crate::runtime`]): one pooled client
+//! per process (keep-alive connections reused across runs, HTTP/2 where the server offers it,
+//! rustls), every wait raced against the cancel token, and dropping the future closes the
+//! request. Retries (the `backon` crate) happen only before any reply byte has been taken: a
+//! reply that started and then failed is the caller's to report, never silently re-bought.
 
-use std::io::Read;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use backon::{ExponentialBuilder, Retryable};
+use bytes::Bytes;
+use tokio::time::Instant;
 
 use crate::{CancelToken, Error, Result};
 
@@ -26,12 +31,14 @@ pub struct HttpConfig {
     pub idle_timeout: Duration,
     /// Retries after the first attempt (so `max_retries + 1` attempts at most).
     pub max_retries: u32,
+    /// The first retry's delay; each next one doubles, up to `backoff_max`, and each gets up to
+    /// as much again of random jitter, so clients that failed together do not retry together.
     pub backoff_base: Duration,
     pub backoff_max: Duration,
     /// A `Retry-After` longer than this is not waited out: the error says what the server asked.
     pub retry_after_max: Duration,
-    /// The most reply bytes read (after decompression): past it the reply is cut there, as a
-    /// broken stream with what arrived kept. `KERF_MAX_REPLY_MIB` (default 64).
+    /// The most reply bytes read: past it the reply is cut there, as a broken stream with what
+    /// arrived kept. `KERF_MAX_REPLY_MIB` (default 64).
     pub max_reply_bytes: u64,
     /// The longest a reply may take from its first byte: past it the reply is cut there (a
     /// server sending one byte a minute would otherwise hold a run forever).
@@ -64,7 +71,8 @@ impl Default for HttpConfig {
 pub struct HttpRequest {
     pub url: String,
     pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+    /// Cheap to clone: a retry sends the same bytes again.
+    pub body: Bytes,
 }
 
 impl std::fmt::Debug for HttpRequest {
@@ -91,15 +99,26 @@ pub struct Retry {
 pub struct Response {
     pub status: u16,
     pub content_type: String,
+    /// The response's headers, lower-case names (rate-limit headers are read from here).
+    pub headers: Vec<(String, String)>,
     /// The retries it took to get here.
     pub retries: Vec<Retry>,
-    body: Body,
+    inner: reqwest::Response,
+    idle: Duration,
+    /// When the reply must be over (`HttpConfig::max_duration` from its head).
+    deadline: Instant,
+    max_duration: Duration,
+    /// Bytes still allowed (`HttpConfig::max_reply_bytes`).
+    room: u64,
+    max_bytes: u64,
+    /// What the next read returns without reading: the break after a reply cut at its limit.
+    after: Option<Chunk>,
 }
 
 /// The next piece of a streamed body.
 #[derive(Debug, PartialEq)]
 pub enum Chunk {
-    Bytes(Vec<u8>),
+    Bytes(Bytes),
     /// The body ended normally.
     End,
     Cancelled,
@@ -109,80 +128,83 @@ pub enum Chunk {
     Broken(String),
 }
 
-enum Msg {
-    Head {
-        status: u16,
-        content_type: String,
-        retry_after: Option<String>,
-    },
-    Bytes(Vec<u8>),
-    End,
-    Failed(String, bool),
-}
-
-struct Body {
-    rx: Receiver<Msg>,
-    idle: Duration,
-    /// When the reply must be over (`HttpConfig::max_duration` from its head).
-    deadline: Instant,
-    max_duration: Duration,
-}
-
-/// How often a wait looks at the cancel token.
-const POLL: Duration = Duration::from_millis(25);
-
-impl Body {
-    fn next(&mut self, cancel: &CancelToken) -> Chunk {
-        let start = Instant::now();
-        loop {
-            if cancel.is_cancelled() {
-                return Chunk::Cancelled;
-            }
-            if Instant::now() >= self.deadline {
-                return Chunk::Broken(format!(
-                    "the reply passed its time limit of {} s (KERF_MAX_RUN_SECONDS); what arrived is kept",
-                    self.max_duration.as_secs()
-                ));
-            }
-            match self.rx.recv_timeout(POLL) {
-                Ok(Msg::Bytes(b)) => return Chunk::Bytes(b),
-                Ok(Msg::End) => return Chunk::End,
-                Ok(Msg::Failed(e, _)) => return Chunk::Broken(e),
-                Ok(Msg::Head { .. }) => return Chunk::Broken("a second response head".into()),
-                Err(RecvTimeoutError::Disconnected) => return Chunk::End,
-                Err(RecvTimeoutError::Timeout) if start.elapsed() >= self.idle => {
-                    return Chunk::Idle(self.idle);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-            }
+impl std::fmt::Display for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Chunk::Bytes(b) => write!(f, "{} bytes", b.len()),
+            Chunk::End => f.write_str("the end of the body"),
+            Chunk::Cancelled => f.write_str("cancelled"),
+            Chunk::Idle(d) => write!(f, "no byte for {} s", d.as_secs_f64()),
+            Chunk::Broken(e) => f.write_str(e),
         }
     }
-
-    /// The rest of the body (an error body), at most `limit` bytes and within the idle timeout.
-    fn read_all(&mut self, cancel: &CancelToken, limit: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        while out.len() < limit {
-            match self.next(cancel) {
-                Chunk::Bytes(b) => out.extend(b),
-                _ => break,
-            }
-        }
-        out.truncate(limit);
-        out
-    }
 }
+
+/// A chunk that ends a body early, as an error a byte stream can carry.
+impl std::error::Error for Chunk {}
 
 impl Response {
-    pub fn next_chunk(&mut self, cancel: &CancelToken) -> Chunk {
-        self.body.next(cancel)
+    /// The next piece of the body: bytes, its end, or why it stopped (cancelled, stalled,
+    /// broken, past the size or time limit).
+    pub async fn next_chunk(&mut self, cancel: &CancelToken) -> Chunk {
+        if let Some(after) = self.after.take() {
+            return after;
+        }
+        let read = tokio::time::timeout(self.idle, self.inner.chunk());
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Chunk::Cancelled,
+            () = tokio::time::sleep_until(self.deadline) => Chunk::Broken(format!(
+                "the reply passed its time limit of {} s (KERF_MAX_RUN_SECONDS); what arrived is kept",
+                self.max_duration.as_secs()
+            )),
+            r = read => match r {
+                Err(_) => Chunk::Idle(self.idle),
+                Ok(Err(e)) => Chunk::Broken(describe(&e)),
+                Ok(Ok(None)) => Chunk::End,
+                Ok(Ok(Some(mut b))) => {
+                    let len = b.len() as u64;
+                    if len > self.room {
+                        // Kerf's limit, not the transport's: crossing it keeps what arrived (a
+                        // cut reply) instead of failing the read.
+                        b.truncate(self.room as usize);
+                        self.after = Some(Chunk::Broken(format!(
+                            "the reply passed the {} MiB limit (KERF_MAX_REPLY_MIB); what arrived before it is kept",
+                            self.max_bytes >> 20
+                        )));
+                    }
+                    self.room -= b.len() as u64;
+                    if b.is_empty() {
+                        return self.after.take().unwrap_or(Chunk::End);
+                    }
+                    Chunk::Bytes(b)
+                }
+            },
+        }
+    }
+
+    /// The body as a stream of byte chunks, ending at its end; a cancellation, a stall or a
+    /// break ends it with that [`Chunk`] as the error.
+    pub fn into_stream(
+        self,
+        cancel: &CancelToken,
+    ) -> impl futures_util::Stream<Item = std::result::Result<Bytes, Chunk>> + '_ {
+        futures_util::stream::unfold(Some(self), move |state| async move {
+            let mut resp = state?;
+            match resp.next_chunk(cancel).await {
+                Chunk::Bytes(b) => Some((Ok(b), Some(resp))),
+                Chunk::End => None,
+                stop => Some((Err(stop), None)),
+            }
+        })
     }
 
     /// The whole body (a non-streamed reply), failing on a cut, a gap or a cancellation.
-    pub fn read_to_end(&mut self, cancel: &CancelToken) -> Result<Vec<u8>> {
+    pub async fn read_to_end(&mut self, cancel: &CancelToken) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         loop {
-            match self.next_chunk(cancel) {
-                Chunk::Bytes(b) => out.extend(b),
+            match self.next_chunk(cancel).await {
+                Chunk::Bytes(b) => out.extend_from_slice(&b),
                 Chunk::End => return Ok(out),
                 Chunk::Cancelled => return Err(Error::Cancelled),
                 Chunk::Idle(d) => {
@@ -199,148 +221,264 @@ impl Response {
     }
 }
 
-fn agent(config: &HttpConfig) -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(config.connect_timeout))
-        .timeout_recv_response(Some(config.first_byte_timeout))
-        // The socket's own limit, so an abandoned worker thread ends; the caller's idle wait
-        // (same length) is what the user sees.
-        .timeout_per_read(Some(config.idle_timeout + Duration::from_secs(1)))
+/// The process's client for `config`'s connect timeout (in practice one: every provider uses
+/// the default). Clients are pools: sharing one is what keeps connections alive across runs.
+fn client(config: &HttpConfig) -> Result<reqwest::Client> {
+    static CLIENTS: OnceLock<Mutex<HashMap<Duration, reqwest::Client>>> = OnceLock::new();
+    let clients = CLIENTS.get_or_init(Default::default);
+    let mut clients = clients.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = clients.get(&config.connect_timeout) {
+        return Ok(c.clone());
+    }
+    // rustls on ring (already built for the rest of the tree); installed once per process, and
+    // an app that installed its own first keeps it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let c = reqwest::Client::builder()
+        .connect_timeout(config.connect_timeout)
         .user_agent(concat!("kerf/", env!("CARGO_PKG_VERSION")))
         // Redirects are not followed: the request carries the key (in `Authorization`,
         // `x-api-key` or `x-goog-api-key`), and another host's answer is not the model's reply.
         // A 3xx comes back as an HTTP error naming its status.
-        .max_redirects(0)
+        .redirect(reqwest::redirect::Policy::none())
         .build()
-        .new_agent()
+        .map_err(|e| Error::Network(format!("the HTTP client cannot start: {e}")))?;
+    clients.insert(config.connect_timeout, c.clone());
+    Ok(c)
 }
 
-/// Start one attempt on a worker thread; it reads at most `max_bytes` of the body.
-fn start(agent: &ureq::Agent, req: &HttpRequest, max_bytes: u64) -> Receiver<Msg> {
-    let (tx, rx) = mpsc::sync_channel(64);
-    let agent = agent.clone();
-    let req = req.clone();
-    thread::spawn(move || {
-        let mut r = agent.post(&req.url);
-        for (k, v) in &req.headers {
-            r = r.header(k.as_str(), v.as_str());
-        }
-        let resp = match r.send(&req.body[..]) {
-            Ok(resp) => resp,
-            Err(e) => {
-                let _ = tx.send(Msg::Failed(describe(&e), never_sent(&e)));
-                return;
-            }
-        };
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let head = Msg::Head {
-            status: resp.status().as_u16(),
-            content_type: header("content-type").unwrap_or_default(),
-            retry_after: header("retry-after"),
-        };
-        if tx.send(head).is_err() {
-            return;
-        }
-        // Unlimited in ureq: the limit is Kerf's (`max_bytes`), and crossing it keeps what
-        // arrived (a cut reply) instead of failing the read.
-        let mut reader = resp.into_body().into_reader();
-        let mut buf = vec![0u8; 16 * 1024];
-        let mut total = 0u64;
-        loop {
-            match reader.read(&mut buf) {
-                Ok(0) => {
-                    let _ = tx.send(Msg::End);
-                    return;
-                }
-                Ok(n) => {
-                    let room = max_bytes.saturating_sub(total);
-                    let take = (n as u64).min(room) as usize;
-                    total += take as u64;
-                    if take > 0 && tx.send(Msg::Bytes(buf[..take].to_vec())).is_err() {
-                        return;
-                    }
-                    if take < n {
-                        let _ = tx.send(Msg::Failed(
-                            format!(
-                                "the reply passed the {} MiB limit (KERF_MAX_REPLY_MIB); what arrived before it is kept",
-                                max_bytes >> 20
-                            ),
-                            false,
-                        ));
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Msg::Failed(e.to_string(), false));
-                    return;
-                }
-            }
-        }
-    });
-    rx
+/// An attempt that got no 2xx response.
+#[derive(Debug)]
+enum Failure {
+    /// The server answered with an error status.
+    Status {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// No response. `never_sent`: the request certainly did not reach the server (the
+    /// connection was never made), so sending it again cannot buy a second reply.
+    Transport {
+        message: String,
+        timeout: bool,
+        never_sent: bool,
+    },
 }
 
-fn describe(e: &ureq::Error) -> String {
-    match e {
-        ureq::Error::Timeout(t) => format!("timed out ({t})"),
-        ureq::Error::HostNotFound => "host not found".into(),
-        ureq::Error::ConnectionFailed => "connection refused or unreachable".into(),
-        other => other.to_string(),
+impl Failure {
+    fn retryable(&self, config: &HttpConfig) -> bool {
+        match self {
+            Failure::Status {
+                status,
+                retry_after,
+                ..
+            } => {
+                (*status == 429 || *status >= 500)
+                    && retry_after.is_none_or(|a| a <= config.retry_after_max)
+            }
+            Failure::Transport { never_sent, .. } => *never_sent,
+        }
+    }
+
+    fn why(&self) -> String {
+        match self {
+            Failure::Status {
+                status, message, ..
+            } => format!("HTTP {status}: {message}"),
+            Failure::Transport { message, .. } => message.clone(),
+        }
+    }
+
+    /// The error a caller sees, after `retries` retries.
+    fn into_error(self, url: &str, retries: u32, config: &HttpConfig) -> Error {
+        let tried = if retries > 0 {
+            format!(" (after {retries} retries)")
+        } else {
+            String::new()
+        };
+        match self {
+            Failure::Status {
+                status,
+                message,
+                retry_after: Some(a),
+            } if a > config.retry_after_max && (status == 429 || status >= 500) => Error::Http {
+                status,
+                message: format!(
+                    "{message} (the server asks to retry after {} s, longer than Kerf waits)",
+                    a.as_secs()
+                ),
+            },
+            Failure::Status {
+                status, message, ..
+            } => Error::Http {
+                status,
+                message: format!("{message}{tried}"),
+            },
+            Failure::Transport {
+                message,
+                timeout: true,
+                ..
+            } => Error::Timeout(format!("{url}: {message}{tried}")),
+            Failure::Transport { message, .. } => {
+                Error::Network(format!("{url}: {message}{tried}"))
+            }
+        }
     }
 }
 
-/// Sleep `d`, waking early for a cancellation.
-fn wait(d: Duration, cancel: &CancelToken) -> bool {
-    let end = Instant::now() + d;
-    while Instant::now() < end {
-        if cancel.is_cancelled() {
-            return false;
-        }
-        thread::sleep(POLL.min(end.saturating_duration_since(Instant::now())));
+/// What reqwest's error means to a user (its source chain, without the URL it repeats).
+fn describe(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        return format!("timed out ({})", source_chain(e));
     }
-    !cancel.is_cancelled()
+    if e.is_connect() {
+        return format!("connection refused or unreachable ({})", source_chain(e));
+    }
+    source_chain(e)
 }
 
-/// The delay before retry `attempt` (1-based): exponential, capped, with ±25% jitter so clients
-/// that failed together do not retry together.
-pub fn backoff(config: &HttpConfig, attempt: u32) -> Duration {
-    let exp = config
-        .backoff_base
-        .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(16));
-    let capped = exp.min(config.backoff_max);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    // A cheap, well-mixed fraction in [0.75, 1.25).
-    let mix =
-        (u64::from(nanos).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as f64 / (1u64 << 24) as f64;
-    capped.mul_f64(0.75 + mix / 2.0)
+fn source_chain(e: &reqwest::Error) -> String {
+    let mut parts = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = cur {
+        parts.push(s.to_string());
+        cur = s.source();
+    }
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
+    }
 }
 
-/// Whether a failure certainly happened before the request reached the server, so sending it
-/// again cannot make a second paid request. A reset, a broken pipe or a closed connection after
-/// the request went out may mean the provider received (and bills) it: those are not retried.
-fn never_sent(e: &ureq::Error) -> bool {
-    use std::io::ErrorKind;
-    match e {
-        ureq::Error::ConnectionFailed
-        | ureq::Error::HostNotFound
-        | ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => true,
-        ureq::Error::Io(io) => matches!(
-            io.kind(),
-            ErrorKind::ConnectionRefused
-                | ErrorKind::AddrNotAvailable
-                | ErrorKind::NetworkUnreachable
-                | ErrorKind::HostUnreachable
-                | ErrorKind::NotFound
-        ),
-        _ => false,
+/// One attempt: the request, and either its 2xx head or why not.
+async fn attempt(
+    client: &reqwest::Client,
+    config: &HttpConfig,
+    req: &HttpRequest,
+    cancel: &CancelToken,
+) -> std::result::Result<Response, Failure> {
+    let mut r = client.post(&req.url).body(req.body.clone());
+    for (k, v) in &req.headers {
+        r = r.header(k.as_str(), v.as_str());
+    }
+    let resp = match tokio::time::timeout(config.first_byte_timeout, r.send()).await {
+        Err(_) => {
+            return Err(Failure::Transport {
+                message: format!(
+                    "timed out (no response within {} s)",
+                    config.first_byte_timeout.as_secs_f64()
+                ),
+                timeout: true,
+                never_sent: false,
+            });
+        }
+        Ok(Err(e)) => {
+            return Err(Failure::Transport {
+                message: describe(&e),
+                timeout: e.is_timeout(),
+                // A connect error (refused, unreachable, DNS, the TLS handshake) happened
+                // before the request went out. A reset or a closed connection after it did may
+                // mean the provider received (and bills) it: those are not retried.
+                never_sent: e.is_connect(),
+            });
+        }
+        Ok(Ok(resp)) => resp,
+    };
+    let headers: Vec<(String, String)> = resp
+        .headers()
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let status = resp.status().as_u16();
+    let mut out = Response {
+        status,
+        content_type: header("content-type").unwrap_or_default(),
+        retries: Vec::new(),
+        headers: headers.clone(),
+        inner: resp,
+        idle: config.idle_timeout,
+        deadline: Instant::now() + config.max_duration,
+        max_duration: config.max_duration,
+        room: config.max_reply_bytes,
+        max_bytes: config.max_reply_bytes,
+        after: None,
+    };
+    if (200..300).contains(&status) {
+        return Ok(out);
+    }
+    // An error body: at most 64 KiB of it, within the idle timeout.
+    out.room = out.room.min(64 * 1024);
+    let mut body = Vec::new();
+    while let Chunk::Bytes(b) = out.next_chunk(cancel).await {
+        body.extend_from_slice(&b);
+    }
+    Err(Failure::Status {
+        status,
+        message: error_message(&body),
+        retry_after: header("retry-after").as_deref().and_then(retry_after),
+    })
+}
+
+/// Send `req`, retrying where that is safe, and return the 2xx response with its body still
+/// streaming; `on_retry` hears about each retry before its wait. A cancellation at any point
+/// (connecting, waiting for the head, between retries) returns [`Error::Cancelled`].
+pub async fn post(
+    config: &HttpConfig,
+    req: &HttpRequest,
+    cancel: &CancelToken,
+    on_retry: &mut dyn FnMut(&Retry),
+) -> Result<Response> {
+    let client = client(config)?;
+    let retries = RefCell::new(Vec::<Retry>::new());
+    let count = Cell::new(0u32);
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(config.backoff_base)
+        .with_max_delay(config.backoff_max)
+        .with_factor(2.0)
+        .with_max_times(config.max_retries as usize)
+        .with_jitter();
+    let sending = (|| attempt(&client, config, req, cancel))
+        .retry(backoff)
+        .sleep(tokio::time::sleep)
+        .when(|f: &Failure| f.retryable(config))
+        // The server's own `Retry-After` replaces the computed delay; `None` (no retries
+        // left) stays `None`.
+        .adjust(|f: &Failure, delay: Option<Duration>| {
+            delay.map(|d| match f {
+                Failure::Status {
+                    retry_after: Some(a),
+                    ..
+                } => *a,
+                _ => d,
+            })
+        })
+        .notify(|f: &Failure, delay: Duration| {
+            count.set(count.get() + 1);
+            let r = Retry {
+                attempt: count.get(),
+                delay,
+                why: f.why(),
+            };
+            on_retry(&r);
+            retries.borrow_mut().push(r);
+        });
+    let outcome = tokio::select! {
+        biased;
+        () = cancel.cancelled() => return Err(Error::Cancelled),
+        r = sending => r,
+    };
+    match outcome {
+        Ok(mut resp) => {
+            resp.retries = retries.take();
+            Ok(resp)
+        }
+        Err(f) => Err(f.into_error(&req.url, count.get(), config)),
     }
 }
 
@@ -412,120 +550,6 @@ fn shorten(s: &str) -> String {
     }
 }
 
-/// Send `req`, retrying where that is safe, and return the 2xx response with its body still
-/// streaming; `on_retry` hears about each retry before its wait.
-pub fn post(
-    config: &HttpConfig,
-    req: &HttpRequest,
-    cancel: &CancelToken,
-    on_retry: &mut dyn FnMut(&Retry),
-) -> Result<Response> {
-    let agent = agent(config);
-    let mut retries = Vec::new();
-    let mut attempt = 0u32;
-    loop {
-        let rx = start(&agent, req, config.max_reply_bytes);
-        // The head: connect + first byte, both bounded by ureq; the wait watches cancellation.
-        let head = loop {
-            if cancel.is_cancelled() {
-                return Err(Error::Cancelled);
-            }
-            match rx.recv_timeout(POLL) {
-                Ok(m) => break m,
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    break Msg::Failed("the connection closed without a response".into(), false);
-                }
-            }
-        };
-        let mut body = Body {
-            rx,
-            idle: config.idle_timeout,
-            deadline: Instant::now() + config.max_duration,
-            max_duration: config.max_duration,
-        };
-        let (why, delay) = match head {
-            Msg::Head {
-                status,
-                content_type,
-                ..
-            } if (200..300).contains(&status) => {
-                return Ok(Response {
-                    status,
-                    content_type,
-                    retries,
-                    body,
-                });
-            }
-            Msg::Head {
-                status,
-                retry_after: ra,
-                ..
-            } => {
-                let message = error_message(&body.read_all(cancel, 64 * 1024));
-                let retryable = status == 429 || status >= 500;
-                if !retryable || attempt >= config.max_retries {
-                    let tried = if attempt > 0 {
-                        format!(" (after {} retries)", attempt)
-                    } else {
-                        String::new()
-                    };
-                    return Err(Error::Http {
-                        status,
-                        message: format!("{message}{tried}"),
-                    });
-                }
-                let asked = ra.as_deref().and_then(retry_after);
-                if let Some(a) = asked
-                    && a > config.retry_after_max
-                {
-                    return Err(Error::Http {
-                        status,
-                        message: format!(
-                            "{message} (the server asks to retry after {} s, longer than Kerf waits)",
-                            a.as_secs()
-                        ),
-                    });
-                }
-                let delay = asked.unwrap_or_else(|| backoff(config, attempt + 1));
-                (format!("HTTP {status}: {message}"), delay)
-            }
-            Msg::Failed(e, connect) => {
-                if !connect || attempt >= config.max_retries {
-                    let tried = if attempt > 0 {
-                        format!(" (after {} retries)", attempt)
-                    } else {
-                        String::new()
-                    };
-                    return Err(if e.starts_with("timed out") {
-                        Error::Timeout(format!("{}: {e}{tried}", req.url))
-                    } else {
-                        Error::Network(format!("{}: {e}{tried}", req.url))
-                    });
-                }
-                (e, backoff(config, attempt + 1))
-            }
-            Msg::Bytes(_) | Msg::End => {
-                return Err(Error::Network(format!(
-                    "{}: a body before its head",
-                    req.url
-                )));
-            }
-        };
-        attempt += 1;
-        let r = Retry {
-            attempt,
-            delay,
-            why,
-        };
-        on_retry(&r);
-        retries.push(r);
-        if !wait(delay, cancel) {
-            return Err(Error::Cancelled);
-        }
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -538,22 +562,6 @@ mod tests {
         let past = "Wed, 21 Oct 2015 07:28:00 GMT";
         assert_eq!(retry_after(past), Some(Duration::ZERO));
         assert_eq!(retry_after("soon"), None);
-    }
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let c = HttpConfig::default();
-        for attempt in 1..10 {
-            let d = backoff(&c, attempt);
-            let nominal = c
-                .backoff_base
-                .saturating_mul(1 << (attempt - 1))
-                .min(c.backoff_max);
-            assert!(
-                d >= nominal.mul_f64(0.75) && d < nominal.mul_f64(1.25),
-                "{attempt}: {d:?}"
-            );
-        }
     }
 
     #[test]

@@ -2,14 +2,18 @@
 //! APIs later — so `kerf run`, `kerf compare` and the desktop app drive them all the same way.
 //!
 //! A [`Request`] (messages, budget, sampling, stop strings, an output [`Constraint`]) goes to
-//! [`Provider::run`], which reports [`Event`]s as text arrives and returns the [`Finish`]: why it
-//! stopped, token usage and timings. A [`CancelToken`] stops a run between tokens.
+//! [`Provider::run`], an async run that reports [`Event`]s as text arrives and returns the
+//! [`Finish`]: why it stopped, token usage and timings. A [`CancelToken`] stops a run between
+//! tokens; dropping the future stops it too. Runs are driven on the process's one runtime
+//! ([`runtime`]).
 
 pub mod cloud;
 pub mod details;
 pub mod http;
 pub mod prices;
 pub mod providers;
+pub mod ratelimit;
+pub mod runtime;
 pub mod scripted;
 pub mod secrets;
 pub mod sse;
@@ -202,6 +206,10 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What [`Provider::run`] returns: a future on the caller's task (not `Send`: it calls back into
+/// the caller's `on_event`), so many runs in flight are polled together on one task.
+pub type RunFuture<'a> = futures_util::future::LocalBoxFuture<'a, Result<Finish>>;
+
 /// A model backend.
 pub trait Provider {
     /// A short name for reports (`local`, `openai`, …).
@@ -212,11 +220,23 @@ pub trait Provider {
     fn supports(&self, constraint: &Constraint) -> bool;
     /// Run `request`, calling `on_event` as text arrives; return how it ended. A run cut short by
     /// the budget, a cancellation or a mid-stream failure still returns `Ok` with that reason, so
-    /// the text received so far can be parsed.
-    fn run(
+    /// the text received so far can be parsed. Dropping the future stops the run (a request is
+    /// closed; the local engine stops at its next token).
+    fn run<'a>(
+        &'a self,
+        request: &'a Request,
+        cancel: &'a CancelToken,
+        on_event: &'a mut dyn FnMut(Event<'_>),
+    ) -> RunFuture<'a>;
+
+    /// [`run`](Self::run) to its end on the calling thread, for synchronous callers (the CLI's
+    /// one-run commands, tests); see [`runtime::block_on`].
+    fn run_blocking(
         &self,
         request: &Request,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(Event<'_>),
-    ) -> Result<Finish>;
+    ) -> Result<Finish> {
+        runtime::block_on(self.run(request, cancel, on_event))
+    }
 }

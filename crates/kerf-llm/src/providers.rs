@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::ratelimit::RateLimits;
 use crate::{Error, Result};
 
 /// Which wire protocol a provider speaks.
@@ -171,6 +172,10 @@ pub struct ProviderDef {
     /// (anyone on the network path can read it). Without it such a run is refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_plain_http: bool,
+    /// Requests and tokens per minute this provider's runs stay under (see
+    /// [`crate::ratelimit`]); without them, the limits the API announces are used.
+    #[serde(default, skip_serializing_if = "RateLimits::is_empty")]
+    pub rate_limits: RateLimits,
 }
 
 /// Query parameters that carry a credential when they appear in a URL.
@@ -242,6 +247,7 @@ impl ProviderDef {
             max_completion_tokens: false,
             probe: None,
             allow_plain_http: false,
+            rate_limits: RateLimits::default(),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::{
-    CancelToken, Constraint, Error, Event, Finish, FinishReason, Provider, Request, Result,
+    CancelToken, Constraint, Error, Event, Finish, FinishReason, Provider, Request, RunFuture,
     Timings, Usage,
 };
 
@@ -131,56 +131,65 @@ impl Provider for Scripted {
         self.constrains
     }
 
-    fn run(
-        &self,
-        request: &Request,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(Event<'_>),
-    ) -> Result<Finish> {
-        if let Ok(mut r) = self.requests.lock() {
-            r.push(request.clone());
-        }
-        let reply = self
-            .replies
-            .lock()
-            .ok()
-            .and_then(|mut r| r.pop_front())
-            .ok_or_else(|| {
-                Error::Request("the transcript has no reply left for this request".into())
-            })?;
-        if let Some(fail) = reply.fail {
-            return Err(fail());
-        }
-        let started = std::time::Instant::now();
-        let mut first: Option<f64> = None;
-        let mut reason = reply.reason;
-        for piece in &reply.pieces {
-            if cancel.is_cancelled() {
-                reason = FinishReason::Cancelled;
-                break;
+    fn run<'a>(
+        &'a self,
+        request: &'a Request,
+        cancel: &'a CancelToken,
+        on_event: &'a mut dyn FnMut(Event<'_>),
+    ) -> RunFuture<'a> {
+        Box::pin(async move {
+            if let Ok(mut r) = self.requests.lock() {
+                r.push(request.clone());
             }
-            match piece {
-                Piece::Text(t) => {
-                    first.get_or_insert_with(|| started.elapsed().as_secs_f64());
-                    on_event(Event::Text(t));
+            let reply = self
+                .replies
+                .lock()
+                .ok()
+                .and_then(|mut r| r.pop_front())
+                .ok_or_else(|| {
+                    Error::Request("the transcript has no reply left for this request".into())
+                })?;
+            if let Some(fail) = reply.fail {
+                return Err(fail());
+            }
+            let started = std::time::Instant::now();
+            let mut first: Option<f64> = None;
+            let mut reason = reply.reason;
+            for piece in &reply.pieces {
+                if cancel.is_cancelled() {
+                    reason = FinishReason::Cancelled;
+                    break;
                 }
-                Piece::Warning(w) => on_event(Event::Warning(w)),
-                Piece::Pause(d) => std::thread::sleep(*d),
+                match piece {
+                    Piece::Text(t) => {
+                        first.get_or_insert_with(|| started.elapsed().as_secs_f64());
+                        on_event(Event::Text(t));
+                    }
+                    Piece::Warning(w) => on_event(Event::Warning(w)),
+                    // A pause as a network gap would be: other runs go on meanwhile, and a
+                    // cancellation ends it.
+                    Piece::Pause(d) => {
+                        tokio::select! {
+                            () = tokio::time::sleep(*d) => {}
+                            () = cancel.cancelled() => {}
+                        }
+                    }
+                }
             }
-        }
-        let total = started.elapsed().as_secs_f64();
-        Ok(Finish {
-            reason,
-            usage: reply.usage,
-            timings: Timings {
-                first_token_seconds: first,
-                total_seconds: total,
-                ..Timings::default()
-            },
-            error: reply.error.clone(),
-            details: crate::RunDetails::Other {
-                provider: "scripted".into(),
-            },
+            let total = started.elapsed().as_secs_f64();
+            Ok(Finish {
+                reason,
+                usage: reply.usage,
+                timings: Timings {
+                    first_token_seconds: first,
+                    total_seconds: total,
+                    ..Timings::default()
+                },
+                error: reply.error.clone(),
+                details: crate::RunDetails::Other {
+                    provider: "scripted".into(),
+                },
+            })
         })
     }
 }
@@ -202,7 +211,7 @@ mod tests {
         ]);
         let mut got = String::new();
         let f = p
-            .run(&Request::new(None, "a"), &CancelToken::new(), &mut |e| {
+            .run_blocking(&Request::new(None, "a"), &CancelToken::new(), &mut |e| {
                 if let Event::Text(t) = e {
                     got.push_str(t);
                 }
@@ -210,11 +219,11 @@ mod tests {
             .unwrap();
         assert_eq!((got.as_str(), f.reason), ("héllo", FinishReason::Stop));
         let e = p
-            .run(&Request::new(None, "b"), &CancelToken::new(), &mut |_| {})
+            .run_blocking(&Request::new(None, "b"), &CancelToken::new(), &mut |_| {})
             .unwrap_err();
         assert_eq!(e.code(), "http");
         assert!(
-            p.run(&Request::new(None, "c"), &CancelToken::new(), &mut |_| {})
+            p.run_blocking(&Request::new(None, "c"), &CancelToken::new(), &mut |_| {})
                 .is_err()
         );
         let sent: Vec<String> = p
@@ -231,7 +240,7 @@ mod tests {
         let cancel = CancelToken::new();
         let mut got = String::new();
         let f = p
-            .run(&Request::new(None, "a"), &cancel, &mut |e| {
+            .run_blocking(&Request::new(None, "a"), &cancel, &mut |e| {
                 if let Event::Text(t) = e {
                     got.push_str(t);
                     if got.len() == 3 {

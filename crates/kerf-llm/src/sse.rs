@@ -1,10 +1,19 @@
-//! Server-sent events, decoded incrementally from whatever byte chunks the network delivers
-//! (a line, a character or an event may be split anywhere).
+//! Server-sent events from a streamed reply body, decoded by the `sse-stream` crate (the WHATWG
+//! rules: `data:` lines joined by `\n`, `event:`, comments, CR/LF/CRLF line ends, a line or a
+//! character split anywhere across chunks). Its `strict-fields` feature refuses a line that is
+//! no SSE field, because an LLM API that sends one is not speaking SSE (an HTML error page, a
+//! proxy's banner). Kerf adds two things around it:
 //!
-//! Follows the WHATWG event-stream rules (`data:` lines joined by `\n`, `event:`, `id:`,
-//! comments, CR/LF/CRLF line ends, one leading space stripped), with one deliberate strictness:
-//! a line that is not a field (no `:` and not a known field name) is an error naming its line,
-//! because an LLM API that sends one is not speaking SSE (an HTML error page, a proxy's banner).
+//! - a final event the server closed without its blank line is still dispatched (servers that
+//!   close right after the last `data:` line are common; the spec would drop it);
+//! - a refused line is named by its line number and text, found in a window of the most recent
+//!   bytes (the crate says only "unknown field").
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt, TryStreamExt, stream};
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -12,117 +21,140 @@ pub struct SseEvent {
     /// The `event:` field; empty means the default `message`.
     pub event: String,
     pub data: String,
-    /// The stream line where the event's first field was.
-    pub line: usize,
+    /// Its place in the stream: 1 for the first event.
+    pub number: usize,
 }
 
-#[derive(Debug, Default)]
-pub struct SseDecoder {
-    buf: Vec<u8>,
-    /// A CR ended the last line; an LF right after it belongs to the same line end.
-    after_cr: bool,
-    line: usize,
-    event: String,
-    data: Option<String>,
-    event_line: usize,
+/// Why the events stopped before the body ended.
+#[derive(Debug)]
+pub enum SseError<E> {
+    /// The body itself failed (the transport's error, as it was).
+    Body(E),
+    /// The bytes are not an event stream; says where.
+    Malformed(String),
 }
 
-impl SseDecoder {
-    pub fn new() -> Self {
-        Self::default()
-    }
+/// How many recent bytes are kept to name a refused line: more than any sane event line, and
+/// the decoder stops at the first bad line, so it is always inside.
+const WINDOW: usize = 16 * 1024;
 
-    /// Feed bytes, appending the events they complete to `out`; stops at the first malformed
-    /// line (the events before it are kept).
-    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), String> {
-        for &b in bytes {
-            if self.after_cr {
-                self.after_cr = false;
-                if b == b'\n' {
-                    continue;
-                }
-            }
-            match b {
-                b'\n' | b'\r' => {
-                    self.after_cr = b == b'\r';
-                    let line = std::mem::take(&mut self.buf);
-                    self.line += 1;
-                    if let Some(e) = self.take_line(&line)? {
-                        out.push(e);
-                    }
-                }
-                _ => self.buf.push(b),
+/// The last bytes of the stream, whole lines only, and how many lines came before them.
+#[derive(Default)]
+struct Recent {
+    bytes: Vec<u8>,
+    lines_before: usize,
+}
+
+impl Recent {
+    fn push(&mut self, b: &[u8]) {
+        self.bytes.extend_from_slice(b);
+        if self.bytes.len() > 2 * WINDOW {
+            let excess = self.bytes.len() - WINDOW;
+            // Drop whole lines only, so the window starts at a line start.
+            if let Some(cut) = self.bytes[..excess].iter().rposition(|&c| c == b'\n') {
+                self.lines_before += lines(&self.bytes[..=cut]).count();
+                self.bytes.drain(..=cut);
             }
         }
-        Ok(())
     }
 
-    /// The end of the stream: a final event without its blank line is dispatched (servers that
-    /// close right after the last `data:` line are common); an unfinished line is fed first.
-    pub fn finish(&mut self) -> Result<Option<SseEvent>, String> {
-        if !self.buf.is_empty() {
-            let line = std::mem::take(&mut self.buf);
-            self.line += 1;
-            if let Some(e) = self.take_line(&line)? {
-                return Ok(Some(e));
-            }
-        }
-        Ok(self.dispatch())
-    }
-
-    /// Bytes received but not yet part of a whole line.
-    pub fn pending(&self) -> &[u8] {
-        &self.buf
-    }
-
-    fn dispatch(&mut self) -> Option<SseEvent> {
-        let event = std::mem::take(&mut self.event);
-        self.data.take().map(|data| SseEvent {
-            event,
-            data,
-            line: self.event_line,
+    /// The first line in the window that is not an SSE field: its number and text.
+    fn refused_line(&self) -> Option<(usize, String)> {
+        lines(&self.bytes).enumerate().find_map(|(i, l)| {
+            let text = String::from_utf8_lossy(l);
+            let field = text.split(':').next().unwrap_or("");
+            let ok = l.is_empty()
+                || text.starts_with(':')
+                || matches!(field, "data" | "event" | "id" | "retry");
+            (!ok).then(|| (self.lines_before + i + 1, text.chars().take(80).collect()))
         })
     }
+}
 
-    fn take_line(&mut self, raw: &[u8]) -> Result<Option<SseEvent>, String> {
-        if raw.is_empty() {
-            return Ok(self.dispatch());
+/// The lines of `b` (ended by CR, LF or CRLF; a last line without its end counts too).
+fn lines(b: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = b;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
         }
-        let line = std::str::from_utf8(raw)
-            .map_err(|_| format!("line {} of the event stream is not UTF-8", self.line))?;
-        if line.starts_with(':') {
-            return Ok(None);
-        }
-        let (field, value) = match line.find(':') {
-            Some(i) => {
-                let v = &line[i + 1..];
-                (&line[..i], v.strip_prefix(' ').unwrap_or(v))
-            }
-            None => (line, ""),
+        let end = rest.iter().position(|&c| c == b'\n' || c == b'\r');
+        let (line, next) = match end {
+            Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => (&rest[..i], i + 2),
+            Some(i) => (&rest[..i], i + 1),
+            None => (rest, rest.len()),
         };
-        if self.data.is_none() && self.event.is_empty() {
-            self.event_line = self.line;
-        }
-        match field {
-            "data" => match &mut self.data {
-                Some(d) => {
-                    d.push('\n');
-                    d.push_str(value);
-                }
-                None => self.data = Some(value.to_string()),
-            },
-            "event" => self.event = value.to_string(),
-            "id" | "retry" => {}
-            _ => {
-                let shown: String = line.chars().take(80).collect();
-                return Err(format!(
-                    "line {} of the event stream is not an SSE field: `{shown}`",
-                    self.line
-                ));
+        rest = &rest[next..];
+        Some(line)
+    })
+}
+
+/// The events of `body`, in order. The stream ends after the first error.
+pub fn events<S, E>(body: S) -> impl Stream<Item = Result<SseEvent, SseError<E>>>
+where
+    S: Stream<Item = Result<Bytes, E>>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let recent = Rc::new(RefCell::new(Recent::default()));
+    let tap = recent.clone();
+    let body = body
+        .inspect_ok(move |b| tap.borrow_mut().push(b))
+        // After a clean end, a blank line closes a final event the server left open (and is
+        // nothing after one it closed).
+        .chain(stream::once(async { Ok(Bytes::from_static(b"\n\n")) }));
+    let mut number = 0usize;
+    sse_stream::SseByteStream::new(body).filter_map(move |item| {
+        let out = match item {
+            // A block without data (only `event:` or `id:`) dispatches nothing.
+            Ok(sse) => sse.data.map(|data| {
+                number += 1;
+                Ok(SseEvent {
+                    event: sse.event.unwrap_or_default(),
+                    data,
+                    number,
+                })
+            }),
+            Err(sse_stream::Error::Body(e)) => Some(match e.downcast::<E>() {
+                Ok(e) => Err(SseError::Body(*e)),
+                Err(other) => Err(SseError::Malformed(other.to_string())),
+            }),
+            Err(sse_stream::Error::UnknownField) => Some(Err(SseError::Malformed(
+                match recent.borrow().refused_line() {
+                    Some((n, text)) => {
+                        format!("line {n} of the event stream is not an SSE field: `{text}`")
+                    }
+                    None => "a line of the event stream is not an SSE field".into(),
+                },
+            ))),
+            Err(e) => Some(Err(SseError::Malformed(format!(
+                "the event stream is not UTF-8 text ({e})"
+            )))),
+        };
+        std::future::ready(out)
+    })
+}
+
+/// The events of a body that arrives in `pieces`, and the error that stopped them, if any: for
+/// tests and the fuzz target (the split must never change the events).
+pub fn decode(pieces: &[&[u8]]) -> (Vec<SseEvent>, Result<(), String>) {
+    let body = stream::iter(
+        pieces
+            .iter()
+            .map(|p| Ok::<_, std::io::Error>(Bytes::copy_from_slice(p)))
+            .collect::<Vec<_>>(),
+    );
+    crate::runtime::block_on(async {
+        let mut out = Vec::new();
+        let mut events = std::pin::pin!(events(body));
+        while let Some(e) = events.next().await {
+            match e {
+                Ok(e) => out.push(e),
+                Err(SseError::Malformed(m)) => return (out, Err(m)),
+                Err(SseError::Body(e)) => return (out, Err(e.to_string())),
             }
         }
-        Ok(None)
-    }
+        (out, Ok(()))
+    })
 }
 
 #[cfg(test)]
@@ -131,13 +163,9 @@ mod tests {
     use super::*;
 
     fn all(chunks: &[&[u8]]) -> Vec<SseEvent> {
-        let mut d = SseDecoder::new();
-        let mut out = Vec::new();
-        for c in chunks {
-            d.feed(c, &mut out).unwrap();
-        }
-        out.extend(d.finish().unwrap());
-        out
+        let (events, end) = decode(chunks);
+        end.unwrap();
+        events
     }
 
     #[test]
@@ -149,6 +177,7 @@ mod tests {
         assert_eq!(whole[0].data, "{\"a\":");
         assert_eq!(whole[1].data, "caf\u{e9}\ntwo");
         assert_eq!(whole[2].data, "[DONE]");
+        assert_eq!(whole[2].number, 3);
         for cut in 0..text.len() {
             let (a, b) = text.as_bytes().split_at(cut);
             assert_eq!(all(&[a, b]), whole, "split at {cut}");
@@ -158,14 +187,35 @@ mod tests {
     #[test]
     fn a_last_event_without_its_blank_line_still_counts() {
         assert_eq!(all(&[b"data: x"])[0].data, "x");
+        assert_eq!(all(&[b"data: x\r"])[0].data, "x");
+        assert_eq!(all(&[b"data: x\n\n"]).len(), 1, "and a closed one once");
     }
 
     #[test]
-    fn html_is_not_an_event_stream() {
-        let mut d = SseDecoder::new();
-        let mut out = Vec::new();
-        let err = d.feed(b"data: ok\n\n<html>\n", &mut out).unwrap_err();
+    fn html_is_not_an_event_stream_and_the_line_is_named() {
+        let (events, end) = decode(&[b"data: ok\n\n<html>\n"]);
+        let err = end.unwrap_err();
         assert!(err.contains("line 3") && err.contains("<html>"), "{err}");
-        assert_eq!(out[0].data, "ok", "the event before the bad line is kept");
+        assert_eq!(
+            events[0].data, "ok",
+            "the event before the bad line is kept"
+        );
+    }
+
+    #[test]
+    fn a_refused_line_far_into_a_long_stream_is_still_named() {
+        let mut body = Vec::new();
+        for i in 0..5000 {
+            body.extend(format!("data: {i}\r\n\r\n").as_bytes());
+        }
+        body.extend(b"Bad Gateway\n");
+        let pieces: Vec<&[u8]> = body.chunks(1000).collect();
+        let (events, end) = decode(&pieces);
+        assert_eq!(events.len(), 5000);
+        let err = end.unwrap_err();
+        assert!(
+            err.contains("line 10001") && err.contains("Bad Gateway"),
+            "{err}"
+        );
     }
 }

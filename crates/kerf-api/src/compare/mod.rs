@@ -227,7 +227,12 @@ fn run_all(
                 run.meta.experiment = experiment;
                 run.repair = false;
                 let t = std::time::Instant::now();
-                let done = crate::runs::run(history, &run, cancel, &mut |_| {})?;
+                let done = kerf_llm::runtime::block_on(crate::runs::run(
+                    history,
+                    &run,
+                    cancel,
+                    &mut |_| {},
+                ))?;
                 rows.push(Row {
                     run_id: done.history_id,
                     subject: i,

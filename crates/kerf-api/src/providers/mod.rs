@@ -37,6 +37,8 @@ pub fn info(def: &ProviderDef) -> ProviderInfo {
         key_env: def.key_env.clone(),
         no_key: def.no_key,
         max_completion_tokens: def.max_completion_tokens,
+        requests_per_minute: def.rate_limits.requests_per_minute,
+        tokens_per_minute: def.rate_limits.tokens_per_minute,
         key_found: matches!(key, Ok(Some(_))),
         key: key_status(def),
         probe: def.probe.as_ref().map(|p| {
@@ -122,6 +124,10 @@ pub fn definition(spec: &ProviderSpec) -> Result<ProviderDef> {
     def.structured = structured;
     def.max_completion_tokens = spec.max_completion_tokens;
     def.allow_plain_http = spec.allow_plain_http;
+    def.rate_limits = kerf_llm::ratelimit::RateLimits {
+        requests_per_minute: spec.requests_per_minute.filter(|&n| n > 0),
+        tokens_per_minute: spec.tokens_per_minute.filter(|&n| n > 0),
+    };
     Ok(def)
 }
 
@@ -221,7 +227,7 @@ pub fn probe(
 ) -> Result<(kerf_llm::providers::Probe, Structured, String)> {
     // The probe talks to the server without holding the registry's lock; storing it takes it.
     let provider = CloudProvider::new(Registry::load(registry)?.get(name)?.clone())?;
-    let probe = cloud::probe(&provider, cancel);
+    let probe = kerf_llm::runtime::block_on(cloud::probe(&provider, cancel));
     let def = Registry::update(registry, |registry| {
         let def = registry.get_mut(name)?;
         def.probe = Some(probe.clone());

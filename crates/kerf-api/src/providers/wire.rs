@@ -29,6 +29,14 @@ pub struct ProviderSpec {
     /// (the key was given for the old server).
     #[serde(default)]
     pub keep_key: bool,
+    /// Requests per minute this provider's runs stay under (`None`: what the API announces).
+    #[serde(default)]
+    #[ts(optional)]
+    pub requests_per_minute: Option<u32>,
+    /// Tokens per minute (prompt estimate plus budget per request).
+    #[serde(default)]
+    #[ts(optional)]
+    pub tokens_per_minute: Option<u32>,
 }
 
 /// A configured provider. The key itself never crosses: only where it would come from.
@@ -43,6 +51,9 @@ pub struct ProviderInfo {
     pub key_env: Option<String>,
     pub no_key: bool,
     pub max_completion_tokens: bool,
+    /// Configured rate limits (runs of this process may also have learned the API's).
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u32>,
     /// Whether a run would find a key (or needs none).
     pub key_found: bool,
     /// e.g. "from the kernel user (kept until reboot) keyring", "from $OPENAI_API_KEY",

@@ -450,7 +450,7 @@ fn repair_turn(report: &ParseReport) -> String {
 /// prompt that opts in (`repair: {max-attempts}`), a reply that fails parsing or validation goes
 /// back with its problems, up to the prompt's attempt count and within `limits`.
 #[allow(clippy::too_many_arguments)] // the run's parts; grouped by issue 18's RunParams
-pub fn execute(
+pub async fn execute(
     provider: &dyn Provider,
     prompt: &Prompt,
     request: &Request,
@@ -476,13 +476,15 @@ pub fn execute(
     let mut earlier: Vec<Attempt> = Vec::new();
     loop {
         let mut raw = String::new();
-        let finish = provider.run(&request, cancel, &mut |e| match e {
-            Event::Text(t) => {
-                raw.push_str(t);
-                on_event(RunEvent::Text(t));
-            }
-            Event::Warning(w) => on_event(RunEvent::Warning(w)),
-        })?;
+        let finish = provider
+            .run(&request, cancel, &mut |e| match e {
+                Event::Text(t) => {
+                    raw.push_str(t);
+                    on_event(RunEvent::Text(t));
+                }
+                Event::Warning(w) => on_event(RunEvent::Warning(w)),
+            })
+            .await?;
         let report = prompt.parse(unwrapped(&raw, &finish).as_deref().unwrap_or(&raw), vars);
         let attempt = Attempt {
             finish,
@@ -703,8 +705,9 @@ pub struct RunResult {
 /// [`execute`], kept in the history as it streams (when `history` is given): written as
 /// `running` before the first token, text appended in batches, ended with its report. A
 /// history write that fails (a full disk) stops the run and is the error returned; a run that
-/// fails is kept as `error` with what arrived.
-pub fn run(
+/// fails is kept as `error` with what arrived. Synchronous callers drive it with
+/// `kerf_llm::runtime::block_on`.
+pub async fn run(
     history: Option<&Store>,
     job: &RunJob<'_>,
     cancel: &CancelToken,
@@ -733,7 +736,8 @@ pub fn run(
             }
             on_event(e);
         },
-    );
+    )
+    .await;
     if let Some(e) = store_error {
         if let Some(w) = writer {
             let _ = w.fail(e.code(), &e.to_string());

@@ -105,7 +105,9 @@ pub fn relay_run(
         StreamParser::new(&prompt.parser, rendering.vars.clone()),
         on_message,
     );
-    let result = crate::runs::run(history, job, cancel, &mut |e| relay.event(e));
+    let result = kerf_llm::runtime::block_on(crate::runs::run(history, job, cancel, &mut |e| {
+        relay.event(e)
+    }));
     relay.flush();
     let result = result?;
     // A reply parsed as a whole (a JSON array) yields its objects only now.

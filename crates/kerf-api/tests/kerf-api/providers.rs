@@ -18,6 +18,8 @@ fn spec(name: &str) -> ProviderSpec {
         structured: None,
         max_completion_tokens: false,
         allow_plain_http: false,
+        requests_per_minute: None,
+        tokens_per_minute: None,
         keep_key: false,
     }
 }
@@ -214,4 +216,27 @@ fn the_window_asks_before_a_provider_sends_a_key_somewhere_new() {
     assert!(q.contains("keep the key already stored"), "{q}");
     let q = ask(&|s| s.allow_plain_http = true).unwrap();
     assert!(q.contains("plain http://"), "{q}");
+}
+
+#[test]
+fn rate_limits_are_kept_with_the_definition_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = &dir.path().join("providers.json");
+    let mut s = spec("limited");
+    s.no_key = true;
+    s.requests_per_minute = Some(30);
+    s.tokens_per_minute = Some(0); // zero means "not set", not "never"
+    let added = providers::add(path, &s).unwrap();
+    assert_eq!(added.def.rate_limits.requests_per_minute, Some(30));
+    assert_eq!(added.def.rate_limits.tokens_per_minute, None);
+    let saved = std::fs::read_to_string(path).unwrap();
+    assert!(
+        saved.contains("\"rate_limits\"") && saved.contains("\"requests_per_minute\": 30"),
+        "{saved}"
+    );
+    let info = providers::info(&added.def);
+    assert_eq!(
+        (info.requests_per_minute, info.tokens_per_minute),
+        (Some(30), None)
+    );
 }

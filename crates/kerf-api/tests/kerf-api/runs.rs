@@ -8,6 +8,7 @@ use kerf_api::runs::{
     Chosen, PromptSource, Rendering, RunEvent, RunJob, RunLimits, RunParams, RunSettings,
 };
 use kerf_core::Prompt;
+use kerf_llm::runtime::block_on;
 use kerf_llm::scripted::{Reply, Scripted};
 use kerf_llm::{CancelToken, FinishReason, Role};
 use kerf_store::Store;
@@ -72,16 +73,21 @@ fn run(
     let rendering = rendering(prompt);
     let job = RunJob::new(prompt, source, &rendering, provider, params);
     let mut seen = Vec::new();
-    let result = kerf_api::runs::run(Some(store), &job, &cancel, &mut |e| match e {
-        RunEvent::Text(t) => {
-            seen.push(format!("text {t}"));
-            if Some(seen.len()) == cancel_after {
-                cancel.cancel();
+    let result = block_on(kerf_api::runs::run(
+        Some(store),
+        &job,
+        &cancel,
+        &mut |e| match e {
+            RunEvent::Text(t) => {
+                seen.push(format!("text {t}"));
+                if Some(seen.len()) == cancel_after {
+                    cancel.cancel();
+                }
             }
-        }
-        RunEvent::Repair { attempt, max, .. } => seen.push(format!("repair {attempt}/{max}")),
-        RunEvent::Warning(w) => seen.push(format!("warning {w}")),
-    })
+            RunEvent::Repair { attempt, max, .. } => seen.push(format!("repair {attempt}/{max}")),
+            RunEvent::Warning(w) => seen.push(format!("warning {w}")),
+        },
+    ))
     .unwrap();
     (result, seen)
 }
@@ -284,12 +290,12 @@ fn a_rerun_sends_the_stored_runs_request_again_and_is_recorded_as_its_rerun() {
     );
     assert_eq!(replay.rendering, rendering(&prompt));
     let again = Chosen::Scripted(Box::new(Scripted::new([Reply::text(good, 4)])));
-    let rerun = kerf_api::runs::run(
+    let rerun = block_on(kerf_api::runs::run(
         Some(&store),
         &replay.job(&again),
         &CancelToken::new(),
         &mut |_| {},
-    )
+    ))
     .unwrap();
     let (Chosen::Scripted(a), Chosen::Scripted(b)) = (&first, &again) else {
         unreachable!()

@@ -71,6 +71,13 @@ pub enum Action {
         /// removed: it was given for the old server).
         #[arg(long)]
         keep_key: bool,
+        /// Requests per minute this provider's runs stay under (default: the limit the API
+        /// announces in its reply headers, if it does).
+        #[arg(long, value_name = "N")]
+        requests_per_minute: Option<u32>,
+        /// Tokens per minute (each request counts its prompt estimate plus its whole budget).
+        #[arg(long, value_name = "N")]
+        tokens_per_minute: Option<u32>,
         #[arg(long)]
         json: bool,
     },
@@ -188,6 +195,8 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
             max_completion_tokens,
             allow_plain_http,
             keep_key,
+            requests_per_minute,
+            tokens_per_minute,
             ..
         } => {
             let spec = kerf_api::providers::wire::ProviderSpec {
@@ -201,6 +210,8 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                 max_completion_tokens,
                 allow_plain_http,
                 keep_key,
+                requests_per_minute,
+                tokens_per_minute,
             };
             let providers::Added {
                 def,

@@ -272,12 +272,12 @@ pub fn run_job(
     history: Option<&kerf_store::Store>,
 ) -> Result<Outcome> {
     let (prompt, provider) = (job.prompt, job.provider);
-    let done = kerf_api::runs::run(
+    let done = kerf_llm::runtime::block_on(kerf_api::runs::run(
         history,
         job,
         &interrupt_token(),
         &mut print_events(json_out),
-    )?;
+    ))?;
     let (out, cost, run_id) = (&done.out, &done.cost, done.history_id);
     let f = &out.finish;
     if json_out {

@@ -66,7 +66,7 @@ fn run(p: &LocalProvider, req: &Request) -> (Finish, String, Vec<String>) {
     let mut text = String::new();
     let mut warnings = Vec::new();
     let finish = p
-        .run(req, &CancelToken::new(), &mut |e| match e {
+        .run_blocking(req, &CancelToken::new(), &mut |e| match e {
             Event::Text(t) => text.push_str(t),
             Event::Warning(w) => warnings.push(w.to_string()),
         })
@@ -160,7 +160,7 @@ fn cancellation_stops_within_one_token_and_the_model_is_reused() {
     let mut seen = 0u32;
     let mut at_cancel = None;
     let f = provider
-        .run(&req, &cancel, &mut |e| {
+        .run_blocking(&req, &cancel, &mut |e| {
             if let Event::Text(_) = e {
                 seen += 1;
                 if seen == 5 {
@@ -187,14 +187,14 @@ fn bad_requests_are_clear_errors() {
     config.context = Some(64);
     let p = prompt("agent-kg-extract.json");
     let err = LocalProvider::new(config)
-        .run(&request(&p, 32, false), &CancelToken::new(), &mut |_| {})
+        .run_blocking(&request(&p, 32, false), &CancelToken::new(), &mut |_| {})
         .unwrap_err();
     assert_eq!(err.code(), "context_overflow");
     assert!(err.to_string().contains("context holds 64"), "{err}");
 
     // Security review, finding 12: `--max-tokens 4294967295` overflowed the context sum.
     let err = provider()
-        .run(
+        .run_blocking(
             &request(&p, u32::MAX, false),
             &CancelToken::new(),
             &mut |_| {},
@@ -207,7 +207,7 @@ fn bad_requests_are_clear_errors() {
     let mut req = Request::new(None, "Say yes.");
     req.constraint = Constraint::Lark("start: ((".into());
     let err = provider()
-        .run(&req, &CancelToken::new(), &mut |_| {})
+        .run_blocking(&req, &CancelToken::new(), &mut |_| {})
         .unwrap_err();
     assert_eq!(err.code(), "constraint");
 
@@ -216,14 +216,14 @@ fn bad_requests_are_clear_errors() {
     let fake = dir.path().join("fake.gguf");
     std::fs::write(&fake, "not a model at all").unwrap();
     let err = LocalProvider::new(LocalConfig::new(fake))
-        .run(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
+        .run_blocking(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
         .unwrap_err();
     assert!(err.to_string().contains("not a GGUF"), "{err}");
     let cut = dir.path().join("cut.gguf");
     let bytes = std::fs::read(model()).unwrap();
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     let err = LocalProvider::new(LocalConfig::new(cut))
-        .run(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
+        .run_blocking(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
         .unwrap_err();
     assert!(err.to_string().contains("truncated GGUF"), "{err}");
 
@@ -231,7 +231,7 @@ fn bad_requests_are_clear_errors() {
     let huge = dir.path().join("huge.gguf");
     crate::gguf::sparse_gguf(&huge, 1 << 40);
     let err = LocalProvider::new(LocalConfig::new(huge))
-        .run(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
+        .run_blocking(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
         .unwrap_err();
     assert_eq!(err.code(), "model");
     assert!(

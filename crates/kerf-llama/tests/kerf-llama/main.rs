@@ -13,7 +13,7 @@ fn without_the_engine_every_run_says_how_to_get_it() {
     use kerf_llm::{CancelToken, Provider, Request};
     let p = kerf_llama::LocalProvider::new(kerf_llama::LocalConfig::new("m.gguf".into()));
     let err = p
-        .run(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
+        .run_blocking(&Request::new(None, "hi"), &CancelToken::new(), &mut |_| {})
         .unwrap_err();
     assert_eq!(err.code(), "provider_unavailable");
     assert!(err.to_string().contains("`engine` feature"), "{err}");

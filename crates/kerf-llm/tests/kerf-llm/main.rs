@@ -3,6 +3,7 @@
 //! with `Retry-After`, 500s, a first byte too slow, malformed event streams, HTML error bodies.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod concurrency;
 mod server;
 
 use std::time::{Duration, Instant};
@@ -66,7 +67,7 @@ fn run(p: &CloudProvider, req: &Request) -> Ran {
 fn run_with(p: &CloudProvider, req: &Request, cancel: &CancelToken) -> Ran {
     let mut text = String::new();
     let mut warnings = Vec::new();
-    let result = p.run(req, cancel, &mut |e| match e {
+    let result = p.run_blocking(req, cancel, &mut |e| match e {
         Event::Text(t) => text.push_str(t),
         Event::Warning(w) => warnings.push(w.to_string()),
     });
@@ -502,6 +503,40 @@ fn cancellation_mid_stream_keeps_the_text() {
         r.text.contains("chlorophyll") && !r.text.contains("glucose"),
         "{}",
         r.text
+    );
+}
+
+#[test]
+fn a_rate_limit_the_api_announces_holds_back_the_next_requests() {
+    // The API says: 1 request a minute. The first run learns it from its reply; the second
+    // takes the minute's one request; the third waits its turn (here: until it is cancelled),
+    // and the server never sees it.
+    let announced = |a: Act| a.header("x-ratelimit-limit-requests", "1");
+    let body = transcript("openai-complete.sse");
+    let server = Server::start(vec![
+        announced(Act::sse(200, vec![body.clone()])),
+        announced(Act::sse(200, vec![body.clone()])),
+        announced(Act::sse(200, vec![body])),
+    ]);
+    let p = provider(&server, Kind::Openai);
+    for _ in 0..2 {
+        let f = run(&p, &json_request()).result.unwrap();
+        assert_eq!(f.reason, FinishReason::Stop);
+    }
+    let cancel = CancelToken::new();
+    let c = cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        c.cancel();
+    });
+    let t = Instant::now();
+    let f = run_with(&p, &json_request(), &cancel).result.unwrap();
+    assert_eq!(f.reason, FinishReason::Cancelled);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "the held request was never sent"
     );
 }
 

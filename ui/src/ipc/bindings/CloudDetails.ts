@@ -33,4 +33,8 @@ usage_source?: string,
 /**
  * The key a non-object schema was wrapped in (the reply is unwrapped before parsing).
  */
-wrapped_in?: string, };
+wrapped_in?: string, 
+/**
+ * How long the request waited for the provider's rate limit before it was sent.
+ */
+rate_limit_wait_seconds?: number, };

@@ -7,6 +7,10 @@ import type { StructuredMode } from "./StructuredMode";
  */
 export type ProviderInfo = { name: string, kind: ProviderKind, baseUrl: string, model: string, structured: StructuredMode, keyEnv: string | null, noKey: boolean, maxCompletionTokens: boolean, 
 /**
+ * Configured rate limits (runs of this process may also have learned the API's).
+ */
+requestsPerMinute: number | null, tokensPerMinute: number | null, 
+/**
  * Whether a run would find a key (or needs none).
  */
 keyFound: boolean, 

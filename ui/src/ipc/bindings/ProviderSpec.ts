@@ -34,4 +34,12 @@ allowPlainHttp: boolean,
  * Replacing a provider with a different endpoint drops its stored key unless this is set
  * (the key was given for the old server).
  */
-keepKey: boolean, };
+keepKey: boolean, 
+/**
+ * Requests per minute this provider's runs stay under (`None`: what the API announces).
+ */
+requestsPerMinute?: number, 
+/**
+ * Tokens per minute (prompt estimate plus budget per request).
+ */
+tokensPerMinute?: number, };

@@ -1,0 +1,311 @@
+//! Per-provider rate limits: requests and tokens per minute, from the provider's configuration
+//! or, where none is configured, learned from the limits the API itself announces in its reply
+//! headers (OpenAI's `x-ratelimit-limit-*`, Anthropic's `anthropic-ratelimit-*-limit`). Every
+//! request of a provider waits for its turn here before it is sent, so many runs in flight (an
+//! evaluation's 16–64) stay under the account's limits instead of buying 429s and retries.
+//!
+//! The accounting is the `governor` crate's GCRA: a limit of N per minute allows a burst of N
+//! and refills continuously. A request counts one request and its token estimate (the prompt's
+//! bytes / 4 plus its whole budget: what the provider counts against the limit up front).
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use governor::clock::Clock;
+use governor::{DefaultDirectRateLimiter, Quota};
+use serde::{Deserialize, Serialize};
+
+use crate::CancelToken;
+
+/// Requests and tokens per minute; a limit left out is not enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_minute: Option<u32>,
+}
+
+impl RateLimits {
+    pub fn is_empty(&self) -> bool {
+        self.requests_per_minute.is_none() && self.tokens_per_minute.is_none()
+    }
+
+    /// The limits a reply's headers announce (names lower-case), if any.
+    pub fn from_headers(headers: &[(String, String)]) -> RateLimits {
+        let find = |names: &[&str]| {
+            names.iter().find_map(|n| {
+                headers
+                    .iter()
+                    .find(|(k, _)| k == n)
+                    .and_then(|(_, v)| v.trim().parse::<u32>().ok())
+                    .filter(|&v| v > 0)
+            })
+        };
+        RateLimits {
+            requests_per_minute: find(&[
+                "x-ratelimit-limit-requests",
+                "anthropic-ratelimit-requests-limit",
+            ]),
+            tokens_per_minute: find(&[
+                "x-ratelimit-limit-tokens",
+                "anthropic-ratelimit-tokens-limit",
+                "anthropic-ratelimit-input-tokens-limit",
+            ]),
+        }
+    }
+}
+
+/// Where the limits in force came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitSource {
+    /// None known: requests go out as fast as they are made.
+    None,
+    Configured,
+    /// Announced by the API in its reply headers.
+    Learned,
+}
+
+struct State {
+    limits: RateLimits,
+    source: LimitSource,
+    requests: Option<DefaultDirectRateLimiter>,
+    tokens: Option<DefaultDirectRateLimiter>,
+}
+
+impl State {
+    fn new(limits: RateLimits, source: LimitSource) -> State {
+        let gcra = |n: Option<u32>| {
+            n.and_then(NonZeroU32::new)
+                .map(|n| governor::RateLimiter::direct(Quota::per_minute(n)))
+        };
+        State {
+            limits,
+            source,
+            requests: gcra(limits.requests_per_minute),
+            tokens: gcra(limits.tokens_per_minute),
+        }
+    }
+}
+
+/// One provider's limiter, shared by every run of it in this process.
+pub struct Limiter {
+    state: Mutex<State>,
+}
+
+impl Limiter {
+    fn new(configured: RateLimits) -> Limiter {
+        let source = if configured.is_empty() {
+            LimitSource::None
+        } else {
+            LimitSource::Configured
+        };
+        Limiter {
+            state: Mutex::new(State::new(configured, source)),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The limits in force and where they came from.
+    pub fn limits(&self) -> (RateLimits, LimitSource) {
+        let s = self.state();
+        (s.limits, s.source)
+    }
+
+    /// Take what a reply's headers announce, unless limits are configured (the user's word
+    /// wins: an account may share its limit with other tools).
+    pub fn learn(&self, headers: &[(String, String)]) {
+        let announced = RateLimits::from_headers(headers);
+        let mut s = self.state();
+        if announced.is_empty() || s.source == LimitSource::Configured || s.limits == announced {
+            return;
+        }
+        *s = State::new(announced, LimitSource::Learned);
+    }
+
+    /// Take one request slot, or say how long until there is one.
+    fn take_request(&self) -> Option<Duration> {
+        let s = self.state();
+        let r = s.requests.as_ref()?;
+        r.check()
+            .err()
+            .map(|not_yet| not_yet.wait_time_from(r.clock().now()))
+    }
+
+    /// Take `tokens` of the minute's allowance, or say how long until they fit.
+    fn take_tokens(&self, tokens: u32) -> Option<Duration> {
+        let s = self.state();
+        let t = s.tokens.as_ref()?;
+        // A request larger than the whole minute's allowance can never fit: it takes the whole
+        // allowance (the API may still refuse it; that is its answer to give).
+        let cap = s.limits.tokens_per_minute.unwrap_or(u32::MAX).max(1);
+        let n = NonZeroU32::new(tokens.clamp(1, cap)).unwrap_or(NonZeroU32::MIN);
+        match t.check_n(n) {
+            Ok(Err(not_yet)) => Some(not_yet.wait_time_from(t.clock().now())),
+            _ => None,
+        }
+    }
+
+    /// Wait for the turn of one request of about `tokens` tokens: first a request slot, then
+    /// the tokens. How long it waited, or `None` when cancelled while waiting.
+    pub async fn admit(&self, tokens: u32, cancel: &CancelToken) -> Option<Duration> {
+        let start = tokio::time::Instant::now();
+        let mut have_slot = false;
+        loop {
+            let wait = if have_slot {
+                self.take_tokens(tokens)
+            } else {
+                self.take_request()
+            };
+            match wait {
+                None if have_slot => return Some(start.elapsed()),
+                None => have_slot = true,
+                Some(wait) => tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return None,
+                    () = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {}
+                },
+            }
+        }
+    }
+}
+
+/// The process's limiter for the provider named `name` at `base_url`, with `configured` limits
+/// (a changed configuration replaces what was in force).
+pub fn for_provider(name: &str, base_url: &str, configured: RateLimits) -> Arc<Limiter> {
+    /// Keyed by (name, base URL).
+    type Registry = HashMap<(String, String), Arc<Limiter>>;
+    static ALL: OnceLock<Mutex<Registry>> = OnceLock::new();
+    let mut all = ALL
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let key = (name.to_string(), base_url.to_string());
+    if let Some(l) = all.get(&key) {
+        let (_, source) = l.limits();
+        let stale = match source {
+            LimitSource::Configured => l.limits().0 != configured,
+            LimitSource::None | LimitSource::Learned => !configured.is_empty(),
+        };
+        if !stale {
+            return l.clone();
+        }
+    }
+    let l = Arc::new(Limiter::new(configured));
+    all.insert(key, l.clone());
+    l
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn limits_are_read_from_either_providers_headers() {
+        let openai = h(&[
+            ("x-ratelimit-limit-requests", "500"),
+            ("x-ratelimit-limit-tokens", "30000"),
+            ("x-ratelimit-remaining-requests", "499"),
+        ]);
+        assert_eq!(
+            RateLimits::from_headers(&openai),
+            RateLimits {
+                requests_per_minute: Some(500),
+                tokens_per_minute: Some(30000)
+            }
+        );
+        let anthropic = h(&[
+            ("anthropic-ratelimit-requests-limit", "50"),
+            ("anthropic-ratelimit-input-tokens-limit", "40000"),
+        ]);
+        assert_eq!(
+            RateLimits::from_headers(&anthropic),
+            RateLimits {
+                requests_per_minute: Some(50),
+                tokens_per_minute: Some(40000)
+            }
+        );
+        assert!(RateLimits::from_headers(&h(&[("x-ratelimit-limit-requests", "x")])).is_empty());
+    }
+
+    #[test]
+    fn a_burst_past_the_limit_waits_for_the_refill() {
+        // 60 a minute: a burst of 60, then one a second.
+        let l = Limiter::new(RateLimits {
+            requests_per_minute: Some(60),
+            tokens_per_minute: None,
+        });
+        for i in 0..60 {
+            assert_eq!(l.take_request(), None, "request {i} is within the burst");
+        }
+        let wait = l.take_request().unwrap();
+        assert!(
+            wait > Duration::from_millis(500) && wait <= Duration::from_secs(1),
+            "{wait:?}"
+        );
+        // Without limits nothing waits.
+        let free = Limiter::new(RateLimits::default());
+        assert!(
+            (0..10_000)
+                .all(|_| free.take_request().is_none() && free.take_tokens(1 << 20).is_none())
+        );
+    }
+
+    #[test]
+    fn tokens_are_limited_too_and_a_wait_can_be_cancelled() {
+        crate::runtime::block_on(async {
+            let l = Limiter::new(RateLimits {
+                requests_per_minute: None,
+                tokens_per_minute: Some(1000),
+            });
+            let cancel = CancelToken::new();
+            assert!(l.admit(900, &cancel).await.is_some());
+            // 900 of 1000 spent: 500 more is a wait of ~24 s, which a cancel ends at once.
+            let c = cancel.clone();
+            let t = std::time::Instant::now();
+            let (admitted, ()) = tokio::join!(l.admit(500, &cancel), async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                c.cancel();
+            });
+            assert_eq!(admitted, None);
+            assert!(t.elapsed() < Duration::from_secs(2));
+        });
+    }
+
+    #[test]
+    fn configured_limits_win_over_announced_ones() {
+        let l = Limiter::new(RateLimits {
+            requests_per_minute: Some(10),
+            tokens_per_minute: None,
+        });
+        l.learn(&h(&[("x-ratelimit-limit-requests", "500")]));
+        assert_eq!(l.limits().0.requests_per_minute, Some(10));
+        let free = Limiter::new(RateLimits::default());
+        free.learn(&h(&[("x-ratelimit-limit-requests", "500")]));
+        assert_eq!(
+            free.limits(),
+            (
+                RateLimits {
+                    requests_per_minute: Some(500),
+                    tokens_per_minute: None
+                },
+                LimitSource::Learned
+            )
+        );
+    }
+}
