@@ -4,11 +4,10 @@
 
 use std::time::Instant;
 
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::details::{CloudDetails, RunDetails, StructuredRun};
-use futures_util::StreamExt;
-
 use crate::http::{self, Chunk, HttpConfig, HttpRequest};
 use crate::providers::{Kind, ProviderDef, Structured};
 use crate::ratelimit;
@@ -129,6 +128,36 @@ pub(crate) struct Built {
     pub warnings: Vec<String>,
 }
 
+/// A wire protocol: how to build its request, and how to read its streamed events or a whole
+/// (non-streamed) reply. Everything else (transport, SSE, timings, the finish) is `drive`'s.
+pub(crate) struct Protocol {
+    build: fn(&CloudProvider, &Request, Structured, &str) -> Result<Built>,
+    read_event: fn(&SseEvent, &mut Reply) -> std::result::Result<(), String>,
+    read_whole: fn(&Value, &mut Reply) -> std::result::Result<(), String>,
+}
+
+impl Protocol {
+    fn of(kind: Kind) -> Protocol {
+        match kind {
+            Kind::Openai => Protocol {
+                build: openai::build,
+                read_event: openai::read_event,
+                read_whole: openai::read_whole,
+            },
+            Kind::Anthropic => Protocol {
+                build: anthropic::build,
+                read_event: anthropic::read_event,
+                read_whole: anthropic::read_whole,
+            },
+            Kind::Gemini => Protocol {
+                build: gemini::build,
+                read_event: gemini::read_event,
+                read_whole: gemini::read_whole,
+            },
+        }
+    }
+}
+
 /// The state of one streamed reply, filled in by the protocol's event reader.
 #[derive(Default)]
 pub(crate) struct Reply {
@@ -152,8 +181,7 @@ async fn drive(
     built: Built,
     cancel: &CancelToken,
     on_event: &mut dyn FnMut(Event<'_>),
-    read_event: &dyn Fn(&SseEvent, &mut Reply) -> std::result::Result<(), String>,
-    read_whole: &dyn Fn(&Value, &mut Reply) -> std::result::Result<(), String>,
+    protocol: &Protocol,
 ) -> Result<Finish> {
     let start = Instant::now();
     for w in &built.warnings {
@@ -251,7 +279,8 @@ async fn drive(
                 p.redact(&http::error_message(&body))
             ))
         })?;
-        read_whole(&v, &mut reply).map_err(|e| Error::Protocol(format!("{}: {e}", p.def.name)))?;
+        (protocol.read_whole)(&v, &mut reply)
+            .map_err(|e| Error::Protocol(format!("{}: {e}", p.def.name)))?;
         emit(&reply, on_event, &mut first, &mut last);
         details.streamed = Some(false);
     } else {
@@ -259,7 +288,7 @@ async fn drive(
         while let Some(ev) = events.next().await {
             match ev {
                 Ok(ev) => {
-                    if let Err(e) = read_event(&ev, &mut reply) {
+                    if let Err(e) = (protocol.read_event)(&ev, &mut reply) {
                         cut = Some(format!("event {} of the stream: {e}", ev.number));
                         break;
                     }
@@ -396,47 +425,9 @@ impl Provider for CloudProvider {
                 )));
             }
             let (mode, why) = self.mode_for(&request.constraint);
-            match self.def.kind {
-                Kind::Openai => {
-                    let built = openai::build(self, request, mode, why)?;
-                    drive(
-                        self,
-                        request,
-                        built,
-                        cancel,
-                        on_event,
-                        &openai::read_event,
-                        &openai::read_whole,
-                    )
-                    .await
-                }
-                Kind::Anthropic => {
-                    let built = anthropic::build(self, request, mode, why)?;
-                    drive(
-                        self,
-                        request,
-                        built,
-                        cancel,
-                        on_event,
-                        &anthropic::read_event,
-                        &anthropic::read_whole,
-                    )
-                    .await
-                }
-                Kind::Gemini => {
-                    let built = gemini::build(self, request, mode, why)?;
-                    drive(
-                        self,
-                        request,
-                        built,
-                        cancel,
-                        on_event,
-                        &gemini::read_event,
-                        &gemini::read_whole,
-                    )
-                    .await
-                }
-            }
+            let protocol = Protocol::of(self.def.kind);
+            let built = (protocol.build)(self, request, mode, why)?;
+            drive(self, request, built, cancel, on_event, &protocol).await
         })
     }
 }

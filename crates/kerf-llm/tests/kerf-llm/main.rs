@@ -541,6 +541,47 @@ fn a_rate_limit_the_api_announces_holds_back_the_next_requests() {
 }
 
 #[test]
+fn dropping_a_run_stops_it_where_it_is() {
+    // The caller stops waiting (a timeout of its own, a window closed): the future is dropped,
+    // the request closed, and the text that arrived before is what the caller saw.
+    let body = transcript("openai-complete.sse");
+    let parts: Vec<Vec<u8>> = String::from_utf8_lossy(&body)
+        .split_inclusive("\n\n")
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let server = Server::start(vec![Act::sse(200, parts).gap(Duration::from_millis(300))]);
+    let p = provider(&server, Kind::Openai);
+    let req = json_request();
+    let cancel = CancelToken::new();
+    let mut text = String::new();
+    let t = Instant::now();
+    let outcome = kerf_llm::runtime::block_on(async {
+        tokio::time::timeout(
+            Duration::from_millis(700),
+            p.run(&req, &cancel, &mut |e| {
+                if let Event::Text(t) = e {
+                    text.push_str(t);
+                }
+            }),
+        )
+        .await
+    });
+    assert!(
+        outcome.is_err(),
+        "the run was still going when it was dropped"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        text.contains("chlorophyll") && !text.contains("glucose"),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_server_that_ignores_stream_is_read_whole() {
     let whole = json!({
         "id": "chatcmpl-5", "object": "chat.completion",
