@@ -196,15 +196,19 @@ async fn drive(
     let tokens = u32::try_from(prompt_bytes / 4)
         .unwrap_or(u32::MAX)
         .saturating_add(request.max_tokens);
-    let Some(waited) = limiter.admit(tokens, cancel).await else {
-        return Ok(finish(
+    // Cancelled before any reply: a finish with nothing received.
+    let nothing = |details| {
+        Ok(finish(
             FinishReason::Cancelled,
             Reply::default(),
             start,
             None,
             None,
             details,
-        ));
+        ))
+    };
+    let Some(waited) = limiter.admit(tokens, cancel).await else {
+        return nothing(details);
     };
     if waited >= std::time::Duration::from_millis(100) {
         let (limits, source) = limiter.limits();
@@ -235,16 +239,7 @@ async fn drive(
     details.retries = retry_notes;
     let mut resp = match posted {
         Ok(r) => r,
-        Err(Error::Cancelled) => {
-            return Ok(finish(
-                FinishReason::Cancelled,
-                Reply::default(),
-                start,
-                None,
-                None,
-                details,
-            ));
-        }
+        Err(Error::Cancelled) => return nothing(details),
         Err(e) => return Err(p.redact_error(e)),
     };
     limiter.learn(&resp.headers);

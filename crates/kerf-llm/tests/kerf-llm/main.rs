@@ -475,14 +475,20 @@ fn a_key_the_server_echoes_back_is_redacted() {
     assert!(!format!("{:?}", provider(&server, Kind::Openai)).contains("PLANTED"));
 }
 
-#[test]
-fn cancellation_mid_stream_keeps_the_text() {
+/// The complete OpenAI transcript, one event every 300 ms (the first entity arrives before
+/// 700 ms, the second well after).
+fn slow_complete_stream() -> Server {
     let body = transcript("openai-complete.sse");
     let parts: Vec<Vec<u8>> = String::from_utf8_lossy(&body)
         .split_inclusive("\n\n")
         .map(|s| s.as_bytes().to_vec())
         .collect();
-    let server = Server::start(vec![Act::sse(200, parts).gap(Duration::from_millis(300))]);
+    Server::start(vec![Act::sse(200, parts).gap(Duration::from_millis(300))])
+}
+
+#[test]
+fn cancellation_mid_stream_keeps_the_text() {
+    let server = slow_complete_stream();
     let p = provider(&server, Kind::Openai);
     let cancel = CancelToken::new();
     let c = cancel.clone();
@@ -544,12 +550,7 @@ fn a_rate_limit_the_api_announces_holds_back_the_next_requests() {
 fn dropping_a_run_stops_it_where_it_is() {
     // The caller stops waiting (a timeout of its own, a window closed): the future is dropped,
     // the request closed, and the text that arrived before is what the caller saw.
-    let body = transcript("openai-complete.sse");
-    let parts: Vec<Vec<u8>> = String::from_utf8_lossy(&body)
-        .split_inclusive("\n\n")
-        .map(|s| s.as_bytes().to_vec())
-        .collect();
-    let server = Server::start(vec![Act::sse(200, parts).gap(Duration::from_millis(300))]);
+    let server = slow_complete_stream();
     let p = provider(&server, Kind::Openai);
     let req = json_request();
     let cancel = CancelToken::new();
