@@ -10,7 +10,7 @@
 //! request. Retries (the `backon` crate) happen only before any reply byte has been taken: a
 //! reply that started and then failed is the caller's to report, never silently re-bought.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -271,10 +271,7 @@ impl Failure {
                 status,
                 retry_after,
                 ..
-            } => {
-                (*status == 429 || *status >= 500)
-                    && retry_after.is_none_or(|a| a <= config.retry_after_max)
-            }
+            } => retried_status(*status) && retry_after.is_none_or(|a| a <= config.retry_after_max),
             Failure::Transport { never_sent, .. } => *never_sent,
         }
     }
@@ -300,7 +297,7 @@ impl Failure {
                 status,
                 message,
                 retry_after: Some(a),
-            } if a > config.retry_after_max && (status == 429 || status >= 500) => Error::Http {
+            } if a > config.retry_after_max && retried_status(status) => Error::Http {
                 status,
                 message: format!(
                     "{message} (the server asks to retry after {} s, longer than Kerf waits)",
@@ -325,7 +322,13 @@ impl Failure {
     }
 }
 
-/// What reqwest's error means to a user (its source chain, without the URL it repeats).
+/// Statuses worth asking again: rate limited, or the server's own failure.
+fn retried_status(status: u16) -> bool {
+    status == 429 || status >= 500
+}
+
+/// What reqwest's error means to a user: its source chain (the callers name the URL), or its
+/// own text when it has no source.
 fn describe(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         return format!("timed out ({})", source_chain(e));
@@ -396,11 +399,13 @@ async fn attempt(
             .map(|(_, v)| v.clone())
     };
     let status = resp.status().as_u16();
+    let content_type = header("content-type").unwrap_or_default();
+    let asked_wait = header("retry-after").as_deref().and_then(retry_after);
     let mut out = Response {
         status,
-        content_type: header("content-type").unwrap_or_default(),
+        content_type,
         retries: Vec::new(),
-        headers: headers.clone(),
+        headers,
         inner: resp,
         idle: config.idle_timeout,
         deadline: Instant::now() + config.max_duration,
@@ -421,7 +426,7 @@ async fn attempt(
     Err(Failure::Status {
         status,
         message: error_message(&body),
-        retry_after: header("retry-after").as_deref().and_then(retry_after),
+        retry_after: asked_wait,
     })
 }
 
@@ -436,7 +441,6 @@ pub async fn post(
 ) -> Result<Response> {
     let client = client(config)?;
     let retries = RefCell::new(Vec::<Retry>::new());
-    let count = Cell::new(0u32);
     let backoff = ExponentialBuilder::default()
         .with_min_delay(config.backoff_base)
         .with_max_delay(config.backoff_max)
@@ -459,9 +463,8 @@ pub async fn post(
             })
         })
         .notify(|f: &Failure, delay: Duration| {
-            count.set(count.get() + 1);
             let r = Retry {
-                attempt: count.get(),
+                attempt: retries.borrow().len() as u32 + 1,
                 delay,
                 why: f.why(),
             };
@@ -478,7 +481,7 @@ pub async fn post(
             resp.retries = retries.take();
             Ok(resp)
         }
-        Err(f) => Err(f.into_error(&req.url, count.get(), config)),
+        Err(f) => Err(f.into_error(&req.url, retries.borrow().len() as u32, config)),
     }
 }
 

@@ -189,9 +189,9 @@ pub fn for_provider(name: &str, base_url: &str, configured: RateLimits) -> Arc<L
         .unwrap_or_else(|e| e.into_inner());
     let key = (name.to_string(), base_url.to_string());
     if let Some(l) = all.get(&key) {
-        let (_, source) = l.limits();
+        let (limits, source) = l.limits();
         let stale = match source {
-            LimitSource::Configured => l.limits().0 != configured,
+            LimitSource::Configured => limits != configured,
             LimitSource::None | LimitSource::Learned => !configured.is_empty(),
         };
         if !stale {
