@@ -39,6 +39,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         kerf_llm::details::StructuredRun,
         kerf_llm::providers::Kind,
         kerf_llm::providers::Structured,
+        kerf_llm::providers::Api,
         kerf_store::Status,
         // Runs.
         runs::wire::RunOptions,

@@ -1,18 +1,28 @@
 //! Provider lint: what a schema uses that a provider's structured-output mode rejects, silently
-//! ignores, or that Kerf's export must rewrite — and the OpenAI strict-mode rewrite itself.
+//! ignores, or that Kerf must rewrite before sending — and the rewrites themselves
+//! ([`openai_strict`], [`anthropic_strict`], [`gemini_json_schema`], [`gemini_schema`]). Whatever
+//! a rewrite relaxes, Kerf still enforces: every reply is validated against the prompt's original
+//! schema.
 //!
 //! The rules follow each provider's documented subset:
 //! - **openai** (`response_format: json_schema`, `strict: true`): the root must be an object and
 //!   not a union; every object needs `additionalProperties: false` and every property listed in
 //!   `required`; `oneOf` is not accepted (`anyOf` is); `allOf`, `not`, `if`/`then`/`else`,
-//!   `dependentSchemas` and `patternProperties` are not supported; string length, object size and
-//!   `uniqueItems`/`contains` constraints are not supported; at most 10 levels of nesting.
-//! - **anthropic** (forced tool use): `input_schema` must be an object at the root; constraints are
-//!   not enforced while generating (Kerf validates after).
-//! - **gemini** (`responseSchema`, an OpenAPI 3.0 subset): `type`, `format`, `description`,
-//!   `nullable`, `enum`, `properties`, `required`, `propertyOrdering`, `items`, `minItems`,
-//!   `maxItems`, `minimum`, `maximum`, `anyOf`; anything else (`oneOf`, `const`, `$ref`,
-//!   `additionalProperties`, type arrays) is rejected or ignored.
+//!   `dependentSchemas` and `patternProperties` are not supported; string length, object size,
+//!   `prefixItems` and `uniqueItems`/`contains` are not supported; `format` only from
+//!   [`OPENAI_FORMATS`]; at most 10 levels of nesting, 5,000 properties, 1,000 enum values and
+//!   120,000 characters of names and values in all.
+//! - **anthropic** (native `output_config.format` and strict tools share one subset): the root
+//!   must be an object; every object needs `additionalProperties: false`; `oneOf` is not accepted
+//!   (`anyOf` is); numeric bounds, string length, `maxItems` and `minItems` above 1 are rejected
+//!   with a 400; `format` only from [`ANTHROPIC_FORMATS`]; at most 24 optional properties and 16
+//!   union-typed properties in a schema.
+//! - **gemini** (`responseJsonSchema`, the default): JSON Schema with `$ref`/`$defs`, `anyOf`,
+//!   `oneOf`, `additionalProperties`, type arrays, `prefixItems` and bounds; `const` is not
+//!   supported (a one-value `enum` is); other keywords are ignored. The fallback `responseSchema`
+//!   is an OpenAPI 3.0 subset: `type`, `format`, `description`, `nullable`, `enum`, `properties`,
+//!   `required`, `propertyOrdering`, `items`, `minItems`, `maxItems`, `minimum`, `maximum`,
+//!   `anyOf` only ([`gemini_schema`] rewrites into it).
 //! - **trustgraph** (the production side of a prompt: TrustGraph's `PromptManager`): it validates
 //!   replies with the full JSON Schema, so a schema's keywords need no finding; the prompt file's
 //!   shape can (`prompt_file`: a schema under `object-schema` is never used in production).
@@ -181,6 +191,199 @@ const OPENAI_DROPPED: &[&str] = &[
     "unevaluatedItems",
     "propertyNames",
 ];
+/// The `format` values OpenAI's strict mode accepts.
+pub const OPENAI_FORMATS: &[&str] = &[
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+];
+/// OpenAI's documented size limits for one strict schema.
+const OPENAI_MAX_PROPERTIES: usize = 5_000;
+const OPENAI_MAX_ENUM_VALUES: usize = 1_000;
+const OPENAI_MAX_CHARS: usize = 120_000;
+/// An enum with more values than this may hold at most `OPENAI_MAX_BIG_ENUM_CHARS` characters.
+const OPENAI_BIG_ENUM: usize = 250;
+const OPENAI_MAX_BIG_ENUM_CHARS: usize = 15_000;
+
+/// The `format` values Anthropic's structured outputs accept.
+pub const ANTHROPIC_FORMATS: &[&str] = &[
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "uri",
+    "ipv4",
+    "ipv6",
+    "uuid",
+];
+/// Keywords Anthropic's schema compiler rejects with a 400 (or cannot compile).
+const ANTHROPIC_REJECTED: &[&str] = &[
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "patternProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "contains",
+    "minContains",
+    "maxContains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+];
+/// Anthropic's documented complexity limits for one schema.
+pub const ANTHROPIC_MAX_OPTIONAL: usize = 24;
+pub const ANTHROPIC_MAX_UNIONS: usize = 16;
+
+/// What in a schema passes OpenAI's size limits for one strict schema: (keyword, message).
+fn openai_size(schema: &Value) -> Vec<(&'static str, String)> {
+    let (mut properties, mut enum_values, mut chars) = (0usize, 0usize, 0usize);
+    let mut big_enums = Vec::new();
+    let text_len = |v: &Value| match v {
+        Value::String(s) => s.chars().count(),
+        other => other.to_string().len(),
+    };
+    walk(schema, "", 0, &mut |node, p, _| {
+        let Some(m) = node.as_object() else { return };
+        for key in ["properties", "$defs", "definitions"] {
+            if let Some(names) = m.get(key).and_then(Value::as_object) {
+                if key == "properties" {
+                    properties += names.len();
+                }
+                chars += names.keys().map(|k| k.chars().count()).sum::<usize>();
+            }
+        }
+        if let Some(values) = m.get("enum").and_then(Value::as_array) {
+            enum_values += values.len();
+            let len: usize = values.iter().map(text_len).sum();
+            chars += len;
+            if values.len() > OPENAI_BIG_ENUM && len > OPENAI_MAX_BIG_ENUM_CHARS {
+                big_enums.push((p.to_string(), values.len(), len));
+            }
+        }
+        if let Some(c) = m.get("const") {
+            chars += text_len(c);
+        }
+    });
+    let mut out = Vec::new();
+    if properties > OPENAI_MAX_PROPERTIES {
+        out.push(("properties", format!("{properties} properties; strict mode allows at most {OPENAI_MAX_PROPERTIES} in one schema")));
+    }
+    if enum_values > OPENAI_MAX_ENUM_VALUES {
+        out.push(("enum", format!("{enum_values} enum values; strict mode allows at most {OPENAI_MAX_ENUM_VALUES} in one schema")));
+    }
+    if chars > OPENAI_MAX_CHARS {
+        out.push(("properties", format!("{chars} characters of property names, definition names, enum and const values; strict mode allows at most {OPENAI_MAX_CHARS}")));
+    }
+    for (p, n, len) in big_enums {
+        out.push(("enum", format!("the enum at {p} has {n} values of {len} characters; past {OPENAI_BIG_ENUM} values strict mode allows at most {OPENAI_MAX_BIG_ENUM_CHARS} characters")));
+    }
+    out
+}
+
+/// Why Anthropic refuses `keyword: value` in a schema node, if it does.
+fn anthropic_unsupported(keyword: &str, value: &Value) -> Option<String> {
+    if ANTHROPIC_REJECTED.contains(&keyword) {
+        return Some(format!(
+            "`{keyword}` is rejected by Anthropic's schema subset"
+        ));
+    }
+    match keyword {
+        "minItems" if value.as_u64().is_some_and(|n| n > 1) => {
+            Some(format!("`minItems: {value}`: only 0 or 1 is accepted"))
+        }
+        "format"
+            if !value
+                .as_str()
+                .is_some_and(|f| ANTHROPIC_FORMATS.contains(&f)) =>
+        {
+            Some(format!("`format: {value}` is not one Anthropic accepts"))
+        }
+        _ => None,
+    }
+}
+
+/// Keywords Gemini's `responseJsonSchema` reads (others are ignored).
+const GEMINI_JSON_SCHEMA_KEYWORDS: &[&str] = &[
+    "$id",
+    "$defs",
+    "$ref",
+    "$anchor",
+    "$schema",
+    "definitions",
+    "type",
+    "format",
+    "title",
+    "description",
+    "enum",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+    "anyOf",
+    "oneOf",
+    "properties",
+    "additionalProperties",
+    "required",
+    "propertyOrdering",
+];
+
+/// How many optional and union-typed properties a schema has (Anthropic counts both).
+struct Complexity {
+    optional: usize,
+    unions: usize,
+}
+
+fn complexity(schema: &Value) -> Complexity {
+    let mut c = Complexity {
+        optional: 0,
+        unions: 0,
+    };
+    walk(schema, "", 0, &mut |node, _, _| {
+        let Some(m) = node.as_object() else { return };
+        if let Some(props) = m.get("properties").and_then(Value::as_object) {
+            let required: Vec<&str> = m
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            c.optional += props
+                .keys()
+                .filter(|k| !required.contains(&k.as_str()))
+                .count();
+        }
+        if m.contains_key("anyOf")
+            || m.contains_key("oneOf")
+            || m.get("type").is_some_and(Value::is_array)
+        {
+            c.unions += 1;
+        }
+    });
+    c
+}
+
 const GEMINI_KEYWORDS: &[&str] = &[
     "type",
     "format",
@@ -255,6 +458,22 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                 if m.contains_key("oneOf") {
                     add(Severity::Rewrite, p, "oneOf", "`oneOf` is not supported; the export uses `anyOf` (equivalent when branches are discriminated by `type`)".into());
                 }
+                if m.contains_key("prefixItems") {
+                    add(Severity::Rewrite, p, "prefixItems", "`prefixItems` (tuples) is not supported; Kerf sends `items` as an `anyOf` of the tuple's members and checks the order after the reply".into());
+                }
+                if let Some(f) = m.get("format")
+                    && !f.as_str().is_some_and(|f| OPENAI_FORMATS.contains(&f))
+                {
+                    add(
+                        Severity::Rewrite,
+                        p,
+                        "format",
+                        format!(
+                            "`format: {f}` is not one strict mode accepts ({}); Kerf removes it and checks it after the reply",
+                            OPENAI_FORMATS.join(", ")
+                        ),
+                    );
+                }
                 if is_object_schema(m) {
                     if m.get("additionalProperties") != Some(&Value::Bool(false)) {
                         add(
@@ -284,6 +503,9 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                     }
                 }
             });
+            for problem in openai_size(schema) {
+                add(Severity::Error, "", problem.0, problem.1);
+            }
         }
         Provider::Anthropic => {
             if !root_is_plain_object(schema) {
@@ -291,68 +513,76 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                     Severity::Rewrite,
                     "",
                     "type",
-                    "a tool's `input_schema` must be an object at the root; the export wraps it"
-                        .into(),
+                    "the root must be an object (not an array or a union); Kerf wraps it".into(),
                 );
             }
             walk(schema, "", 0, &mut |node, p, _| {
                 let Some(m) = node.as_object() else { return };
-                for k in [
-                    "minLength",
-                    "maxLength",
-                    "pattern",
-                    "minimum",
-                    "maximum",
-                    "multipleOf",
-                    "minItems",
-                    "maxItems",
-                ] {
-                    if m.contains_key(k) {
+                for (k, v) in m {
+                    if let Some(why) = anthropic_unsupported(k, v) {
+                        add(
+                            Severity::Rewrite,
+                            p,
+                            k,
+                            format!(
+                                "{why}; Kerf moves it into the `description` (the model still reads it) and checks it after the reply"
+                            ),
+                        );
+                    }
+                }
+                if m.contains_key("oneOf") {
+                    add(Severity::Rewrite, p, "oneOf", "`oneOf` is not supported; Kerf sends `anyOf` (equivalent when branches are discriminated by `type`)".into());
+                }
+                if is_object_schema(m) && m.get("additionalProperties") != Some(&Value::Bool(false))
+                {
+                    add(
+                        Severity::Rewrite,
+                        p,
+                        "additionalProperties",
+                        "every object needs `additionalProperties: false`; Kerf adds it".into(),
+                    );
+                }
+            });
+            let c = complexity(schema);
+            if c.optional > ANTHROPIC_MAX_OPTIONAL {
+                add(
+                    Severity::Error,
+                    "",
+                    "required",
+                    format!(
+                        "{} optional properties; Anthropic compiles at most {ANTHROPIC_MAX_OPTIONAL} in one schema (make some required, or split the prompt)",
+                        c.optional
+                    ),
+                );
+            }
+            if c.unions > ANTHROPIC_MAX_UNIONS {
+                add(
+                    Severity::Error,
+                    "",
+                    "anyOf",
+                    format!(
+                        "{} properties with union types (`anyOf`/`oneOf` or a type array); Anthropic compiles at most {ANTHROPIC_MAX_UNIONS} in one schema",
+                        c.unions
+                    ),
+                );
+            }
+        }
+        Provider::Gemini => {
+            walk(schema, "", 0, &mut |node, p, _| {
+                let Some(m) = node.as_object() else { return };
+                for k in m.keys() {
+                    if k == "const" {
+                        add(Severity::Rewrite, p, k, "`const` is not supported by `responseJsonSchema`; Kerf sends a one-value `enum`".into());
+                    } else if !GEMINI_JSON_SCHEMA_KEYWORDS.contains(&k.as_str()) {
                         add(
                             Severity::Ignored,
                             p,
                             k,
                             format!(
-                                "`{k}` is not enforced during generation with forced tool use; Kerf validates it after the reply"
+                                "`{k}` is ignored by `responseJsonSchema` (not enforced while generating; Kerf validates it after the reply)"
                             ),
                         );
                     }
-                }
-            });
-        }
-        Provider::Gemini => {
-            walk(schema, "", 0, &mut |node, p, _| {
-                let Some(m) = node.as_object() else { return };
-                for (k, v) in m {
-                    if GEMINI_KEYWORDS.contains(&k.as_str()) {
-                        if k == "type" && v.is_array() {
-                            add(Severity::Error, p, k, "type arrays (`[\"string\", \"null\"]`) are not accepted; use a single type with `nullable: true`".into());
-                        }
-                        continue;
-                    }
-                    let hint = match k.as_str() {
-                        "oneOf" => " (use `anyOf`)",
-                        "const" => " (use `enum` with one value)",
-                        "$ref" | "$defs" | "definitions" => " (inline the definitions)",
-                        "additionalProperties" => {
-                            " (Gemini cannot forbid extra properties; Kerf's validation will)"
-                        }
-                        _ => "",
-                    };
-                    let severity = if matches!(
-                        k.as_str(),
-                        "$schema" | "$id" | "$comment" | "examples" | "default"
-                    ) {
-                        Severity::Ignored
-                    } else {
-                        Severity::Error
-                    };
-                    add(
-                        severity,
-                        p,
-                        k,
-                        format!("`{k}` is outside Gemini's response-schema subset{hint}"),
-                    );
                 }
             });
         }
@@ -493,7 +723,47 @@ pub fn wrap_key(schema: &Value) -> &'static str {
 
 /// Rewrite `schema` into one OpenAI's strict mode accepts, listing every change and blocker.
 pub fn openai_strict(schema: &Value) -> Rewrite {
-    let findings = lint(schema, Provider::Openai);
+    strict_rewrite(schema, Provider::Openai, &mut openai_node)
+}
+
+/// Rewrite `schema` into Anthropic's structured-output subset (the same for native
+/// `output_config.format` and a strict tool's `input_schema`): a non-object root wrapped, `oneOf`
+/// as `anyOf`, every object closed with `additionalProperties: false`, and each keyword Anthropic
+/// rejects moved into the node's `description` — the model still reads the constraint, and Kerf
+/// enforces it by validating the reply against the original schema.
+pub fn anthropic_strict(schema: &Value) -> Rewrite {
+    strict_rewrite(schema, Provider::Anthropic, &mut anthropic_node)
+}
+
+/// Rewrite `schema` for Gemini's `responseJsonSchema`: only `const`, which it does not accept,
+/// becomes a one-value `enum`; the rest of JSON Schema goes as written (what Gemini ignores, the
+/// lint lists and Kerf validates after).
+pub fn gemini_json_schema(schema: &Value) -> Rewrite {
+    let mut out = schema.clone();
+    if let Value::Object(m) = &mut out {
+        m.remove("$schema");
+    }
+    rewrite_tree(&mut out, &mut |m| {
+        if let Some(c) = m.remove("const") {
+            m.insert("enum".into(), json!([c]));
+        }
+    });
+    Rewrite {
+        schema: out,
+        findings: lint(schema, Provider::Gemini),
+        wrapped_in: None,
+        too_large: false,
+    }
+}
+
+/// The strict dialects (OpenAI's, Anthropic's): wrap a non-object root, drop `$schema`, rewrite
+/// every subschema with `node`, and report the lint's findings as the changes made.
+fn strict_rewrite(
+    schema: &Value,
+    provider: Provider,
+    node: &mut dyn FnMut(&mut Map<String, Value>),
+) -> Rewrite {
+    let findings = lint(schema, provider);
     let wrapped_in = (!root_is_plain_object(schema)).then(|| wrap_key(schema));
     let mut out = match wrapped_in {
         None => schema.clone(),
@@ -502,7 +772,7 @@ pub fn openai_strict(schema: &Value) -> Rewrite {
     if let Value::Object(m) = &mut out {
         m.remove("$schema");
     }
-    strictify(&mut out);
+    rewrite_tree(&mut out, node);
     Rewrite {
         schema: out,
         findings,
@@ -511,13 +781,52 @@ pub fn openai_strict(schema: &Value) -> Rewrite {
     }
 }
 
-fn strictify(node: &mut Value) {
+/// Apply `f` to every subschema, parents before children (so what `f` adds, such as `items`
+/// made from `prefixItems`, is visited too).
+fn rewrite_tree(node: &mut Value, f: &mut dyn FnMut(&mut Map<String, Value>)) {
     let Value::Object(m) = node else { return };
+    f(m);
+    for (key, child) in m.iter_mut() {
+        match key.as_str() {
+            "properties" | "$defs" | "definitions" => {
+                if let Value::Object(sub) = child {
+                    sub.values_mut().for_each(|c| rewrite_tree(c, f));
+                }
+            }
+            "items" | "additionalProperties" => rewrite_tree(child, f),
+            "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
+                if let Value::Array(a) = child {
+                    a.iter_mut().for_each(|c| rewrite_tree(c, f));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `oneOf` becomes `anyOf` (strict dialects accept only the latter).
+fn one_of_as_any_of(m: &mut Map<String, Value>) {
     if let Some(branches) = m.remove("oneOf") {
         m.insert("anyOf".into(), branches);
     }
+}
+
+/// One subschema in OpenAI's strict dialect.
+fn openai_node(m: &mut Map<String, Value>) {
+    one_of_as_any_of(m);
     for k in OPENAI_DROPPED {
         m.remove(*k);
+    }
+    // A tuple: its members as the items' alternatives (the order is checked after the reply).
+    if let Some(Value::Array(members)) = m.remove("prefixItems")
+        && !m.contains_key("items")
+    {
+        m.insert("items".into(), json!({ "anyOf": members }));
+    }
+    if m.get("format")
+        .is_some_and(|f| !f.as_str().is_some_and(|f| OPENAI_FORMATS.contains(&f)))
+    {
+        m.remove("format");
     }
     if is_object_schema(m) {
         m.insert("additionalProperties".into(), Value::Bool(false));
@@ -538,21 +847,35 @@ fn strictify(node: &mut Value) {
             m.insert("required".into(), Value::Array(required));
         }
     }
-    for (key, child) in m.iter_mut() {
-        match key.as_str() {
-            "properties" | "$defs" | "definitions" => {
-                if let Value::Object(sub) = child {
-                    sub.values_mut().for_each(strictify);
-                }
-            }
-            "items" | "additionalProperties" => strictify(child),
-            "anyOf" | "prefixItems" => {
-                if let Value::Array(a) = child {
-                    a.iter_mut().for_each(strictify);
-                }
-            }
-            _ => {}
+}
+
+/// One subschema in Anthropic's dialect: rejected keywords become description text.
+fn anthropic_node(m: &mut Map<String, Value>) {
+    one_of_as_any_of(m);
+    let rejected: Vec<String> = m
+        .iter()
+        .filter(|(k, v)| anthropic_unsupported(k, v).is_some())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let mut moved = Vec::new();
+    for k in rejected {
+        if let Some(v) = m.remove(&k) {
+            moved.push(format!("{k}: {v}"));
         }
+    }
+    if is_object_schema(m)
+        && let Some(extra) = m.insert("additionalProperties".into(), Value::Bool(false))
+        && extra != Value::Bool(false)
+    {
+        moved.push(format!("additionalProperties: {extra}"));
+    }
+    if !moved.is_empty() {
+        let constraint = format!("Constraints: {}.", moved.join("; "));
+        let description = match m.get("description").and_then(Value::as_str) {
+            Some(d) if !d.is_empty() => format!("{d} {constraint}"),
+            _ => constraint,
+        };
+        m.insert("description".into(), Value::String(description));
     }
 }
 
@@ -579,6 +902,53 @@ fn make_nullable(prop: &mut Value) {
     {
         values.push(Value::Null);
     }
+}
+
+/// What Gemini's older `responseSchema` (an OpenAPI 3.0 subset) would reject or ignore in
+/// `schema`: everything outside [`GEMINI_KEYWORDS`] and type arrays.
+fn response_schema_findings(schema: &Value) -> Vec<Finding> {
+    let mut out = Vec::new();
+    walk(schema, "", 0, &mut |node, p, _| {
+        let Some(m) = node.as_object() else { return };
+        let mut add = |severity, keyword: &str, message: String| {
+            out.push(Finding {
+                provider: Provider::Gemini,
+                severity,
+                pointer: if p.is_empty() { "/".into() } else { p.into() },
+                keyword: keyword.into(),
+                message,
+            })
+        };
+        for (k, v) in m {
+            if GEMINI_KEYWORDS.contains(&k.as_str()) {
+                if k == "type" && v.is_array() {
+                    add(Severity::Rewrite, k, "type arrays are not accepted by `responseSchema`; Kerf sends one type with `nullable: true`".into());
+                }
+                continue;
+            }
+            let (severity, what) = match k.as_str() {
+                "oneOf" => (Severity::Rewrite, "Kerf sends `anyOf`"),
+                "const" => (Severity::Rewrite, "Kerf sends a one-value `enum`"),
+                "$ref" | "$defs" | "definitions" => {
+                    (Severity::Rewrite, "Kerf inlines the definitions")
+                }
+                "additionalProperties" => (
+                    Severity::Ignored,
+                    "Gemini cannot forbid extra properties there; Kerf's validation does",
+                ),
+                _ => (
+                    Severity::Ignored,
+                    "dropped; Kerf validates it after the reply",
+                ),
+            };
+            add(
+                severity,
+                k,
+                format!("`{k}` is outside `responseSchema`'s subset: {what}"),
+            );
+        }
+    });
+    out
 }
 
 /// Rewrite `schema` into Gemini's response-schema subset (an OpenAPI 3.0 dialect): local `$ref`s
@@ -654,7 +1024,7 @@ pub fn gemini_schema(schema: &Value) -> Rewrite {
     }
     let mut budget = MAX_REWRITE_NODES;
     let rewritten = convert(schema, schema, 0, &mut budget);
-    let mut findings = lint(schema, Provider::Gemini);
+    let mut findings = response_schema_findings(schema);
     let too_large = budget == 0;
     if too_large {
         findings.insert(

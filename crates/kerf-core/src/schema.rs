@@ -471,6 +471,123 @@ fn with_definitions(root: &Value, sub: &Value) -> Value {
     Value::Object(out)
 }
 
+/// Correct, in place, each string in `value` that differs from its subschema's `enum` or
+/// `const` only in letter case (and matches exactly one allowed value that way); every
+/// correction as `POINTER: "was" → "now"`. For providers that do not guarantee the case of
+/// enum values (Anthropic): opt-in, reported, and the reply as received is kept unchanged.
+/// Union branches are tried in turn; the first whose constants agree after folding is used.
+pub fn fold_enum_case(schema: &Value, value: &mut Value) -> Vec<String> {
+    let mut out = Vec::new();
+    fold(schema, schema, value, "", &mut out, 0);
+    out
+}
+
+fn allowed_strings(node: &Map<String, Value>) -> Vec<&str> {
+    let mut allowed: Vec<&str> = node
+        .get("enum")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if let Some(c) = node.get("const").and_then(Value::as_str) {
+        allowed.push(c);
+    }
+    allowed
+}
+
+/// How many of `value`'s properties break their `enum`/`const` in branch `node` (shallow: what
+/// tells a discriminated union's branches apart).
+fn constant_mismatches(root: &Value, node: &Value, value: &Value) -> usize {
+    let node = resolve_local_ref(root, node).unwrap_or(node);
+    let (Some(props), Some(obj)) = (
+        node.get("properties").and_then(Value::as_object),
+        value.as_object(),
+    ) else {
+        return 0;
+    };
+    props
+        .iter()
+        .filter(|(k, sub)| {
+            let sub = resolve_local_ref(root, sub).unwrap_or(sub);
+            let allowed = sub.as_object().map(allowed_strings).unwrap_or_default();
+            match obj.get(k.as_str()).and_then(Value::as_str) {
+                Some(s) => !allowed.is_empty() && !allowed.contains(&s),
+                None => false,
+            }
+        })
+        .count()
+}
+
+fn fold(
+    root: &Value,
+    node: &Value,
+    value: &mut Value,
+    pointer: &str,
+    out: &mut Vec<String>,
+    depth: usize,
+) {
+    // Recursive schemas: a reply is finite, but a `$ref` cycle on a scalar is not.
+    if depth > 64 {
+        return;
+    }
+    let node = resolve_local_ref(root, node).unwrap_or(node);
+    let Value::Object(m) = node else { return };
+    if let Value::String(s) = value {
+        let allowed = allowed_strings(m);
+        if !allowed.is_empty() && !allowed.contains(&s.as_str()) {
+            let lower = s.to_lowercase();
+            let same: Vec<&&str> = allowed
+                .iter()
+                .filter(|a| a.to_lowercase() == lower)
+                .collect();
+            if let [only] = same.as_slice() {
+                let at = if pointer.is_empty() { "/" } else { pointer };
+                out.push(format!("{at}: {s:?} → {only:?}"));
+                *s = only.to_string();
+            }
+        }
+    }
+    if let Some(Value::Array(all)) = m.get("allOf") {
+        for b in all {
+            fold(root, b, value, pointer, out, depth + 1);
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some(Value::Array(branches)) = m.get(key) else {
+            continue;
+        };
+        for b in branches {
+            let mut tried = value.clone();
+            let mut notes = Vec::new();
+            fold(root, b, &mut tried, pointer, &mut notes, depth + 1);
+            if constant_mismatches(root, b, &tried) == 0 {
+                *value = tried;
+                out.extend(notes);
+                break;
+            }
+        }
+    }
+    match value {
+        Value::Object(obj) => {
+            if let Some(props) = m.get("properties").and_then(Value::as_object) {
+                for (k, sub) in props {
+                    if let Some(v) = obj.get_mut(k) {
+                        let esc = k.replace('~', "~0").replace('/', "~1");
+                        fold(root, sub, v, &format!("{pointer}/{esc}"), out, depth + 1);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(sub) = m.get("items") {
+                for (i, v) in items.iter_mut().enumerate() {
+                    fold(root, sub, v, &format!("{pointer}/{i}"), out, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -472,10 +472,12 @@ pub fn run(
         build_constraint(&loaded, &req.constraint, config.prefer_gbnf, on_event)?;
     details.constraint = Some(constraint_details);
     let seed = req.seed.unwrap_or(0) as u32;
-    let mut chain = (req.temperature > 0.0).then(|| {
+    // No temperature set is greedy here: reruns on the local model stay comparable.
+    let temperature = req.temperature.unwrap_or(0.0);
+    let mut chain = (temperature > 0.0).then(|| {
         LlamaSampler::chain_simple([
-            LlamaSampler::top_p(req.top_p.clamp(0.0, 1.0), 1),
-            LlamaSampler::temp(req.temperature),
+            LlamaSampler::top_p(req.top_p.unwrap_or(1.0).clamp(0.0, 1.0), 1),
+            LlamaSampler::temp(temperature),
             LlamaSampler::dist(seed),
         ])
     });

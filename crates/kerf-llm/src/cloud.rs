@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::details::{CloudDetails, RunDetails, StructuredRun};
 use crate::http::{self, Chunk, HttpConfig, HttpRequest};
-use crate::providers::{Kind, ProviderDef, Structured};
+use crate::providers::{Kind, ProviderDef, Structured, schema_hash};
 use crate::ratelimit;
 use crate::secrets::{self, Key};
 use crate::sse::{self, SseError, SseEvent};
@@ -21,12 +21,37 @@ use crate::{
 mod anthropic;
 mod gemini;
 mod openai;
+mod responses;
+
+/// Turns a schema into llama.cpp's GBNF (`jsonl`: one object per line): the `grammar` mode's
+/// grammar. The converter is llama.cpp's own, so it comes from the engine crate, which the
+/// front ends plug in here.
+pub type GrammarFn = fn(&Value, bool) -> Result<String>;
 
 /// A configured cloud or server provider with its key resolved.
 pub struct CloudProvider {
     pub def: ProviderDef,
     key: Option<Key>,
     pub http: HttpConfig,
+    /// What writes the `grammar` mode's grammar (`None`: the mode is refused with a clear error).
+    pub grammar: Option<GrammarFn>,
+}
+
+/// Anthropic models with native structured outputs: all but those released before them (the
+/// Claude 3 family, and Opus/Sonnet 4.0 and Opus 4.1).
+fn anthropic_native_outputs(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let older = [
+        "claude-3",
+        "claude-2",
+        "claude-instant",
+        "claude-opus-4-0",
+        "claude-sonnet-4-0",
+        "claude-opus-4-1",
+        "claude-opus-4-2025",
+        "claude-sonnet-4-2025",
+    ];
+    !older.iter().any(|o| m.starts_with(o))
 }
 
 impl std::fmt::Debug for CloudProvider {
@@ -51,6 +76,7 @@ impl CloudProvider {
             def,
             key,
             http: HttpConfig::default(),
+            grammar: None,
         }
     }
 
@@ -59,44 +85,109 @@ impl CloudProvider {
         self.key.as_ref().map(|k| k.source.to_string())
     }
 
-    /// The structured-output mode a run with `constraint` uses, and why.
-    pub fn mode_for(&self, constraint: &Constraint) -> (Structured, &'static str) {
-        let Constraint::Json(_) = constraint else {
-            return (
-                Structured::None,
-                match constraint {
-                    Constraint::Jsonl(_) => {
-                        "JSONL has no structured-output mode at any provider: the prompt alone asks for one object per line"
-                    }
-                    _ => "no constraint asked for",
-                },
-            );
+    /// The structured-output mode a run with `constraint` uses, and why. A probe run with the
+    /// prompt's own schema (`kerf providers probe --prompt`) speaks for runs of that schema;
+    /// otherwise the toy probe, otherwise each kind's default.
+    pub fn mode_for(&self, constraint: &Constraint) -> (Structured, String) {
+        let (schema, jsonl) = match constraint {
+            Constraint::Json(s) => (s, false),
+            Constraint::Jsonl(s) => (s, true),
+            _ => return (Structured::None, "no constraint asked for".into()),
         };
-        if self.def.structured != Structured::Auto {
-            return (self.def.structured, "configured");
+        let kind = self.def.kind;
+        let hash = schema_hash(if jsonl { "jsonl" } else { "json" }, schema);
+        let probe = self.def.probe_for(Some(&hash));
+        let probed = |what: &str| match probe.is_some_and(|p| p.schema.is_some()) {
+            true => format!("probed with this prompt's schema: {what}"),
+            false => format!("probed: {what}"),
+        };
+        if jsonl {
+            // Only a grammar holds JSONL on a server, and only OpenAI-compatible servers take one.
+            return match (self.def.structured, kind) {
+                (Structured::Grammar, _) => (Structured::Grammar, "configured".into()),
+                (Structured::Auto, Kind::Openai)
+                    if probe.is_some_and(|p| p.honours(Structured::Grammar)) =>
+                {
+                    (
+                        Structured::Grammar,
+                        probed("the server holds replies to a grammar, line by line"),
+                    )
+                }
+                (_, Kind::Openai) => (
+                    Structured::None,
+                    "JSONL is held line by line only by a grammar (`--structured grammar`: llama.cpp's server, vLLM); no probe says this server honours one, so the prompt alone asks for one object per line".into(),
+                ),
+                _ => (
+                    Structured::None,
+                    "Anthropic and Gemini have no mode that holds JSONL: the prompt alone asks for one object per line".into(),
+                ),
+            };
         }
-        match self.def.kind {
-            Kind::Openai => match &self.def.probe {
-                Some(p) if p.honours(Structured::JsonSchema) => (
+        if self.def.structured != Structured::Auto {
+            return (self.def.structured, "configured".into());
+        }
+        let honours = |m| probe.is_some_and(|p| p.honours(m));
+        match kind {
+            Kind::Openai => match probe {
+                Some(_) if honours(Structured::JsonSchema) => (
                     Structured::JsonSchema,
-                    "probed: the server honours json_schema",
+                    probed("the server honours json_schema"),
                 ),
-                Some(p) if p.honours(Structured::JsonObjectSchema) => (
+                Some(_) if honours(Structured::JsonObjectSchema) => (
                     Structured::JsonObjectSchema,
-                    "probed: the server rejects or ignores json_schema but holds json_object to a schema",
+                    probed(
+                        "the server rejects or ignores json_schema but holds json_object to a schema",
+                    ),
                 ),
-                Some(p) if p.honours(Structured::JsonObject) => (
+                Some(_) if honours(Structured::Grammar) => (
+                    Structured::Grammar,
+                    probed("the server takes no JSON schema but holds replies to a grammar"),
+                ),
+                Some(_) if honours(Structured::JsonObject) => (
                     Structured::JsonObject,
-                    "probed: the server honours only json_object (any object, not the schema)",
+                    probed("the server honours only json_object (any object, not the schema)"),
                 ),
                 Some(_) => (
                     Structured::None,
-                    "probed: the server honours no structured-output mode",
+                    probed("the server honours no structured-output mode"),
                 ),
-                None => (Structured::JsonSchema, "default (not probed)"),
+                None => (Structured::JsonSchema, "default (not probed)".into()),
             },
-            Kind::Anthropic => (Structured::Tool, "default: a forced tool"),
-            Kind::Gemini => (Structured::JsonSchema, "default: responseSchema"),
+            Kind::Anthropic => match probe {
+                Some(_) if honours(Structured::JsonSchema) => (
+                    Structured::JsonSchema,
+                    probed("native structured outputs honoured"),
+                ),
+                Some(_) if honours(Structured::Tool) => (
+                    Structured::Tool,
+                    probed("native structured outputs not honoured; a forced strict tool is"),
+                ),
+                Some(_) => (
+                    Structured::None,
+                    probed("neither native outputs nor a forced tool honoured"),
+                ),
+                None if anthropic_native_outputs(&self.def.model) => (
+                    Structured::JsonSchema,
+                    "default: native structured outputs (output_config.format)".into(),
+                ),
+                None => (
+                    Structured::Tool,
+                    "default: a forced strict tool (this model predates native structured outputs)"
+                        .into(),
+                ),
+            },
+            Kind::Gemini => match probe {
+                Some(_) if honours(Structured::JsonSchema) => (
+                    Structured::JsonSchema,
+                    probed("responseJsonSchema honoured"),
+                ),
+                Some(_) if honours(Structured::ResponseSchema) => (
+                    Structured::ResponseSchema,
+                    probed("responseJsonSchema not honoured; the older responseSchema is"),
+                ),
+                Some(_) => (Structured::None, probed("no schema mode honoured")),
+                None => (Structured::JsonSchema, "default: responseJsonSchema".into()),
+            },
         }
     }
 
@@ -137,8 +228,13 @@ pub(crate) struct Protocol {
 }
 
 impl Protocol {
-    fn of(kind: Kind) -> Protocol {
-        match kind {
+    fn of(def: &ProviderDef) -> Protocol {
+        match def.kind {
+            Kind::Openai if def.responses_api() => Protocol {
+                build: responses::build,
+                read_event: responses::read_event,
+                read_whole: responses::read_whole,
+            },
             Kind::Openai => Protocol {
                 build: openai::build,
                 read_event: openai::read_event,
@@ -240,7 +336,7 @@ async fn drive(
     let mut resp = match posted {
         Ok(r) => r,
         Err(Error::Cancelled) => return nothing(details),
-        Err(e) => return Err(p.redact_error(e)),
+        Err(e) => return Err(name_rejected_parameter(p, request, p.redact_error(e))),
     };
     limiter.learn(&resp.headers);
     let head_at = Instant::now();
@@ -323,6 +419,9 @@ async fn drive(
         ),
     };
     details.first_byte_seconds = Some(head_at.duration_since(start).as_secs_f64());
+    if let Some(note) = budget_went_to_reasoning(reason, &reply, request.max_tokens) {
+        on_event(Event::Warning(&note));
+    }
     Ok(finish(
         reason,
         reply,
@@ -331,6 +430,74 @@ async fn drive(
         error,
         details,
     ))
+}
+
+/// A reply cut by its budget with nothing in it, from a model that reasoned: the budget went to
+/// reasoning (OpenAI counts reasoning tokens against `max_completion_tokens`).
+fn budget_went_to_reasoning(reason: FinishReason, reply: &Reply, budget: u32) -> Option<String> {
+    let reasoning = reply.usage.and_then(|u| u.reasoning_tokens)?;
+    (reason == FinishReason::Length && reply.text.trim().is_empty() && reasoning > 0).then(|| {
+        format!(
+            "the budget went to reasoning: {reasoning} of {budget} tokens were spent reasoning and none reached the reply; raise --max-tokens or lower --reasoning-effort"
+        )
+    })
+}
+
+/// The sampling parameters a request sends only when set, as the wire names them, with the flag
+/// that sets each.
+const OPTIONAL_PARAMETERS: &[(&str, &str)] = &[
+    ("temperature", "--temperature"),
+    ("top_p", "--top-p"),
+    ("topP", "--top-p"),
+    ("seed", "--seed"),
+    ("reasoning_effort", "--reasoning-effort"),
+    ("reasoning.effort", "--reasoning-effort"),
+    ("thinkingBudget", "--thinking-budget"),
+];
+
+/// A 400 that names a parameter this request set (OpenAI's reasoning models answer
+/// "Unsupported parameter: 'temperature'…"): the error says which one, and how to leave it out.
+fn name_rejected_parameter(p: &CloudProvider, request: &Request, e: Error) -> Error {
+    let Error::Http { status, message } = e else {
+        return e;
+    };
+    let set = |flag: &str| match flag {
+        "--temperature" => request.temperature.is_some(),
+        "--top-p" => request.top_p.is_some(),
+        "--seed" => request.seed.is_some(),
+        "--reasoning-effort" => request.reasoning_effort.is_some(),
+        "--thinking-budget" => request.thinking_budget.is_some(),
+        _ => false,
+    };
+    let named = OPTIONAL_PARAMETERS.iter().find(|(wire, flag)| {
+        set(flag)
+            && (message.contains(&format!("'{wire}'"))
+                || message.contains(&format!("`{wire}`"))
+                || message.contains(&format!("\"{wire}\""))
+                || message.contains(&format!("{wire} ")))
+    });
+    match named {
+        Some((wire, flag)) if status == 400 || status == 422 => Error::Http {
+            status,
+            message: format!(
+                "the model `{}` rejected the parameter `{wire}`: run without {flag} (Kerf sends it only when set) · {message}",
+                p.def.model
+            ),
+        },
+        _ if status == 400
+            && message.contains("max_tokens")
+            && message.contains("max_completion_tokens") =>
+        {
+            Error::Http {
+                status,
+                message: format!(
+                    "the model `{}` takes its budget as `max_completion_tokens`: set `\"max_completion_tokens\": true` on the provider (kerf providers add … --max-completion-tokens) · {message}",
+                    p.def.model
+                ),
+            }
+        }
+        _ => Error::Http { status, message },
+    }
 }
 
 /// `500 requests/min, 30000 tokens/min`.
@@ -420,8 +587,8 @@ impl Provider for CloudProvider {
                 )));
             }
             let (mode, why) = self.mode_for(&request.constraint);
-            let protocol = Protocol::of(self.def.kind);
-            let built = (protocol.build)(self, request, mode, why)?;
+            let protocol = Protocol::of(&self.def);
+            let built = (protocol.build)(self, request, mode, &why)?;
             drive(self, request, built, cancel, on_event, &protocol).await
         })
     }
@@ -490,6 +657,7 @@ pub(crate) fn built(
 pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> CloudDetails {
     CloudDetails {
         protocol: p.def.kind,
+        api: None,
         base_url: p.def.base_url.clone(),
         structured: StructuredRun {
             mode,
@@ -505,6 +673,7 @@ pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> Cl
         usage_source: None,
         wrapped_in: None,
         rate_limit_wait_seconds: None,
+        case_folded: Vec::new(),
     }
 }
 
@@ -526,27 +695,59 @@ pub(crate) fn event_json(data: &str) -> std::result::Result<Value, String> {
     })
 }
 
-/// What `kerf providers probe` sends: a tiny request per structured-output mode, to find out
+/// The modes a probe tries for a kind, asking for `jsonl` or JSON.
+fn probe_modes(kind: Kind, jsonl: bool) -> &'static [Structured] {
+    match (kind, jsonl) {
+        (Kind::Openai, true) => &[Structured::None, Structured::Grammar],
+        (_, true) => &[Structured::None],
+        (Kind::Openai, false) => &[
+            Structured::None,
+            Structured::JsonObject,
+            Structured::JsonObjectSchema,
+            Structured::JsonSchema,
+            Structured::Grammar,
+        ],
+        (Kind::Anthropic, false) => &[Structured::None, Structured::Tool, Structured::JsonSchema],
+        (Kind::Gemini, false) => &[
+            Structured::None,
+            Structured::JsonSchema,
+            Structured::ResponseSchema,
+        ],
+    }
+}
+
+/// What `kerf providers probe` sends: a small request per structured-output mode, to find out
 /// which ones the server really honours (some reject a mode, some accept it and ignore it).
-pub async fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers::Probe {
-    let schema = json!({
+///
+/// Without `target`, a one-field toy schema. With a prompt's constraint (`--prompt`), that
+/// prompt's own schema, rewritten for each mode as a run would send it: "honoured" then means
+/// the reply was valid against the original schema (for JSONL, every whole line), so `auto`
+/// can trust it for runs of that prompt. The verdict carries the schema's hash.
+pub async fn probe(
+    p: &CloudProvider,
+    target: Option<&Constraint>,
+    cancel: &CancelToken,
+) -> crate::providers::Probe {
+    let toy = json!({
         "type": "object",
         "properties": {"probe": {"type": "string", "enum": ["kerf"]}},
         "required": ["probe"],
         "additionalProperties": false
     });
-    let modes: &[Structured] = match p.def.kind {
-        Kind::Openai => &[
-            Structured::None,
-            Structured::JsonObject,
-            Structured::JsonObjectSchema,
-            Structured::JsonSchema,
-        ],
-        Kind::Anthropic => &[Structured::None, Structured::Tool, Structured::JsonSchema],
-        Kind::Gemini => &[Structured::None, Structured::JsonSchema],
+    let (constraint, jsonl) = match target {
+        Some(c @ Constraint::Jsonl(_)) => (c.clone(), true),
+        Some(c @ Constraint::Json(_)) => (c.clone(), false),
+        _ => (Constraint::Json(toy.clone()), false),
     };
+    let own_schema = match (&constraint, target.is_some()) {
+        (Constraint::Json(s) | Constraint::Jsonl(s), true) => Some(s.clone()),
+        _ => None,
+    };
+    let validator = own_schema
+        .as_ref()
+        .and_then(|s| kerf_core::schema::CompiledSchema::compile(s, "the prompt's schema").ok());
     let mut results = Vec::new();
-    for &mode in modes {
+    for &mode in probe_modes(p.def.kind, jsonl) {
         let mut def = p.def.clone();
         def.structured = mode;
         let probe_provider = CloudProvider {
@@ -557,14 +758,21 @@ pub async fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers:
                 max_retries: 0,
                 ..p.http.clone()
             },
+            grammar: p.grammar,
         };
-        let mut req = Request::new(
-            Some("You are a terse assistant."),
-            "Reply with exactly one word: hello",
-        );
-        req.max_tokens = 48;
+        let user = match (&own_schema, jsonl) {
+            (None, _) => "Reply with exactly one word: hello",
+            (Some(_), false) => {
+                "Reply with one short example of data in the required JSON shape, nothing else."
+            }
+            (Some(_), true) => {
+                "Reply with two short example records, one JSON object per line, nothing else."
+            }
+        };
+        let mut req = Request::new(Some("You are a terse assistant."), user);
+        req.max_tokens = if own_schema.is_some() { 512 } else { 48 };
         if mode != Structured::None {
-            req.constraint = Constraint::Json(schema.clone());
+            req.constraint = constraint.clone();
         }
         let mut text = String::new();
         let outcome = probe_provider
@@ -590,14 +798,21 @@ pub async fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers:
                 f.error.unwrap_or_else(|| f.reason.as_str().into()),
             ),
             Ok(f) => {
-                let value: Option<Value> = serde_json::from_str(text.trim()).ok();
                 let shown: String = text.chars().take(60).collect();
-                let obeyed = match mode {
-                    Structured::None => !text.trim().is_empty(),
+                let wrapped = match &f.details {
+                    RunDetails::Cloud(c) => c.wrapped_in.clone(),
+                    _ => None,
+                };
+                let obeyed = match (mode, &validator) {
+                    (Structured::None, _) => !text.trim().is_empty(),
                     // Asked for a word, a reply that opens an object was forced to (a budget
                     // may cut the object before it closes).
-                    Structured::JsonObject => text.trim_start().starts_with('{'),
-                    _ => value == Some(json!({"probe": "kerf"})),
+                    (Structured::JsonObject, None) => text.trim_start().starts_with('{'),
+                    (_, None) => {
+                        serde_json::from_str::<Value>(text.trim()).ok()
+                            == Some(json!({"probe": "kerf"}))
+                    }
+                    (_, Some(v)) => obeys(v, &text, jsonl, wrapped.as_deref()),
                 };
                 (
                     if obeyed { "honoured" } else { "ignored" },
@@ -619,8 +834,40 @@ pub async fn probe(p: &CloudProvider, cancel: &CancelToken) -> crate::providers:
     crate::providers::Probe {
         at: rfc3339_now(),
         model: p.def.model.clone(),
+        schema: own_schema.map(|s| schema_hash(if jsonl { "jsonl" } else { "json" }, &s)),
         modes: results,
     }
+}
+
+/// Whether a probe's reply obeyed the prompt's own schema: the whole reply (unwrapped if the
+/// mode wrapped a non-object root) valid; for JSONL, every whole line valid, and at least one.
+fn obeys(
+    schema: &kerf_core::schema::CompiledSchema,
+    text: &str,
+    jsonl: bool,
+    wrapped_in: Option<&str>,
+) -> bool {
+    if jsonl {
+        // A budget may cut the last line: only lines that ended count.
+        let whole: Vec<&str> = match text.rfind('\n') {
+            Some(end) => text[..end]
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .collect(),
+            None => Vec::new(),
+        };
+        return !whole.is_empty()
+            && whole
+                .iter()
+                .all(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| schema.is_valid(&v)));
+    }
+    let Ok(mut v) = serde_json::from_str::<Value>(text.trim()) else {
+        return false;
+    };
+    if let Some(key) = wrapped_in {
+        v = v.get(key).cloned().unwrap_or(Value::Null);
+    }
+    schema.is_valid(&v)
 }
 
 /// Now, as RFC 3339 in UTC.

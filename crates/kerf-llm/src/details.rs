@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::providers::{Kind, Structured};
+use crate::providers::{Api, Kind, Structured};
 
 /// A run's details: the local engine's, a cloud provider's, or (a provider that reports neither,
 /// such as the scripted one in tests) only its name. Serialised without a tag, as its fields.
@@ -129,6 +129,10 @@ impl ConstraintEngine {
 pub struct CloudDetails {
     /// The API spoken.
     pub protocol: Kind,
+    /// OpenAI: `responses` when the run went to the Responses API (absent: chat completions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub api: Option<Api>,
     pub base_url: String,
     pub structured: StructuredRun,
     /// The provider's configured name.
@@ -160,6 +164,11 @@ pub struct CloudDetails {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub rate_limit_wait_seconds: Option<f64>,
+    /// Enum or const values whose letter case the reply got wrong and Kerf corrected (the
+    /// provider's `fold_enum_case` setting), each as `POINTER: "was" → "now"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "ts", ts(as = "Option<Vec<String>>", optional))]
+    pub case_folded: Vec<String>,
 }
 
 /// The structured-output mode a cloud run used, and why.

@@ -77,16 +77,68 @@ impl Constraint {
 pub struct Request {
     pub messages: Vec<Message>,
     pub max_tokens: u32,
-    pub temperature: f32,
-    pub top_p: f32,
+    /// Sampling temperature; `None` sends none (the provider's default; greedy on the local
+    /// engine). OpenAI's reasoning models refuse the parameter, and Google advises against 0 on
+    /// Gemini 3, so Kerf sends it only when the user set it.
+    pub temperature: Option<f32>,
+    /// Nucleus sampling; `None` sends none.
+    pub top_p: Option<f32>,
     pub seed: Option<u64>,
     pub stop: Vec<String>,
     pub constraint: Constraint,
+    /// How hard a reasoning model thinks (OpenAI's `reasoning_effort` / `reasoning.effort`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// The most tokens a thinking model may spend thinking (Gemini's `thinkingBudget`; 0 turns
+    /// thinking off where the model allows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+}
+
+/// OpenAI's reasoning effort levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub enum ReasoningEffort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+}
+
+impl std::str::FromStr for ReasoningEffort {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "none" => Ok(ReasoningEffort::None),
+            "minimal" => Ok(ReasoningEffort::Minimal),
+            "low" => Ok(ReasoningEffort::Low),
+            "medium" => Ok(ReasoningEffort::Medium),
+            "high" => Ok(ReasoningEffort::High),
+            other => Err(format!(
+                "unknown reasoning effort `{other}` (one of: none, minimal, low, medium, high)"
+            )),
+        }
+    }
 }
 
 impl Request {
-    /// A request from an optional system text and the user text, with Kerf's defaults: greedy
-    /// decoding (temperature 0) so reruns are comparable, 512 tokens, no constraint.
+    /// A request from an optional system text and the user text, with Kerf's defaults: no
+    /// sampling parameters (the provider's own; greedy on the local engine, so its reruns are
+    /// comparable), 512 tokens, no constraint.
     pub fn new(system: Option<&str>, user: &str) -> Self {
         let mut messages = Vec::new();
         if let Some(s) = system.filter(|s| !s.trim().is_empty()) {
@@ -96,11 +148,13 @@ impl Request {
         Request {
             messages,
             max_tokens: 512,
-            temperature: 0.0,
-            top_p: 1.0,
+            temperature: None,
+            top_p: None,
             seed: None,
             stop: Vec::new(),
             constraint: Constraint::None,
+            reasoning_effort: None,
+            thinking_budget: None,
         }
     }
 }

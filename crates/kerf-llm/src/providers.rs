@@ -82,11 +82,18 @@ pub enum Structured {
     /// `response_format: {"type": "json_object", "schema": …}`: the extension llama.cpp's and
     /// llama-cpp-python's servers read (they hold the reply to the schema with a grammar).
     JsonObjectSchema,
-    /// OpenAI `response_format: {"type": "json_schema", strict}`; Anthropic's native
-    /// `output_format`; Gemini's `responseSchema`.
+    /// OpenAI `response_format: {"type": "json_schema", strict}` (`text.format` on the Responses
+    /// API); Anthropic's native `output_config.format`; Gemini's `responseJsonSchema`.
     JsonSchema,
-    /// Anthropic: a forced tool whose `input_schema` is the schema.
+    /// Anthropic: a forced strict tool whose `input_schema` is the schema.
     Tool,
+    /// Gemini's older `responseSchema` (an OpenAPI subset; the schema rewritten into it): the
+    /// fallback for models or proxies without `responseJsonSchema`.
+    ResponseSchema,
+    /// OpenAI-compatible servers: Kerf's GBNF grammar of the reply, as llama.cpp's server
+    /// (`grammar`) and vLLM (`structured_outputs.grammar`) take it. The one server-side mode
+    /// that holds JSONL, line by line.
+    Grammar,
 }
 
 impl Structured {
@@ -98,6 +105,8 @@ impl Structured {
             Structured::JsonObjectSchema => "json_object_schema",
             Structured::JsonSchema => "json_schema",
             Structured::Tool => "tool",
+            Structured::ResponseSchema => "response_schema",
+            Structured::Grammar => "grammar",
         }
     }
 }
@@ -112,11 +121,66 @@ impl std::str::FromStr for Structured {
             "json_object_schema" => Ok(Structured::JsonObjectSchema),
             "json_schema" => Ok(Structured::JsonSchema),
             "tool" => Ok(Structured::Tool),
+            "response_schema" => Ok(Structured::ResponseSchema),
+            "grammar" => Ok(Structured::Grammar),
             other => Err(format!(
-                "unknown structured-output mode `{other}` (one of: auto, none, json_object, json_object_schema, json_schema, tool)"
+                "unknown structured-output mode `{other}` (one of: auto, none, json_object, json_object_schema, json_schema, tool, response_schema, grammar)"
             )),
         }
     }
+}
+
+/// Which OpenAI endpoint an `openai` provider calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[cfg_attr(feature = "ts", ts(rename = "OpenaiApi"))]
+pub enum Api {
+    /// Chat completions, except for the models that exist only on the Responses API.
+    #[default]
+    Auto,
+    /// `/chat/completions`: OpenAI and every compatible server.
+    Chat,
+    /// `/responses`: OpenAI's newer API (`text.format`, `reasoning.effort`).
+    Responses,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Auto => "auto",
+            Api::Chat => "chat",
+            Api::Responses => "responses",
+        }
+    }
+
+    fn is_auto(&self) -> bool {
+        *self == Api::Auto
+    }
+}
+
+impl std::str::FromStr for Api {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(Api::Auto),
+            "chat" => Ok(Api::Chat),
+            "responses" => Ok(Api::Responses),
+            other => Err(format!(
+                "unknown OpenAI API `{other}` (one of: auto, chat, responses)"
+            )),
+        }
+    }
+}
+
+/// OpenAI models that only the Responses API serves (the `-pro` reasoning models, Codex and
+/// deep research): `auto` sends them there.
+pub fn responses_only(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    m.contains("-pro")
+        || m.contains("codex")
+        || m.contains("deep-research")
+        || m.starts_with("computer-use")
 }
 
 /// What `kerf providers probe` found a server really does with each mode.
@@ -134,7 +198,20 @@ pub struct Probe {
     /// When, as an RFC 3339 UTC timestamp.
     pub at: String,
     pub model: String,
+    /// The probe sent a prompt's own schema: its hash (see [`schema_hash`]); `None` for the
+    /// one-field toy schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     pub modes: Vec<ModeProbe>,
+}
+
+/// A schema's identity for cached probe verdicts: the SHA-256 of its canonical JSON, prefixed
+/// by the constraint's kind (`json:` or `jsonl:`), since one schema can be asked for both ways.
+pub fn schema_hash(kind: &str, schema: &serde_json::Value) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(schema.to_string().as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("{kind}:{hex}")
 }
 
 impl Probe {
@@ -166,8 +243,20 @@ pub struct ProviderDef {
     /// require it) instead of `max_tokens` (what most other servers read).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub max_completion_tokens: bool,
+    /// OpenAI kind: chat completions or the Responses API.
+    #[serde(default, skip_serializing_if = "Api::is_auto")]
+    pub api: Api,
+    /// Replies whose enum or const values differ from the schema's only in letter case are
+    /// corrected before parsing, and each correction reported (Anthropic does not guarantee
+    /// their casing). Off by default: a wrong case is otherwise a schema violation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fold_enum_case: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<Probe>,
+    /// Probes run with a prompt's own schema (`kerf providers probe NAME --prompt P`), one per
+    /// model and schema; `auto` follows the one matching a run's model and schema.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema_probes: Vec<Probe>,
     /// The user agreed to send the key over plain `http://` to a host that is not this machine
     /// (anyone on the network path can read it). Without it such a run is refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -232,6 +321,37 @@ pub fn is_plain_http_off_machine(url: &str) -> bool {
 }
 
 impl ProviderDef {
+    /// The probe that speaks for runs of `model` with a constraint whose schema hashes to
+    /// `schema` (see [`schema_hash`]): the prompt's own probe if one was run, else the toy one.
+    pub fn probe_for(&self, schema: Option<&str>) -> Option<&Probe> {
+        let own = schema.and_then(|h| {
+            self.schema_probes
+                .iter()
+                .find(|p| p.model == self.model && p.schema.as_deref() == Some(h))
+        });
+        own.or(self.probe.as_ref())
+    }
+
+    /// The OpenAI endpoint this provider's runs call.
+    pub fn responses_api(&self) -> bool {
+        self.kind == Kind::Openai
+            && match self.api {
+                Api::Responses => true,
+                Api::Chat => false,
+                Api::Auto => responses_only(&self.model),
+            }
+    }
+
+    /// OpenAI's own API (not a compatible server): its newer models need
+    /// `max_completion_tokens`, and it refuses `json_object` requests that never say "JSON".
+    pub fn is_openai_itself(&self) -> bool {
+        self.kind == Kind::Openai
+            && url::Url::parse(&self.base_url)
+                .ok()
+                .and_then(|u| u.host_str().map(|h| h == "api.openai.com"))
+                .unwrap_or(false)
+    }
+
     pub fn new(name: &str, kind: Kind, base_url: Option<&str>, model: &str) -> Self {
         ProviderDef {
             name: name.to_string(),
@@ -245,7 +365,10 @@ impl ProviderDef {
             no_key: false,
             structured: Structured::Auto,
             max_completion_tokens: false,
+            api: Api::Auto,
+            fold_enum_case: false,
             probe: None,
+            schema_probes: Vec::new(),
             allow_plain_http: false,
             rate_limits: RateLimits::default(),
         }

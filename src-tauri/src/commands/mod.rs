@@ -267,11 +267,15 @@ async fn provider_probe<R: Runtime>(
     cx: Cx<'_, R>,
     id: String,
     name: String,
+    draft: Option<PromptDraft>,
 ) -> Result<ProviderInfo> {
     let running = Running::start(cx.state, &id);
     let (path, token) = (cx.state.workbench.providers.clone(), running.token.clone());
     blocking(move || {
-        providers::probe(&path, &name, &token)?;
+        let prompt = draft
+            .map(|d| prompts::compile_draft(&d, None))
+            .transpose()?;
+        providers::probe(&path, &name, prompt.as_ref(), &token)?;
         providers::one(&path, &name)
     })
     .await

@@ -121,11 +121,11 @@ export function providerDeleteKey(name: string): Promise<boolean> {
 }
 
 /**
- * Probe which structured-output modes a server honours (kept; `auto` uses it).
- * Cancellable by `id`.
+ * Probe which structured-output modes a server honours (kept; `auto` uses it): with a draft,
+ * the open prompt's own schema as its runs would send it. Cancellable by `id`.
  */
-export function providerProbe(id: string, name: string): Promise<ProviderInfo> {
-  return call<ProviderInfo>("provider_probe", { id, name });
+export function providerProbe(id: string, name: string, draft: PromptDraft | null = null): Promise<ProviderInfo> {
+  return call<ProviderInfo>("provider_probe", { id, name, draft });
 }
 
 /**

@@ -21,7 +21,7 @@ export const app = $state({
     model: null,
     maxTokens: 512,
     constrain: true,
-    temperature: 0,
+    temperature: null,
     seed: null,
     gpuLayers: "auto",
     // Ceilings on one run's spend, repairs included (the CLI's --max-requests, --max-run-tokens).

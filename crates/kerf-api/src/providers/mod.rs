@@ -37,18 +37,34 @@ pub fn info(def: &ProviderDef) -> ProviderInfo {
         key_env: def.key_env.clone(),
         no_key: def.no_key,
         max_completion_tokens: def.max_completion_tokens,
+        api: def.api,
+        fold_enum_case: def.fold_enum_case,
+        prompt_probes: def
+            .schema_probes
+            .iter()
+            .filter(|p| p.model == def.model)
+            .count(),
         requests_per_minute: def.rate_limits.requests_per_minute,
         tokens_per_minute: def.rate_limits.tokens_per_minute,
         key_found: matches!(key, Ok(Some(_))),
         key: key_status(def),
-        probe: def.probe.as_ref().map(|p| {
-            let modes: Vec<String> = p
-                .modes
-                .iter()
-                .map(|m| format!("{} {}", m.mode.as_str(), m.result))
-                .collect();
-            format!("{}: {}", p.at, modes.join(", "))
-        }),
+        // The latest probe of this model, the toy one or a prompt's.
+        probe: def
+            .probe
+            .iter()
+            .chain(def.schema_probes.iter().filter(|p| p.model == def.model))
+            .max_by(|a, b| a.at.cmp(&b.at))
+            .map(|p| {
+                let modes: Vec<String> = p
+                    .modes
+                    .iter()
+                    .map(|m| format!("{} {}", m.mode.as_str(), m.result))
+                    .collect();
+                match &p.schema {
+                    Some(h) => format!("{} (prompt schema {h}): {}", p.at, modes.join(", ")),
+                    None => format!("{}: {}", p.at, modes.join(", ")),
+                }
+            }),
     }
 }
 
@@ -123,6 +139,8 @@ pub fn definition(spec: &ProviderSpec) -> Result<ProviderDef> {
     def.no_key = spec.no_key;
     def.structured = structured;
     def.max_completion_tokens = spec.max_completion_tokens;
+    def.api = spec.api.unwrap_or_default();
+    def.fold_enum_case = spec.fold_enum_case;
     def.allow_plain_http = spec.allow_plain_http;
     def.rate_limits = kerf_llm::ratelimit::RateLimits {
         requests_per_minute: spec.requests_per_minute.filter(|&n| n > 0),
@@ -185,8 +203,13 @@ pub fn add(registry: &Path, spec: &ProviderSpec) -> Result<Added> {
         let mut moved = false;
         if let Ok(old) = registry.get(&def.name) {
             moved = old.base_url != def.base_url;
-            if !moved && old.model == def.model && old.kind == def.kind {
-                def.probe = old.probe.clone();
+            if !moved && old.kind == def.kind {
+                // Verdicts are per model: the prompt probes keep theirs, the toy probe only
+                // while the model stays.
+                def.schema_probes = old.schema_probes.clone();
+                if old.model == def.model {
+                    def.probe = old.probe.clone();
+                }
             }
         }
         registry.upsert(def.clone());
@@ -218,25 +241,50 @@ pub fn delete_key(name: &str) -> Result<bool> {
     Ok(secrets::delete_key(name)?)
 }
 
+/// A configured provider ready to run, its key looked up, with the `grammar` mode's GBNF
+/// written by llama.cpp's own converter (the same one the local engine uses).
+pub fn cloud_provider(def: ProviderDef) -> Result<CloudProvider> {
+    let mut p = CloudProvider::new(def)?;
+    p.grammar = Some(kerf_llama::grammar::gbnf);
+    Ok(p)
+}
+
 /// Probe which structured-output modes the server honours, store the result, and say which
-/// mode `auto` now picks for a JSON prompt and why.
+/// mode `auto` now picks and why. With a prompt, the probe sends that prompt's own schema (its
+/// verdict is kept per model and schema, and `auto` follows it for that prompt's runs);
+/// without, a one-field toy schema.
 pub fn probe(
     registry: &Path,
     name: &str,
+    prompt: Option<&kerf_core::Prompt>,
     cancel: &CancelToken,
 ) -> Result<(kerf_llm::providers::Probe, Structured, String)> {
     // The probe talks to the server without holding the registry's lock; storing it takes it.
-    let provider = CloudProvider::new(Registry::load(registry)?.get(name)?.clone())?;
-    let probe = kerf_llm::runtime::block_on(cloud::probe(&provider, cancel));
+    let provider = cloud_provider(Registry::load(registry)?.get(name)?.clone())?;
+    let target = prompt.map(crate::runs::constraint_for);
+    if let Some(kerf_llm::Constraint::None) = target {
+        return Err(ApiError::new(
+            Code::Usage,
+            "the prompt has no schema to probe with (a json prompt with a schema, or a jsonl prompt)",
+        ));
+    }
+    let probe = kerf_llm::runtime::block_on(cloud::probe(&provider, target.as_ref(), cancel));
     let def = Registry::update(registry, |registry| {
         let def = registry.get_mut(name)?;
-        def.probe = Some(probe.clone());
+        if probe.schema.is_some() {
+            def.schema_probes
+                .retain(|p| !(p.model == probe.model && p.schema == probe.schema));
+            def.schema_probes.push(probe.clone());
+        } else {
+            def.probe = Some(probe.clone());
+        }
         Ok(def.clone())
     })?;
-    let (chosen, why) = CloudProvider::with_key(def, None).mode_for(&kerf_llm::Constraint::Json(
+    let constraint = target.unwrap_or(kerf_llm::Constraint::Json(
         serde_json::json!({"type": "object"}),
     ));
-    Ok((probe, chosen, why.to_string()))
+    let (chosen, why) = CloudProvider::with_key(def, None).mode_for(&constraint);
+    Ok((probe, chosen, why))
 }
 
 /// One provider as listed (after a change the screen shows at once).

@@ -1,7 +1,7 @@
 //! What the Providers screen sends and receives. A key never crosses back: only where a run
 //! would find it.
 
-use kerf_llm::providers::{Kind, Structured};
+use kerf_llm::providers::{Api, Kind, Structured};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -22,6 +22,14 @@ pub struct ProviderSpec {
     /// `None`: `auto`.
     pub structured: Option<Structured>,
     pub max_completion_tokens: bool,
+    /// OpenAI kind: chat completions or the Responses API (`None`: `auto`, chat completions
+    /// except for models only the Responses API serves).
+    #[serde(default)]
+    #[ts(optional)]
+    pub api: Option<Api>,
+    /// Correct enum/const values that differ only in letter case, and report each.
+    #[serde(default)]
+    pub fold_enum_case: bool,
     /// Send the key over plain `http://` to a host off this machine (refused otherwise).
     #[serde(default)]
     pub allow_plain_http: bool,
@@ -51,6 +59,10 @@ pub struct ProviderInfo {
     pub key_env: Option<String>,
     pub no_key: bool,
     pub max_completion_tokens: bool,
+    pub api: Api,
+    pub fold_enum_case: bool,
+    /// How many probes with a prompt's own schema are kept for the current model.
+    pub prompt_probes: usize,
     /// Configured rate limits (runs of this process may also have learned the API's).
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u32>,

@@ -18,7 +18,8 @@ use kerf_llama::{GpuLayers, LocalConfig, LocalProvider};
 use kerf_llm::cloud::CloudProvider;
 use kerf_llm::providers::Structured;
 use kerf_llm::{
-    CancelToken, Constraint, Event, Finish, FinishReason, Message, Provider, Request, Role,
+    CancelToken, Constraint, Event, Finish, FinishReason, Message, Provider, ReasoningEffort,
+    Request, Role,
 };
 use kerf_store::{NewRun, RunEnd, Store};
 use serde_json::{Map, Value, json};
@@ -36,8 +37,14 @@ pub struct RunSettings {
     pub model: Option<String>,
     /// Cloud: the structured-output mode (`None`: the provider's own setting).
     pub structured: Option<Structured>,
-    pub temperature: f32,
-    pub top_p: f32,
+    /// `None`: not sent (the provider's default; greedy on the local engine).
+    pub temperature: Option<f32>,
+    /// `None`: not sent.
+    pub top_p: Option<f32>,
+    /// Cloud reasoning models: OpenAI's reasoning effort.
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Cloud thinking models: Gemini's thinking budget, in tokens.
+    pub thinking_budget: Option<u32>,
     pub seed: Option<u64>,
     pub stop: Vec<String>,
     pub gpu_layers: GpuLayers,
@@ -76,14 +83,16 @@ impl Default for RunLimits {
 }
 
 impl Default for RunSettings {
-    /// The bundled model, greedy (temperature 0, so reruns are comparable).
+    /// The bundled model, no sampling parameters set (greedy there, so reruns are comparable).
     fn default() -> Self {
         RunSettings {
             provider: "local".into(),
             model: None,
             structured: None,
-            temperature: 0.0,
-            top_p: 1.0,
+            temperature: None,
+            top_p: None,
+            reasoning_effort: None,
+            thinking_budget: None,
             seed: None,
             stop: Vec::new(),
             gpu_layers: GpuLayers::Auto,
@@ -112,7 +121,9 @@ impl RunSettings {
             if let Some(s) = self.structured {
                 def.structured = s;
             }
-            return Ok(Chosen::Cloud(Box::new(CloudProvider::new(def)?)));
+            return Ok(Chosen::Cloud(Box::new(crate::providers::cloud_provider(
+                def,
+            )?)));
         }
         let model = kerf_llama::models::resolve(
             &wb.models,
@@ -135,6 +146,8 @@ impl RunSettings {
         r.max_tokens = max_tokens;
         r.temperature = self.temperature;
         r.top_p = self.top_p;
+        r.reasoning_effort = self.reasoning_effort;
+        r.thinking_budget = self.thinking_budget;
         r.seed = self.seed;
         r.stop = self.stop.clone();
         r
@@ -177,8 +190,10 @@ impl RunParams {
             "max_tokens": self.max_tokens,
             "constrain": if self.constrain { "auto" } else { "none" },
             "requested_model": s.model,
-            "temperature": f(s.temperature),
-            "top_p": f(s.top_p),
+            "temperature": s.temperature.and_then(f),
+            "top_p": s.top_p.and_then(f),
+            "reasoning_effort": s.reasoning_effort,
+            "thinking_budget": s.thinking_budget,
             "seed": s.seed,
             "stop": s.stop,
             "structured": s.structured.map(|m| m.as_str()),
@@ -244,8 +259,10 @@ impl RunParams {
             structured: structured
                 .map(|m| m.parse().map_err(|_| bad("structured")))
                 .transpose()?,
-            temperature: field!("temperature").unwrap_or(defaults.temperature),
-            top_p: field!("top_p").unwrap_or(defaults.top_p),
+            temperature: field!("temperature"),
+            top_p: field!("top_p"),
+            reasoning_effort: field!("reasoning_effort"),
+            thinking_budget: field!("thinking_budget"),
             seed: field!("seed"),
             stop: field!("stop").unwrap_or_default(),
             gpu_layers: gpu_layers
@@ -451,7 +468,7 @@ fn repair_turn(report: &ParseReport) -> String {
 /// back with its problems, up to the prompt's attempt count and within `limits`.
 #[allow(clippy::too_many_arguments)] // the run's parts; grouped by issue 18's RunParams
 pub async fn execute(
-    provider: &dyn Provider,
+    chosen: &Chosen,
     prompt: &Prompt,
     request: &Request,
     vars: &Map<String, Value>,
@@ -471,6 +488,8 @@ pub async fn execute(
             .min(limits.max_requests.max(1)) as usize,
         _ => 1,
     };
+    let provider = chosen.as_provider();
+    let fold_case = matches!(chosen, Chosen::Cloud(p) if p.def.fold_enum_case);
     let mut spent: u64 = 0;
     let mut request = request.clone();
     let mut earlier: Vec<Attempt> = Vec::new();
@@ -485,7 +504,19 @@ pub async fn execute(
                 Event::Warning(w) => on_event(RunEvent::Warning(w)),
             })
             .await?;
-        let report = prompt.parse(unwrapped(&raw, &finish).as_deref().unwrap_or(&raw), vars);
+        let mut finish = finish;
+        let mut text = unwrapped(&raw, &finish);
+        if fold_case {
+            let (folded, notes) = case_folded(prompt, text.as_deref().unwrap_or(&raw));
+            for n in &notes {
+                on_event(RunEvent::Warning(&format!("enum case corrected: {n}")));
+            }
+            if let kerf_llm::RunDetails::Cloud(c) = &mut finish.details {
+                c.case_folded = notes;
+            }
+            text = folded.or(text);
+        }
+        let report = prompt.parse(text.as_deref().unwrap_or(&raw), vars);
         let attempt = Attempt {
             finish,
             raw,
@@ -531,6 +562,45 @@ fn unwrapped(raw: &str, finish: &Finish) -> Option<String> {
     let key = finish.details.wrapped_in()?;
     let v: Value = serde_json::from_str(raw.trim()).ok()?;
     v.get(key).map(|inner| inner.to_string())
+}
+
+/// A reply with its enum/const values' letter case corrected against the prompt's schema (the
+/// provider's opt-in `fold_enum_case`), and each correction; `None` when nothing changed. JSON
+/// is folded whole (when it parses), JSONL line by line with the line schema.
+fn case_folded(prompt: &Prompt, text: &str) -> (Option<String>, Vec<String>) {
+    let Some(schema) = &prompt.file.schema else {
+        return (None, Vec::new());
+    };
+    let mut notes = Vec::new();
+    let folded = match prompt.file.response_type {
+        ResponseType::Json => match serde_json::from_str::<Value>(text.trim()) {
+            Ok(mut v) => {
+                notes = kerf_core::schema::fold_enum_case(schema, &mut v);
+                v.to_string()
+            }
+            Err(_) => return (None, notes),
+        },
+        ResponseType::Jsonl => {
+            let lines: Vec<String> = text
+                .split('\n')
+                .enumerate()
+                .map(|(i, line)| match serde_json::from_str::<Value>(line) {
+                    Ok(mut v) => {
+                        let found = kerf_core::schema::fold_enum_case(schema, &mut v);
+                        if found.is_empty() {
+                            return line.to_string();
+                        }
+                        notes.extend(found.into_iter().map(|n| format!("line {}: {n}", i + 1)));
+                        v.to_string()
+                    }
+                    Err(_) => line.to_string(),
+                })
+                .collect();
+            lines.join("\n")
+        }
+        _ => return (None, notes),
+    };
+    (if notes.is_empty() { None } else { Some(folded) }, notes)
 }
 
 /// A prompt as the history keeps it: its id, where it came from, and its exact text.
@@ -720,7 +790,7 @@ pub async fn run(
     let mut store_error: Option<kerf_store::Error> = None;
     let request = job.params.request(job.prompt, &job.meta.rendering.rendered);
     let result = execute(
-        job.provider.as_provider(),
+        job.provider,
         job.prompt,
         &request,
         &job.meta.rendering.vars,

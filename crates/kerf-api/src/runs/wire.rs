@@ -20,7 +20,8 @@ pub struct RunOptions {
     pub max_tokens: u32,
     /// Hold the reply to the prompt's schema where the format allows it.
     pub constrain: bool,
-    pub temperature: f32,
+    /// `None`: not sent (the provider's default; greedy on the local model).
+    pub temperature: Option<f32>,
     #[ts(type = "number | null")]
     pub seed: Option<u64>,
     /// `auto`, `none`, `all` or a count.
@@ -153,6 +154,8 @@ pub struct RunDone {
     pub finish_reason: kerf_llm::FinishReason,
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    /// Of `completion_tokens`, those a reasoning model spent thinking (when it says).
+    pub reasoning_tokens: Option<u32>,
     pub seconds: f64,
     pub tokens_per_second: f64,
     pub first_token_seconds: Option<f64>,
@@ -178,6 +181,7 @@ impl RunDone {
             finish_reason: f.reason,
             prompt_tokens: f.usage.prompt_tokens,
             completion_tokens: f.usage.completion_tokens,
+            reasoning_tokens: f.usage.reasoning_tokens,
             seconds: f.timings.total_seconds,
             tokens_per_second: f.timings.tokens_per_second,
             first_token_seconds: f.timings.first_token_seconds,

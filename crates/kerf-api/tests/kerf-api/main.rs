@@ -168,8 +168,10 @@ fn run_params_round_trip_through_the_history_every_setting_included() {
             provider: "srv".into(),
             model: Some("gpt-x".into()),
             structured: Some("json_schema".parse().unwrap()),
-            temperature: 0.7,
-            top_p: 0.9,
+            temperature: Some(0.7),
+            top_p: Some(0.9),
+            reasoning_effort: Some(kerf_llm::ReasoningEffort::Low),
+            thinking_budget: Some(256),
             seed: Some(42),
             stop: vec!["\n\n".into(), "END".into()],
             gpu_layers: "12".parse().unwrap(),
@@ -216,7 +218,10 @@ fn run_params_of_runs_recorded_before_them() {
     assert_eq!((p.max_tokens, p.constrain), (96, false));
     let s = &p.settings;
     assert_eq!(s.model.as_deref(), Some("/m/a.gguf"));
-    assert_eq!((s.temperature, s.top_p, s.seed), (0.5, 0.8, Some(7)));
+    assert_eq!(
+        (s.temperature, s.top_p, s.seed),
+        (Some(0.5), Some(0.8), Some(7))
+    );
     assert_eq!(s.stop, vec!["X".to_string()]);
     assert_eq!(
         (s.threads, s.context, s.flash_attention),
@@ -236,7 +241,7 @@ fn run_params_of_runs_recorded_before_them() {
     assert_eq!(p.settings.model.as_deref(), Some("gpt-4o-mini"));
     assert_eq!(
         (p.max_tokens, p.constrain, p.settings.temperature),
-        (200, true, 0.3)
+        (200, true, Some(0.3))
     );
 
     // The oldest committed history file.
@@ -253,7 +258,7 @@ fn run_params_of_runs_recorded_before_them() {
     let p = RunParams::from_stored(&rec.params, &rec.summary.provider, &rec.summary.model).unwrap();
     assert_eq!(p.max_tokens, 64);
     assert_eq!(p.settings.model.as_deref(), Some("/models/m.gguf"));
-    assert_eq!(p.settings.temperature, 0.0);
+    assert_eq!(p.settings.temperature, Some(0.0));
 }
 
 /// Issue 18: codes come from the lower crates by variant (an exhaustive match, no lookup by name

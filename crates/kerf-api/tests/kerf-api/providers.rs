@@ -17,6 +17,8 @@ fn spec(name: &str) -> ProviderSpec {
         no_key: false,
         structured: None,
         max_completion_tokens: false,
+        api: None,
+        fold_enum_case: false,
         allow_plain_http: false,
         requests_per_minute: None,
         tokens_per_minute: None,

@@ -263,8 +263,8 @@ fn a_rerun_sends_the_stored_runs_request_again_and_is_recorded_as_its_rerun() {
     let good = "{\"term\": \"Ada\"}\n";
     let mut params = params(3);
     params.max_tokens = 123;
-    params.settings.temperature = 0.4;
-    params.settings.top_p = 0.8;
+    params.settings.temperature = Some(0.4);
+    params.settings.top_p = Some(0.8);
     params.settings.seed = Some(7);
     params.settings.stop = vec!["END".into()];
     params.settings.threads = Some(2);

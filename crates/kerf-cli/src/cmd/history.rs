@@ -469,10 +469,14 @@ fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
         );
     }
     crate::outln!(
-        "finish: {} · tokens: {} prompt + {} completion · {} tok/s · first token {}s{}",
+        "finish: {} · tokens: {} prompt + {} completion{} · {} tok/s · first token {}s{}",
         s.finish_reason.map_or("-", |r| r.as_str()),
         opt(s.prompt_tokens),
         opt(s.completion_tokens),
+        rec.usage
+            .and_then(|u| u.reasoning_tokens)
+            .map(|r| format!(" ({r} reasoning)"))
+            .unwrap_or_default(),
         rec.timings
             .map_or("-".into(), |t| format!("{:.1}", t.tokens_per_second)),
         rec.timings

@@ -2,10 +2,11 @@
 //! what each really honours.
 
 use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use kerf_api::providers;
-use kerf_llm::providers::{Kind, Registry, Structured};
+use kerf_llm::providers::{Api, Kind, Registry, Structured};
 use kerf_llm::secrets;
 use serde_json::{Value, json};
 
@@ -57,12 +58,23 @@ pub enum Action {
         /// The server needs no key (a local vLLM, Ollama, llama.cpp server).
         #[arg(long)]
         no_key: bool,
-        /// Structured-output mode: auto, none, json_object, json_schema, tool.
+        /// Structured-output mode: auto, none, json_object, json_object_schema, json_schema,
+        /// tool (Anthropic), response_schema (Gemini's older field), grammar (llama.cpp's
+        /// server, vLLM).
         #[arg(long, default_value = "auto", value_parser = parse_structured)]
         structured: Structured,
-        /// Send the budget as `max_completion_tokens` (OpenAI's newer models) not `max_tokens`.
+        /// Send the budget as `max_completion_tokens` not `max_tokens` (the default on
+        /// api.openai.com already).
         #[arg(long)]
         max_completion_tokens: bool,
+        /// OpenAI kind: auto (chat completions, except models only the Responses API serves),
+        /// chat, or responses.
+        #[arg(long, value_parser = parse_api)]
+        api: Option<Api>,
+        /// Correct enum/const values that differ from the schema only in letter case before
+        /// parsing, and report each correction (Anthropic does not guarantee their case).
+        #[arg(long)]
+        fold_enum_case: bool,
         /// Send the key over plain http:// to a host off this machine (refused otherwise:
         /// anyone on the network path can read it).
         #[arg(long)]
@@ -99,10 +111,15 @@ pub enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Send tiny requests to find which structured-output modes the server really honours; the
+    /// Send small requests to find which structured-output modes the server really honours; the
     /// result is stored and `--structured auto` runs use it.
     Probe {
         name: String,
+        /// Probe with this prompt's own schema, rewritten per mode as its runs would send it:
+        /// the verdict is kept for this model and schema, and `auto` follows it for the
+        /// prompt's runs (without: a one-field toy schema).
+        #[arg(long)]
+        prompt: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -113,6 +130,10 @@ fn parse_kind(s: &str) -> Result<Kind, String> {
 }
 
 fn parse_structured(s: &str) -> Result<Structured, String> {
+    s.parse()
+}
+
+fn parse_api(s: &str) -> Result<Api, String> {
     s.parse()
 }
 
@@ -193,6 +214,8 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
             no_key,
             structured,
             max_completion_tokens,
+            api,
+            fold_enum_case,
             allow_plain_http,
             keep_key,
             requests_per_minute,
@@ -208,6 +231,8 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                 no_key,
                 structured: Some(structured),
                 max_completion_tokens,
+                api,
+                fold_enum_case,
                 allow_plain_http,
                 keep_key,
                 requests_per_minute,
@@ -289,10 +314,15 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                 crate::outln!("no key for {name} in the {} keyring", secrets::store());
             }
         }
-        Action::Probe { name, .. } => {
+        Action::Probe { name, prompt, .. } => {
             let base_url = Registry::load(&path)?.get(&name)?.base_url.clone();
-            let (probe, chosen, why) =
-                providers::probe(&path, &name, &crate::cmd::run::interrupt_token())?;
+            let prompt = prompt.map(|p| kerf_core::Prompt::load(&p)).transpose()?;
+            let (probe, chosen, why) = providers::probe(
+                &path,
+                &name,
+                prompt.as_ref(),
+                &crate::cmd::run::interrupt_token(),
+            )?;
             if json_out {
                 print_json(
                     &json!({"provider": name, "probe": probe, "auto_mode": chosen, "why": why}),
@@ -302,7 +332,17 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                 for m in &probe.modes {
                     crate::outln!("  {:<12} {:<9} {}", m.mode.as_str(), m.result, m.detail);
                 }
-                crate::outln!("auto mode for JSON prompts: {} ({why})", chosen.as_str());
+                match &prompt {
+                    Some(p) => crate::outln!(
+                        "auto mode for {} (schema {}): {} ({why})",
+                        p.id(),
+                        probe.schema.as_deref().unwrap_or("?"),
+                        chosen.as_str()
+                    ),
+                    None => {
+                        crate::outln!("auto mode for JSON prompts: {} ({why})", chosen.as_str())
+                    }
+                }
             }
         }
     }

@@ -13,7 +13,7 @@ use kerf_core::Prompt;
 use kerf_llama::GpuLayers;
 use kerf_llm::details::CloudDetails;
 use kerf_llm::providers::Structured;
-use kerf_llm::{CancelToken, Finish, RunDetails};
+use kerf_llm::{CancelToken, Finish, ReasoningEffort, RunDetails};
 use serde_json::{Value, json};
 
 use crate::Outcome;
@@ -34,11 +34,21 @@ pub struct ModelArgs {
     /// `kerf providers probe`).
     #[arg(long, value_parser = parse_structured)]
     pub structured: Option<Structured>,
-    /// Sampling temperature (0 = greedy, the default, so reruns are comparable).
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f32,
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f32,
+    /// Sampling temperature. Unset (the default): none is sent, so a cloud model samples at its
+    /// own default (OpenAI's reasoning models refuse the parameter) and the local model decodes
+    /// greedily, so its reruns are comparable.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling (unset: none sent).
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Cloud reasoning models: OpenAI's reasoning effort (none, minimal, low, medium, high).
+    #[arg(long, value_parser = parse_effort)]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Cloud thinking models: Gemini's thinking budget in tokens (0 turns thinking off where the
+    /// model allows it).
+    #[arg(long)]
+    pub thinking_budget: Option<u32>,
     #[arg(long)]
     pub seed: Option<u64>,
     /// Stop strings (repeatable).
@@ -82,6 +92,10 @@ fn parse_structured(s: &str) -> Result<Structured, String> {
     s.parse()
 }
 
+fn parse_effort(s: &str) -> Result<ReasoningEffort, String> {
+    s.parse()
+}
+
 impl ModelArgs {
     /// These flags as the use-case layer takes them.
     pub fn settings(&self) -> RunSettings {
@@ -91,6 +105,8 @@ impl ModelArgs {
             structured: self.structured,
             temperature: self.temperature,
             top_p: self.top_p,
+            reasoning_effort: self.reasoning_effort,
+            thinking_budget: self.thinking_budget,
             seed: self.seed,
             stop: self.stop.clone(),
             gpu_layers: self.gpu_layers,
@@ -138,8 +154,18 @@ pub fn argv_of(s: &RunSettings) -> Vec<String> {
     if let Some(m) = s.structured {
         flag("structured", m.as_str().to_string());
     }
-    flag("temperature", s.temperature.to_string());
-    flag("top-p", s.top_p.to_string());
+    if let Some(t) = s.temperature {
+        flag("temperature", t.to_string());
+    }
+    if let Some(p) = s.top_p {
+        flag("top-p", p.to_string());
+    }
+    if let Some(e) = s.reasoning_effort {
+        flag("reasoning-effort", e.as_str().to_string());
+    }
+    if let Some(b) = s.thinking_budget {
+        flag("thinking-budget", b.to_string());
+    }
     if let Some(seed) = s.seed {
         flag("seed", seed.to_string());
     }

@@ -647,7 +647,7 @@ fn window_run(
         model: Some(model.into()),
         max_tokens: 40,
         constrain: false,
-        temperature,
+        temperature: Some(temperature),
         seed: Some(seed),
         gpu_layers: "none".into(),
         max_requests: 1,

@@ -84,37 +84,27 @@ pub fn openai(p: &PromptFile) -> Exported {
     }
 }
 
-/// Anthropic forced tool use: `tools` with one tool whose `input_schema` is the reply schema, and
-/// the `tool_choice` that forces it.
+/// Anthropic forced tool use: `tools` with one strict tool whose `input_schema` is the reply
+/// schema in Anthropic's subset ([`lint::anthropic_strict`]), and the `tool_choice` that forces
+/// it. The same schema is what native structured outputs (`output_config.format`) take.
 pub fn anthropic(p: &PromptFile) -> Exported {
     let mut notes = Vec::new();
     let schema = reply_schema(p, &mut notes);
-    for f in lint::lint(&schema, lint::Provider::Anthropic) {
+    let rewrite = lint::anthropic_strict(&schema);
+    for f in &rewrite.findings {
         notes.push(format!(
             "{}: {} `{}`: {}",
-            if f.severity == Severity::Rewrite {
-                "changed"
+            if f.severity == Severity::Error {
+                "blocker"
             } else {
-                "note"
+                "changed"
             },
             f.pointer,
             f.keyword,
             f.message
         ));
     }
-    let mut input_schema = if schema.get("type").and_then(Value::as_str) == Some("object")
-        && !["anyOf", "oneOf", "allOf"]
-            .iter()
-            .any(|k| schema.get(*k).is_some())
-    {
-        schema
-    } else {
-        let key = lint::wrap_key(&schema);
-        lint::wrap_root(&schema, key)
-    };
-    if let Value::Object(m) = &mut input_schema {
-        m.remove("$schema");
-    }
+    let input_schema = rewrite.schema;
     let name = api_name(p.id());
     let description = p
         .description
@@ -122,7 +112,7 @@ pub fn anthropic(p: &PromptFile) -> Exported {
         .unwrap_or_else(|| format!("Record the result of the `{}` extraction.", p.id()));
     Exported {
         value: json!({
-            "tools": [{"name": name, "description": description, "input_schema": input_schema}],
+            "tools": [{"name": name, "description": description, "input_schema": input_schema, "strict": true}],
             "tool_choice": {"type": "tool", "name": name}
         }),
         notes,

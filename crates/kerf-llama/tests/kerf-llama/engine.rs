@@ -82,7 +82,7 @@ fn constrained_jsonl_of_a_oneof_union_parses_and_validates_every_time() {
     let mut objects = 0;
     for seed in 0..10u64 {
         let mut req = request(&p, 160, true);
-        req.temperature = 0.8;
+        req.temperature = Some(0.8);
         req.seed = Some(seed);
         let (finish, text, _) = run(&provider, &req);
         assert_eq!(shown(&finish.details)["constraint"]["engine"], "llguidance");

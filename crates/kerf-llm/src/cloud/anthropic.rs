@@ -1,8 +1,10 @@
-//! Anthropic's Messages API, streamed. Structured output through a forced tool (`tool_choice` of
-//! the one tool whose `input_schema` is the prompt's schema; the reply is the tool input's JSON
-//! as it streams) or, on models that support it, the native `output_format` JSON schema.
+//! Anthropic's Messages API, streamed. Structured output through native structured outputs
+//! (`output_config.format`, generally available, no beta header) or a forced strict tool
+//! (`tool_choice` of the one tool whose `input_schema` is the schema; the reply is the tool
+//! input's JSON as it streams). Both take the schema rewritten into Anthropic's subset
+//! ([`lint::anthropic_strict`]); the reply is validated against the original afterwards.
 
-use kerf_core::lint;
+use kerf_core::lint::{self, Severity};
 use serde_json::{Value, json};
 
 use super::{
@@ -14,8 +16,6 @@ use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
 
 const TOOL: &str = "kerf_reply";
 const VERSION: &str = "2023-06-01";
-/// The beta that enables `output_format` (native JSON-schema output).
-const STRUCTURED_BETA: &str = "structured-outputs-2025-11-13";
 
 pub(crate) fn build(
     p: &CloudProvider,
@@ -35,11 +35,13 @@ pub(crate) fn build(
         "max_tokens": req.max_tokens,
         "messages": messages,
         "stream": true,
-        "temperature": req.temperature,
     });
-    // Newer models refuse both temperature and top_p; send top_p only when it means something.
-    if req.top_p < 1.0 {
-        body["top_p"] = json!(req.top_p);
+    // Sampling parameters only when set (newer models refuse temperature and top_p together).
+    if let Some(t) = req.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(t) = req.top_p {
+        body["top_p"] = json!(t);
     }
     if let Some(system) = system {
         body["system"] = json!(system);
@@ -51,37 +53,49 @@ pub(crate) fn build(
     let mut hdrs = headers(p, "x-api-key", false);
     hdrs.push(("anthropic-version".into(), VERSION.into()));
     let mut warnings = Vec::new();
+    if req.reasoning_effort.is_some() || req.thinking_budget.is_some() {
+        warnings.push(
+            "--reasoning-effort and --thinking-budget are OpenAI's and Gemini's; not sent to Anthropic"
+                .into(),
+        );
+    }
     match (mode, &req.constraint) {
-        (Structured::Tool, Constraint::Json(schema)) => {
-            // A tool's input is an object: any other root is wrapped, and unwrapped after.
-            let input_schema = if schema.get("type").and_then(Value::as_str) == Some("object") {
-                schema.clone()
-            } else {
-                let key = lint::wrap_key(schema);
-                details.wrapped_in = Some(key.to_string());
-                lint::wrap_root(schema, key)
-            };
-            for f in lint::lint(schema, lint::Provider::Anthropic) {
-                warnings.push(format!("{} `{}`: {}", f.pointer, f.keyword, f.message));
+        (Structured::Tool | Structured::JsonSchema, Constraint::Json(schema)) => {
+            let rewrite = lint::anthropic_strict(schema);
+            for f in &rewrite.findings {
+                let tag = if f.severity == Severity::Error {
+                    "Anthropic may reject"
+                } else {
+                    "rewritten for Anthropic"
+                };
+                warnings.push(format!(
+                    "{tag}: {} `{}`: {}",
+                    f.pointer, f.keyword, f.message
+                ));
             }
-            body["tools"] = json!([{
-                "name": TOOL,
-                "description": "Record the extracted data. Call it exactly once with everything extracted.",
-                "input_schema": input_schema,
-            }]);
-            body["tool_choice"] = json!({"type": "tool", "name": TOOL});
+            details.wrapped_in = rewrite.wrapped_in.map(str::to_string);
+            details.structured.changes = Some(rewrite.findings.len());
+            if mode == Structured::Tool {
+                body["tools"] = json!([{
+                    "name": TOOL,
+                    "description": "Record the extracted data. Call it exactly once with everything extracted.",
+                    "input_schema": rewrite.schema,
+                    "strict": true,
+                }]);
+                body["tool_choice"] = json!({"type": "tool", "name": TOOL});
+            } else {
+                body["output_config"] =
+                    json!({"format": {"type": "json_schema", "schema": rewrite.schema}});
+            }
         }
-        (Structured::JsonSchema, Constraint::Json(schema)) => {
-            body["output_format"] = json!({"type": "json_schema", "schema": schema});
-            hdrs.push(("anthropic-beta".into(), STRUCTURED_BETA.into()));
-        }
-        (Structured::JsonObject | Structured::JsonObjectSchema, _) => {
+        (Structured::None | Structured::Auto, _) | (_, Constraint::None) => {}
+        _ => {
             return Err(Error::Request(format!(
-                "{}: Anthropic has no json_object mode; use tool or json_schema",
-                p.def.name
+                "{}: Anthropic takes none, json_schema (native structured outputs) or tool, not `{}`",
+                p.def.name,
+                mode.as_str()
             )));
         }
-        _ => {}
     }
     built(url(p, "messages"), hdrs, &body, details, warnings)
 }

@@ -1,8 +1,9 @@
 //! Google Gemini `streamGenerateContent` (server-sent events with `alt=sse`), with
-//! `responseMimeType: application/json` and a `responseSchema` rewritten into Gemini's OpenAPI
-//! subset (the lint's findings are shown before sending).
+//! `responseMimeType: application/json` and the schema as `responseJsonSchema` (JSON Schema,
+//! only `const` rewritten) or, in the fallback `response_schema` mode, `responseSchema`
+//! rewritten into Gemini's older OpenAPI subset. The lint's findings are shown before sending.
 
-use kerf_core::lint;
+use kerf_core::lint::{self, Severity};
 use serde_json::{Value, json};
 
 use super::{
@@ -25,11 +26,17 @@ pub(crate) fn build(
             json!({"role": if m.role == Role::Assistant { "model" } else { "user" }, "parts": [{"text": m.content}]})
         })
         .collect();
-    let mut config = json!({
-        "maxOutputTokens": req.max_tokens,
-        "temperature": req.temperature,
-        "topP": req.top_p,
-    });
+    let mut config = json!({"maxOutputTokens": req.max_tokens});
+    // Only when set: Google advises against temperature 0 on Gemini 3 (it loops).
+    if let Some(t) = req.temperature {
+        config["temperature"] = json!(t);
+    }
+    if let Some(t) = req.top_p {
+        config["topP"] = json!(t);
+    }
+    if let Some(b) = req.thinking_budget {
+        config["thinkingConfig"] = json!({"thinkingBudget": b});
+    }
     if let Some(seed) = req.seed {
         config["seed"] = json!(seed);
     }
@@ -38,8 +45,29 @@ pub(crate) fn build(
     }
     let mut details = base_details(p, mode, why);
     let mut warnings = Vec::new();
+    if req.reasoning_effort.is_some() {
+        warnings.push(
+            "--reasoning-effort is OpenAI's; Gemini takes --thinking-budget (not sent)".into(),
+        );
+    }
     match (mode, &req.constraint) {
         (Structured::JsonSchema, Constraint::Json(schema)) => {
+            let rewrite = lint::gemini_json_schema(schema);
+            for f in rewrite
+                .findings
+                .iter()
+                .filter(|f| f.severity != Severity::Note)
+            {
+                warnings.push(format!(
+                    "for responseJsonSchema: {} `{}`: {}",
+                    f.pointer, f.keyword, f.message
+                ));
+            }
+            details.structured.changes = Some(rewrite.findings.len());
+            config["responseMimeType"] = json!("application/json");
+            config["responseJsonSchema"] = rewrite.schema;
+        }
+        (Structured::ResponseSchema, Constraint::Json(schema)) => {
             let rewrite = lint::gemini_schema(schema);
             if rewrite.too_large {
                 let why = rewrite
@@ -63,13 +91,14 @@ pub(crate) fn build(
             config["responseSchema"] = rewrite.schema;
         }
         (Structured::JsonObject, _) => config["responseMimeType"] = json!("application/json"),
-        (Structured::Tool | Structured::JsonObjectSchema, _) => {
+        (Structured::None | Structured::Auto, _) | (_, Constraint::None) => {}
+        _ => {
             return Err(Error::Request(format!(
-                "{}: Gemini takes none, json_object (JSON without a schema) or json_schema",
-                p.def.name
+                "{}: Gemini takes none, json_object (JSON without a schema), json_schema (responseJsonSchema) or response_schema, not `{}`",
+                p.def.name,
+                mode.as_str()
             )));
         }
-        _ => {}
     }
     let mut body = json!({"contents": contents, "generationConfig": config});
     if let Some(system) = system {

@@ -5,21 +5,18 @@ use kerf_core::lint::{self, Severity};
 use serde_json::{Value, json};
 
 use super::{Built, CloudProvider, Reply, base_details, built, event_json, headers, url};
+use crate::details::CloudDetails;
 use crate::providers::Structured;
 use crate::sse::SseEvent;
 use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
 
 /// The name OpenAI's `json_schema` wants: `[A-Za-z0-9_-]{1,64}`.
-const SCHEMA_NAME: &str = "kerf_reply";
+pub(super) const SCHEMA_NAME: &str = "kerf_reply";
 
-pub(crate) fn build(
-    p: &CloudProvider,
-    req: &Request,
-    mode: Structured,
-    why: &str,
-) -> Result<Built> {
-    let messages: Vec<Value> = req
-        .messages
+/// The conversation as OpenAI's messages (chat completions' `messages`, the Responses API's
+/// `input`).
+pub(super) fn messages(req: &Request) -> Vec<Value> {
+    req.messages
         .iter()
         .map(|m| {
             json!({"role": match m.role {
@@ -28,21 +25,95 @@ pub(crate) fn build(
                 Role::Assistant => "assistant",
             }, "content": m.content})
         })
-        .collect();
-    let budget_key = if p.def.max_completion_tokens {
+        .collect()
+}
+
+/// The `json_schema` mode's schema, rewritten for strict mode, with each change as a warning.
+pub(super) fn strict_schema(
+    schema: &Value,
+    details: &mut CloudDetails,
+    warnings: &mut Vec<String>,
+) -> Value {
+    let rewrite = lint::openai_strict(schema);
+    for f in &rewrite.findings {
+        let tag = if f.severity == Severity::Error {
+            "the server may reject"
+        } else {
+            "rewritten for strict mode"
+        };
+        warnings.push(format!(
+            "{tag}: {} `{}`: {}",
+            f.pointer, f.keyword, f.message
+        ));
+    }
+    if let Some(key) = rewrite.wrapped_in {
+        details.wrapped_in = Some(key.to_string());
+    }
+    details.structured.changes = Some(rewrite.findings.len());
+    rewrite.schema
+}
+
+/// OpenAI refuses a `json_object` request whose messages never say "JSON" (a 400); other
+/// servers do not care. On OpenAI's own API that is an error before sending, elsewhere a
+/// warning.
+pub(super) fn json_word_check(
+    p: &CloudProvider,
+    req: &Request,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    if req
+        .messages
+        .iter()
+        .any(|m| m.content.to_ascii_lowercase().contains("json"))
+    {
+        return Ok(());
+    }
+    let why = "json_object mode needs the word \"JSON\" in the messages (OpenAI refuses the request otherwise): say in the prompt that the reply is JSON";
+    if p.def.is_openai_itself() {
+        return Err(Error::Request(format!("{}: {why}", p.def.name)));
+    }
+    warnings.push(why.to_string());
+    Ok(())
+}
+
+/// Thinking budgets are Gemini's; OpenAI's models take a reasoning effort instead.
+pub(super) fn thinking_budget_ignored(req: &Request, warnings: &mut Vec<String>) {
+    if req.thinking_budget.is_some() {
+        warnings.push(
+            "--thinking-budget is Gemini's; OpenAI's reasoning models take --reasoning-effort (not sent)".into(),
+        );
+    }
+}
+
+pub(crate) fn build(
+    p: &CloudProvider,
+    req: &Request,
+    mode: Structured,
+    why: &str,
+) -> Result<Built> {
+    // OpenAI's own API: `max_tokens` is deprecated there and refused by its reasoning models.
+    let budget_key = if p.def.max_completion_tokens || p.def.is_openai_itself() {
         "max_completion_tokens"
     } else {
         "max_tokens"
     };
     let mut body = json!({
         "model": p.def.model,
-        "messages": messages,
+        "messages": messages(req),
         "stream": true,
         "stream_options": {"include_usage": true},
         budget_key: req.max_tokens,
-        "temperature": req.temperature,
-        "top_p": req.top_p,
     });
+    // Sampling parameters only when set: reasoning models refuse them.
+    if let Some(t) = req.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(t) = req.top_p {
+        body["top_p"] = json!(t);
+    }
+    if let Some(e) = req.reasoning_effort {
+        body["reasoning_effort"] = json!(e.as_str());
+    }
     if let Some(seed) = req.seed {
         body["seed"] = json!(seed);
     }
@@ -51,37 +122,47 @@ pub(crate) fn build(
     }
     let mut details = base_details(p, mode, why);
     let mut warnings = Vec::new();
+    thinking_budget_ignored(req, &mut warnings);
     match (mode, &req.constraint) {
-        (Structured::JsonObject, _) => body["response_format"] = json!({"type": "json_object"}),
+        (Structured::JsonObject, _) => {
+            json_word_check(p, req, &mut warnings)?;
+            body["response_format"] = json!({"type": "json_object"});
+        }
         (Structured::JsonObjectSchema, Constraint::Json(schema)) => {
+            json_word_check(p, req, &mut warnings)?;
             body["response_format"] = json!({"type": "json_object", "schema": schema});
         }
         (Structured::JsonSchema, Constraint::Json(schema)) => {
-            let rewrite = lint::openai_strict(schema);
-            for f in &rewrite.findings {
-                let tag = if f.severity == Severity::Error {
-                    "the server may reject"
-                } else {
-                    "rewritten for strict mode"
-                };
-                warnings.push(format!(
-                    "{tag}: {} `{}`: {}",
-                    f.pointer, f.keyword, f.message
-                ));
-            }
-            if let Some(key) = rewrite.wrapped_in {
-                details.wrapped_in = Some(key.to_string());
-            }
-            details.structured.changes = Some(rewrite.findings.len());
+            let schema = strict_schema(schema, &mut details, &mut warnings);
             body["response_format"] = json!({
                 "type": "json_schema",
-                "json_schema": {"name": SCHEMA_NAME, "strict": true, "schema": rewrite.schema},
+                "json_schema": {"name": SCHEMA_NAME, "strict": true, "schema": schema},
             });
         }
-        (Structured::Tool, _) => {
+        (Structured::Grammar, Constraint::Json(schema) | Constraint::Jsonl(schema)) => {
+            let jsonl = matches!(req.constraint, Constraint::Jsonl(_));
+            let write = p.grammar.ok_or_else(|| {
+                Error::Constraint(format!(
+                    "{}: the grammar mode needs llama.cpp's schema-to-grammar converter, which this build lacks (build with the engine feature)",
+                    p.def.name
+                ))
+            })?;
+            let grammar = write(schema, jsonl)?;
+            // llama.cpp's server reads `grammar`; vLLM reads `structured_outputs.grammar`
+            // (xgrammar takes GBNF). Each ignores the other's field.
+            body["grammar"] = json!(grammar);
+            body["structured_outputs"] = json!({"grammar": grammar});
+        }
+        (Structured::Tool | Structured::ResponseSchema, _) => {
             return Err(Error::Request(format!(
-                "{}: the `tool` mode is Anthropic's; OpenAI-compatible providers take none, json_object or json_schema",
-                p.def.name
+                "{}: the `{}` mode is {}'s; OpenAI-compatible providers take none, json_object, json_object_schema, json_schema or grammar",
+                p.def.name,
+                mode.as_str(),
+                if mode == Structured::Tool {
+                    "Anthropic"
+                } else {
+                    "Gemini"
+                }
             )));
         }
         _ => {}

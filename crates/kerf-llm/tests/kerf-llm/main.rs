@@ -645,7 +645,8 @@ fn anthropic_forced_tool_streams_the_tool_input_as_the_reply() {
         200,
         body.chunks(11).map(<[u8]>::to_vec).collect(),
     )]);
-    let p = provider(&server, Kind::Anthropic);
+    let mut p = provider(&server, Kind::Anthropic);
+    p.def.structured = Structured::Tool;
     let r = run(&p, &json_request());
     let f = r.result.as_ref().unwrap();
     assert_eq!(f.reason, FinishReason::Stop);
@@ -674,12 +675,107 @@ fn anthropic_forced_tool_streams_the_tool_input_as_the_reply() {
         b["tool_choice"],
         json!({"type": "tool", "name": "kerf_reply"})
     );
+    // A strict tool, its schema in Anthropic's subset: the array root wrapped, objects closed.
+    let tool = &b["tools"][0];
+    assert_eq!(tool["strict"], true);
+    assert_eq!(tool["input_schema"]["properties"]["items"]["type"], "array");
+    assert_eq!(tool["input_schema"]["additionalProperties"], false);
     assert_eq!(
-        b["tools"][0]["input_schema"]["properties"]["items"]["type"],
-        "array"
+        tool["input_schema"]["properties"]["items"]["items"]["additionalProperties"],
+        false
     );
     assert_eq!(b["max_tokens"], 64);
+    // No sampling parameter was set, so none was sent.
+    assert!(
+        b.get("temperature").is_none() && b.get("top_p").is_none(),
+        "{b}"
+    );
+    assert!(b.get("output_config").is_none());
     assert_no_key(&r);
+}
+
+/// Issue 19: native structured outputs are `output_config.format` (generally available: no beta
+/// header), with the schema rewritten into Anthropic's subset — rejected keywords moved into the
+/// description where the model still reads them, `oneOf` as `anyOf`, objects closed, an array
+/// root wrapped — and `auto` picks them on a current model.
+#[test]
+fn anthropic_native_outputs_send_output_config_with_the_schema_in_its_subset() {
+    let server = Server::start(vec![Act::sse(
+        200,
+        vec![transcript("anthropic-native.sse")],
+    )]);
+    let mut p = provider(&server, Kind::Anthropic);
+    p.def.model = "claude-sonnet-4-5".into();
+    let mut req = json_request();
+    req.temperature = Some(0.2);
+    req.constraint = Constraint::Json(json!({
+        "type": "array", "maxItems": 50,
+        "items": {"oneOf": [
+            {"type": "object", "description": "A term.", "properties": {
+                "type": {"const": "definition"},
+                "entity": {"type": "string", "minLength": 1, "maxLength": 80}},
+             "required": ["type", "entity"]},
+            {"type": "object", "properties": {
+                "type": {"const": "relationship"},
+                "weight": {"type": "number", "minimum": 0, "maximum": 1}},
+             "required": ["type"]}
+        ]}
+    }));
+    let r = run(&p, &req);
+    let f = r.result.as_ref().unwrap();
+    assert_eq!(f.reason, FinishReason::Stop);
+    let v: Value = serde_json::from_str(&r.text).unwrap();
+    assert_eq!(v["items"][0]["entity"], "chlorophyll");
+    let d = shown(&f.details);
+    assert_eq!(d["structured"]["mode"], "json_schema");
+    assert!(
+        d["structured"]["why"].as_str().unwrap().contains("native"),
+        "{d}"
+    );
+    assert_eq!(d["wrapped_in"], "items");
+
+    let sent = &server.requests()[0];
+    assert_eq!(sent.header("anthropic-beta"), None);
+    let b: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert!(b.get("output_format").is_none() && b.get("tools").is_none());
+    assert_eq!(b["temperature"], json!(0.2f32));
+    let format = &b["output_config"]["format"];
+    assert_eq!(format["type"], "json_schema");
+    let items = &format["schema"]["properties"]["items"];
+    assert_eq!(items["description"], "Constraints: maxItems: 50.");
+    let branches = items["items"]["anyOf"].as_array().unwrap();
+    assert!(items["items"].get("oneOf").is_none());
+    assert_eq!(
+        branches[0]["properties"]["entity"],
+        json!({"type": "string", "description": "Constraints: minLength: 1; maxLength: 80."})
+    );
+    assert_eq!(branches[0]["description"], "A term.");
+    assert_eq!(branches[0]["additionalProperties"], false);
+    assert_eq!(
+        branches[1]["properties"]["weight"]["description"],
+        "Constraints: minimum: 0; maximum: 1."
+    );
+    // What was relaxed was said before sending.
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("minLength") && w.contains("description")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+/// Models from before native structured outputs keep the forced (strict) tool under `auto`.
+#[test]
+fn anthropic_auto_prefers_native_outputs_and_falls_back_to_the_tool_on_older_models() {
+    let def = |model: &str| {
+        let d = ProviderDef::new("a", Kind::Anthropic, None, model);
+        CloudProvider::with_key(d, None).mode_for(&json_request().constraint)
+    };
+    assert_eq!(def("claude-opus-4-5").0, Structured::JsonSchema);
+    assert_eq!(def("claude-haiku-4-5-20251001").0, Structured::JsonSchema);
+    assert_eq!(def("claude-3-5-haiku-latest").0, Structured::Tool);
+    assert_eq!(def("claude-sonnet-4-20250514").0, Structured::Tool);
 }
 
 #[test]
@@ -699,12 +795,9 @@ fn anthropic_max_tokens_is_length_and_stream_errors_keep_the_text() {
         (500, 32)
     );
     let sent = server.requests();
-    assert_eq!(
-        sent[0].header("anthropic-beta").as_deref(),
-        Some("structured-outputs-2025-11-13")
-    );
+    assert_eq!(sent[0].header("anthropic-beta"), None);
     let b: Value = serde_json::from_slice(&sent[0].body).unwrap();
-    assert_eq!(b["output_format"]["type"], "json_schema");
+    assert_eq!(b["output_config"]["format"]["type"], "json_schema");
 
     let r = run(&p, &json_request());
     let f = r.result.unwrap();
@@ -713,14 +806,19 @@ fn anthropic_max_tokens_is_length_and_stream_errors_keep_the_text() {
     assert!(f.error.unwrap().contains("Overloaded (overloaded_error)"));
 }
 
+/// Issue 19: Gemini takes JSON Schema itself through `responseJsonSchema` (`oneOf`, type arrays,
+/// `additionalProperties` as written; only `const` becomes a one-value `enum`); the older
+/// `responseSchema` rewrite is the `response_schema` mode. No temperature unless set; the
+/// thinking budget goes in `thinkingConfig`.
 #[test]
-fn gemini_json_with_a_rewritten_response_schema() {
+fn gemini_json_schema_by_default_and_response_schema_as_the_fallback() {
     let server = Server::start(vec![
         Act::sse(200, vec![transcript("gemini-json.sse")]),
         Act::sse(200, vec![transcript("gemini-max-tokens.sse")]),
     ]);
-    let p = provider(&server, Kind::Gemini);
+    let mut p = provider(&server, Kind::Gemini);
     let mut req = json_request();
+    req.thinking_budget = Some(128);
     req.constraint = Constraint::Json(json!({
         "type": "array",
         "items": {"oneOf": [
@@ -737,9 +835,10 @@ fn gemini_json_with_a_rewritten_response_schema() {
         (f.usage.completion_tokens, f.usage.reasoning_tokens),
         (144, Some(120))
     );
-    // The lint's findings were shown before sending.
+    assert_eq!(shown(&f.details)["structured"]["mode"], "json_schema");
+    // The one rewrite was said before sending.
     assert!(
-        r.warnings.iter().any(|w| w.contains("oneOf")),
+        r.warnings.iter().any(|w| w.contains("const")),
         "{:?}",
         r.warnings
     );
@@ -754,6 +853,32 @@ fn gemini_json_with_a_rewritten_response_schema() {
     let g = &b["generationConfig"];
     assert_eq!(g["responseMimeType"], "application/json");
     assert_eq!(g["maxOutputTokens"], 64);
+    assert_eq!(g["thinkingConfig"], json!({"thinkingBudget": 128}));
+    assert!(
+        g.get("temperature").is_none() && g.get("topP").is_none(),
+        "{g}"
+    );
+    assert!(g.get("responseSchema").is_none());
+    let branch = &g["responseJsonSchema"]["items"]["oneOf"][0];
+    assert_eq!(
+        branch["properties"]["type"],
+        json!({"enum": ["definition"]})
+    );
+    assert_eq!(
+        branch["properties"]["note"],
+        json!({"type": ["string", "null"]})
+    );
+    assert_eq!(branch["additionalProperties"], false);
+    assert_eq!(b["systemInstruction"]["parts"][0]["text"], "Extract.");
+
+    // The fallback: `responseSchema`, rewritten into the OpenAPI subset.
+    p.def.structured = Structured::ResponseSchema;
+    let r = run(&p, &req);
+    assert_eq!(r.result.as_ref().unwrap().reason, FinishReason::Length);
+    assert!(r.text.ends_with("\"defin"));
+    let b: Value = serde_json::from_slice(&server.requests()[1].body).unwrap();
+    let g = &b["generationConfig"];
+    assert!(g.get("responseJsonSchema").is_none());
     let branch = &g["responseSchema"]["items"]["anyOf"][0];
     assert_eq!(
         branch["properties"]["type"],
@@ -764,15 +889,215 @@ fn gemini_json_with_a_rewritten_response_schema() {
         json!({"type": "string", "nullable": true})
     );
     assert!(branch.get("additionalProperties").is_none());
-    assert_eq!(b["systemInstruction"]["parts"][0]["text"], "Extract.");
-
-    let r = run(&p, &json_request());
-    assert_eq!(r.result.as_ref().unwrap().reason, FinishReason::Length);
-    assert!(r.text.ends_with("\"defin"));
     assert_no_key(&r);
 }
 
 /// A run's details as the history and `--json` keep them (the shape other tools read).
 fn shown(d: &kerf_llm::RunDetails) -> serde_json::Value {
     serde_json::to_value(d).unwrap()
+}
+
+/// Issue 19: sampling parameters go only when set (OpenAI's reasoning models refuse
+/// `temperature` and `top_p`); reasoning effort goes as `reasoning_effort`; and a model that
+/// refuses a parameter anyway gets an error naming it and the flag that set it.
+#[test]
+fn openai_sends_sampling_only_when_set_and_names_a_rejected_parameter() {
+    let rejected = r#"{"error": {"message": "Unsupported parameter: 'temperature' is not supported with this model.", "type": "invalid_request_error", "param": "temperature", "code": "unsupported_parameter"}}"#;
+    let server = Server::start(vec![
+        Act::sse(200, vec![transcript("openai-complete.sse")]),
+        Act::status(400, rejected),
+    ]);
+    let p = provider(&server, Kind::Openai);
+    let mut req = json_request();
+    req.reasoning_effort = Some(kerf_llm::ReasoningEffort::Low);
+    let r = run(&p, &req);
+    assert_eq!(r.result.unwrap().reason, FinishReason::Stop);
+    let b: Value = serde_json::from_slice(&server.requests()[0].body).unwrap();
+    assert!(
+        b.get("temperature").is_none() && b.get("top_p").is_none(),
+        "{b}"
+    );
+    assert_eq!(b["reasoning_effort"], "low");
+    // A compatible server still gets `max_tokens`, what most of them read.
+    assert_eq!(b["max_tokens"], 64);
+
+    req.temperature = Some(0.0);
+    let e = run(&p, &req).result.unwrap_err();
+    let m = e.to_string();
+    assert!(
+        m.contains("rejected the parameter `temperature`") && m.contains("without --temperature"),
+        "{m}"
+    );
+    let b: Value = serde_json::from_slice(&server.requests()[1].body).unwrap();
+    assert_eq!(b["temperature"], 0.0);
+}
+
+/// OpenAI's own API gets `max_completion_tokens` without being told (its reasoning models refuse
+/// `max_tokens`); a compatible server keeps `max_tokens` unless configured.
+#[test]
+fn max_completion_tokens_is_the_default_on_openais_own_api() {
+    let own = ProviderDef::new("o", Kind::Openai, None, "gpt-5");
+    assert!(own.is_openai_itself());
+    let other = ProviderDef::new("v", Kind::Openai, Some("http://127.0.0.1:8000/v1"), "m");
+    assert!(!other.is_openai_itself());
+    let lookalike = ProviderDef::new(
+        "x",
+        Kind::Openai,
+        Some("https://api.openai.com.evil.example/v1"),
+        "m",
+    );
+    assert!(!lookalike.is_openai_itself());
+}
+
+/// A reply cut by its budget with no content, from a model that reasoned, says where the budget
+/// went.
+#[test]
+fn a_length_finish_with_no_content_says_the_budget_went_to_reasoning() {
+    let server = Server::start(vec![Act::sse(
+        200,
+        vec![transcript("openai-reasoning-length.sse")],
+    )]);
+    let p = provider(&server, Kind::Openai);
+    let r = run(&p, &json_request());
+    let f = r.result.as_ref().unwrap();
+    assert_eq!(f.reason, FinishReason::Length);
+    assert_eq!(f.usage.reasoning_tokens, Some(64));
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.starts_with("the budget went to reasoning: 64 of 64 tokens")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+/// Issue 19: the Responses API (`/responses`): chosen per provider (`api`) or, under `auto`, for
+/// models only it serves; `input` and `instructions`, `max_output_tokens`, `text.format` with
+/// the strict schema, `reasoning.effort`, nothing stored at OpenAI. Its events stream the text;
+/// `response.completed` carries usage with reasoning tokens; `incomplete` at the budget is
+/// `length`.
+#[test]
+fn the_responses_api_streams_text_format_replies_and_reports_reasoning() {
+    let server = Server::start(vec![
+        Act::sse(200, vec![transcript("openai-responses.sse")]),
+        Act::sse(200, vec![transcript("openai-responses-incomplete.sse")]),
+    ]);
+    let mut p = provider(&server, Kind::Openai);
+    p.def.model = "o3-pro".into(); // only the Responses API serves it: `auto` goes there
+    assert!(p.def.responses_api());
+    let mut req = json_request();
+    req.reasoning_effort = Some(kerf_llm::ReasoningEffort::High);
+    let r = run(&p, &req);
+    let f = r.result.as_ref().unwrap();
+    assert_eq!(f.reason, FinishReason::Stop);
+    assert_eq!(r.text, r#"{"items":[{"entity":"chlorophyll"}]}"#);
+    assert_eq!(
+        (
+            f.usage.prompt_tokens,
+            f.usage.completion_tokens,
+            f.usage.reasoning_tokens
+        ),
+        (310, 412, Some(396))
+    );
+    let d = shown(&f.details);
+    assert_eq!(
+        (d["api"].as_str(), d["wrapped_in"].as_str()),
+        (Some("responses"), Some("items"))
+    );
+
+    let sent = &server.requests()[0];
+    assert_eq!(sent.path, "/responses");
+    let b: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(b["instructions"], "Extract.");
+    assert_eq!(
+        b["input"],
+        json!([{"role": "user", "content": "Chlorophyll is a green pigment."}])
+    );
+    assert_eq!(b["max_output_tokens"], 64);
+    assert_eq!(b["store"], false);
+    assert_eq!(b["reasoning"], json!({"effort": "high"}));
+    assert!(
+        b.get("temperature").is_none() && b.get("messages").is_none(),
+        "{b}"
+    );
+    let format = &b["text"]["format"];
+    assert_eq!(
+        (format["type"].as_str(), format["strict"].as_bool()),
+        (Some("json_schema"), Some(true))
+    );
+    assert_eq!(format["schema"]["properties"]["items"]["type"], "array");
+
+    let r = run(&p, &req);
+    let f = r.result.as_ref().unwrap();
+    assert_eq!(f.reason, FinishReason::Length);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("the budget went to reasoning")),
+        "{:?}",
+        r.warnings
+    );
+    assert_no_key(&r);
+}
+
+/// `grammar` writes the reply's grammar into llama.cpp's `grammar` and vLLM's
+/// `structured_outputs.grammar`; JSONL is held only that way, and only when configured or a
+/// probe found the server honours it. (The grammar's writer is injected by the front ends:
+/// llama.cpp's converter. The real server runs it in `a_real_llama_server_…`.)
+#[test]
+fn grammar_mode_sends_the_grammar_both_ways_and_holds_jsonl() {
+    fn grammar(_: &Value, jsonl: bool) -> kerf_llm::Result<String> {
+        Ok(if jsonl {
+            "root ::= (item \"\\n\")+".into()
+        } else {
+            "root ::= object".into()
+        })
+    }
+    let server = Server::start(vec![Act::sse(200, vec![transcript("openai-complete.sse")])]);
+    let mut p = provider(&server, Kind::Openai);
+    let mut req = json_request();
+    req.constraint = Constraint::Jsonl(json!({"type": "object"}));
+    // Not probed, not configured: JSONL runs unconstrained, and says why.
+    let (mode, why) = p.mode_for(&req.constraint);
+    assert_eq!(mode, Structured::None);
+    assert!(why.contains("--structured grammar"), "{why}");
+    // Configured without a writer: a clear error, nothing sent.
+    p.def.structured = Structured::Grammar;
+    let e = run(&p, &req).result.unwrap_err();
+    assert!(e.to_string().contains("schema-to-grammar converter"), "{e}");
+    assert!(server.requests().is_empty());
+    p.grammar = Some(grammar);
+    let r = run(&p, &req);
+    assert_eq!(r.result.unwrap().reason, FinishReason::Stop);
+    let b: Value = serde_json::from_slice(&server.requests()[0].body).unwrap();
+    assert_eq!(b["grammar"], "root ::= (item \"\\n\")+");
+    assert_eq!(b["structured_outputs"]["grammar"], b["grammar"]);
+    assert!(b.get("response_format").is_none());
+
+    // Anthropic and Gemini have no such mode.
+    let a = ProviderDef::new("a", Kind::Anthropic, None, "claude-sonnet-4-5");
+    let (mode, why) = CloudProvider::with_key(a, None).mode_for(&req.constraint);
+    assert_eq!(mode, Structured::None);
+    assert!(why.contains("no mode that holds JSONL"), "{why}");
+}
+
+/// OpenAI refuses `json_object` requests that never say "JSON": a warning on other servers.
+#[test]
+fn json_object_without_the_word_json_is_flagged_before_sending() {
+    let server = Server::start(vec![Act::sse(200, vec![transcript("openai-complete.sse")])]);
+    let mut p = provider(&server, Kind::Openai);
+    p.def.structured = Structured::JsonObject;
+    let r = run(&p, &json_request());
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("needs the word \"JSON\"")),
+        "{:?}",
+        r.warnings
+    );
+    let mut own = provider(&server, Kind::Openai);
+    own.def.base_url = "https://api.openai.com/v1".into();
+    own.def.structured = Structured::JsonObject;
+    let e = run(&own, &json_request()).result.unwrap_err();
+    assert!(e.to_string().contains("needs the word \"JSON\""), "{e}");
 }

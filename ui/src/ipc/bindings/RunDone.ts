@@ -6,7 +6,11 @@ import type { RunDetails } from "./RunDetails";
 /**
  * A finished run as the Run screen shows it.
  */
-export type RunDone = { historyId: number | null, provider: string, model: string, objects: unknown[], dropped: Array<Drop>, truncated: boolean, finishReason: FinishReason, promptTokens: number, completionTokens: number, seconds: number, tokensPerSecond: number, firstTokenSeconds: number | null, costUsd: number | null, 
+export type RunDone = { historyId: number | null, provider: string, model: string, objects: unknown[], dropped: Array<Drop>, truncated: boolean, finishReason: FinishReason, promptTokens: number, completionTokens: number, 
+/**
+ * Of `completion_tokens`, those a reasoning model spent thinking (when it says).
+ */
+reasoningTokens: number | null, seconds: number, tokensPerSecond: number, firstTokenSeconds: number | null, costUsd: number | null, 
 /**
  * What ran where: the local engine's device and offloaded layers, the constraint engine,
  * a cloud provider's structured-output mode.

@@ -15,7 +15,11 @@ model: string | null, maxTokens: number,
 /**
  * Hold the reply to the prompt's schema where the format allows it.
  */
-constrain: boolean, temperature: number, seed: number | null, 
+constrain: boolean, 
+/**
+ * `None`: not sent (the provider's default; greedy on the local model).
+ */
+temperature: number | null, seed: number | null, 
 /**
  * `auto`, `none`, `all` or a count.
  */

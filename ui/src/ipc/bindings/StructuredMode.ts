@@ -4,4 +4,4 @@
  * How a run asks for structured output (what each kind offers; `auto` picks the best one the
  * provider is known to honour).
  */
-export type StructuredMode = "auto" | "none" | "json_object" | "json_object_schema" | "json_schema" | "tool";
+export type StructuredMode = "auto" | "none" | "json_object" | "json_object_schema" | "json_schema" | "tool" | "response_schema" | "grammar";
