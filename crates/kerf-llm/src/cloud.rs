@@ -632,6 +632,59 @@ pub(crate) fn split_system(req: &Request) -> (Option<String>, Vec<&crate::Messag
     (system, turns)
 }
 
+/// A schema rewrite applied to a run: its findings become the run's warnings (tagged by what
+/// each means at `target`), its change count and wrapper key go into the details, and the
+/// rewritten schema is returned to send.
+pub(crate) fn apply_rewrite(
+    rewrite: kerf_core::lint::Rewrite,
+    target: &str,
+    details: &mut CloudDetails,
+    warnings: &mut Vec<String>,
+) -> Value {
+    use kerf_core::lint::Severity;
+    for f in &rewrite.findings {
+        let tag = match f.severity {
+            Severity::Note => continue,
+            Severity::Ignored => format!("not enforced by {target}"),
+            Severity::Rewrite => format!("rewritten for {target}"),
+            Severity::Error => format!("{target} may reject"),
+        };
+        warnings.push(format!(
+            "{tag}: {} `{}`: {}",
+            f.pointer, f.keyword, f.message
+        ));
+    }
+    if let Some(key) = rewrite.wrapped_in {
+        details.wrapped_in = Some(key.to_string());
+    }
+    details.structured.changes = Some(rewrite.findings.len());
+    rewrite.schema
+}
+
+/// The system text apart, and the other turns as `{role, content}` with Anthropic's and the
+/// Responses API's two roles (`user`, `assistant`).
+pub(crate) fn system_and_turns(req: &Request) -> (Option<String>, Vec<Value>) {
+    let (system, turns) = split_system(req);
+    let turns = turns
+        .iter()
+        .map(|m| {
+            json!({"role": if m.role == crate::Role::Assistant { "assistant" } else { "user" }, "content": m.content})
+        })
+        .collect();
+    (system, turns)
+}
+
+/// The sampling parameters the user set, under this protocol's names for temperature and top-p
+/// (none is sent unset: OpenAI's reasoning models refuse them, Gemini 3 is advised against 0).
+pub(crate) fn set_sampling(into: &mut Value, req: &Request, temperature: &str, top_p: &str) {
+    if let Some(t) = req.temperature {
+        into[temperature] = json!(t);
+    }
+    if let Some(t) = req.top_p {
+        into[top_p] = json!(t);
+    }
+}
+
 /// A finished request: the JSON body serialised, posted to `url` with `headers`.
 pub(crate) fn built(
     url: String,

@@ -4,15 +4,16 @@
 //! input's JSON as it streams). Both take the schema rewritten into Anthropic's subset
 //! ([`lint::anthropic_strict`]); the reply is validated against the original afterwards.
 
-use kerf_core::lint::{self, Severity};
+use kerf_core::lint;
 use serde_json::{Value, json};
 
 use super::{
-    Built, CloudProvider, Reply, base_details, built, event_json, headers, split_system, url,
+    Built, CloudProvider, Reply, apply_rewrite, base_details, built, event_json, headers,
+    set_sampling, system_and_turns, url,
 };
 use crate::providers::Structured;
 use crate::sse::SseEvent;
-use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
+use crate::{Constraint, Error, FinishReason, Request, Result, Usage};
 
 const TOOL: &str = "kerf_reply";
 const VERSION: &str = "2023-06-01";
@@ -23,26 +24,14 @@ pub(crate) fn build(
     mode: Structured,
     why: &str,
 ) -> Result<Built> {
-    let (system, turns) = split_system(req);
-    let messages: Vec<Value> = turns
-        .iter()
-        .map(|m| {
-            json!({"role": if m.role == Role::Assistant { "assistant" } else { "user" }, "content": m.content})
-        })
-        .collect();
+    let (system, messages) = system_and_turns(req);
     let mut body = json!({
         "model": p.def.model,
         "max_tokens": req.max_tokens,
         "messages": messages,
         "stream": true,
     });
-    // Sampling parameters only when set (newer models refuse temperature and top_p together).
-    if let Some(t) = req.temperature {
-        body["temperature"] = json!(t);
-    }
-    if let Some(t) = req.top_p {
-        body["top_p"] = json!(t);
-    }
+    set_sampling(&mut body, req, "temperature", "top_p");
     if let Some(system) = system {
         body["system"] = json!(system);
     }
@@ -61,31 +50,23 @@ pub(crate) fn build(
     }
     match (mode, &req.constraint) {
         (Structured::Tool | Structured::JsonSchema, Constraint::Json(schema)) => {
-            let rewrite = lint::anthropic_strict(schema);
-            for f in &rewrite.findings {
-                let tag = if f.severity == Severity::Error {
-                    "Anthropic may reject"
-                } else {
-                    "rewritten for Anthropic"
-                };
-                warnings.push(format!(
-                    "{tag}: {} `{}`: {}",
-                    f.pointer, f.keyword, f.message
-                ));
-            }
-            details.wrapped_in = rewrite.wrapped_in.map(str::to_string);
-            details.structured.changes = Some(rewrite.findings.len());
+            let schema = apply_rewrite(
+                lint::anthropic_strict(schema),
+                "Anthropic",
+                &mut details,
+                &mut warnings,
+            );
             if mode == Structured::Tool {
                 body["tools"] = json!([{
                     "name": TOOL,
                     "description": "Record the extracted data. Call it exactly once with everything extracted.",
-                    "input_schema": rewrite.schema,
+                    "input_schema": schema,
                     "strict": true,
                 }]);
                 body["tool_choice"] = json!({"type": "tool", "name": TOOL});
             } else {
                 body["output_config"] =
-                    json!({"format": {"type": "json_schema", "schema": rewrite.schema}});
+                    json!({"format": {"type": "json_schema", "schema": schema}});
             }
         }
         (Structured::None | Structured::Auto, _) | (_, Constraint::None) => {}

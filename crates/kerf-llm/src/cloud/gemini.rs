@@ -3,11 +3,12 @@
 //! only `const` rewritten) or, in the fallback `response_schema` mode, `responseSchema`
 //! rewritten into Gemini's older OpenAPI subset. The lint's findings are shown before sending.
 
-use kerf_core::lint::{self, Severity};
+use kerf_core::lint;
 use serde_json::{Value, json};
 
 use super::{
-    Built, CloudProvider, Reply, base_details, built, event_json, headers, split_system, url,
+    Built, CloudProvider, Reply, apply_rewrite, base_details, built, event_json, headers,
+    set_sampling, split_system, url,
 };
 use crate::providers::Structured;
 use crate::sse::SseEvent;
@@ -27,13 +28,7 @@ pub(crate) fn build(
         })
         .collect();
     let mut config = json!({"maxOutputTokens": req.max_tokens});
-    // Only when set: Google advises against temperature 0 on Gemini 3 (it loops).
-    if let Some(t) = req.temperature {
-        config["temperature"] = json!(t);
-    }
-    if let Some(t) = req.top_p {
-        config["topP"] = json!(t);
-    }
+    set_sampling(&mut config, req, "temperature", "topP");
     if let Some(b) = req.thinking_budget {
         config["thinkingConfig"] = json!({"thinkingBudget": b});
     }
@@ -52,20 +47,13 @@ pub(crate) fn build(
     }
     match (mode, &req.constraint) {
         (Structured::JsonSchema, Constraint::Json(schema)) => {
-            let rewrite = lint::gemini_json_schema(schema);
-            for f in rewrite
-                .findings
-                .iter()
-                .filter(|f| f.severity != Severity::Note)
-            {
-                warnings.push(format!(
-                    "for responseJsonSchema: {} `{}`: {}",
-                    f.pointer, f.keyword, f.message
-                ));
-            }
-            details.structured.changes = Some(rewrite.findings.len());
             config["responseMimeType"] = json!("application/json");
-            config["responseJsonSchema"] = rewrite.schema;
+            config["responseJsonSchema"] = apply_rewrite(
+                lint::gemini_json_schema(schema),
+                "responseJsonSchema",
+                &mut details,
+                &mut warnings,
+            );
         }
         (Structured::ResponseSchema, Constraint::Json(schema)) => {
             let rewrite = lint::gemini_schema(schema);
@@ -80,15 +68,9 @@ pub(crate) fn build(
                     p.def.name
                 )));
             }
-            for f in &rewrite.findings {
-                warnings.push(format!(
-                    "rewritten for Gemini: {} `{}`: {}",
-                    f.pointer, f.keyword, f.message
-                ));
-            }
-            details.structured.changes = Some(rewrite.findings.len());
             config["responseMimeType"] = json!("application/json");
-            config["responseSchema"] = rewrite.schema;
+            config["responseSchema"] =
+                apply_rewrite(rewrite, "responseSchema", &mut details, &mut warnings);
         }
         (Structured::JsonObject, _) => config["responseMimeType"] = json!("application/json"),
         (Structured::None | Structured::Auto, _) | (_, Constraint::None) => {}

@@ -1,10 +1,13 @@
 //! OpenAI chat completions, as OpenAI and the compatible servers (DeepSeek, vLLM, Ollama,
 //! LM Studio, llama.cpp's and llama-cpp-python's servers) speak it.
 
-use kerf_core::lint::{self, Severity};
+use kerf_core::lint;
 use serde_json::{Value, json};
 
-use super::{Built, CloudProvider, Reply, base_details, built, event_json, headers, url};
+use super::{
+    Built, CloudProvider, Reply, apply_rewrite, base_details, built, event_json, headers,
+    set_sampling, url,
+};
 use crate::details::CloudDetails;
 use crate::providers::Structured;
 use crate::sse::SseEvent;
@@ -34,23 +37,12 @@ pub(super) fn strict_schema(
     details: &mut CloudDetails,
     warnings: &mut Vec<String>,
 ) -> Value {
-    let rewrite = lint::openai_strict(schema);
-    for f in &rewrite.findings {
-        let tag = if f.severity == Severity::Error {
-            "the server may reject"
-        } else {
-            "rewritten for strict mode"
-        };
-        warnings.push(format!(
-            "{tag}: {} `{}`: {}",
-            f.pointer, f.keyword, f.message
-        ));
-    }
-    if let Some(key) = rewrite.wrapped_in {
-        details.wrapped_in = Some(key.to_string());
-    }
-    details.structured.changes = Some(rewrite.findings.len());
-    rewrite.schema
+    apply_rewrite(
+        lint::openai_strict(schema),
+        "strict mode",
+        details,
+        warnings,
+    )
 }
 
 /// OpenAI refuses a `json_object` request whose messages never say "JSON" (a 400); other
@@ -104,13 +96,7 @@ pub(crate) fn build(
         "stream_options": {"include_usage": true},
         budget_key: req.max_tokens,
     });
-    // Sampling parameters only when set: reasoning models refuse them.
-    if let Some(t) = req.temperature {
-        body["temperature"] = json!(t);
-    }
-    if let Some(t) = req.top_p {
-        body["top_p"] = json!(t);
-    }
+    set_sampling(&mut body, req, "temperature", "top_p");
     if let Some(e) = req.reasoning_effort {
         body["reasoning_effort"] = json!(e.as_str());
     }

@@ -6,11 +6,12 @@ use serde_json::{Value, json};
 
 use super::openai::{SCHEMA_NAME, json_word_check, strict_schema, thinking_budget_ignored};
 use super::{
-    Built, CloudProvider, Reply, base_details, built, event_json, headers, split_system, url,
+    Built, CloudProvider, Reply, base_details, built, event_json, headers, set_sampling,
+    system_and_turns, url,
 };
 use crate::providers::Structured;
 use crate::sse::SseEvent;
-use crate::{Constraint, Error, FinishReason, Request, Result, Role, Usage};
+use crate::{Constraint, Error, FinishReason, Request, Result, Usage};
 
 pub(crate) fn build(
     p: &CloudProvider,
@@ -18,13 +19,7 @@ pub(crate) fn build(
     mode: Structured,
     why: &str,
 ) -> Result<Built> {
-    let (system, turns) = split_system(req);
-    let input: Vec<Value> = turns
-        .iter()
-        .map(|m| {
-            json!({"role": if m.role == Role::Assistant { "assistant" } else { "user" }, "content": m.content})
-        })
-        .collect();
+    let (system, input) = system_and_turns(req);
     let mut body = json!({
         "model": p.def.model,
         "input": input,
@@ -36,12 +31,7 @@ pub(crate) fn build(
     if let Some(system) = system {
         body["instructions"] = json!(system);
     }
-    if let Some(t) = req.temperature {
-        body["temperature"] = json!(t);
-    }
-    if let Some(t) = req.top_p {
-        body["top_p"] = json!(t);
-    }
+    set_sampling(&mut body, req, "temperature", "top_p");
     if let Some(e) = req.reasoning_effort {
         body["reasoning"] = json!({"effort": e.as_str()});
     }
