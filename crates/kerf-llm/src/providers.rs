@@ -136,7 +136,7 @@ impl std::str::FromStr for Structured {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[cfg_attr(feature = "ts", ts(rename = "OpenaiApi"))]
 pub enum Api {
-    /// Chat completions, except for the models that exist only on the Responses API.
+    /// Chat completions, except for the models that exist only on OpenAI's Responses API.
     #[default]
     Auto,
     /// `/chat/completions`: OpenAI and every compatible server.
@@ -332,13 +332,14 @@ impl ProviderDef {
         own.or(self.probe.as_ref())
     }
 
-    /// The OpenAI endpoint this provider's runs call.
+    /// The OpenAI endpoint this provider's runs call. `auto` sends only OpenAI's own API's
+    /// Responses-only models there: a compatible server's model names say nothing about it.
     pub fn responses_api(&self) -> bool {
         self.kind == Kind::Openai
             && match self.api {
                 Api::Responses => true,
                 Api::Chat => false,
-                Api::Auto => responses_only(&self.model),
+                Api::Auto => self.is_openai_itself() && responses_only(&self.model),
             }
     }
 

@@ -983,7 +983,13 @@ fn the_responses_api_streams_text_format_replies_and_reports_reasoning() {
         Act::sse(200, vec![transcript("openai-responses-incomplete.sse")]),
     ]);
     let mut p = provider(&server, Kind::Openai);
-    p.def.model = "o3-pro".into(); // only the Responses API serves it: `auto` goes there
+    p.def.model = "o3-pro".into();
+    // `auto` sends OpenAI's Responses-only models there, on OpenAI's own API only.
+    assert!(!p.def.responses_api());
+    let own = ProviderDef::new("o", Kind::Openai, None, "o3-pro");
+    assert!(own.responses_api());
+    assert!(!ProviderDef::new("o", Kind::Openai, None, "gpt-4.1-mini").responses_api());
+    p.def.api = kerf_llm::providers::Api::Responses;
     assert!(p.def.responses_api());
     let mut req = json_request();
     req.reasoning_effort = Some(kerf_llm::ReasoningEffort::High);
