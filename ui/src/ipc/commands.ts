@@ -121,10 +121,10 @@ export function providerDeleteKey(name: string): Promise<boolean> {
 }
 
 /**
- * Probe which structured-output modes a server honours (kept; `auto` uses it): with a draft,
- * the open prompt's own schema as its runs would send it. Cancellable by `id`.
+ * Probe which structured-output modes a server honours (kept; `auto` uses it): with the
+ * open prompt's draft, its own schema as its runs would send it. Cancellable by `id`.
  */
-export function providerProbe(id: string, name: string, draft: PromptDraft | null = null): Promise<ProviderInfo> {
+export function providerProbe(id: string, name: string, draft: PromptDraft | null): Promise<ProviderInfo> {
   return call<ProviderInfo>("provider_probe", { id, name, draft });
 }
 

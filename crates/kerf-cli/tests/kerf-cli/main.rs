@@ -447,13 +447,35 @@ fn export_openai_and_anthropic() {
 
 #[test]
 fn lint_reports_per_provider_and_exits_1_on_errors() {
+    // The shipped prompt: rewrites everywhere (Gemini's `responseJsonSchema` takes its `oneOf`
+    // and only needs `const` as an enum), no blocker, exit 0.
     let o = kerf(&["lint", "prompts/agent-kg-extract.json", "--json"]);
     let v = stdout_json(&o);
-    let gemini_oneof =
+    let gemini_const = v["findings"].as_array().unwrap().iter().any(|f| {
+        f["provider"] == "gemini" && f["keyword"] == "const" && f["severity"] == "rewrite"
+    });
+    assert!(gemini_const, "{v}");
+    assert_eq!(
+        (o.status.code(), v["errors"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+    // A schema with a blocker (`allOf` in OpenAI's strict mode): exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let blocked = dir.path().join("blocked.schema.json");
+    std::fs::write(
+        &blocked,
+        r#"{"type": "object", "properties": {"a": {"allOf": [{"type": "string"}]}}}"#,
+    )
+    .unwrap();
+    let o = kerf(&["lint", blocked.to_str().unwrap(), "--json"]);
+    let v = stdout_json(&o);
+    assert!(
         v["findings"].as_array().unwrap().iter().any(|f| {
-            f["provider"] == "gemini" && f["keyword"] == "oneOf" && f["severity"] == "error"
-        });
-    assert!(gemini_oneof, "{v}");
+            f["provider"] == "openai" && f["keyword"] == "allOf" && f["severity"] == "error"
+        }),
+        "{v}"
+    );
     assert_eq!(o.status.code(), Some(1));
     let o = kerf(&[
         "lint",
