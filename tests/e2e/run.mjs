@@ -389,6 +389,28 @@ try {
       await waitText("providers-notice", (s) => s.startsWith(`Removed ${paid}`), 10000, "not removed");
     });
 
+    // Issue 19: the open prompt's own schema, probed per mode; the verdict shows in the row, and
+    // the grammar mode sent llama.cpp's GBNF of the prompt's line schema.
+    await scenario("probe a provider with the open prompt's own schema", async () => {
+      await (await $t("nav-prompts")).click();
+      await (await $t("prompt-agent-kg-extract")).click();
+      await waitText("prompt-title", (s) => s === "agent-kg-extract", 5000, "agent-kg-extract did not open");
+      cloud.options.reply = kgLines(4).join("\n") + "\n";
+      cloud.options.perEventMs = 0;
+      await (await $t("nav-providers")).click();
+      const sent = cloud.requests.length;
+      await (await $t(`probe-prompt-${provider}`)).click();
+      await waitText("providers-notice", (s) => s.startsWith(`Probed ${provider}`), 30000, "the probe did not finish");
+      const notice = await text("providers-notice");
+      assert.match(notice, /\(prompt schema jsonl:[0-9a-f]{16}\)/, notice);
+      assert.match(notice, /none honoured, grammar honoured/, notice);
+      const grammar = cloud.requests.slice(sent).find((r) => r.body?.grammar);
+      assert.ok(grammar, "no request carried a grammar");
+      assert.match(grammar.body.grammar, /root ::= \(item "\\n"\)\+/, grammar.body.grammar.slice(0, 200));
+      assert.equal(grammar.body.structured_outputs?.grammar, grammar.body.grammar);
+      await (await $t("nav-run")).click();
+    });
+
     await scenario("remove the provider and its key", async () => {
       await (await $t("nav-providers")).click();
       await (await $t(`remove-${provider}`)).click();
