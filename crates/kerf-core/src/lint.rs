@@ -157,6 +157,14 @@ fn walk<'a>(
     }
 }
 
+/// The property names an object schema lists in `required`.
+fn required_names(node: &Map<String, Value>) -> Vec<&str> {
+    node.get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
 fn is_object_schema(node: &Map<String, Value>) -> bool {
     node.contains_key("properties") || node.get("type").and_then(Value::as_str) == Some("object")
 }
@@ -364,11 +372,7 @@ fn complexity(schema: &Value) -> Complexity {
     walk(schema, "", 0, &mut |node, _, _| {
         let Some(m) = node.as_object() else { return };
         if let Some(props) = m.get("properties").and_then(Value::as_object) {
-            let required: Vec<&str> = m
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
+            let required = required_names(m);
             c.optional += props
                 .keys()
                 .filter(|k| !required.contains(&k.as_str()))
@@ -484,11 +488,7 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                                 .into(),
                         );
                     }
-                    let required: Vec<&str> = m
-                        .get("required")
-                        .and_then(Value::as_array)
-                        .map(|r| r.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
+                    let required = required_names(m);
                     if let Some(props) = m.get("properties").and_then(Value::as_object) {
                         for name in props.keys().filter(|n| !required.contains(&n.as_str())) {
                             add(

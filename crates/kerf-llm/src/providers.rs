@@ -205,8 +205,9 @@ pub struct Probe {
     pub modes: Vec<ModeProbe>,
 }
 
-/// A schema's identity for cached probe verdicts: the SHA-256 of its canonical JSON, prefixed
-/// by the constraint's kind (`json:` or `jsonl:`), since one schema can be asked for both ways.
+/// A schema's identity for cached probe verdicts: the first 64 bits of the SHA-256 of its JSON
+/// as written (key order kept, so a reordered schema is probed anew), prefixed by the
+/// constraint's kind (`json:` or `jsonl:`), since one schema can be asked for both ways.
 pub fn schema_hash(kind: &str, schema: &serde_json::Value) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(schema.to_string().as_bytes());
