@@ -824,6 +824,13 @@ pub async fn probe(
         };
         let mut req = Request::new(Some("You are a terse assistant."), user);
         req.max_tokens = if own_schema.is_some() { 512 } else { 48 };
+        // A self-hosted server samples at its own default (llama-server: 0.8), so the same probe
+        // could pass once and fail the next time on a long string; greedy decoding makes the
+        // verdict repeatable. OpenAI's own reasoning models refuse `temperature`, and the
+        // hosted APIs' defaults are not what decides a mode: only servers get it.
+        if p.def.kind == crate::providers::Kind::Openai && !p.def.is_openai_itself() {
+            req.temperature = Some(0.0);
+        }
         if mode != Structured::None {
             req.constraint = constraint.clone();
         }
