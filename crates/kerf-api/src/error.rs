@@ -45,6 +45,7 @@ codes! {
     TemplateRender = "template_render", true;
     Import = "import", true;
     Export = "export", true;
+    Dataset = "dataset", true;
     ProviderUnavailable = "provider_unavailable", false;
     Model = "model", false;
     Constraint = "constraint", true;
@@ -115,6 +116,7 @@ impl From<&kerf_core::Error> for Code {
             E::TemplateRender { .. } => Code::TemplateRender,
             E::Import { .. } => Code::Import,
             E::Export { .. } => Code::Export,
+            E::Dataset { .. } => Code::Dataset,
             E::Usage(_) => Code::Usage,
             E::Cancelled => Code::Cancelled,
         }

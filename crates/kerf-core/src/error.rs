@@ -78,6 +78,14 @@ pub enum Error {
         message: String,
     },
 
+    /// A dataset with problems: every one found, each naming its row (id and line) and the JSON
+    /// pointer or column. Nothing is run until there are none.
+    #[error("{place}: {} problem{} in the dataset:\n{}", problems.len(), if problems.len() == 1 { "" } else { "s" }, problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Dataset {
+        place: String,
+        problems: Vec<String>,
+    },
+
     /// A value the caller passed that makes no sense (a bad `--var`, a bad option).
     #[error("{0}")]
     Usage(String),
@@ -105,6 +113,7 @@ impl Error {
             Error::TemplateRender { .. } => "template_render",
             Error::Import { .. } => "import",
             Error::Export { .. } => "export",
+            Error::Dataset { .. } => "dataset",
             Error::Usage(_) => "usage",
             Error::Cancelled => "cancelled",
         }

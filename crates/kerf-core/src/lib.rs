@@ -11,6 +11,7 @@
 //! - [`sweep`] — truncation sweeps: objects recovered at every cut, and resilience metrics.
 //! - [`lint`] — what a schema uses that a provider rejects or silently ignores; the OpenAI strict
 //!   rewrite.
+//! - [`eval`] — scoring extracted records against expected ones: matching, P/R/F1, grounding.
 //! - [`diff`] — what changed between two runs' objects.
 //! - [`dirs`] — where Kerf keeps models, history and config; [`time`] — timestamps and dates.
 //! - [`export`] — TrustGraph config bundles and templates (and import back), OpenAI
@@ -22,6 +23,7 @@ pub mod cancel;
 pub mod diff;
 pub mod dirs;
 pub mod error;
+pub mod eval;
 pub mod export;
 pub mod files;
 pub mod limits;
@@ -157,6 +159,15 @@ impl Prompt {
         vars.dedup();
         vars.retain(|v| !self.file.terms.contains_key(v));
         vars
+    }
+
+    /// How this prompt's records are matched when scored: its `match` key over the defaults its
+    /// record schema gives.
+    pub fn matcher(&self) -> eval::Matcher {
+        eval::Matcher::new(
+            &self.file.match_spec.clone().unwrap_or_default(),
+            self.parser.item_schema(),
+        )
     }
 
     /// Parse a reply to this prompt.

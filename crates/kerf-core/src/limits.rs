@@ -24,3 +24,9 @@ pub fn render_fuel() -> u64 {
 pub fn max_render_bytes() -> u64 {
     from_env("KERF_MAX_RENDER_MIB", 32).saturating_mul(1 << 20)
 }
+
+/// The most bytes one dataset row may hold (`KERF_MAX_ROW_MIB`, default 16 MiB): a document far
+/// beyond any context window is a mistake, and is refused before it is read into memory.
+pub fn max_row_bytes() -> u64 {
+    from_env("KERF_MAX_ROW_MIB", 16).saturating_mul(1 << 20)
+}

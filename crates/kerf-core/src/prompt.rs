@@ -244,6 +244,9 @@ pub struct PromptFile {
     /// follow-up turn, up to `max-attempts` replies in all. A truncated reply is never repaired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair: Option<Repair>,
+    /// How records are matched when scored against expected ones (`kerf score`, `kerf eval`).
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub match_spec: Option<crate::eval::MatchSpec>,
 }
 
 /// The `repair` key of a prompt file.
@@ -398,6 +401,12 @@ impl PromptFile {
                     Repair::MAX_ATTEMPTS,
                     r.max_attempts
                 ),
+            });
+        }
+        if let Some((key, v)) = file.match_spec.as_ref().and_then(|m| m.out_of_range()) {
+            return Err(Error::PromptFile {
+                place: format!("{place}{}", at("match")),
+                message: format!("key `match.{key}`: must be between 0 and 1, got {v}"),
             });
         }
         // The sample input is read when the prompt is opened and sent with it: it must be a file

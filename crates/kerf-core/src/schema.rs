@@ -123,6 +123,19 @@ impl CompiledSchema {
             .unwrap_or_default()
     }
 
+    /// The branches of a discriminated union, each with its tag and its schema as written.
+    pub fn union_branches(&self) -> Vec<(&str, &Value)> {
+        self.union
+            .as_ref()
+            .map(|u| {
+                u.branches
+                    .iter()
+                    .map(|b| (b.tag.as_str(), &b.schema))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The schema that applies to `value` for coercion: the selected union branch, or the root.
     pub fn schema_for(&self, value: &Value) -> &Value {
         if let Some(u) = &self.union

@@ -11,6 +11,7 @@ pub mod parse;
 pub mod providers;
 pub mod render;
 pub mod run;
+pub mod score;
 pub mod sweep;
 
 use std::path::Path;

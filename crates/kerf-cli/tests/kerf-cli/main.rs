@@ -11,6 +11,7 @@ use rstest::rstest;
 
 mod history;
 mod providers;
+mod score;
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {

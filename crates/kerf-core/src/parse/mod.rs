@@ -76,6 +76,15 @@ impl Parser {
         self.schema.as_ref()
     }
 
+    /// The schema of one record: of an array's element for `json` (of the whole value when it
+    /// is not an array schema), of each object otherwise.
+    pub fn item_schema(&self) -> Option<&CompiledSchema> {
+        match self.response_type {
+            ResponseType::Json => self.items.as_ref().or(self.schema.as_ref()),
+            _ => self.schema.as_ref(),
+        }
+    }
+
     /// Parse one reply. `vars` are the run's variables (for the `passthrough` rule).
     pub fn parse(&self, text: &str, vars: &Map<String, Value>) -> ParseReport {
         let stripped = text.strip_prefix('\u{feff}').unwrap_or(text);

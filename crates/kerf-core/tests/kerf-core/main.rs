@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod dataset;
 mod delimited;
 mod export;
 mod json;
@@ -11,6 +12,7 @@ mod post;
 mod prompt_file;
 mod robustness;
 mod schema;
+mod score;
 mod shipped;
 mod stream;
 mod support;

@@ -1,0 +1,171 @@
+//! `kerf score`: the interface tools rely on, kept exactly, on a hand-worked document.
+
+use serde_json::json;
+
+use super::{kerf, stderr, stdout_json};
+
+const GOLD: &str = r#"{"type": "definition", "entity": "Chlorophyll", "definition": "The green pigment that absorbs light", "aliases": {"entity": ["chlorophyll a"]}}
+{"type": "definition", "entity": "Stroma", "definition": "The fluid inside a chloroplast"}
+{"type": "relationship", "subject": "chlorophyll", "predicate": "found in", "object": "chloroplasts", "object-entity": true}
+"#;
+
+// "the chlorophyll." normalises to "chlorophyll" (article and full stop gone); "stroma" twice is
+// one match and one spurious duplicate; "located in" is not "found in"; Mitochondria is neither
+// expected nor in the document.
+const GOT: &str = r#"{"type": "definition", "entity": "the chlorophyll.", "definition": "A green pigment absorbing light"}
+{"type": "definition", "entity": "Stroma", "definition": "The fluid inside a chloroplast"}
+{"type": "definition", "entity": "stroma", "definition": "again"}
+{"type": "relationship", "subject": "Chlorophyll", "predicate": "located in", "object": "chloroplasts", "object-entity": true}
+{"type": "definition", "entity": "Mitochondria", "definition": "powerhouse"}
+"#;
+
+const DOC: &str =
+    "Chlorophyll is found in chloroplasts. The stroma is the fluid inside a chloroplast.";
+
+#[test]
+fn score_json_form_is_exactly_the_documented_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gold, got, doc) = (
+        dir.path().join("gold.jsonl"),
+        dir.path().join("got.jsonl"),
+        dir.path().join("doc.txt"),
+    );
+    std::fs::write(&gold, GOLD).unwrap();
+    std::fs::write(&got, GOT).unwrap();
+    std::fs::write(&doc, DOC).unwrap();
+    let o = kerf(&[
+        "score",
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--expected",
+        gold.to_str().unwrap(),
+        "--actual",
+        got.to_str().unwrap(),
+        "--input",
+        doc.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    for key in [
+        "tp",
+        "fp",
+        "fn",
+        "precision",
+        "recall",
+        "f1",
+        "by_type",
+        "matched",
+        "missed",
+        "spurious",
+        "ungrounded",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}: {v}");
+    }
+    // tp 2 (Chlorophyll, Stroma), fp 3, fn 1: P 2/5, R 2/3, F1 4/(4+3+1) = 0.5.
+    assert_eq!(
+        (v["tp"].clone(), v["fp"].clone(), v["fn"].clone()),
+        (json!(2), json!(3), json!(1))
+    );
+    assert_eq!(v["precision"], json!(0.4));
+    assert_eq!(v["recall"], json!(2.0 / 3.0));
+    assert_eq!(v["f1"], json!(0.5));
+    assert_eq!(
+        v["by_type"]["relationship"],
+        json!({"tp": 0, "fp": 1, "fn": 1, "precision": 0.0, "recall": 0.0, "f1": 0.0})
+    );
+    assert_eq!(v["by_type"]["definition"]["f1"], json!(2.0 / 3.0));
+    assert_eq!(v["matched"][0]["actual"]["entity"], "the chlorophyll.");
+    assert_eq!(v["matched"][0]["similarity"], json!(1.0));
+    assert_eq!(
+        v["missed"],
+        json!([{"type": "relationship", "subject": "chlorophyll", "predicate": "found in", "object": "chloroplasts", "object-entity": true}])
+    );
+    assert_eq!(v["spurious"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        v["spurious"][0]["definition"], "again",
+        "the later duplicate is the spurious one"
+    );
+    assert_eq!(
+        v["ungrounded"],
+        json!([{"type": "definition", "entity": "Mitochondria", "definition": "powerhouse"}])
+    );
+    // Without --input there is no grounding key.
+    let o = kerf(&[
+        "score",
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--expected",
+        gold.to_str().unwrap(),
+        "--actual",
+        got.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(stdout_json(&o).get("ungrounded").is_none());
+}
+
+#[test]
+fn score_refuses_an_expected_record_that_fails_the_schema_naming_line_and_pointer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gold, got) = (dir.path().join("gold.jsonl"), dir.path().join("got.jsonl"));
+    std::fs::write(&gold, "{\"type\": \"definition\", \"entity\": \"a\", \"definition\": \"b\"}\n{\"type\": \"relationship\", \"subject\": 3}\nnot json\n").unwrap();
+    std::fs::write(&got, "").unwrap();
+    let o = kerf(&[
+        "score",
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--expected",
+        gold.to_str().unwrap(),
+        "--actual",
+        got.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("error[dataset]"), "{err}");
+    assert!(
+        err.contains(&format!("{}:3: not valid JSON", gold.display())),
+        "{err}"
+    );
+    std::fs::write(&gold, "{\"type\": \"definition\", \"entity\": \"a\", \"definition\": \"b\"}\n{\"type\": \"relationship\", \"subject\": 3, \"predicate\": \"p\", \"object\": \"o\", \"object-entity\": true}\n").unwrap();
+    let o = kerf(&[
+        "score",
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--expected",
+        gold.to_str().unwrap(),
+        "--actual",
+        got.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:2: /subject: fails prompt `agent-kg-extract`'s record schema",
+            gold.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn score_explain_prints_the_identity_fields_per_type() {
+    let o = kerf(&[
+        "score",
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--explain",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("type `definition`: identity `entity`"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "type `relationship`: identity `subject`, `predicate`, `object`, `object-entity`"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("`definition` left out: free text"), "{out}");
+}

@@ -1,0 +1,628 @@
+//! Datasets: documents to run a prompt on, with the records a correct extraction holds.
+//!
+//! Three forms, read into the same [`Row`]s:
+//! - **JSONL**, one row per line: `{"id", "input", "vars", "expected"}`. `input` fills the prompt's
+//!   input variable, `vars` any others, `expected` (optional) is the gold record set — an array
+//!   in the prompt's record shape, or an object of such arrays keyed by prompt id (one dataset
+//!   for prompts of different shapes; a prompt also finds the records kept under its twin's id).
+//! - **CSV** with a header: a column per variable, plus optional `id`, `input` and `expected` (a
+//!   JSON cell). A cell that starts with `[` or `{` is read as JSON (a list of entity types).
+//! - **A folder** of `NAME.txt` documents, each with an optional `NAME.expected.jsonl` (one record
+//!   per line) and `NAME.vars.json` beside it; a `vars.json` in the folder applies to every row.
+//!
+//! Loading finds every structural problem (bad JSON, unknown keys, duplicate ids, oversized
+//! rows); [`check`] then holds each row to the prompts it will run with (unknown and missing
+//! variables, expected records that fail the record schema). Both name the row by id and line,
+//! and the field by JSON pointer or column; nothing runs until there are no problems.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result, strip_position};
+use crate::eval::score::without_aliases;
+use crate::{Prompt, limits};
+
+/// The records a correct extraction of a row holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expected {
+    /// One record set, for every prompt.
+    All(Vec<Value>),
+    /// Record sets by prompt id.
+    ByPrompt(BTreeMap<String, Vec<Value>>),
+}
+
+/// One document of a dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub id: String,
+    /// The file the row came from (the dataset file, or the document in a folder).
+    pub file: String,
+    /// 1-based line of the row in `file`.
+    pub line: usize,
+    /// The document, for the prompt's input variable.
+    pub input: Option<String>,
+    pub vars: Map<String, Value>,
+    pub expected: Option<Expected>,
+    /// For a folder row: the `.expected.jsonl` file and the line of each record, for errors.
+    expected_lines: Option<(String, Vec<usize>)>,
+}
+
+impl Row {
+    /// `FILE:LINE, row ID`: how problems name the row.
+    pub fn place(&self) -> String {
+        format!("{}:{}, row `{}`", self.file, self.line, self.id)
+    }
+
+    /// The expected records for `prompt` (by its id, then its twin's), and the JSON pointer
+    /// they sit under in the row.
+    pub fn expected_for(&self, prompt: &Prompt) -> Option<(&[Value], String)> {
+        match self.expected.as_ref()? {
+            Expected::All(v) => Some((v, "/expected".into())),
+            Expected::ByPrompt(by) => [Some(prompt.id()), prompt.file.twin.as_deref()]
+                .into_iter()
+                .flatten()
+                .find_map(|id| {
+                    by.get(id)
+                        .map(|v| (v.as_slice(), format!("/expected/{}", escape(id))))
+                }),
+        }
+    }
+
+    /// The variables a prompt renders this row with: `vars`, and the document under the
+    /// prompt's input variable.
+    pub fn vars_for(&self, prompt: &Prompt) -> Map<String, Value> {
+        let mut vars = self.vars.clone();
+        if let Some(input) = &self.input {
+            vars.insert(
+                prompt.file.input_variable().to_string(),
+                Value::String(input.clone()),
+            );
+        }
+        vars
+    }
+
+    /// The document as grounding reads it: `input`, else the prompt's input variable.
+    pub fn document(&self, prompt: &Prompt) -> Option<&str> {
+        self.input.as_deref().or_else(|| {
+            self.vars
+                .get(prompt.file.input_variable())
+                .and_then(Value::as_str)
+        })
+    }
+}
+
+/// A loaded dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub path: PathBuf,
+    pub rows: Vec<Row>,
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Load a dataset: a `.jsonl` file, a `.csv` file, or a folder of `.txt` documents.
+pub fn load(path: &Path) -> Result<Dataset> {
+    let place = path.display().to_string();
+    let mut problems = Vec::new();
+    let rows = if path.is_dir() {
+        load_folder(path, &mut problems)?
+    } else {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("csv") => load_csv(path, &mut problems)?,
+            Some("jsonl" | "ndjson") => load_jsonl(path, &mut problems)?,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "{place}: a dataset is a .jsonl or .csv file, or a folder of .txt documents"
+                )));
+            }
+        }
+    };
+    let mut seen: BTreeMap<&str, &Row> = BTreeMap::new();
+    for r in &rows {
+        if let Some(first) = seen.insert(r.id.as_str(), r) {
+            problems.push(format!(
+                "{}: id `{}` is also the id of the row at {}:{}",
+                r.place(),
+                r.id,
+                first.file,
+                first.line
+            ));
+        }
+    }
+    if rows.is_empty() && problems.is_empty() {
+        problems.push(format!("{place}: no rows"));
+    }
+    if problems.is_empty() {
+        Ok(Dataset {
+            path: path.to_path_buf(),
+            rows,
+        })
+    } else {
+        Err(Error::Dataset { place, problems })
+    }
+}
+
+/// The lines of a file, each with its 1-based number; a line longer than the row limit is
+/// skipped unread and reported by its size, so a 100 MB line never sits in memory.
+fn bounded_lines(path: &Path) -> Result<Vec<(usize, std::result::Result<String, u64>)>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let max = limits::max_row_bytes();
+    let mut reader = BufReader::new(file);
+    let mut out = Vec::new();
+    let mut n = 0;
+    loop {
+        n += 1;
+        let mut buf = Vec::new();
+        let mut size: u64 = 0;
+        let mut over = false;
+        let ended = loop {
+            let chunk = reader.fill_buf().map_err(|e| Error::io(path, e))?;
+            if chunk.is_empty() {
+                break size == 0;
+            }
+            let (take, newline) = match memchr::memchr(b'\n', chunk) {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            size += take as u64;
+            if size > max {
+                over = true;
+                buf = Vec::new();
+            } else {
+                buf.extend_from_slice(&chunk[..take]);
+            }
+            reader.consume(take);
+            if newline {
+                break false;
+            }
+        };
+        if ended {
+            break;
+        }
+        if over {
+            out.push((n, Err(size)));
+            continue;
+        }
+        let text = String::from_utf8(buf).map_err(|e| Error::Utf8 {
+            place: format!("{}:{n}", path.display()),
+            offset: e.utf8_error().valid_up_to(),
+        })?;
+        let text = text.trim_end_matches(['\n', '\r']);
+        let text = if n == 1 {
+            text.strip_prefix('\u{feff}').unwrap_or(text)
+        } else {
+            text
+        };
+        out.push((n, Ok(text.to_string())));
+    }
+    Ok(out)
+}
+
+fn too_large(file: &str, line: usize, size: u64) -> String {
+    format!(
+        "{file}:{line}: the row is {:.1} MiB, over the limit of {} MiB (KERF_MAX_ROW_MIB)",
+        size as f64 / (1 << 20) as f64,
+        limits::max_row_bytes() >> 20
+    )
+}
+
+fn load_jsonl(path: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
+    let file = path.display().to_string();
+    let mut rows = Vec::new();
+    for (line, text) in bounded_lines(path)? {
+        let text = match text {
+            Ok(t) => t,
+            Err(size) => {
+                problems.push(too_large(&file, line, size));
+                continue;
+            }
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        let value: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(format!(
+                    "{file}:{line}: not valid JSON (column {}): {}",
+                    e.column(),
+                    strip_position(&e.to_string())
+                ));
+                continue;
+            }
+        };
+        let Value::Object(mut m) = value else {
+            problems.push(format!("{file}:{line}: a row must be a JSON object"));
+            continue;
+        };
+        let id = match m.remove("id") {
+            Some(Value::String(s)) if !s.is_empty() => s,
+            Some(Value::Number(n)) => n.to_string(),
+            None => format!("line-{line}"),
+            Some(other) => {
+                problems.push(format!(
+                    "{file}:{line}: /id must be a string or a number, not {other}"
+                ));
+                continue;
+            }
+        };
+        let mut row = Row {
+            id,
+            file: file.clone(),
+            line,
+            input: None,
+            vars: Map::new(),
+            expected: None,
+            expected_lines: None,
+        };
+        for (k, v) in m {
+            match (k.as_str(), v) {
+                ("input", Value::String(s)) => row.input = Some(s),
+                ("input", _) => problems.push(format!("{}: /input must be a string", row.place())),
+                ("vars", Value::Object(vars)) => row.vars = vars,
+                ("vars", _) => problems.push(format!("{}: /vars must be an object", row.place())),
+                ("expected", v) => match expected_from(v) {
+                    Ok(e) => row.expected = Some(e),
+                    Err(msg) => problems.push(format!("{}: /expected {msg}", row.place())),
+                },
+                (other, _) => problems.push(format!(
+                    "{}: /{} is not a row key (a row has id, input, vars and expected; template variables go under `vars`)",
+                    row.place(),
+                    escape(other)
+                )),
+            }
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn expected_from(v: Value) -> std::result::Result<Expected, String> {
+    match v {
+        Value::Array(items) => Ok(Expected::All(items)),
+        Value::Object(by) => by
+            .into_iter()
+            .map(|(k, v)| match v {
+                Value::Array(items) => Ok((k, items)),
+                _ => Err(format!("/{}: must be an array of records", escape(&k))),
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map(Expected::ByPrompt),
+        _ => Err(
+            "must be an array of records, or an object of such arrays keyed by prompt id".into(),
+        ),
+    }
+}
+
+fn load_csv(path: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
+    let file = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let max = limits::max_row_bytes();
+    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(f);
+    let headers = match reader.headers() {
+        Ok(h) => h.clone(),
+        Err(e) => {
+            problems.push(format!("{file}: the header row: {e}"));
+            return Ok(Vec::new());
+        }
+    };
+    let mut rows = Vec::new();
+    let mut record = csv::StringRecord::new();
+    loop {
+        match reader.read_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => {
+                let line = e.position().map_or(0, |p| p.line() as usize);
+                problems.push(format!("{file}:{line}: {e}"));
+                if matches!(
+                    e.kind(),
+                    csv::ErrorKind::Io(_) | csv::ErrorKind::Utf8 { .. }
+                ) {
+                    break;
+                }
+                continue;
+            }
+        }
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        if record.as_slice().len() as u64 > max {
+            problems.push(too_large(&file, line, record.as_slice().len() as u64));
+            continue;
+        }
+        let mut row = Row {
+            id: format!("line-{line}"),
+            file: file.clone(),
+            line,
+            input: None,
+            vars: Map::new(),
+            expected: None,
+            expected_lines: None,
+        };
+        for (name, cell) in headers.iter().zip(record.iter()) {
+            match name {
+                "id" if !cell.is_empty() => row.id = cell.to_string(),
+                "id" => {}
+                "input" => row.input = Some(cell.to_string()),
+                "expected" if cell.trim().is_empty() => {}
+                "expected" => match serde_json::from_str(cell) {
+                    Ok(v) => match expected_from(v) {
+                        Ok(e) => row.expected = Some(e),
+                        Err(msg) => {
+                            problems.push(format!("{}: column `expected` {msg}", row.place()))
+                        }
+                    },
+                    Err(e) => problems.push(format!(
+                        "{}: column `expected`: not valid JSON (column {}): {}",
+                        row.place(),
+                        e.column(),
+                        strip_position(&e.to_string())
+                    )),
+                },
+                var => {
+                    let value = if cell.starts_with(['[', '{']) {
+                        match serde_json::from_str(cell) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                problems.push(format!(
+                                    "{}: column `{var}` starts like JSON but is not (column {}): {}",
+                                    row.place(),
+                                    e.column(),
+                                    strip_position(&e.to_string())
+                                ));
+                                continue;
+                            }
+                        }
+                    } else {
+                        Value::String(cell.to_string())
+                    };
+                    row.vars.insert(var.to_string(), value);
+                }
+            }
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn read_vars(path: &Path, problems: &mut Vec<String>) -> Result<Map<String, Value>> {
+    if !path.exists() {
+        return Ok(Map::new());
+    }
+    let text = crate::error::read_text(path)?;
+    match serde_json::from_str(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => {
+            problems.push(format!(
+                "{}: must be a JSON object of variables",
+                path.display()
+            ));
+            Ok(Map::new())
+        }
+        Err(e) => {
+            problems.push(format!(
+                "{}:{}: not valid JSON: {}",
+                path.display(),
+                e.line(),
+                strip_position(&e.to_string())
+            ));
+            Ok(Map::new())
+        }
+    }
+}
+
+fn load_folder(dir: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "txt") && p.is_file())
+        .collect();
+    docs.sort();
+    let shared = read_vars(&dir.join("vars.json"), problems)?;
+    let max = limits::max_row_bytes();
+    let mut rows = Vec::new();
+    for doc in docs {
+        let id = doc
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let file = doc.display().to_string();
+        let size = std::fs::metadata(&doc)
+            .map_err(|e| Error::io(&doc, e))?
+            .len();
+        if size > max {
+            problems.push(too_large(&file, 1, size));
+            continue;
+        }
+        let mut vars = shared.clone();
+        vars.extend(read_vars(&dir.join(format!("{id}.vars.json")), problems)?);
+        let expected_path = dir.join(format!("{id}.expected.jsonl"));
+        let expected = if expected_path.exists() {
+            let (records, lines) = records_in(&expected_path, problems)?.into_iter().unzip();
+            Some((
+                Expected::All(records),
+                (expected_path.display().to_string(), lines),
+            ))
+        } else {
+            None
+        };
+        let (expected, expected_lines) = expected.unzip();
+        rows.push(Row {
+            id,
+            line: 1,
+            input: Some(crate::error::read_text(&doc)?),
+            vars,
+            expected,
+            expected_lines,
+            file,
+        });
+    }
+    Ok(rows)
+}
+
+/// The records of a JSONL file with the line of each; a line that is not JSON, or too large, is
+/// a problem naming the file and line.
+fn records_in(path: &Path, problems: &mut Vec<String>) -> Result<Vec<(Value, usize)>> {
+    let place = path.display().to_string();
+    let mut records = Vec::new();
+    for (line, text) in bounded_lines(path)? {
+        match text {
+            Err(size) => problems.push(too_large(&place, line, size)),
+            Ok(t) if t.trim().is_empty() => {}
+            Ok(t) => match serde_json::from_str(&t) {
+                Ok(v) => records.push((v, line)),
+                Err(e) => problems.push(format!(
+                    "{place}:{line}: not valid JSON (column {}): {}",
+                    e.column(),
+                    strip_position(&e.to_string())
+                )),
+            },
+        }
+    }
+    Ok(records)
+}
+
+/// The records of one document, one JSON object per line (`kerf score`'s files): every line
+/// that is not a JSON object is named.
+pub fn read_records(path: &Path) -> Result<Vec<Value>> {
+    let mut problems = Vec::new();
+    let records = records_in(path, &mut problems)?;
+    for (r, line) in &records {
+        if !r.is_object() {
+            problems.push(format!(
+                "{}:{line}: a record must be a JSON object",
+                path.display()
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(records.into_iter().map(|(r, _)| r).collect())
+    } else {
+        Err(Error::Dataset {
+            place: path.display().to_string(),
+            problems,
+        })
+    }
+}
+
+/// Problems of `records` (expected records of prompt `p`) against its record schema: each a
+/// JSON pointer under `base` at `place`, for `kerf score` and [`check`] alike.
+pub fn check_records(
+    p: &Prompt,
+    records: &[Value],
+    at: &dyn Fn(usize, &str) -> String,
+    problems: &mut Vec<String>,
+) {
+    for (i, r) in records.iter().enumerate() {
+        if !r.is_object() {
+            problems.push(format!("{}: a record must be a JSON object", at(i, "")));
+            continue;
+        }
+        if let Some(a) = r.get("aliases")
+            && !a.as_object().is_some_and(|m| {
+                m.values().all(|v| {
+                    v.as_array()
+                        .is_some_and(|xs| xs.iter().all(Value::is_string))
+                })
+            })
+        {
+            problems.push(format!(
+                "{}: must map field names to arrays of other names",
+                at(i, "/aliases")
+            ));
+        }
+        let Some(schema) = p.parser.item_schema() else {
+            continue;
+        };
+        if let Err(violations) = schema.validate(&without_aliases(r)) {
+            for v in violations {
+                problems.push(format!(
+                    "{}: fails prompt `{}`'s record schema: {}",
+                    at(i, &v.pointer),
+                    p.id(),
+                    v.message
+                ));
+            }
+        }
+    }
+}
+
+/// Hold every row to the prompts it will run with: each variable some prompt reads, none a
+/// prompt needs missing, each expected record valid against that prompt's record schema (its
+/// `aliases` aside). Returns the dataset's error listing every problem, or `Ok`.
+pub fn check(dataset: &Dataset, prompts: &[&Prompt]) -> Result<()> {
+    let mut problems = Vec::new();
+    let read: BTreeSet<String> = prompts
+        .iter()
+        .flat_map(|p| {
+            p.input_variables()
+                .into_iter()
+                .chain(p.file.terms.keys().cloned())
+                .chain([p.file.input_variable().to_string()])
+        })
+        .collect();
+    for row in &dataset.rows {
+        for k in row.vars.keys() {
+            if !read.contains(k) {
+                problems.push(format!(
+                    "{}: /vars/{}: unknown variable (the prompts read: {})",
+                    row.place(),
+                    escape(k),
+                    read.iter()
+                        .map(|v| format!("`{v}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        for p in prompts {
+            let supplied = row.vars_for(p);
+            for v in p.input_variables() {
+                if !supplied.contains_key(&v) {
+                    let how = if v == p.file.input_variable() {
+                        "give the row an `input`".to_string()
+                    } else {
+                        "add it under `vars`".to_string()
+                    };
+                    problems.push(format!(
+                        "{}: missing variable `{v}`, which prompt `{}` reads ({how})",
+                        row.place(),
+                        p.id()
+                    ));
+                }
+            }
+            let Some((records, pointer)) = row.expected_for(p) else {
+                continue;
+            };
+            let at = |i: usize, sub: &str| {
+                // The place, and the pointer of the record within it.
+                let (place, base) = match &row.expected_lines {
+                    Some((file, lines)) => (
+                        format!("{file}:{}, row `{}`", lines[i], row.id),
+                        String::new(),
+                    ),
+                    None => (row.place(), format!("{pointer}/{i}")),
+                };
+                let full = format!("{base}{sub}");
+                if full.is_empty() {
+                    place
+                } else {
+                    format!("{place}: {full}")
+                }
+            };
+            check_records(p, records, &at, &mut problems);
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Dataset {
+            place: dataset.path.display().to_string(),
+            problems,
+        })
+    }
+}

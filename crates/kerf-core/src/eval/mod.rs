@@ -1,0 +1,11 @@
+//! The evaluation lab's pure half: how records are matched ([`matching`], [`normalize`]), how one
+//! document is scored ([`score`]), how scores add up over documents ([`aggregate`]), and the
+//! datasets they come from ([`dataset`]).
+
+pub mod dataset;
+pub mod matching;
+pub mod normalize;
+pub mod score;
+
+pub use matching::{MatchSpec, Matcher};
+pub use score::{Counts, Grounding, Pair, ScoreReport, Scored, Scores, score};

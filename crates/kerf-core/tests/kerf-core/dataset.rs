@@ -1,0 +1,172 @@
+//! Datasets: the three forms read into the same rows, and every problem named before anything
+//! runs (row id and line, JSON pointer or column).
+
+use kerf_core::eval::dataset::{self, Expected};
+use kerf_core::{Error, Prompt};
+use serde_json::json;
+
+fn prompt(name: &str) -> Prompt {
+    Prompt::load(&crate::support::repo().join("prompts").join(name)).unwrap()
+}
+
+fn problems(e: Error) -> Vec<String> {
+    match e {
+        Error::Dataset { problems, .. } => problems,
+        other => panic!("expected a dataset error, got {other}"),
+    }
+}
+
+#[test]
+fn a_jsonl_row_fills_the_input_and_finds_expected_records_by_prompt_or_twin() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            r#"{"id": "a", "input": "Stroma is a fluid.", "expected": {"agent-kg-extract": [{"type": "definition", "entity": "stroma", "definition": "a fluid"}]}}"#,
+            "\n\n",
+            r#"{"input": "x", "expected": [{"type": "definition", "entity": "x", "definition": "y", "aliases": {"entity": ["ex"]}}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let d = dataset::load(&path).unwrap();
+    assert_eq!(d.rows.len(), 2);
+    assert_eq!(
+        d.rows[1].id, "line-3",
+        "a row without an id is named by its line"
+    );
+    let array = prompt("agent-kg-extract-array.json");
+    // The array prompt finds the records kept under its twin's id.
+    let (records, pointer) = d.rows[0].expected_for(&array).unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(pointer, "/expected/agent-kg-extract");
+    assert_eq!(d.rows[0].vars_for(&array)["text"], "Stroma is a fluid.");
+    dataset::check(&d, &[&prompt("agent-kg-extract.json"), &array]).unwrap();
+}
+
+#[test]
+fn every_problem_is_named_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &path,
+        [
+            r#"{"id": "ok", "input": "fine"}"#,
+            r#"{"id": "broken", "input": "x""#,
+            r#"{"id": "schema", "input": "x", "expected": [{"type": "definition", "entity": ""}]}"#,
+            r#"{"id": "vars", "input": "x", "vars": {"colour": "red"}}"#,
+            r#"{"id": "novar"}"#,
+            r#"{"id": "ok", "input": "twice"}"#,
+            r#"{"id": "extra", "input": "x", "text": "y"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let file = path.display().to_string();
+    let p = problems(dataset::load(&path).unwrap_err());
+    assert_eq!(p.len(), 3, "{p:#?}");
+    assert!(
+        p[0].starts_with(&format!("{file}:2: not valid JSON")),
+        "{}",
+        p[0]
+    );
+    assert!(
+        p.iter()
+            .any(|x| x.contains(":7, row `extra`: /text is not a row key")),
+        "{p:#?}"
+    );
+    assert!(
+        p.iter().any(
+            |x| x.contains(":6, row `ok`: id `ok` is also the id of the row at")
+                && x.ends_with(":1")
+        ),
+        "{p:#?}"
+    );
+    // Fixed structure, the rows are held to the prompt.
+    std::fs::write(
+        &path,
+        [
+            r#"{"id": "schema", "input": "x", "expected": [{"type": "definition", "entity": ""}]}"#,
+            r#"{"id": "vars", "input": "x", "vars": {"colour": "red"}}"#,
+            r#"{"id": "novar"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let d = dataset::load(&path).unwrap();
+    let p = problems(dataset::check(&d, &[&prompt("agent-kg-extract.json")]).unwrap_err());
+    let joined = p.join("\n");
+    assert!(
+        joined.contains(&format!("{file}:1, row `schema`: /expected/0")),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("fails prompt `agent-kg-extract`'s record schema"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains(&format!(
+            "{file}:2, row `vars`: /vars/colour: unknown variable"
+        )),
+        "{joined}"
+    );
+    assert!(
+        joined.contains(&format!("{file}:3, row `novar`: missing variable `text`")),
+        "{joined}"
+    );
+}
+
+#[test]
+fn an_oversized_row_is_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl");
+    // 2 MiB against a 1 MiB limit (the limit moved by its environment variable in a child
+    // process would be cleaner; the default is 16 MiB, so write past it instead).
+    let big = "x".repeat(17 << 20);
+    std::fs::write(
+        &path,
+        format!(
+            "{{\"id\": \"big\", \"input\": \"{big}\"}}\n{{\"id\": \"small\", \"input\": \"y\"}}\n"
+        ),
+    )
+    .unwrap();
+    let p = problems(dataset::load(&path).unwrap_err());
+    assert_eq!(p.len(), 1);
+    assert!(
+        p[0].contains(":1: the row is 17.0 MiB, over the limit of 16 MiB (KERF_MAX_ROW_MIB)"),
+        "{}",
+        p[0]
+    );
+}
+
+#[test]
+fn csv_and_folder_datasets_read_into_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("d.csv");
+    std::fs::write(
+        &csv,
+        "id,text,entity_types,expected\nr1,\"Ada wrote notes, in 1843.\",\"[\"\"person\"\"]\",\"[{\"\"type\"\": \"\"entity\"\", \"\"entity_name\"\": \"\"Ada\"\", \"\"entity_type\"\": \"\"person\"\", \"\"entity_description\"\": \"\"A writer\"\"}]\"\n",
+    )
+    .unwrap();
+    let d = dataset::load(&csv).unwrap();
+    assert_eq!(d.rows[0].id, "r1");
+    assert_eq!(d.rows[0].line, 2);
+    assert_eq!(d.rows[0].vars["entity_types"], json!(["person"]));
+    assert!(matches!(&d.rows[0].expected, Some(Expected::All(v)) if v.len() == 1));
+    dataset::check(&d, &[&prompt("lightrag-extract-delimited.json")]).unwrap();
+
+    let folder = dir.path().join("docs");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("ada.txt"), "Ada wrote notes.").unwrap();
+    std::fs::write(folder.join("ada.expected.jsonl"), "{\"type\": \"definition\", \"entity\": \"Ada\", \"definition\": \"a writer\"}\n{\"type\": \"definition\"}\n").unwrap();
+    std::fs::write(folder.join("babbage.txt"), "Babbage built engines.").unwrap();
+    let d = dataset::load(&folder).unwrap();
+    assert_eq!(
+        d.rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["ada", "babbage"]
+    );
+    let p = problems(dataset::check(&d, &[&prompt("agent-kg-extract.json")]).unwrap_err());
+    assert_eq!(p.len(), 2, "{p:#?}");
+    assert!(p[0].contains("ada.expected.jsonl:2, row `ada`: fails prompt `agent-kg-extract`'s record schema: missing required field \"entity\""), "{}", p[0]);
+}

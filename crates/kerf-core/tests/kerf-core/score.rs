@@ -1,0 +1,237 @@
+//! Scoring hand-worked cases: every figure below was worked out on paper from the definitions
+//! (tp = matched pairs, fp = extracted − tp, fn = expected − tp; precision null when nothing was
+//! extracted, recall null when nothing was expected, F1 null only when both are empty).
+
+use kerf_core::eval::{Grounding, MatchSpec, Matcher, ScoreReport, score};
+use kerf_core::{CompiledSchema, Prompt};
+use serde_json::{Value, json};
+
+fn agent_kg() -> Prompt {
+    Prompt::load(&crate::support::repo().join("prompts/agent-kg-extract.json")).unwrap()
+}
+
+fn def(entity: &str, definition: &str) -> Value {
+    json!({"type": "definition", "entity": entity, "definition": definition})
+}
+
+fn rel(s: &str, p: &str, o: &str) -> Value {
+    json!({"type": "relationship", "subject": s, "predicate": p, "object": o, "object-entity": true})
+}
+
+fn with_spec(spec: Value) -> Matcher {
+    let p = agent_kg();
+    let spec: MatchSpec = serde_json::from_value(spec).unwrap();
+    Matcher::new(&spec, p.parser.item_schema())
+}
+
+#[test]
+fn defaults_come_from_the_schema_and_leave_free_text_out() {
+    let m = agent_kg().matcher();
+    assert_eq!(m.discriminator.as_deref(), Some("type"));
+    assert_eq!(m.rule("definition").keys, ["entity"]);
+    assert_eq!(
+        m.rule("relationship").keys,
+        ["subject", "predicate", "object", "object-entity"]
+    );
+    // The predicate names a relation: not looked up in the input; a boolean is never.
+    assert_eq!(m.rule("relationship").ground, ["subject", "object"]);
+    let explained = m.explain();
+    assert!(
+        explained.contains("type `definition`: identity `entity`"),
+        "{explained}"
+    );
+    assert!(
+        explained.contains("`definition` left out: free text (its name)"),
+        "{explained}"
+    );
+}
+
+#[test]
+fn normalisation_matches_case_punctuation_quotes_and_articles() {
+    let m = agent_kg().matcher();
+    let expected = [
+        def("Northern Lighthouse Board", "x"),
+        rel("Ada Lovelace", "wrote", "notes"),
+    ];
+    let actual = [
+        def("the northern-lighthouse board.", "y"),
+        rel("\"ADA LOVELACE\"", "Wrote", "Notes"),
+    ];
+    let s = score(&m, &expected, &actual);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (2, 0, 0));
+    assert_eq!(s.counts.f1(), Some(1.0));
+    assert!(s.matched.iter().all(|p| p.similarity == 1.0));
+    // Without normalisation none of them matches.
+    let raw = with_spec(json!({"normalize": false}));
+    let s = score(&raw, &expected, &actual);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (0, 2, 2));
+    assert_eq!(s.counts.precision(), Some(0.0));
+    assert_eq!(s.counts.f1(), Some(0.0));
+}
+
+#[test]
+fn aliases_let_another_name_match() {
+    let m = agent_kg().matcher();
+    let expected = [
+        json!({"type": "definition", "entity": "Ada Lovelace", "definition": "x",
+        "aliases": {"entity": ["Augusta Ada King", "Countess of Lovelace"]}}),
+    ];
+    let s = score(&m, &expected, &[def("augusta ada king", "x")]);
+    assert_eq!(s.counts.tp, 1);
+    assert_eq!(
+        s.matched[0].similarity, 1.0,
+        "an alias is an exact match, not a partial one"
+    );
+    let s = score(&m, &expected, &[def("Ada King", "x")]);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (0, 1, 1));
+}
+
+#[test]
+fn fuzzy_pairs_count_as_matched_and_are_listed_as_partial() {
+    // "chloroplast" vs "chloroplasts": 1 edit in 12 characters, similarity 11/12 = 0.9167.
+    let m = with_spec(json!({"fuzzy": 0.9}));
+    let expected = [def("chloroplasts", "organelles"), def("stroma", "fluid")];
+    let actual = [
+        def("chloroplast", "organelles"),
+        def("thylakoid", "membranes"),
+    ];
+    let s = score(&m, &expected, &actual);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (1, 1, 1));
+    assert!((s.matched[0].similarity - 11.0 / 12.0).abs() < 1e-12);
+    let report = ScoreReport::new(&s, &expected, &actual, None);
+    assert_eq!(report.partial.len(), 1);
+    assert_eq!(report.partial[0].actual["entity"], "chloroplast");
+    // At the default threshold (exact after normalisation) it is a miss and a spurious record.
+    let s = score(&agent_kg().matcher(), &expected, &actual);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (0, 2, 2));
+}
+
+#[test]
+fn matching_is_one_to_one_and_a_duplicate_is_spurious() {
+    let m = agent_kg().matcher();
+    let expected = [def("stroma", "a")];
+    let actual = [def("Stroma", "a"), def("stroma", "b")];
+    let s = score(&m, &expected, &actual);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (1, 1, 0));
+    // precision 1/2, recall 1/1, F1 2/(2+1+0) = 2/3
+    assert_eq!(s.counts.precision(), Some(0.5));
+    assert_eq!(s.counts.recall(), Some(1.0));
+    assert_eq!(s.counts.f1(), Some(2.0 / 3.0));
+    assert_eq!(s.spurious.len(), 1);
+}
+
+#[test]
+fn the_assignment_is_optimal_not_greedy() {
+    // E0 = "light", E1 = "lights"; A0 = "lights" matches E1 exactly and E0 fuzzily (5/6 = 0.83),
+    // A1 = "light" matches E0 exactly. Greedy in order would pair E0–A0 at best and leave one
+    // unmatched in some orders; the optimum pairs both exactly.
+    let m = with_spec(json!({"fuzzy": 0.8}));
+    let expected = [def("light", "a"), def("lights", "b")];
+    let actual = [def("lights", "b"), def("light", "a")];
+    let s = score(&m, &expected, &actual);
+    assert_eq!(s.counts.tp, 2);
+    assert!(s.matched.iter().all(|p| p.similarity == 1.0));
+    assert_eq!((s.matched[0].expected, s.matched[0].actual), (0, 1));
+    // Every pairing of E0 "abcd", E1 "abcf" with A0 "abce", A1 "abcd" reaches 0.7 (3 of 4
+    // letters): two pairs either way, and the closer total is E0–A1 (1.0) + E1–A0 (0.75).
+    let m = with_spec(json!({"fuzzy": 0.7}));
+    let expected = [def("abcd", "a"), def("abcf", "b")];
+    let actual = [def("abce", "x"), def("abcd", "y")];
+    let s = score(&m, &expected, &actual);
+    let pairs: Vec<_> = s
+        .matched
+        .iter()
+        .map(|p| (p.expected, p.actual, p.similarity))
+        .collect();
+    assert_eq!(pairs, [(0, 1, 1.0), (1, 0, 0.75)]);
+}
+
+#[test]
+fn empty_sets_follow_the_null_rules() {
+    let m = agent_kg().matcher();
+    let s = score(&m, &[], &[]);
+    assert_eq!(
+        (s.counts.precision(), s.counts.recall(), s.counts.f1()),
+        (None, None, None)
+    );
+    // Nothing extracted: precision null, recall 0, F1 0.
+    let s = score(&m, &[def("a", "b")], &[]);
+    assert_eq!(
+        (s.counts.precision(), s.counts.recall(), s.counts.f1()),
+        (None, Some(0.0), Some(0.0))
+    );
+    // Nothing expected: recall null, precision 0, F1 0.
+    let s = score(&m, &[], &[def("a", "b")]);
+    assert_eq!(
+        (s.counts.precision(), s.counts.recall(), s.counts.f1()),
+        (Some(0.0), None, Some(0.0))
+    );
+    let json = serde_json::to_value(s.counts.scores()).unwrap();
+    assert_eq!(
+        json,
+        json!({"tp": 0, "fp": 1, "fn": 0, "precision": 0.0, "recall": null, "f1": 0.0})
+    );
+}
+
+#[test]
+fn by_type_keeps_each_record_type_apart() {
+    let m = agent_kg().matcher();
+    // Same text in a definition and a relationship's subject never pair across types.
+    let expected = [def("stroma", "a"), rel("stroma", "part of", "chloroplast")];
+    let actual = [def("stroma", "a"), rel("stroma", "inside", "chloroplast")];
+    let s = score(&m, &expected, &actual);
+    assert_eq!(s.by_type["definition"].tp, 1);
+    let r = s.by_type["relationship"];
+    assert_eq!((r.tp, r.fp, r.fn_), (0, 1, 1));
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (1, 1, 1));
+    // F1 overall = 2/(2+1+1) = 0.5
+    assert_eq!(s.counts.f1(), Some(0.5));
+}
+
+#[test]
+fn declared_keys_replace_the_defaults_and_other_fields_are_agreement() {
+    let m = with_spec(json!({"keys": {"relationship": ["subject", "object"]}}));
+    let expected = [rel("Ada", "wrote", "Notes")];
+    let actual = [rel("ada", "authored", "notes")];
+    let s = score(&m, &expected, &actual);
+    assert_eq!(s.counts.tp, 1);
+    // The predicate is now agreement, not identity: "wrote" vs "authored" share no bigram.
+    let a = s.agreement["relationship:predicate"];
+    assert_eq!((a.pairs, a.mean()), (1, Some(0.0)));
+    assert_eq!(s.agreement["relationship:object-entity"].mean(), Some(1.0));
+}
+
+#[test]
+fn a_prompt_without_a_discriminator_scores_under_star() {
+    let schema = json!({"type": "object", "properties": {"name": {"type": "string"},
+        "summary": {"type": "string"}, "confidence": {"type": "number"}},
+        "required": ["name", "summary", "confidence"]});
+    let compiled = CompiledSchema::compile(&schema, "test").unwrap();
+    let m = Matcher::new(&MatchSpec::default(), Some(&compiled));
+    assert_eq!(m.discriminator, None);
+    assert_eq!(m.rule("*").keys, ["name"]);
+    let s = score(
+        &m,
+        &[json!({"name": "A", "summary": "s", "confidence": 0.9})],
+        &[json!({"name": "a", "summary": "t", "confidence": 0.2})],
+    );
+    assert_eq!(s.by_type["*"].tp, 1);
+}
+
+#[test]
+fn grounding_finds_names_in_the_input_and_flags_the_rest() {
+    let m = agent_kg().matcher();
+    let input = "Chloroplasts hold chlorophyll. The Calvin cycle runs in the stroma.";
+    let g = Grounding::new(&m, input);
+    let actual = [
+        def("chlorophyll", "x"),
+        def("Calvin Cycle", "x"),
+        def("chloroplast", "x"), // one letter short of a word in the text: fuzzy-grounded
+        def("mitochondria", "x"), // not in the text
+        rel("stroma", "hosts", "Calvin cycle"),
+        rel("stroma", "hosts", "ATP synthase"),
+    ];
+    assert_eq!(g.ungrounded(&m, &actual), [3, 5]);
+    // Whole words only: "roma" is inside "stroma" but is not a word of the text.
+    assert!(!g.contains("roma"));
+}
