@@ -1,6 +1,7 @@
 //! Which fields make two records the same record: a prompt's `match` key, or the defaults read
 //! from its schema. `kerf score --explain` prints what [`Matcher::explain`] says.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -211,11 +212,11 @@ impl Matcher {
 
     /// The identity fields of `object` under `rule` (its own scalar fields when the type has no
     /// schema).
-    pub fn keys_of(&self, rule: &TypeRule, object: &Value) -> Vec<String> {
+    pub fn keys_of<'r>(&self, rule: &'r TypeRule, object: &Value) -> Cow<'r, [String]> {
         if rule.source != KeySource::Objects {
-            return rule.keys.clone();
+            return Cow::Borrowed(&rule.keys);
         }
-        object
+        let keys: Vec<String> = object
             .as_object()
             .map(|m| {
                 m.iter()
@@ -229,7 +230,8 @@ impl Matcher {
                     .map(|(k, _)| k.clone())
                     .collect()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        Cow::Owned(keys)
     }
 
     /// The grounding fields of `object` under `rule`.
@@ -238,10 +240,12 @@ impl Matcher {
             return rule.ground.clone();
         }
         self.keys_of(rule, object)
-            .into_iter()
+            .iter()
             .filter(|k| {
-                object.get(k).is_some_and(Value::is_string) && !has_word(k, UNGROUNDED_WORDS)
+                object.get(k.as_str()).is_some_and(Value::is_string)
+                    && !has_word(k, UNGROUNDED_WORDS)
             })
+            .cloned()
             .collect()
     }
 

@@ -2,10 +2,12 @@
 //! document is scored ([`score`]), how scores add up over documents ([`aggregate`]), and the
 //! datasets they come from ([`dataset`]).
 
+pub mod aggregate;
 pub mod dataset;
 pub mod matching;
 pub mod normalize;
 pub mod score;
 
+pub use aggregate::{Tally, Totals, score_all};
 pub use matching::{MatchSpec, Matcher};
-pub use score::{Counts, Grounding, Pair, ScoreReport, Scored, Scores, score};
+pub use score::{Agreement, Counts, Grounding, Pair, ScoreReport, Scored, Scores, score};

@@ -19,7 +19,32 @@ use unicode_normalization::UnicodeNormalization;
 fn is_separator(c: char) -> bool {
     if c.is_ascii() {
         // The ASCII characters in Unicode's punctuation categories (`$+<=>^`|~` are symbols).
-        return c.is_ascii_whitespace() || "!\"#%&'()*,-./:;?@[\\]_{}".contains(c);
+        return c.is_whitespace()
+            || matches!(
+                c,
+                '!' | '"'
+                    | '#'
+                    | '%'
+                    | '&'
+                    | '\''
+                    | '('
+                    | ')'
+                    | '*'
+                    | ','
+                    | '-'
+                    | '.'
+                    | '/'
+                    | ':'
+                    | ';'
+                    | '?'
+                    | '@'
+                    | '['
+                    | '\\'
+                    | ']'
+                    | '_'
+                    | '{'
+                    | '}'
+            );
     }
     c.is_whitespace()
         || matches!(
@@ -37,9 +62,16 @@ fn is_separator(c: char) -> bool {
 /// The text as matching compares it (see the module's documentation).
 pub fn normalize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
+    normalize_into(s, &mut out);
+    out
+}
+
+/// [`normalize`], appended to `out` (which may already hold earlier fields of a tuple).
+pub fn normalize_into(s: &str, out: &mut String) {
+    let start = out.len();
     let push = |c: char, out: &mut String| {
         if is_separator(c) {
-            if !out.is_empty() && !out.ends_with(' ') {
+            if out.len() > start && !out.ends_with(' ') {
                 out.push(' ');
             }
         } else {
@@ -49,40 +81,52 @@ pub fn normalize(s: &str) -> String {
     if s.is_ascii() {
         // ASCII is its own NFKC form, and its case folding is ASCII lowercase.
         for c in s.chars() {
-            push(c.to_ascii_lowercase(), &mut out);
+            push(c.to_ascii_lowercase(), out);
         }
     } else {
         let nfkc: String = s.nfkc().collect();
         for c in caseless::default_case_fold_str(&nfkc).chars() {
-            push(c, &mut out);
+            push(c, out);
         }
     }
-    if out.ends_with(' ') {
+    if out.len() > start && out.ends_with(' ') {
         out.pop();
     }
     for article in ["the ", "a ", "an "] {
-        if out.len() > article.len() && out.starts_with(article) {
-            out.drain(..article.len());
+        let own = &out[start..];
+        if own.len() > article.len() && own.starts_with(article) {
+            out.drain(start..start + article.len());
             break;
         }
     }
-    out
 }
 
 /// A field's value as matching compares it: strings normalised (when `normalize`), numbers in
 /// one spelling (`1`, `1.0` and `1e0` are the same number), other values as compact JSON.
 pub fn value_text(v: &Value, normalize_text: bool) -> String {
+    let mut out = String::new();
+    value_text_into(v, normalize_text, &mut out);
+    out
+}
+
+/// [`value_text`], appended to `out`.
+pub fn value_text_into(v: &Value, normalize_text: bool, out: &mut String) {
+    use std::fmt::Write;
     match v {
-        Value::String(s) if normalize_text => normalize(s),
-        Value::String(s) => s.clone(),
-        Value::Number(n) => match n.as_f64() {
-            Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
-            Some(f) => format!("{f}"),
-            None => n.to_string(),
-        },
-        Value::Bool(b) => b.to_string(),
-        Value::Null => "null".into(),
-        other => other.to_string(),
+        Value::String(s) if normalize_text => normalize_into(s, out),
+        Value::String(s) => out.push_str(s),
+        Value::Number(n) => {
+            let _ = match n.as_f64() {
+                Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => write!(out, "{}", f as i64),
+                Some(f) => write!(out, "{f}"),
+                None => write!(out, "{n}"),
+            };
+        }
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.push_str("null"),
+        other => {
+            let _ = write!(out, "{other}");
+        }
     }
 }
 
@@ -102,12 +146,46 @@ pub fn may_reach(a: &str, b: &str, threshold: f64) -> bool {
     longer == 0 || (1.0 - la.abs_diff(lb) as f64 / longer as f64) >= threshold
 }
 
-/// Agreement of two free texts in 0..=1 (Sørensen–Dice of character bigrams).
+/// Agreement of two free texts in 0..=1: the Sørensen–Dice coefficient of their character
+/// bigrams (as a multiset, like strsim's `sorensen_dice`, whose whitespace handling it follows).
+/// Bigrams are packed into integers and counted by sorting, not hashing: scoring a dataset
+/// computes this for every matched pair, and the hashed version was most of the time.
 pub fn agreement(a: &str, b: &str) -> f64 {
     if a == b {
         return 1.0;
     }
-    strsim::sorensen_dice(a, b)
+    let (ca, cb): (Vec<char>, Vec<char>) = (
+        a.chars().filter(|c| !c.is_whitespace()).collect(),
+        b.chars().filter(|c| !c.is_whitespace()).collect(),
+    );
+    if ca == cb {
+        return 1.0;
+    }
+    fn bigrams(chars: &[char]) -> Vec<u64> {
+        let mut out: Vec<u64> = chars
+            .windows(2)
+            .map(|w| (u64::from(w[0]) << 32) | u64::from(w[1]))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+    let (x, y) = (bigrams(&ca), bigrams(&cb));
+    if x.is_empty() || y.is_empty() {
+        return 0.0;
+    }
+    let (mut i, mut j, mut shared) = (0, 0, 0usize);
+    while i < x.len() && j < y.len() {
+        match x[i].cmp(&y[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    2.0 * shared as f64 / (x.len() + y.len()) as f64
 }
 
 #[cfg(test)]
@@ -130,11 +208,48 @@ mod tests {
     }
 
     #[test]
+    fn ascii_separators_are_exactly_the_punctuation_categories() {
+        for c in (0u8..128).map(char::from) {
+            let unicode = c.is_whitespace()
+                || matches!(
+                    get_general_category(c),
+                    GeneralCategory::ConnectorPunctuation
+                        | GeneralCategory::DashPunctuation
+                        | GeneralCategory::OpenPunctuation
+                        | GeneralCategory::ClosePunctuation
+                        | GeneralCategory::InitialPunctuation
+                        | GeneralCategory::FinalPunctuation
+                        | GeneralCategory::OtherPunctuation
+                );
+            assert_eq!(is_separator(c), unicode, "{c:?}");
+        }
+    }
+
+    #[test]
     fn numbers_have_one_spelling() {
         let n = |s: &str| value_text(&serde_json::from_str(s).unwrap(), true);
         assert_eq!(n("1"), n("1.0"));
         assert_eq!(n("0.5"), "0.5");
         assert_eq!(n("true"), "true");
+    }
+
+    #[test]
+    fn agreement_is_strsims_sorensen_dice() {
+        for (a, b) in [
+            ("the green pigment", "a green pigment absorbing light"),
+            ("night", "nacht"),
+            ("aaaa", "aa"),
+            ("ab", "cd"),
+            ("a", "a b"),
+            ("a b", "ab"),
+        ] {
+            let ours = agreement(a, b);
+            let theirs = strsim::sorensen_dice(a, b);
+            assert!(
+                (ours - theirs).abs() < 1e-12,
+                "{a} / {b}: {ours} vs {theirs}"
+            );
+        }
     }
 
     #[test]

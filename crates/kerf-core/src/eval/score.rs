@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::matching::{ANY_TYPE, Matcher};
-use super::normalize::{agreement, may_reach, normalize, similarity, value_text};
+use super::normalize::{agreement, may_reach, normalize, similarity, value_text, value_text_into};
 
 /// Matched, spurious and missed records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,15 +158,19 @@ fn field_forms(m: &Matcher, object: &Value, field: &str) -> Vec<String> {
 }
 
 /// An expected record as matching sees it.
-struct Wanted {
+struct Wanted<'r> {
     index: usize,
-    keys: Vec<String>,
+    keys: std::borrow::Cow<'r, [String]>,
     forms: Vec<Vec<String>>,
 }
 
+/// Separates the fields of an identity tuple in its index key (a control character no
+/// normalised text contains).
+const SEP: char = '\u{1f}';
+
 /// The extracted records of one type under one list of identity fields: each record's tuple,
 /// and the records by tuple.
-type Extracted = (Vec<Vec<String>>, HashMap<Vec<String>, Vec<usize>>);
+type Extracted = (Vec<Vec<String>>, HashMap<String, Vec<usize>>);
 
 /// Score the extracted records `actual` against `expected` (both in the prompt's record shape;
 /// an expected record may carry `aliases`).
@@ -200,6 +204,7 @@ pub fn score(m: &Matcher, expected: &[Value], actual: &[Value]) -> Scored {
         out.counts.add(&counts);
         out.by_type.insert(t.to_string(), counts);
         let rule = m.rule(t);
+        let mut agreed: BTreeMap<&str, Agreement> = BTreeMap::new();
         for p in &pairs {
             let (x, y) = (&expected[p.expected], &actual[p.actual]);
             let keys = m.keys_of(rule, x);
@@ -212,11 +217,14 @@ pub fn score(m: &Matcher, expected: &[Value], actual: &[Value]) -> Scored {
                         continue;
                     }
                     let theirs = y.get(f).map(|w| value_text(w, m.normalize));
-                    let a = out.agreement.entry(format!("{t}:{f}")).or_default();
+                    let a = agreed.entry(f).or_default();
                     a.pairs += 1;
                     a.sum += theirs.map_or(0.0, |w| agreement(&value_text(v, m.normalize), &w));
                 }
             }
+        }
+        for (f, a) in agreed {
+            out.agreement.insert(format!("{t}:{f}"), a);
         }
         out.matched.extend(pairs);
     }
@@ -266,8 +274,20 @@ fn match_type(
     // Candidate pairs: (position in `e`, position in `a`, similarity).
     let mut edges: Vec<(usize, usize, f64)> = Vec::new();
     for (wi, w) in wanted.iter().enumerate() {
-        let (vals, index) = tuples.entry(w.keys.as_slice()).or_insert_with(|| {
-            let vals: Vec<Vec<String>> = a
+        let (vals, index) = tuples.entry(&w.keys).or_insert_with(|| {
+            let mut index: HashMap<String, Vec<usize>> = HashMap::with_capacity(a.len());
+            for (aj, &j) in a.iter().enumerate() {
+                index
+                    .entry(tuple_key(m, &actual[j], &w.keys))
+                    .or_default()
+                    .push(aj);
+            }
+            (Vec::new(), index)
+        });
+        let combinations: usize = w.forms.iter().map(Vec::len).product();
+        // Field by field, for the comparisons the index cannot answer.
+        if vals.is_empty() && (combinations > MAX_COMBINATIONS || m.fuzzy < 1.0) {
+            *vals = a
                 .iter()
                 .map(|&j| {
                     w.keys
@@ -276,21 +296,18 @@ fn match_type(
                         .collect()
                 })
                 .collect();
-            let mut index: HashMap<Vec<String>, Vec<usize>> = HashMap::new();
-            for (aj, v) in vals.iter().enumerate() {
-                index.entry(v.clone()).or_default().push(aj);
-            }
-            (vals, index)
-        });
-        let combinations: usize = w.forms.iter().map(Vec::len).product();
+        }
         let first = edges.len();
-        if combinations <= MAX_COMBINATIONS {
+        if combinations == 1 {
+            let key = joined(w.forms.iter().map(|f| &f[0]));
+            for &aj in index.get(&key).into_iter().flatten() {
+                edges.push((wi, aj, 1.0));
+            }
+        } else if combinations <= MAX_COMBINATIONS {
             for_each_combination(&w.forms, &mut |tuple| {
-                if let Some(found) = index.get(tuple) {
-                    for &aj in found {
-                        if !edges[first..].iter().any(|&(_, x, _)| x == aj) {
-                            edges.push((wi, aj, 1.0));
-                        }
+                for &aj in index.get(&joined(tuple)).into_iter().flatten() {
+                    if !edges[first..].iter().any(|&(_, x, _)| x == aj) {
+                        edges.push((wi, aj, 1.0));
                     }
                 }
             });
@@ -340,6 +357,33 @@ fn fuzzy_similarity(forms: &[Vec<String>], values: &[String], threshold: f64) ->
         lowest = lowest.min(best);
     }
     Some(lowest)
+}
+
+/// The identity tuple of `object` under `keys`, as one index key, built in one string.
+fn tuple_key(m: &Matcher, object: &Value, keys: &[String]) -> String {
+    let mut out = String::new();
+    for (i, k) in keys.iter().enumerate() {
+        if i > 0 {
+            out.push(SEP);
+        }
+        match object.get(k) {
+            Some(v) => value_text_into(v, m.normalize, &mut out),
+            None => out.push_str(MISSING),
+        }
+    }
+    out
+}
+
+/// An identity tuple as one index key.
+fn joined<'s>(fields: impl IntoIterator<Item = &'s String>) -> String {
+    let mut out = String::new();
+    for (i, f) in fields.into_iter().enumerate() {
+        if i > 0 {
+            out.push(SEP);
+        }
+        out.push_str(f);
+    }
+    out
 }
 
 fn for_each_combination(forms: &[Vec<String>], f: &mut dyn FnMut(&Vec<String>)) {

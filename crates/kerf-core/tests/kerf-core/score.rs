@@ -235,3 +235,29 @@ fn grounding_finds_names_in_the_input_and_flags_the_rest() {
     // Whole words only: "roma" is inside "stroma" but is not a word of the text.
     assert!(!g.contains("roma"));
 }
+
+#[test]
+fn micro_sums_and_macro_averages_skipping_null_rows() {
+    use kerf_core::eval::{Tally, score_all};
+    let m = agent_kg().matcher();
+    // Row 1: 1 of 2 found, nothing spurious: F1 2/(2+0+1) = 2/3.
+    // Row 2: both sets empty: F1 null, skipped by the macro mean.
+    // Row 3: nothing expected, one extracted: F1 0.
+    let e1 = [def("a", "x"), def("b", "x")];
+    let a1 = [def("a", "x")];
+    let a3 = [def("c", "x")];
+    let docs: Vec<(&[Value], &[Value])> = vec![(&e1, &a1), (&[], &[]), (&[], &a3)];
+    let mut tally = Tally::default();
+    for s in score_all(&m, &docs) {
+        tally.add(&s);
+    }
+    let t = tally.totals();
+    assert_eq!((t.micro.tp, t.micro.fp, t.micro.fn_), (1, 1, 1));
+    assert_eq!(t.micro.f1, Some(0.5));
+    assert_eq!(t.macro_f1, Some((2.0 / 3.0 + 0.0) / 2.0));
+    assert_eq!(t.documents, 3);
+    assert_eq!(t.by_type["definition"].macro_f1, Some(1.0 / 3.0));
+    // The relationship type was in no row: its counts are zero and every figure null.
+    assert_eq!(t.by_type["relationship"].micro.f1, None);
+    assert_eq!(t.by_type["relationship"].macro_f1, None);
+}
