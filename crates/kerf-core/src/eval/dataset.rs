@@ -51,6 +51,19 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row with nothing read into it yet.
+    fn blank(id: String, file: &str, line: usize) -> Row {
+        Row {
+            id,
+            file: file.to_string(),
+            line,
+            input: None,
+            vars: Map::new(),
+            expected: None,
+            expected_lines: None,
+        }
+    }
+
     /// `FILE:LINE, row ID`: how problems name the row.
     pub fn place(&self) -> String {
         format!("{}:{}, row `{}`", self.file, self.line, self.id)
@@ -251,15 +264,7 @@ fn load_jsonl(path: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
                 continue;
             }
         };
-        let mut row = Row {
-            id,
-            file: file.clone(),
-            line,
-            input: None,
-            vars: Map::new(),
-            expected: None,
-            expected_lines: None,
-        };
+        let mut row = Row::blank(id, &file, line);
         for (k, v) in m {
             match (k.as_str(), v) {
                 ("input", Value::String(s)) => row.input = Some(s),
@@ -334,15 +339,7 @@ fn load_csv(path: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
             problems.push(too_large(&file, line, record.as_slice().len() as u64));
             continue;
         }
-        let mut row = Row {
-            id: format!("line-{line}"),
-            file: file.clone(),
-            line,
-            input: None,
-            vars: Map::new(),
-            expected: None,
-            expected_lines: None,
-        };
+        let mut row = Row::blank(format!("line-{line}"), &file, line);
         for (name, cell) in headers.iter().zip(record.iter()) {
             match name {
                 "id" if !cell.is_empty() => row.id = cell.to_string(),

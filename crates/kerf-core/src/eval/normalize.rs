@@ -46,17 +46,21 @@ fn is_separator(c: char) -> bool {
                     | '}'
             );
     }
-    c.is_whitespace()
-        || matches!(
-            get_general_category(c),
-            GeneralCategory::ConnectorPunctuation
-                | GeneralCategory::DashPunctuation
-                | GeneralCategory::OpenPunctuation
-                | GeneralCategory::ClosePunctuation
-                | GeneralCategory::InitialPunctuation
-                | GeneralCategory::FinalPunctuation
-                | GeneralCategory::OtherPunctuation
-        )
+    c.is_whitespace() || is_punctuation(c)
+}
+
+/// Whether `c` is in one of Unicode's punctuation categories (`P*`).
+fn is_punctuation(c: char) -> bool {
+    matches!(
+        get_general_category(c),
+        GeneralCategory::ConnectorPunctuation
+            | GeneralCategory::DashPunctuation
+            | GeneralCategory::OpenPunctuation
+            | GeneralCategory::ClosePunctuation
+            | GeneralCategory::InitialPunctuation
+            | GeneralCategory::FinalPunctuation
+            | GeneralCategory::OtherPunctuation
+    )
 }
 
 /// The text as matching compares it (see the module's documentation).
@@ -210,17 +214,7 @@ mod tests {
     #[test]
     fn ascii_separators_are_exactly_the_punctuation_categories() {
         for c in (0u8..128).map(char::from) {
-            let unicode = c.is_whitespace()
-                || matches!(
-                    get_general_category(c),
-                    GeneralCategory::ConnectorPunctuation
-                        | GeneralCategory::DashPunctuation
-                        | GeneralCategory::OpenPunctuation
-                        | GeneralCategory::ClosePunctuation
-                        | GeneralCategory::InitialPunctuation
-                        | GeneralCategory::FinalPunctuation
-                        | GeneralCategory::OtherPunctuation
-                );
+            let unicode = c.is_whitespace() || is_punctuation(c);
             assert_eq!(is_separator(c), unicode, "{c:?}");
         }
     }
