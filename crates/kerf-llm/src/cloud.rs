@@ -872,7 +872,13 @@ pub async fn probe(
                         serde_json::from_str::<Value>(text.trim()).ok()
                             == Some(json!({"probe": "kerf"}))
                     }
-                    (_, Some(v)) => obeys(v, &text, jsonl, wrapped.as_deref()),
+                    (_, Some(v)) => obeys(
+                        v,
+                        &text,
+                        jsonl,
+                        wrapped.as_deref(),
+                        f.reason == FinishReason::Length,
+                    ),
                 };
                 (
                     if obeyed { "honoured" } else { "ignored" },
@@ -900,26 +906,37 @@ pub async fn probe(
 }
 
 /// Whether a probe's reply obeyed the prompt's own schema: the whole reply (unwrapped if the
-/// mode wrapped a non-object root) valid; for JSONL, every whole line valid, and at least one.
+/// mode wrapped a non-object root) valid; for JSONL, every whole line valid, and at least one —
+/// or, when the budget (`cut`) ended the reply inside its first record, that record a valid
+/// JSON object so far. A small model under a grammar can spend any budget inside one string
+/// (`"1.1.1.1…`); a server ignoring the grammar answers prose, which is no JSON prefix.
 fn obeys(
     schema: &kerf_core::schema::CompiledSchema,
     text: &str,
     jsonl: bool,
     wrapped_in: Option<&str>,
+    cut: bool,
 ) -> bool {
     if jsonl {
         // A budget may cut the last line: only lines that ended count.
-        let whole: Vec<&str> = match text.rfind('\n') {
-            Some(end) => text[..end]
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .collect(),
-            None => Vec::new(),
+        let (whole, rest): (Vec<&str>, &str) = match text.rfind('\n') {
+            Some(end) => (
+                text[..end]
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .collect(),
+                &text[end + 1..],
+            ),
+            None => (Vec::new(), text),
         };
-        return !whole.is_empty()
-            && whole
-                .iter()
-                .all(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| schema.is_valid(&v)));
+        let valid = whole
+            .iter()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| schema.is_valid(&v)));
+        let cut_inside_first = cut
+            && whole.is_empty()
+            && rest.trim_start().starts_with('{')
+            && serde_json::from_str::<Value>(rest).is_err_and(|e| e.is_eof());
+        return valid && (!whole.is_empty() || cut_inside_first);
     }
     let Ok(mut v) = serde_json::from_str::<Value>(text.trim()) else {
         return false;
