@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_core::eval::dataset::{check_records, read_records};
+use kerf_core::eval::dataset::read_records;
 use kerf_core::eval::{Grounding, ScoreReport, Scores, score};
 
 use crate::Outcome;
@@ -67,25 +67,8 @@ pub fn run(args: Args) -> Result<Outcome> {
             "--expected and --actual are both needed to score".into()
         ));
     };
-    let expected = read_records(expected_path)?;
-    let actual = read_records(actual_path)?;
-    let mut problems = Vec::new();
-    let place = expected_path.display().to_string();
-    check_records(
-        &prompt,
-        &expected,
-        &|i, sub| {
-            format!(
-                "{place}:{}{}{sub}",
-                i + 1,
-                if sub.is_empty() { "" } else { ": " }
-            )
-        },
-        &mut problems,
-    );
-    if !problems.is_empty() {
-        anyhow::bail!(kerf_core::Error::Dataset { place, problems });
-    }
+    let expected = read_records(expected_path, Some(&prompt))?;
+    let actual = read_records(actual_path, None)?;
     let scored = score(&matcher, &expected, &actual);
     let ungrounded = match &args.input {
         Some(path) => {

@@ -484,25 +484,31 @@ fn records_in(path: &Path, problems: &mut Vec<String>) -> Result<Vec<(Value, usi
 }
 
 /// The records of one document, one JSON object per line (`kerf score`'s files): every line
-/// that is not a JSON object is named.
-pub fn read_records(path: &Path) -> Result<Vec<Value>> {
+/// that is not a JSON object is named, and with `prompt`, every record that fails its record
+/// schema (by line and JSON pointer; the records are expected ones, `aliases` aside).
+pub fn read_records(path: &Path, prompt: Option<&Prompt>) -> Result<Vec<Value>> {
     let mut problems = Vec::new();
-    let records = records_in(path, &mut problems)?;
-    for (r, line) in &records {
-        if !r.is_object() {
-            problems.push(format!(
-                "{}:{line}: a record must be a JSON object",
-                path.display()
-            ));
+    let (records, lines): (Vec<Value>, Vec<usize>) =
+        records_in(path, &mut problems)?.into_iter().unzip();
+    let place = path.display().to_string();
+    let at = |i: usize, sub: &str| {
+        let sep = if sub.is_empty() { "" } else { ": " };
+        format!("{place}:{}{sep}{sub}", lines[i])
+    };
+    match prompt {
+        Some(p) => check_records(p, &records, &at, &mut problems),
+        None => {
+            for (i, r) in records.iter().enumerate() {
+                if !r.is_object() {
+                    problems.push(format!("{}: a record must be a JSON object", at(i, "")));
+                }
+            }
         }
     }
     if problems.is_empty() {
-        Ok(records.into_iter().map(|(r, _)| r).collect())
+        Ok(records)
     } else {
-        Err(Error::Dataset {
-            place: path.display().to_string(),
-            problems,
-        })
+        Err(Error::Dataset { place, problems })
     }
 }
 
@@ -553,11 +559,15 @@ pub fn check_records(
 /// `aliases` aside). Returns the dataset's error listing every problem, or `Ok`.
 pub fn check(dataset: &Dataset, prompts: &[&Prompt]) -> Result<()> {
     let mut problems = Vec::new();
+    // Each prompt's variables, found once (each call walks its templates).
+    let needs: Vec<Vec<String>> = prompts.iter().map(|p| p.input_variables()).collect();
     let read: BTreeSet<String> = prompts
         .iter()
-        .flat_map(|p| {
-            p.input_variables()
-                .into_iter()
+        .zip(&needs)
+        .flat_map(|(p, needs)| {
+            needs
+                .iter()
+                .cloned()
                 .chain(p.file.terms.keys().cloned())
                 .chain([p.file.input_variable().to_string()])
         })
@@ -576,11 +586,11 @@ pub fn check(dataset: &Dataset, prompts: &[&Prompt]) -> Result<()> {
                 ));
             }
         }
-        for p in prompts {
+        for (p, needs) in prompts.iter().zip(&needs) {
             let supplied = row.vars_for(p);
-            for v in p.input_variables() {
-                if !supplied.contains_key(&v) {
-                    let how = if v == p.file.input_variable() {
+            for v in needs {
+                if !supplied.contains_key(v) {
+                    let how = if v.as_str() == p.file.input_variable() {
                         "give the row an `input`".to_string()
                     } else {
                         "add it under `vars`".to_string()

@@ -344,9 +344,12 @@ fn match_type(
 fn fuzzy_similarity(forms: &[Vec<String>], values: &[String], threshold: f64) -> Option<f64> {
     let mut lowest = 1.0f64;
     for (forms, v) in forms.iter().zip(values) {
+        // Equal forms (a field missing on both sides included) are exact, as in the index.
         let best = forms
             .iter()
-            .filter(|f| f.as_str() != MISSING && v != MISSING && may_reach(f, v, threshold))
+            .filter(|f| {
+                *f == v || f.as_str() != MISSING && v != MISSING && may_reach(f, v, threshold)
+            })
             .map(|f| similarity(f, v))
             .fold(None, |acc: Option<f64>, s| {
                 Some(acc.map_or(s, |a| a.max(s)))
