@@ -9,9 +9,10 @@ const GOLD: &str = r#"{"type": "definition", "entity": "Chlorophyll", "definitio
 {"type": "relationship", "subject": "chlorophyll", "predicate": "found in", "object": "chloroplasts", "object-entity": true}
 "#;
 
-// "the chlorophyll." normalises to "chlorophyll" (article and full stop gone); "stroma" twice is
-// one match and one spurious duplicate; "located in" is not "found in"; Mitochondria is neither
-// expected nor in the document.
+// The shipped prompt matches a relationship on subject and object (its `match`), so "located in"
+// pairs with "found in" and the predicate shows up only as agreement. "the chlorophyll."
+// normalises to "chlorophyll" (article and full stop gone); "stroma" twice is one match and one
+// spurious duplicate; Mitochondria is neither expected nor in the document.
 const GOT: &str = r#"{"type": "definition", "entity": "the chlorophyll.", "definition": "A green pigment absorbing light"}
 {"type": "definition", "entity": "Stroma", "definition": "The fluid inside a chloroplast"}
 {"type": "definition", "entity": "stroma", "definition": "again"}
@@ -62,26 +63,24 @@ fn score_json_form_is_exactly_the_documented_object() {
     ] {
         assert!(v.get(key).is_some(), "missing {key}: {v}");
     }
-    // tp 2 (Chlorophyll, Stroma), fp 3, fn 1: P 2/5, R 2/3, F1 4/(4+3+1) = 0.5.
+    // tp 3 (Chlorophyll, Stroma, the relationship), fp 2, fn 0: P 3/5, R 1, F1 6/(6+2) = 0.75.
     assert_eq!(
         (v["tp"].clone(), v["fp"].clone(), v["fn"].clone()),
-        (json!(2), json!(3), json!(1))
+        (json!(3), json!(2), json!(0))
     );
-    assert_eq!(v["precision"], json!(0.4));
-    assert_eq!(v["recall"], json!(2.0 / 3.0));
-    assert_eq!(v["f1"], json!(0.5));
+    assert_eq!(v["precision"], json!(0.6));
+    assert_eq!(v["recall"], json!(1.0));
+    assert_eq!(v["f1"], json!(0.75));
     assert_eq!(
         v["by_type"]["relationship"],
-        json!({"tp": 0, "fp": 1, "fn": 1, "precision": 0.0, "recall": 0.0, "f1": 0.0})
+        json!({"tp": 1, "fp": 0, "fn": 0, "precision": 1.0, "recall": 1.0, "f1": 1.0})
     );
     assert_eq!(v["by_type"]["definition"]["f1"], json!(2.0 / 3.0));
     assert_eq!(v["matched"][0]["actual"]["entity"], "the chlorophyll.");
     assert_eq!(v["matched"][0]["similarity"], json!(1.0));
-    assert_eq!(
-        v["missed"],
-        json!([{"type": "relationship", "subject": "chlorophyll", "predicate": "found in", "object": "chloroplasts", "object-entity": true}])
-    );
-    assert_eq!(v["spurious"].as_array().unwrap().len(), 3);
+    assert_eq!(v["matched"][2]["actual"]["predicate"], "located in");
+    assert_eq!(v["missed"], json!([]));
+    assert_eq!(v["spurious"].as_array().unwrap().len(), 2);
     assert_eq!(
         v["spurious"][0]["definition"], "again",
         "the later duplicate is the spurious one"
@@ -163,9 +162,18 @@ fn score_explain_prints_the_identity_fields_per_type() {
     );
     assert!(
         out.contains(
-            "type `relationship`: identity `subject`, `predicate`, `object`, `object-entity`"
+            "type `relationship`: identity `subject`, `object` (declared in the prompt's `match.keys`)"
         ),
         "{out}"
     );
+    // Without `match`, the defaults and why each field was left out (extract-definitions has
+    // none).
+    let o = kerf(&[
+        "score",
+        "--prompt",
+        "prompts/extract-definitions.json",
+        "--explain",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("`definition` left out: free text"), "{out}");
 }

@@ -170,3 +170,44 @@ fn csv_and_folder_datasets_read_into_the_same_rows() {
     assert_eq!(p.len(), 2, "{p:#?}");
     assert!(p[0].contains("ada.expected.jsonl:2, row `ada`: fails prompt `agent-kg-extract`'s record schema: missing required field \"entity\""), "{}", p[0]);
 }
+
+/// The shipped dataset holds to the prompts it was annotated for: every row loads, every
+/// expected record passes its prompt's record schema (the array twin finds the JSONL prompt's
+/// records), and every name the annotators wrote is found in the document, as grounding reads
+/// it (the guidelines ask for names as the text writes them).
+#[test]
+fn the_shipped_dataset_checks_against_its_prompts_and_is_grounded() {
+    let repo = crate::support::repo();
+    let d = dataset::load(&repo.join("datasets/knowledge-graph.jsonl")).unwrap();
+    assert!(d.rows.len() >= 30, "{} rows", d.rows.len());
+    let prompts = [
+        prompt("agent-kg-extract.json"),
+        prompt("agent-kg-extract-array.json"),
+        prompt("lightrag-extract-delimited.json"),
+    ];
+    let refs: Vec<&Prompt> = prompts.iter().collect();
+    dataset::check(&d, &refs).unwrap();
+    for p in &prompts {
+        let m = p.matcher();
+        for row in &d.rows {
+            let (records, _) = row
+                .expected_for(p)
+                .unwrap_or_else(|| panic!("row {} has no records for {}", row.id, p.id()));
+            assert!(
+                records.len() >= 3,
+                "row {}: {} records",
+                row.id,
+                records.len()
+            );
+            let g = kerf_core::eval::Grounding::new(&m, row.document(p).unwrap());
+            let ungrounded = g.ungrounded(&m, records);
+            assert!(
+                ungrounded.is_empty(),
+                "row {} ({}): not in the text: {:?}",
+                row.id,
+                p.id(),
+                ungrounded.iter().map(|&i| &records[i]).collect::<Vec<_>>()
+            );
+        }
+    }
+}
