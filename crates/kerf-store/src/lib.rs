@@ -13,7 +13,8 @@
 //!   mid-run, the next open finds the run's [`owner`] gone and marks it `interrupted`, keeping the
 //!   text received; the caller parses that text ([`Store::runs_without_report`],
 //!   [`Store::set_report`]), since the store compiles no prompt.
-//! - Experiments: a `compare` or `sweep` as one record grouping its runs and curves.
+//! - Experiments: a `compare`, `sweep` or `eval` as one record grouping its runs and curves;
+//!   an eval also keeps its dataset rows and one [`EvalCell`] per point of its matrix.
 //! - Queries: [`Filter`] for lists, [`RunRecord`] for one run in full; tags and notes.
 //!
 //! No API key or other secret is stored: callers pass only what a run is (texts, parameters,
@@ -27,6 +28,7 @@
 mod annotate;
 mod content;
 pub mod error;
+mod eval;
 mod experiments;
 pub mod migrate;
 mod model_hashes;
@@ -39,6 +41,7 @@ mod writer;
 
 pub use content::{Input, PromptVersion, sha256_hex};
 pub use error::{Error, Result};
+pub use eval::{EvalCell, StoredCell};
 pub use experiments::{Experiment, ExperimentSummary};
 pub use read::{Filter, RunRecord, RunSummary};
 pub use status::Status;
@@ -65,6 +68,7 @@ mod testing {
             input: store.put_input(&json!({"text": "t"}), &json!({})).unwrap(),
             experiment: None,
             rerun_of: None,
+            eval_cell: None,
             provider: "local".into(),
             model: "m".into(),
             model_sha256: None,

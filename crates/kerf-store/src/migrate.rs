@@ -8,10 +8,13 @@ use crate::error::{Error, Result};
 
 /// Every migration, in order: `(file name, SQL)`. Add a file under `migrations/` and a line here
 /// (a test checks the two agree).
-pub const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_history.sql",
-    include_str!("../migrations/0001_history.sql"),
-)];
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_history.sql",
+        include_str!("../migrations/0001_history.sql"),
+    ),
+    ("0002_eval.sql", include_str!("../migrations/0002_eval.sql")),
+];
 
 /// The schema version this build writes.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -48,6 +51,20 @@ pub fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
     if version == LATEST {
         return Ok(());
     }
+    // A migration may rebuild a table others refer to; with foreign keys on, dropping the old
+    // one would act on the rows pointing at it. The pragma is a no-op inside a transaction, so
+    // it is set around it, and the keys are checked before the commit.
+    conn.execute_batch("PRAGMA foreign_keys = OFF")
+        .map_err(sql)?;
+    let migrated = apply(conn, path);
+    conn.execute_batch("PRAGMA foreign_keys = ON")
+        .map_err(sql)?;
+    migrated
+}
+
+/// Apply the migrations this file lacks, in one transaction.
+fn apply(conn: &mut Connection, path: &str) -> Result<()> {
+    let sql = |e| Error::sqlite(path, e);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql)?;
@@ -60,6 +77,17 @@ pub fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
             path: path.into(),
             message: format!("migration {name}: {e}"),
         })?;
+    }
+    let dangling: i64 = tx
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .map_err(sql)?;
+    if dangling > 0 {
+        return Err(Error::Corrupt {
+            path: path.into(),
+            message: format!("{dangling} row(s) refer to rows that do not exist after migrating"),
+        });
     }
     tx.execute_batch(&format!(
         "PRAGMA user_version = {LATEST}; PRAGMA application_id = {APPLICATION_ID};"

@@ -23,6 +23,9 @@ pub struct NewRun {
     pub experiment: Option<i64>,
     /// The run this one repeats (`kerf history rerun`).
     pub rerun_of: Option<i64>,
+    /// The eval cell this run measures (of `experiment`): written with the run, replacing the
+    /// cell's earlier run if it had one.
+    pub eval_cell: Option<crate::EvalCell>,
     /// `local`, or the name of a configured provider.
     pub provider: String,
     /// A GGUF path, or the provider's model id.
@@ -256,6 +259,23 @@ impl Store {
             params![id, run.system, run.user],
         )
         .map_err(|e| self.err(e))?;
+        if let (Some(c), Some(experiment)) = (&run.eval_cell, run.experiment) {
+            tx.execute(
+                "INSERT OR REPLACE INTO eval_cells
+                 (experiment_id, prompt, max_tokens, constrained, repeat, row_id, run_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    experiment,
+                    c.prompt,
+                    c.max_tokens,
+                    c.constrained,
+                    c.repeat,
+                    c.row,
+                    id
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        }
         tx.commit().map_err(|e| self.err(e))?;
         Ok(RunWriter {
             store: self,

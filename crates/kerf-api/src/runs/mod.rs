@@ -658,6 +658,8 @@ pub struct RunMeta<'a> {
     pub rendering: &'a Rendering,
     pub experiment: Option<i64>,
     pub rerun_of: Option<i64>,
+    /// The eval cell this run measures (of `experiment`).
+    pub eval_cell: Option<kerf_store::EvalCell>,
 }
 
 /// Start a run in the history: its prompt version, input and everything that shapes its reply.
@@ -686,6 +688,7 @@ fn begin<'s>(
         input,
         experiment: meta.experiment,
         rerun_of: meta.rerun_of,
+        eval_cell: meta.eval_cell.clone(),
         provider: provider.name(),
         model: provider.as_provider().model(),
         model_sha256,
@@ -756,6 +759,7 @@ impl<'a> RunJob<'a> {
                 rendering,
                 experiment: None,
                 rerun_of: None,
+                eval_cell: None,
             },
             provider,
             prompt,

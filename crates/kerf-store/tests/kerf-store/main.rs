@@ -34,6 +34,7 @@ fn new_run(store: &Store, doc: &str) -> NewRun {
         input,
         experiment: None,
         rerun_of: None,
+        eval_cell: None,
         provider: "local".into(),
         model: "/models/m.gguf".into(),
         model_sha256: Some("ab".repeat(32)),
@@ -504,4 +505,47 @@ fn an_error_code_recorded_in_kebab_case_reads_back_in_snake_case() {
     let rec = store.run(id).unwrap();
     assert_eq!(rec.error_code.as_deref(), Some("provider_unavailable"));
     assert_eq!(rec.summary.error.as_deref(), Some("no such server"));
+}
+
+/// Version 2 rebuilds `experiments` (its kind gains `eval`). A version-1 file whose run belongs
+/// to an experiment keeps that link: the rebuild runs with foreign keys off, so dropping the old
+/// table does not null the runs' `experiment_id` (ON DELETE SET NULL).
+#[test]
+fn migrating_to_v2_keeps_runs_in_their_experiments() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    std::fs::copy(fixtures().join("v1.sqlite"), &path).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "INSERT INTO experiments (id, kind, status, created_at, spec) VALUES (7, 'compare', 'ok', 0, '{}');
+             UPDATE runs SET experiment_id = 7;",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let runs = store.list(&Filter::default()).unwrap();
+    assert_eq!(runs[0].experiment, Some(7));
+    let e = store.experiment(7).unwrap();
+    assert_eq!((e.summary.kind.as_str(), e.run_list.len()), ("compare", 1));
+    // The new kind is accepted, and an eval's cells point at their runs.
+    let ev = store.begin_experiment("eval", &json!({})).unwrap();
+    let mut run = new_run(&store, "doc");
+    run.experiment = Some(ev);
+    run.eval_cell = Some(kerf_store::EvalCell {
+        prompt: "p".into(),
+        max_tokens: 64,
+        constrained: false,
+        repeat: 0,
+        row: "r1".into(),
+    });
+    let first = store.begin_run(&run).unwrap().id();
+    // A retry of the same cell replaces its run: each cell is held once.
+    let second = store.begin_run(&run).unwrap().id();
+    let cells = store.eval_cells(ev).unwrap();
+    assert_eq!(cells.len(), 1);
+    assert_eq!(cells[0].run, Some(second));
+    assert_ne!(first, second);
+    assert_eq!(store.latest_experiment("eval").unwrap(), Some(ev));
+    assert_eq!(store.integrity_check().unwrap(), "ok");
 }

@@ -1,0 +1,145 @@
+//! Evaluations (`kerf eval`): an experiment of kind `eval` keeps its dataset rows and one cell
+//! per point of its matrix (prompt × budget × constraint × repeat × row), each naming the run
+//! that measures it. A cell is written in the same transaction as its run begins
+//! ([`NewRun::eval_cell`](crate::NewRun)), so what a cell's run is — finished, failed, or cut
+//! off by a dead process — is always the run's own status.
+
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::status::Status;
+use crate::store::Store;
+
+/// A point of an eval's matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EvalCell {
+    /// The prompt's id.
+    pub prompt: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    /// 0-based repeat index.
+    pub repeat: u32,
+    /// The dataset row's id.
+    pub row: String,
+}
+
+/// A cell as the history has it: the run that measures it (if any is left) and where that run
+/// stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCell {
+    pub cell: EvalCell,
+    pub run: Option<i64>,
+    pub status: Option<Status>,
+}
+
+impl StoredCell {
+    /// A measurement: its run ended on its own or was cut by its budget. Never run again.
+    pub fn finished(&self) -> bool {
+        matches!(self.status, Some(Status::Ok | Status::Truncated))
+    }
+}
+
+impl Store {
+    /// Keep an eval's dataset rows, in order: `(row id, the row as JSON)`.
+    pub fn put_eval_rows(&self, experiment: i64, rows: &[(String, Value)]) -> Result<()> {
+        let tx = self.write()?;
+        {
+            let mut stmt = tx
+                .prepare(
+                    "INSERT INTO eval_rows (experiment_id, seq, row_id, row) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(|e| self.err(e))?;
+            for (seq, (id, row)) in rows.iter().enumerate() {
+                stmt.execute(params![experiment, seq as i64, id, row.to_string()])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// An eval's dataset rows, in their order.
+    pub fn eval_rows(&self, experiment: i64) -> Result<Vec<Value>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT row FROM eval_rows WHERE experiment_id = ?1 ORDER BY seq")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([experiment], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))?;
+        Ok(rows
+            .iter()
+            .map(|s| serde_json::from_str(s).unwrap_or(Value::Null))
+            .collect())
+    }
+
+    /// An eval's cells with their runs' status, in key order.
+    pub fn eval_cells(&self, experiment: i64) -> Result<Vec<StoredCell>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT c.prompt, c.max_tokens, c.constrained, c.repeat, c.row_id, c.run_id,
+                        r.status
+                 FROM eval_cells c LEFT JOIN runs r ON r.id = c.run_id
+                 WHERE c.experiment_id = ?1
+                 ORDER BY c.prompt, c.max_tokens, c.constrained DESC, c.repeat, c.row_id",
+            )
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([experiment], |r| {
+            Ok(StoredCell {
+                cell: EvalCell {
+                    prompt: r.get(0)?,
+                    max_tokens: r.get(1)?,
+                    constrained: r.get(2)?,
+                    repeat: r.get(3)?,
+                    row: r.get(4)?,
+                },
+                run: r.get(5)?,
+                status: r
+                    .get::<_, Option<String>>(6)?
+                    .as_deref()
+                    .and_then(Status::parse),
+            })
+        })
+        .map_err(|e| self.err(e))?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(|e| self.err(e))
+    }
+
+    /// The newest experiment of `kind`.
+    pub fn latest_experiment(&self, kind: &str) -> Result<Option<i64>> {
+        self.conn
+            .query_row(
+                "SELECT id FROM experiments WHERE kind = ?1 ORDER BY created_at DESC, id DESC
+                 LIMIT 1",
+                [kind],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Take up an experiment again (`eval resume`): `running`, owned by this process, its
+    /// earlier end cleared.
+    pub fn resume_experiment(&self, id: i64) -> Result<()> {
+        let owner = self.owner_id()?;
+        self.exec(
+            "UPDATE experiments SET status = 'running', owner = ?2, finished_at = NULL,
+             error = NULL WHERE id = ?1",
+            params![id, owner],
+        )
+    }
+
+    /// End an experiment that was stopped (Ctrl-C) with what it has so far: `interrupted`, so
+    /// `eval resume` finishes it.
+    pub fn interrupt_experiment(&self, id: i64, result: &Value, why: &str) -> Result<()> {
+        self.exec(
+            "UPDATE experiments SET status = 'interrupted', result = ?2, error = ?3,
+             finished_at = ?4, owner = NULL WHERE id = ?1",
+            params![id, result.to_string(), why, self.now()],
+        )
+    }
+}
