@@ -27,6 +27,7 @@
 pub mod bindings;
 pub mod compare;
 pub mod error;
+pub mod eval;
 pub mod export;
 pub mod history;
 pub mod models;

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod eval;
 pub mod export;
 pub mod history;
 pub mod import;

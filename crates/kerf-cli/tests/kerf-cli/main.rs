@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use rstest::rstest;
 
+mod eval;
 mod history;
 mod providers;
 mod score;

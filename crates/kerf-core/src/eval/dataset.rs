@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result, strip_position};
@@ -26,7 +27,8 @@ use crate::eval::score::without_aliases;
 use crate::{Prompt, limits};
 
 /// The records a correct extraction of a row holds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
 pub enum Expected {
     /// One record set, for every prompt.
     All(Vec<Value>),
@@ -34,8 +36,8 @@ pub enum Expected {
     ByPrompt(BTreeMap<String, Vec<Value>>),
 }
 
-/// One document of a dataset.
-#[derive(Debug, Clone, PartialEq)]
+/// One document of a dataset. Its JSON form is how an eval keeps the rows it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub id: String,
     /// The file the row came from (the dataset file, or the document in a folder).
@@ -47,6 +49,7 @@ pub struct Row {
     pub vars: Map<String, Value>,
     pub expected: Option<Expected>,
     /// For a folder row: the `.expected.jsonl` file and the line of each record, for errors.
+    #[serde(skip)]
     expected_lines: Option<(String, Vec<usize>)>,
 }
 

@@ -8,6 +8,6 @@ pub mod matching;
 pub mod normalize;
 pub mod score;
 
-pub use aggregate::{Tally, Totals, score_all};
+pub use aggregate::{Tally, Totals, TypeTotals, score_all};
 pub use matching::{MatchSpec, Matcher};
 pub use score::{Agreement, Counts, Grounding, Pair, ScoreReport, Scored, Scores, score};

@@ -1,0 +1,437 @@
+//! Evaluations: every prompt × budget × constraint × repeat × dataset row, run as one
+//! experiment in the history and scored against the rows' expected records.
+//!
+//! - [`begin`] checks the dataset against the prompts (nothing is written if a row is wrong),
+//!   starts the experiment and keeps the rows; [`stored`] reads an eval back for `resume` and
+//!   `rescore`.
+//! - [`run_cells`] runs the cells that still need a run, many in flight (the provider's rate
+//!   limiter paces them; the local engine runs one at a time). Each cell is written with its run
+//!   as it begins, so a cell whose run finished — ok or cut by its budget, both measurements — is
+//!   never bought again, whether the eval was stopped with Ctrl-C or killed.
+//! - [`report`] scores the stored replies ([`Report`] is what `kerf eval --json` prints and
+//!   what the history keeps as the experiment's result).
+
+pub mod report;
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use kerf_core::Prompt;
+use kerf_core::eval::dataset::{self, Dataset, Row};
+use kerf_llm::CancelToken;
+use kerf_store::{EvalCell, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::compare::{ConstrainMode, variants};
+use crate::error::{ApiError, Code, Result};
+use crate::runs::{Chosen, PromptSource, Rendering, RunJob, RunParams, RunSettings};
+
+pub use report::{CellLine, Report, SummaryLine, report};
+
+/// One prompt of an eval: compiled, as the history keeps it.
+pub struct Subject {
+    pub prompt: Prompt,
+    pub source: PromptSource,
+}
+
+/// A prompt as an eval's spec names it: its id, file, and the exact version that ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecPrompt {
+    pub id: String,
+    pub path: Option<String>,
+    /// The prompt version's id in the history (the SHA-256 of its text).
+    pub version: String,
+}
+
+/// What an eval was asked: kept as the experiment's spec, and all `resume` needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    pub dataset: String,
+    pub prompts: Vec<SpecPrompt>,
+    pub max_tokens: Vec<u32>,
+    pub constrain: ConstrainMode,
+    pub repeat: u32,
+    pub provider: String,
+    pub model: String,
+    /// The run parameters every cell shares (its budget and constraint aside), in the
+    /// history's stored form.
+    pub params: Value,
+    /// The matrix's size: prompts × budgets × constraint variants × repeats × rows.
+    pub cells: usize,
+}
+
+/// An eval as it starts or resumes: its prompts, rows and matrix.
+pub struct Eval {
+    pub experiment: i64,
+    pub spec: Spec,
+    pub subjects: Vec<Subject>,
+    pub rows: Vec<Row>,
+    /// What every cell runs with (each cell sets its budget and constraint).
+    pub params: RunParams,
+}
+
+/// The matrix's axes besides prompts and rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan<'a> {
+    pub budgets: &'a [u32],
+    pub constrain: ConstrainMode,
+    /// Runs of each cell (1 or more).
+    pub repeat: u32,
+}
+
+/// How [`run_cells`] goes about it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    /// Requests in flight at once (cloud providers; the local engine runs one at a time).
+    pub concurrency: usize,
+    /// Run again the cells whose run failed (otherwise they stay failed).
+    pub retry_errors: bool,
+}
+
+/// Where an eval stands, as it goes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Progress {
+    /// Cells finished in this pass (ok, cut by their budget, or failed).
+    pub done: usize,
+    /// Cells this pass runs.
+    pub total: usize,
+    pub failed: usize,
+    /// Cells already measured before this pass (a resume's).
+    pub skipped: usize,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cost_usd: f64,
+    /// The last notice a run gave (a rate-limit wait, a retry), if any.
+    pub notice: Option<String>,
+}
+
+/// Check `dataset` against the prompts (every problem named, nothing written when there is
+/// one), then start the eval: the experiment, its spec and its rows.
+pub fn begin(
+    store: &Store,
+    dataset: Dataset,
+    subjects: Vec<Subject>,
+    plan: &Plan<'_>,
+    params: RunParams,
+    provider: &Chosen,
+) -> Result<Eval> {
+    let Plan {
+        budgets,
+        constrain,
+        repeat,
+    } = *plan;
+    if budgets.is_empty() || budgets.contains(&0) {
+        return Err(ApiError::new(
+            Code::Usage,
+            "give one or more token budgets, each above 0",
+        ));
+    }
+    if repeat == 0 {
+        return Err(ApiError::new(Code::Usage, "--repeat must be 1 or more"));
+    }
+    let mut ids = BTreeSet::new();
+    for s in &subjects {
+        if !ids.insert(s.prompt.id()) {
+            return Err(ApiError::new(
+                Code::Usage,
+                format!("prompt `{}` is given twice", s.prompt.id()),
+            ));
+        }
+    }
+    let prompts: Vec<&Prompt> = subjects.iter().map(|s| &s.prompt).collect();
+    dataset::check(&dataset, &prompts)?;
+    // Every row renders with every prompt before anything is bought.
+    for s in &subjects {
+        for row in &dataset.rows {
+            rendering(&s.prompt, row).map_err(|e| ApiError {
+                message: format!("{}: prompt `{}`: {}", row.place(), s.prompt.id(), e.message),
+                ..e
+            })?;
+        }
+    }
+    let mut budgets = budgets.to_vec();
+    budgets.sort_unstable();
+    budgets.dedup();
+    let spec_prompts = subjects
+        .iter()
+        .map(|s| {
+            Ok(SpecPrompt {
+                id: s.prompt.id().to_string(),
+                path: s.source.path.clone(),
+                version: store.put_prompt_version(
+                    &s.source.name,
+                    s.source.path.as_deref(),
+                    s.prompt.file.response_type.as_str(),
+                    &s.source.text,
+                )?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let variants_per_budget: usize = subjects
+        .iter()
+        .map(|s| variants(constrain, &s.prompt, provider).len())
+        .sum();
+    let spec = Spec {
+        cells: variants_per_budget * budgets.len() * repeat as usize * dataset.rows.len(),
+        dataset: dataset.path.display().to_string(),
+        prompts: spec_prompts,
+        max_tokens: budgets,
+        constrain,
+        repeat,
+        provider: provider.name(),
+        model: provider.as_provider().model(),
+        params: params.to_stored(),
+    };
+    let experiment = store.begin_experiment("eval", &to_json(&spec)?)?;
+    let rows: Vec<(String, Value)> = dataset
+        .rows
+        .iter()
+        .map(|r| Ok((r.id.clone(), to_json(r)?)))
+        .collect::<Result<_>>()?;
+    store.put_eval_rows(experiment, &rows)?;
+    Ok(Eval {
+        experiment,
+        spec,
+        subjects,
+        rows: dataset.rows,
+        params,
+    })
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| ApiError::new(Code::Internal, e.to_string()))
+}
+
+/// Eval `experiment` as the history keeps it: the prompt versions it ran (compiled), its rows
+/// and parameters.
+pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
+    let e = store.experiment(experiment)?;
+    if e.summary.kind != "eval" {
+        return Err(ApiError::new(
+            Code::Usage,
+            format!(
+                "experiment {experiment} is a {}, not an eval",
+                e.summary.kind
+            ),
+        ));
+    }
+    let corrupt = |what: &str, err: String| {
+        ApiError::new(
+            Code::StoreCorrupt,
+            format!("eval {experiment}'s {what} is not what Kerf wrote: {err}"),
+        )
+    };
+    let spec: Spec =
+        serde_json::from_value(e.spec.clone()).map_err(|err| corrupt("spec", err.to_string()))?;
+    let subjects = spec
+        .prompts
+        .iter()
+        .map(|p| {
+            let version = store.prompt_version(&p.version)?;
+            let place = format!(
+                "eval {experiment}'s prompt `{}` (version {})",
+                p.id,
+                &p.version[..12.min(p.version.len())]
+            );
+            let loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
+            let mut prompt = Prompt::compile(loaded.file, &place)?;
+            prompt.path = p.path.as_ref().map(std::path::PathBuf::from);
+            Ok(Subject {
+                prompt,
+                source: PromptSource {
+                    name: version.name,
+                    path: version.path,
+                    text: version.text,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rows = store
+        .eval_rows(experiment)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::from_value::<Row>(v)
+                .map_err(|err| corrupt(&format!("row {i}"), err.to_string()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let params = RunParams::from_stored(&spec.params, &spec.provider, &spec.model)?;
+    Ok(Eval {
+        experiment,
+        spec,
+        subjects,
+        rows,
+        params,
+    })
+}
+
+impl Eval {
+    /// The settings the eval's cells run with (a resume builds its provider from them).
+    pub fn settings(&self) -> &RunSettings {
+        &self.params.settings
+    }
+
+    /// Every cell of the matrix, with its prompt's index: prompt × budget × constraint variant
+    /// (as `provider` allows) × repeat × row.
+    pub fn matrix(&self, provider: &Chosen) -> Vec<(usize, EvalCell)> {
+        let mut cells = Vec::new();
+        for (i, s) in self.subjects.iter().enumerate() {
+            for &max_tokens in &self.spec.max_tokens {
+                for constrained in variants(self.spec.constrain, &s.prompt, provider) {
+                    for repeat in 0..self.spec.repeat {
+                        for row in &self.rows {
+                            cells.push((
+                                i,
+                                EvalCell {
+                                    prompt: s.prompt.id().to_string(),
+                                    max_tokens,
+                                    constrained,
+                                    repeat,
+                                    row: row.id.clone(),
+                                },
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        cells
+    }
+}
+
+/// A prompt rendered for one row: its variables (the document under the input variable).
+fn rendering(prompt: &Prompt, row: &Row) -> Result<Rendering> {
+    let vars = row.vars_for(prompt);
+    Ok(Rendering {
+        rendered: prompt.render(&Map::new(), &vars)?,
+        vars,
+        terms: Map::new(),
+    })
+}
+
+/// Run every cell of `eval` that still needs a run: all of them at first; on a resume, those
+/// never started or cut off (and, with `retry_errors`, those that failed). Stops starting cells
+/// when `cancel` fires; the runs in flight end as cancelled and stay to be run again.
+pub fn run_cells(
+    store: &Store,
+    eval: &Eval,
+    provider: &Chosen,
+    pace: Pace,
+    cancel: &CancelToken,
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Result<()> {
+    let stored = store.eval_cells(eval.experiment)?;
+    let keep: BTreeSet<&EvalCell> = stored
+        .iter()
+        .filter(|c| {
+            c.finished() || (!pace.retry_errors && c.status == Some(kerf_store::Status::Error))
+        })
+        .map(|c| &c.cell)
+        .collect();
+    let matrix = eval.matrix(provider);
+    let skipped = matrix.iter().filter(|(_, c)| keep.contains(c)).count();
+    let todo: Vec<(usize, EvalCell)> = matrix
+        .into_iter()
+        .filter(|(_, c)| !keep.contains(c))
+        .collect();
+    let progress = RefCell::new(Progress {
+        total: todo.len(),
+        skipped,
+        ..Progress::default()
+    });
+    on_progress(&progress.borrow());
+    let width = match provider {
+        Chosen::Local(_) => 1,
+        _ => pace.concurrency.max(1),
+    };
+    let rows: std::collections::HashMap<&str, &Row> =
+        eval.rows.iter().map(|r| (r.id.as_str(), r)).collect();
+    let one = |subject: usize, cell: EvalCell| {
+        let progress = &progress;
+        let row = rows[cell.row.as_str()];
+        async move {
+            let s = &eval.subjects[subject];
+            let rendering = rendering(&s.prompt, row)?;
+            let params = RunParams {
+                max_tokens: cell.max_tokens,
+                constrain: cell.constrained,
+                ..eval.params.clone()
+            };
+            let mut job = RunJob::new(&s.prompt, &s.source, &rendering, provider, &params);
+            job.meta.experiment = Some(eval.experiment);
+            job.meta.eval_cell = Some(cell);
+            // Each reply measured as it came.
+            job.repair = false;
+            let mut on_event = |e: crate::runs::RunEvent<'_>| {
+                if let crate::runs::RunEvent::Warning(w) = e {
+                    progress.borrow_mut().notice = Some(w.to_string());
+                }
+            };
+            crate::runs::run(Some(store), &job, cancel, &mut on_event).await
+        }
+    };
+    let outcome: Result<()> = kerf_llm::runtime::block_on(async {
+        let mut queue = todo.into_iter();
+        let mut in_flight = FuturesUnordered::new();
+        loop {
+            while in_flight.len() < width && !cancel.is_cancelled() {
+                let Some((subject, cell)) = queue.next() else {
+                    break;
+                };
+                in_flight.push(one(subject, cell));
+            }
+            let Some(done) = in_flight.next().await else {
+                break;
+            };
+            {
+                let mut p = progress.borrow_mut();
+                p.done += 1;
+                match &done {
+                    Ok(r) => {
+                        let u = &r.out.finish.usage;
+                        p.prompt_tokens += u64::from(u.prompt_tokens);
+                        p.completion_tokens += u64::from(u.completion_tokens);
+                        p.cost_usd += r.cost.as_ref().map_or(0.0, |c| c.usd);
+                        if r.out.finish.reason == kerf_llm::FinishReason::Error {
+                            p.failed += 1;
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.code,
+                            Code::StoreFull | Code::StoreCorrupt | Code::StoreIo | Code::Store
+                        ) =>
+                    {
+                        // The history cannot keep what is bought: stop buying.
+                        cancel.cancel();
+                        return Err(e.clone());
+                    }
+                    Err(_) => p.failed += 1,
+                }
+            }
+            on_progress(&progress.borrow());
+        }
+        Ok(())
+    });
+    outcome
+}
+
+/// Score what `eval` has and end its experiment with that report: `ok`, or `interrupted` when
+/// it was `stopped` before every cell ran (`kerf eval resume` finishes it).
+pub fn finish(store: &Store, eval: &Eval, stopped: bool) -> Result<Report> {
+    let report = report(store, eval)?;
+    let value = to_json(&report)?;
+    if stopped {
+        store.interrupt_experiment(
+            eval.experiment,
+            &value,
+            "stopped before every cell ran; `kerf eval resume` finishes it",
+        )?;
+    } else {
+        store.finish_experiment(eval.experiment, &value, None)?;
+    }
+    Ok(report)
+}

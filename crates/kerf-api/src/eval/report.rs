@@ -1,0 +1,292 @@
+//! An eval's figures, from what the history keeps: each cell's run (its finish and the objects
+//! its reply gave when it ran) scored against its row's expected records. Every figure comes
+//! from the stored replies, so `kerf eval show` and `kerf eval rescore` print what `kerf eval`
+//! printed, bit for bit.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use kerf_core::DropCounts;
+use kerf_core::eval::{Grounding, Matcher, Scored, Scores, Tally, TypeTotals, score};
+use kerf_llm::FinishReason;
+use kerf_store::{Status, Store};
+use serde::Serialize;
+
+use super::Eval;
+use crate::error::Result;
+
+/// One cell of the matrix, scored. The first fifteen keys are an interface (`kerf eval --json`);
+/// the rest are additions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellLine {
+    pub row: String,
+    pub prompt: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub repeat: u32,
+    /// The run's id in the history.
+    pub run: Option<i64>,
+    pub finish_reason: Option<FinishReason>,
+    pub objects: usize,
+    /// Null when the row has no expected records for this prompt, or the cell has no finished
+    /// run.
+    pub tp: Option<u64>,
+    pub fp: Option<u64>,
+    #[serde(rename = "fn")]
+    pub fn_: Option<u64>,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    pub f1: Option<f64>,
+    /// Expected records this prompt matched at a larger budget (same constraint, same repeat)
+    /// on a reply that ended on its own, but not here: what the cut cost.
+    pub lost_to_cut: Option<u64>,
+    pub status: Option<Status>,
+    pub dropped: DropCounts,
+    /// Extracted records whose identity fields are not found in the document.
+    pub ungrounded: Option<usize>,
+    pub completion_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
+    /// The scoring in full (pairs, misses, agreement), for the summaries, `lost_to_cut`,
+    /// repeats and the report's side-by-side view.
+    #[serde(skip)]
+    pub scored: Option<Scored>,
+}
+
+/// One prompt × budget × constraint over the dataset. The first eleven keys are an interface.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryLine {
+    pub prompt: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    /// Cells measured (their run ended on its own or was cut by its budget).
+    pub cells: usize,
+    #[serde(flatten)]
+    pub micro: Scores,
+    pub macro_f1: Option<f64>,
+    /// Cells whose run failed, or that have not run to the end yet.
+    pub failed: usize,
+    pub unfinished: usize,
+    /// Measured cells cut by their budget.
+    pub truncated: usize,
+    pub lost_to_cut: u64,
+    /// The share of extracted records not found in their document (null: nothing extracted).
+    pub ungrounded: Option<f64>,
+    pub completion_tokens: i64,
+    pub cost_usd: Option<f64>,
+    pub by_type: BTreeMap<String, TypeTotals>,
+    pub agreement: BTreeMap<String, Option<f64>>,
+}
+
+/// An eval's result: what `kerf eval --json` prints and the history keeps. `experiment`,
+/// `summary` and `cells` are an interface; the rest are additions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub experiment: i64,
+    pub summary: Vec<SummaryLine>,
+    pub cells: Vec<CellLine>,
+    pub dataset: String,
+    pub rows: usize,
+    pub repeat: u32,
+    pub provider: String,
+    pub model: String,
+    /// Cells of the matrix without a finished run (`kerf eval resume` runs them).
+    pub pending: usize,
+}
+
+/// Score every cell of `eval` from its stored run, each prompt with its own `match` settings.
+pub fn report(store: &Store, eval: &Eval) -> Result<Report> {
+    let matchers: Vec<Matcher> = eval.subjects.iter().map(|s| s.prompt.matcher()).collect();
+    let subject_of: HashMap<&str, usize> = eval
+        .subjects
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.prompt.id(), i))
+        .collect();
+    let row_of: HashMap<&str, usize> = eval
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.id.as_str(), i))
+        .collect();
+    let mut lines = Vec::new();
+    for c in store.eval_cells(eval.experiment)? {
+        let (Some(&si), Some(&ri)) = (
+            subject_of.get(c.cell.prompt.as_str()),
+            row_of.get(c.cell.row.as_str()),
+        ) else {
+            continue;
+        };
+        let (prompt, row, m) = (&eval.subjects[si].prompt, &eval.rows[ri], &matchers[si]);
+        let mut line = CellLine {
+            row: c.cell.row.clone(),
+            prompt: c.cell.prompt.clone(),
+            max_tokens: c.cell.max_tokens,
+            constrained: c.cell.constrained,
+            repeat: c.cell.repeat,
+            run: c.run,
+            finish_reason: None,
+            objects: 0,
+            tp: None,
+            fp: None,
+            fn_: None,
+            precision: None,
+            recall: None,
+            f1: None,
+            lost_to_cut: None,
+            status: c.status,
+            dropped: DropCounts::default(),
+            ungrounded: None,
+            completion_tokens: None,
+            cost_usd: None,
+            scored: None,
+        };
+        if let Some(id) = c.run {
+            let r = store.run(id)?;
+            line.finish_reason = r.summary.finish_reason;
+            line.completion_tokens = r.summary.completion_tokens;
+            line.cost_usd = r.summary.cost_usd;
+            if c.finished() {
+                let report = r.report.unwrap_or_default();
+                line.objects = report.objects.len();
+                line.dropped = report.drop_counts();
+                if let Some(doc) = row.document(prompt) {
+                    line.ungrounded =
+                        Some(Grounding::new(m, doc).ungrounded(m, &report.objects).len());
+                }
+                if let Some((expected, _)) = row.expected_for(prompt) {
+                    let s = score(m, expected, &report.objects);
+                    let f = s.counts.scores();
+                    (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
+                    (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
+                    line.scored = Some(s);
+                }
+            }
+        }
+        lines.push((si, ri, line));
+    }
+    lines.sort_by(|(sa, ra, a), (sb, rb, b)| {
+        (sa, a.max_tokens, !a.constrained, a.repeat, ra).cmp(&(
+            sb,
+            b.max_tokens,
+            !b.constrained,
+            b.repeat,
+            rb,
+        ))
+    });
+    let mut cells: Vec<CellLine> = lines.into_iter().map(|(_, _, l)| l).collect();
+    lost_to_cut(&mut cells);
+    let summary = summarise(eval, &cells);
+    let finished = cells
+        .iter()
+        .filter(|c| matches!(c.status, Some(Status::Ok | Status::Truncated)))
+        .count();
+    Ok(Report {
+        experiment: eval.experiment,
+        summary,
+        cells,
+        dataset: eval.spec.dataset.clone(),
+        rows: eval.rows.len(),
+        repeat: eval.spec.repeat,
+        provider: eval.spec.provider.clone(),
+        model: eval.spec.model.clone(),
+        pending: eval.spec.cells.saturating_sub(finished),
+    })
+}
+
+/// Fill in each scored cell's `lost_to_cut` from its siblings at larger budgets.
+fn lost_to_cut(cells: &mut [CellLine]) {
+    type Key<'a> = (&'a str, bool, u32, &'a str);
+    // Per prompt, constraint, repeat and row: each budget's matched records, where the reply
+    // ended on its own.
+    let mut complete: HashMap<Key<'_>, Vec<(u32, BTreeSet<usize>)>> = HashMap::new();
+    for c in cells.iter() {
+        if c.tp.is_some() && c.finish_reason == Some(FinishReason::Stop) {
+            complete
+                .entry((&c.prompt, c.constrained, c.repeat, &c.row))
+                .or_default()
+                .push((c.max_tokens, matched(c)));
+        }
+    }
+    let lost: Vec<Option<u64>> = cells
+        .iter()
+        .map(|c| {
+            c.tp?;
+            let mine = matched(c);
+            let larger: BTreeSet<usize> = complete
+                .get(&(c.prompt.as_str(), c.constrained, c.repeat, c.row.as_str()))
+                .into_iter()
+                .flatten()
+                .filter(|(b, _)| *b > c.max_tokens)
+                .flat_map(|(_, s)| s.iter().copied())
+                .collect();
+            Some(larger.difference(&mine).count() as u64)
+        })
+        .collect();
+    for (c, l) in cells.iter_mut().zip(lost) {
+        c.lost_to_cut = l;
+    }
+}
+
+/// The expected records a cell matched, by index into its row's list.
+fn matched(c: &CellLine) -> BTreeSet<usize> {
+    c.scored
+        .iter()
+        .flat_map(|s| s.matched.iter().map(|p| p.expected))
+        .collect()
+}
+
+/// One line per prompt × budget × constraint, in the spec's order.
+fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
+    let mut out = Vec::new();
+    for s in &eval.subjects {
+        let id = s.prompt.id();
+        let mine: Vec<&CellLine> = cells.iter().filter(|c| c.prompt == id).collect();
+        let variants: BTreeSet<(u32, bool)> = mine
+            .iter()
+            .map(|c| (c.max_tokens, !c.constrained))
+            .collect();
+        for (budget, unconstrained) in variants {
+            let group: Vec<&&CellLine> = mine
+                .iter()
+                .filter(|c| c.max_tokens == budget && c.constrained != unconstrained)
+                .collect();
+            let measured: Vec<&&&CellLine> = group
+                .iter()
+                .filter(|c| matches!(c.status, Some(Status::Ok | Status::Truncated)))
+                .collect();
+            let mut tally = Tally::default();
+            for scored in measured.iter().filter_map(|c| c.scored.as_ref()) {
+                tally.add(scored);
+            }
+            let t = tally.totals();
+            let objects: usize = measured.iter().map(|c| c.objects).sum();
+            let ungrounded: Option<usize> = measured.iter().map(|c| c.ungrounded).sum();
+            let costs: Vec<f64> = measured.iter().filter_map(|c| c.cost_usd).collect();
+            out.push(SummaryLine {
+                prompt: id.to_string(),
+                max_tokens: budget,
+                constrained: !unconstrained,
+                cells: measured.len(),
+                micro: t.micro,
+                macro_f1: t.macro_f1,
+                failed: group
+                    .iter()
+                    .filter(|c| c.status == Some(Status::Error))
+                    .count(),
+                unfinished: group.len() - measured.len(),
+                truncated: measured
+                    .iter()
+                    .filter(|c| c.status == Some(Status::Truncated))
+                    .count(),
+                lost_to_cut: measured.iter().filter_map(|c| c.lost_to_cut).sum(),
+                ungrounded: ungrounded
+                    .filter(|_| objects > 0)
+                    .map(|u| u as f64 / objects as f64),
+                completion_tokens: measured.iter().filter_map(|c| c.completion_tokens).sum(),
+                cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
+                by_type: t.by_type,
+                agreement: t.agreement,
+            });
+        }
+    }
+    out
+}

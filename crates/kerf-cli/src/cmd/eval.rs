@@ -1,0 +1,450 @@
+//! `kerf eval`: prompts run over a dataset at several budgets, scored against the expected
+//! records, as one experiment in the history; `resume` and `show` take it up again.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use kerf_api::eval::{self, Pace, Progress, Report, Subject};
+use kerf_api::workbench::Workbench;
+use kerf_api::{ApiError, Code};
+use kerf_store::Store;
+
+use super::compare::ConstrainMode;
+use super::run::{ModelArgs, interrupt_token};
+use crate::Outcome;
+use crate::output::print_json;
+
+/// Run prompts over a dataset and score what they extract against its expected records.
+#[derive(clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "\
+Examples:
+  kerf eval datasets/knowledge-graph.jsonl --prompt prompts/agent-kg-extract.json \\
+    --prompt prompts/agent-kg-extract-array.json --max-tokens 128,512 --limit 5
+  kerf eval data.jsonl --prompt p.json --provider openai --concurrency 16 --fail-under f1=0.8
+  kerf eval resume          finish the latest eval (after Ctrl-C or a crash)
+  kerf eval show 12 --json  an eval's figures again, from the history
+
+Every prompt × budget × constraint variant × repeat × row is one run, kept in the history under
+one experiment. Before anything runs, every row is checked against every prompt; a problem stops
+the eval with nothing written. --json prints {\"experiment\", \"summary\": [{\"prompt\", \"max_tokens\",
+\"constrained\", \"cells\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\", \"macro_f1\", …}],
+\"cells\": [{\"row\", \"prompt\", \"max_tokens\", \"constrained\", \"repeat\", \"run\", \"finish_reason\",
+\"objects\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\", \"lost_to_cut\", …}], …}.
+Exit codes: 0 done (and every --fail-under met); 1 a --fail-under threshold missed; 2 could not run
+(or stopped: `kerf eval resume` finishes it)."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Sub>,
+    #[command(flatten)]
+    pub start: StartArgs,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Sub {
+    /// Finish an eval that was stopped or killed: runs the cells without a finished run, never
+    /// one that finished (ok or cut by its budget).
+    Resume(ResumeArgs),
+    /// An eval's figures, from the history.
+    Show(ShowArgs),
+}
+
+#[derive(clap::Args)]
+pub struct StartArgs {
+    /// The dataset: a .jsonl or .csv file, or a folder of .txt documents.
+    #[arg(required = true)]
+    pub dataset: Option<PathBuf>,
+    /// A prompt file to evaluate (repeat for several).
+    #[arg(long = "prompt", required = true)]
+    pub prompts: Vec<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Output token budgets, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1024")]
+    pub max_tokens: Vec<u32>,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub constrain: ConstrainMode,
+    /// Runs of each cell (repeats show how stable the figures are).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// The first N rows of the dataset only.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub pace: PaceArgs,
+    #[command(flatten)]
+    pub out: OutArgs,
+}
+
+#[derive(clap::Args)]
+pub struct PaceArgs {
+    /// Requests in flight at once (cloud providers, within their rate limits; the local engine
+    /// runs one at a time).
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Run again the cells whose run failed.
+    #[arg(long)]
+    pub retry_errors: bool,
+}
+
+#[derive(clap::Args)]
+pub struct OutArgs {
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 unless every prompt × budget × constraint line reaches these figures
+    /// (comma-separated: f1=0.8,recall=0.7; metrics: f1, precision, recall, macro_f1).
+    #[arg(long, value_delimiter = ',', value_parser = parse_threshold)]
+    pub fail_under: Vec<Threshold>,
+}
+
+#[derive(clap::Args)]
+pub struct ResumeArgs {
+    /// The eval (default: the latest).
+    pub experiment: Option<i64>,
+    #[command(flatten)]
+    pub pace: PaceArgs,
+    #[command(flatten)]
+    pub out: OutArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ShowArgs {
+    /// The eval (default: the latest).
+    pub experiment: Option<i64>,
+    #[command(flatten)]
+    pub out: OutArgs,
+}
+
+/// A figure a summary line must reach.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Threshold {
+    pub metric: Metric,
+    pub min: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    F1,
+    Precision,
+    Recall,
+    MacroF1,
+}
+
+impl Metric {
+    fn name(self) -> &'static str {
+        match self {
+            Metric::F1 => "f1",
+            Metric::Precision => "precision",
+            Metric::Recall => "recall",
+            Metric::MacroF1 => "macro_f1",
+        }
+    }
+
+    fn of(self, line: &eval::SummaryLine) -> Option<f64> {
+        match self {
+            Metric::F1 => line.micro.f1,
+            Metric::Precision => line.micro.precision,
+            Metric::Recall => line.micro.recall,
+            Metric::MacroF1 => line.macro_f1,
+        }
+    }
+}
+
+fn parse_threshold(s: &str) -> std::result::Result<Threshold, String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: write METRIC=VALUE, e.g. f1=0.8"))?;
+    let metric = [
+        Metric::F1,
+        Metric::Precision,
+        Metric::Recall,
+        Metric::MacroF1,
+    ]
+    .into_iter()
+    .find(|m| m.name() == name.trim())
+    .ok_or_else(|| format!("`{name}`: the metrics are f1, precision, recall, macro_f1"))?;
+    let min: f64 = value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| (0.0..=1.0).contains(v))
+        .ok_or_else(|| format!("`{value}`: a threshold is a number from 0 to 1"))?;
+    Ok(Threshold { metric, min })
+}
+
+impl Args {
+    pub fn json(&self) -> bool {
+        match &self.command {
+            Some(Sub::Resume(a)) => a.out.json,
+            Some(Sub::Show(a)) => a.out.json,
+            None => self.start.out.json,
+        }
+    }
+}
+
+pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
+    if globals.no_history {
+        anyhow::bail!(ApiError::new(
+            Code::Usage,
+            "an eval is kept in the history: drop --no-history"
+        ));
+    }
+    let store = crate::record::open_for_reading(wb)?;
+    match args.command {
+        None => start(args.start, wb, &store),
+        Some(Sub::Resume(a)) => resume(a, wb, &store),
+        Some(Sub::Show(a)) => {
+            let id = which(&store, a.experiment)?;
+            let e = eval::stored(&store, id)?;
+            let report = eval::report(&store, &e)?;
+            conclude(&report, &a.out, None)
+        }
+    }
+}
+
+/// The eval named, or the latest.
+fn which(store: &Store, id: Option<i64>) -> Result<i64> {
+    match id {
+        Some(id) => Ok(id),
+        None => store.latest_experiment("eval")?.ok_or_else(|| {
+            ApiError::new(
+                Code::NotFound,
+                "the history has no eval yet (start one with `kerf eval DATASET --prompt P.json`)",
+            )
+            .into()
+        }),
+    }
+}
+
+fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
+    let Some(path) = &args.dataset else {
+        anyhow::bail!(ApiError::new(Code::Usage, "give the dataset to run"));
+    };
+    let mut dataset = kerf_core::eval::dataset::load(path)?;
+    if let Some(n) = args.limit {
+        dataset.rows.truncate(n);
+    }
+    let subjects = args
+        .prompts
+        .iter()
+        .map(|path| {
+            let prompt = super::load_prompt(path)?;
+            let source = crate::record::prompt_source(&prompt, path)?;
+            Ok(Subject { prompt, source })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let settings = args.model.settings();
+    let provider = settings.provider(wb)?;
+    let params = kerf_api::runs::RunParams {
+        settings,
+        max_tokens: 0,
+        constrain: false,
+    };
+    let e = eval::begin(
+        store,
+        dataset,
+        subjects,
+        &eval::Plan {
+            budgets: &args.max_tokens,
+            constrain: args.constrain.into(),
+            repeat: args.repeat,
+        },
+        params,
+        &provider,
+    )?;
+    go(store, &e, &provider, &args.pace, &args.out)
+}
+
+fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
+    let id = which(store, args.experiment)?;
+    let e = eval::stored(store, id)?;
+    let provider = e.settings().provider(wb)?;
+    store.resume_experiment(id)?;
+    go(store, &e, &provider, &args.pace, &args.out)
+}
+
+/// Run what the eval still needs, with a progress bar, then report it.
+fn go(
+    store: &Store,
+    e: &eval::Eval,
+    provider: &kerf_api::runs::Chosen,
+    pace: &PaceArgs,
+    out: &OutArgs,
+) -> Result<Outcome> {
+    let bar = if out.json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} eval {prefix} [{bar:30}] {pos}/{len} cells · ETA {eta} · {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_prefix(e.experiment.to_string());
+    let cancel = interrupt_token();
+    let ran = eval::run_cells(
+        store,
+        e,
+        provider,
+        Pace {
+            concurrency: pace.concurrency,
+            retry_errors: pace.retry_errors,
+        },
+        &cancel,
+        &mut |p: &Progress| {
+            bar.set_length(p.total as u64);
+            bar.set_position(p.done as u64);
+            bar.set_message(progress_message(p));
+        },
+    );
+    bar.finish_and_clear();
+    let stopped = cancel.is_cancelled();
+    let report = eval::finish(store, e, stopped || ran.is_err())?;
+    ran?;
+    conclude(&report, out, stopped.then_some(e.experiment))
+}
+
+fn progress_message(p: &Progress) -> String {
+    let mut m = format!("{} tokens", p.prompt_tokens + p.completion_tokens);
+    if p.cost_usd > 0.0 {
+        m.push_str(&format!(" · ${:.4}", p.cost_usd));
+    }
+    if p.failed > 0 {
+        m.push_str(&format!(" · {} failed", p.failed));
+    }
+    if p.skipped > 0 {
+        m.push_str(&format!(" · {} already measured", p.skipped));
+    }
+    if let Some(n) = &p.notice {
+        m.push_str(&format!(" · {n}"));
+    }
+    m
+}
+
+/// Print the report, then judge it: a stopped eval is an error naming how to finish it; a
+/// missed threshold exits 1.
+fn conclude(report: &Report, out: &OutArgs, stopped: Option<i64>) -> Result<Outcome> {
+    if out.json {
+        print_json(&serde_json::to_value(report)?);
+    } else {
+        print_table(report);
+    }
+    if let Some(id) = stopped {
+        anyhow::bail!(ApiError::new(
+            Code::Cancelled,
+            format!(
+                "eval {id} stopped with {} cell(s) left; what finished is kept: `kerf eval resume {id}` runs the rest",
+                report.pending
+            )
+        ));
+    }
+    let mut missed = Vec::new();
+    for line in &report.summary {
+        for t in &out.fail_under {
+            let got = t.metric.of(line);
+            if got.is_none_or(|v| v < t.min) {
+                missed.push(format!(
+                    "{} at {} tokens{}: {} {} < {}",
+                    line.prompt,
+                    line.max_tokens,
+                    if line.constrained {
+                        ", constrained"
+                    } else {
+                        ""
+                    },
+                    t.metric.name(),
+                    got.map_or("null".to_string(), |v| format!("{v:.3}")),
+                    t.min
+                ));
+            }
+        }
+    }
+    for m in &missed {
+        eprintln!("kerf: below --fail-under: {m}");
+    }
+    Ok(if missed.is_empty() {
+        Outcome::Ok
+    } else {
+        Outcome::InputFailed
+    })
+}
+
+fn figure(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
+fn print_table(r: &Report) {
+    crate::outln!(
+        "eval {} · {} · {} row(s) × {} repeat(s) · {} / {}",
+        r.experiment,
+        r.dataset,
+        r.rows,
+        r.repeat,
+        r.provider,
+        r.model
+    );
+    let name_w = r
+        .summary
+        .iter()
+        .map(|l| l.prompt.chars().count())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    crate::outln!(
+        "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>5}  {:>4}  {:>10}",
+        "prompt",
+        "budget",
+        "cons.",
+        "cells",
+        "tp",
+        "fp",
+        "fn",
+        "prec.",
+        "recall",
+        "F1",
+        "macro F1",
+        "cut",
+        "lost",
+        "ungrounded"
+    );
+    for l in &r.summary {
+        crate::outln!(
+            "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>5}  {:>4}  {:>10}",
+            l.prompt,
+            l.max_tokens,
+            if l.constrained { "yes" } else { "no" },
+            l.cells,
+            l.micro.tp,
+            l.micro.fp,
+            l.micro.fn_,
+            figure(l.micro.precision),
+            figure(l.micro.recall),
+            figure(l.micro.f1),
+            figure(l.macro_f1),
+            l.truncated,
+            l.lost_to_cut,
+            l.ungrounded
+                .map_or("-".into(), |u| format!("{:.0}%", u * 100.0))
+        );
+    }
+    let failed: usize = r.summary.iter().map(|l| l.failed).sum();
+    if failed > 0 {
+        crate::outln!(
+            "{failed} cell(s) failed: `kerf eval resume {} --retry-errors` runs them again",
+            r.experiment
+        );
+    }
+    if r.pending > 0 {
+        crate::outln!(
+            "{} cell(s) without a finished run: `kerf eval resume {}` runs them",
+            r.pending,
+            r.experiment
+        );
+    }
+}

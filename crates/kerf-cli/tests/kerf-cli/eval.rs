@@ -1,0 +1,425 @@
+//! `kerf eval`: a dataset run through prompts at two budgets against a loopback
+//! OpenAI-compatible server that "extracts" each document's expected records (streamed in the
+//! documented chunk format, cut at its `max_tokens` the way a model is), so every figure is
+//! known by hand: the roomy budget finds everything; at the tight one, JSONL keeps its whole
+//! lines and every record the cut took is counted as lost to it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{repo, stderr, stdout_json};
+
+/// Three documents, each with the records a perfect extraction holds.
+fn rows() -> Vec<Value> {
+    let def = |e: &str, d: &str| json!({"type": "definition", "entity": e, "definition": d});
+    let rel = |s: &str, p: &str, o: &str| json!({"type": "relationship", "subject": s, "predicate": p, "object": o, "object-entity": true});
+    vec![
+        json!({"id": "stroma", "input": "The stroma is the fluid inside a chloroplast, where the Calvin cycle runs.",
+               "expected": {"agent-kg-extract": [def("Stroma", "The fluid inside a chloroplast"), def("Calvin cycle", "A cycle that runs in the stroma"), rel("Calvin cycle", "runs in", "Stroma")]}}),
+        json!({"id": "rubisco", "input": "RuBisCO is an enzyme that fixes carbon dioxide.",
+               "expected": {"agent-kg-extract": [def("RuBisCO", "An enzyme that fixes carbon dioxide"), rel("RuBisCO", "fixes", "carbon dioxide")]}}),
+        json!({"id": "thylakoid", "input": "Thylakoids are membranes inside chloroplasts where light reactions happen.",
+               "expected": {"agent-kg-extract": [def("Thylakoid", "A membrane inside chloroplasts"), def("Light reactions", "Reactions that happen in thylakoids"), rel("Light reactions", "happen in", "Thylakoid"), rel("Thylakoid", "inside", "chloroplasts")]}}),
+    ]
+}
+
+/// A loopback OpenAI-compatible server: each chat completion gets the expected records of the
+/// document found in its prompt, as JSONL or a JSON array (as the prompt asks), streamed and
+/// cut at `max_tokens` × 4 bytes with `finish_reason: "length"`.
+struct Model {
+    port: u16,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Model {
+    fn start(rows: Vec<Value>, delay: Duration) -> Model {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let count = requests.clone();
+        let rows = Arc::new(Mutex::new(rows));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let (rows, count) = (rows.clone(), count.clone());
+                std::thread::spawn(move || {
+                    let _ = answer(stream, &rows.lock().unwrap().clone(), &count, delay);
+                });
+            }
+        });
+        Model { port, requests }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+fn answer(
+    stream: TcpStream,
+    rows: &[Value],
+    count: &AtomicUsize,
+    delay: Duration,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    // One request per connection (`connection: close`).
+    {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut length = 0;
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h)?;
+            if h.trim().is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        count.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(delay);
+        let prompt = req["messages"].to_string();
+        let row = rows
+            .iter()
+            .find(|r| prompt.contains(r["input"].as_str().unwrap()))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let records = row["expected"]["agent-kg-extract"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let full = if prompt.contains("one JSON object per line") {
+            records
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        } else {
+            Value::Array(records).to_string()
+        };
+        let budget = req["max_tokens"]
+            .as_u64()
+            .or(req["max_completion_tokens"].as_u64())
+            .unwrap_or(4096) as usize
+            * 4;
+        let (text, finish) = if full.len() > budget {
+            (&full[..budget], "length")
+        } else {
+            (full.as_str(), "stop")
+        };
+        let mut sse = String::new();
+        for piece in text.as_bytes().chunks(16) {
+            let s = String::from_utf8_lossy(piece);
+            let ev =
+                json!({"choices": [{"index": 0, "delta": {"content": s}, "finish_reason": null}]});
+            sse.push_str(&format!("data: {ev}\n\n"));
+        }
+        let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                         "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": text.len().div_ceil(4)}});
+        sse.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sse}",
+            sse.len()
+        )?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn kerf_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(args)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir)
+        .env("KERF_DATA_DIR", dir)
+        .env("KERF_KEYRING", "kernel")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A data directory with the server configured as provider `srv`, and the dataset written.
+fn setup(model: &Model, rows: &[Value]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let add = kerf_in(
+        dir.path(),
+        &[
+            "providers",
+            "add",
+            "srv",
+            "--kind",
+            "openai",
+            "--base-url",
+            &model.url(),
+            "--model",
+            "loopback",
+            "--no-key",
+        ],
+    );
+    assert!(add.status.success(), "{}", stderr(&add));
+    let data = dir.path().join("d.jsonl");
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&data, text).unwrap();
+    (dir, data)
+}
+
+const EVAL: &[&str] = &[
+    "--prompt",
+    "prompts/agent-kg-extract.json",
+    "--prompt",
+    "prompts/agent-kg-extract-array.json",
+    "--provider",
+    "srv",
+    "--max-tokens",
+    "40,1000",
+    "--constrain",
+    "none",
+    "--concurrency",
+    "4",
+];
+
+fn eval(dir: &Path, data: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["eval", data.to_str().unwrap()];
+    args.extend_from_slice(EVAL);
+    args.extend_from_slice(extra);
+    kerf_in(dir, &args)
+}
+
+#[test]
+fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, data) = setup(&model, &rows);
+    let o = eval(dir.path(), &data, &["--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    // 2 prompts × 2 budgets × 1 variant × 1 repeat × 3 rows.
+    assert_eq!(model.requests(), 12);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 12);
+    for key in [
+        "row",
+        "prompt",
+        "max_tokens",
+        "constrained",
+        "repeat",
+        "run",
+        "finish_reason",
+        "objects",
+        "tp",
+        "fp",
+        "fn",
+        "precision",
+        "recall",
+        "f1",
+        "lost_to_cut",
+    ] {
+        assert!(
+            cells[0].get(key).is_some(),
+            "cell lacks {key}: {}",
+            cells[0]
+        );
+    }
+    let summary = v["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), 4);
+    for key in [
+        "prompt",
+        "max_tokens",
+        "constrained",
+        "cells",
+        "tp",
+        "fp",
+        "fn",
+        "precision",
+        "recall",
+        "f1",
+        "macro_f1",
+    ] {
+        assert!(summary[0].get(key).is_some(), "summary lacks {key}");
+    }
+    let line = |p: &str, b: u64| {
+        summary
+            .iter()
+            .find(|l| l["prompt"] == p && l["max_tokens"] == b)
+            .unwrap()
+            .clone()
+    };
+    // The roomy budget: every expected record (3 + 2 + 4 = 9) found, nothing else.
+    for p in ["agent-kg-extract", "agent-kg-extract-array"] {
+        let l = line(p, 1000);
+        assert_eq!(
+            (l["tp"].clone(), l["fp"].clone(), l["fn"].clone()),
+            (json!(9), json!(0), json!(0)),
+            "{p}"
+        );
+        assert_eq!(
+            (l["f1"].clone(), l["macro_f1"].clone()),
+            (json!(1.0), json!(1.0)),
+            "{p}"
+        );
+        assert_eq!(l["cells"], 3);
+    }
+    // At 40 tokens (160 bytes) every reply is cut. Whatever a cut cell missed, its roomy
+    // sibling found: lost_to_cut is exactly its fn. JSONL keeps its whole lines; the array,
+    // unclosed, keeps nothing.
+    for c in cells.iter().filter(|c| c["max_tokens"] == 40) {
+        assert_eq!(c["finish_reason"], "length", "{c}");
+        assert_eq!(c["lost_to_cut"], c["fn"], "{c}");
+        assert_eq!(c["fp"], 0, "{c}");
+    }
+    let jsonl = line("agent-kg-extract", 40);
+    let array = line("agent-kg-extract-array", 40);
+    assert!(jsonl["tp"].as_u64().unwrap() >= 3, "{jsonl}");
+    assert_eq!(array["tp"], 0, "{array}");
+    assert_eq!(array["lost_to_cut"], 9);
+    assert_eq!(
+        jsonl["lost_to_cut"].as_u64().unwrap() + jsonl["tp"].as_u64().unwrap(),
+        9
+    );
+    // Each cell's run is in the history, under the experiment.
+    let e = v["experiment"].as_i64().unwrap();
+    let h = kerf_in(dir.path(), &["history", "experiments", "--json"]);
+    assert!(
+        stdout_json(&h).to_string().contains("\"eval\""),
+        "{}",
+        stdout_json(&h)
+    );
+    // Showing it again prints the same figures, from the history alone, and a resume of a
+    // finished eval buys nothing.
+    let shown = kerf_in(dir.path(), &["eval", "show", &e.to_string(), "--json"]);
+    assert_eq!(stdout_json(&shown), v);
+    let resumed = kerf_in(dir.path(), &["eval", "resume", "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert_eq!(stdout_json(&resumed), v);
+    assert_eq!(model.requests(), 12);
+    // The table for people, and a threshold that the tight budget misses: exit 1, named.
+    let o = eval(dir.path(), &data, &["--fail-under", "f1=0.9"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("agent-kg-extract-array") && out.contains("macro F1"),
+        "{out}"
+    );
+    assert!(
+        stderr(&o).contains("agent-kg-extract-array at 40 tokens: f1 0.000 < 0.9"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
+    let rows = rows();
+    // Slow replies, two in flight: the kill lands with some cells done and some running.
+    let model = Model::start(rows.clone(), Duration::from_millis(300));
+    let (dir, data) = setup(&model, &rows);
+    let mut args = vec!["eval".to_string(), data.display().to_string()];
+    // Two in flight instead of four.
+    args.extend(
+        EVAL.iter()
+            .map(|s| if *s == "4" { "2" } else { s })
+            .map(String::from),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(&args)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir.path())
+        .env("KERF_DATA_DIR", dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once some cells are done and others are in flight.
+    let t = std::time::Instant::now();
+    while model.requests() < 5 && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = model.requests();
+    assert!(
+        (1..12).contains(&before),
+        "{before} requests before the kill"
+    );
+    let o = kerf_in(dir.path(), &["eval", "resume", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let cells = v["cells"].as_array().unwrap();
+    // Every cell exactly once, every one measured.
+    assert_eq!(cells.len(), 12);
+    let mut keys: Vec<String> = cells
+        .iter()
+        .map(|c| format!("{}|{}|{}", c["prompt"], c["max_tokens"], c["row"]))
+        .collect();
+    keys.dedup();
+    assert_eq!(keys.len(), 12);
+    assert!(
+        cells
+            .iter()
+            .all(|c| c["finish_reason"] == "stop" || c["finish_reason"] == "length")
+    );
+    assert_eq!(v["pending"], 0);
+    // What finished before the kill was not bought again: at most the two in flight were.
+    let after = model.requests();
+    assert!(after <= 12 + 2, "{before} before the kill, {after} in all");
+    assert_eq!(v["summary"][1]["tp"], 9, "{}", v["summary"][1]);
+    let store = kerf_store::Store::open(&dir.path().join(kerf_store::FILE_NAME)).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn a_malformed_dataset_is_refused_before_any_call_and_leaves_no_trace() {
+    let mut rows = rows();
+    rows[1]["expected"]["agent-kg-extract"][0] = json!({"type": "definition", "entity": 3});
+    rows[2]["vars"] = json!({"colour": "blue"});
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, data) = setup(&model, &rows);
+    std::fs::write(
+        &data,
+        format!("{}\nnot json\n{}\n{}\n", rows[0], rows[1], rows[2]),
+    )
+    .unwrap();
+    let o = eval(dir.path(), &data, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("error[dataset]"), "{err}");
+    assert!(err.contains(":2: not valid JSON"), "{err}");
+    // Loading stops at the structural problem; fixed, the next problems are all named.
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&data, text).unwrap();
+    let o = eval(dir.path(), &data, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("row `rubisco`: /expected/agent-kg-extract/0/entity"),
+        "{err}"
+    );
+    assert!(
+        err.contains("row `thylakoid`: /vars/colour: unknown variable"),
+        "{err}"
+    );
+    assert_eq!(model.requests(), 0);
+    let h = kerf_in(dir.path(), &["history", "experiments", "--json"]);
+    assert_eq!(stdout_json(&h), json!([]), "nothing written to the history");
+}
