@@ -123,14 +123,22 @@ impl Store {
     }
 
     /// Take up an experiment again (`eval resume`): `running`, owned by this process, its
-    /// earlier end cleared.
-    pub fn resume_experiment(&self, id: i64) -> Result<()> {
+    /// earlier end cleared. `false`, changing nothing, when it is still `running`: opening the
+    /// history marked every experiment of a dead process `interrupted`, so a `running` one has
+    /// a live owner, and two processes buying the same cells would waste what the first buys.
+    /// One statement, so two resumes at once cannot both take it.
+    pub fn resume_experiment(&self, id: i64) -> Result<bool> {
         let owner = self.owner_id()?;
-        self.exec(
-            "UPDATE experiments SET status = 'running', owner = ?2, finished_at = NULL,
-             error = NULL WHERE id = ?1",
-            params![id, owner],
-        )
+        let tx = self.write()?;
+        let changed = tx
+            .execute(
+                "UPDATE experiments SET status = 'running', owner = ?2, finished_at = NULL,
+                 error = NULL WHERE id = ?1 AND status != 'running'",
+                params![id, owner],
+            )
+            .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(changed == 1)
     }
 
     /// End an experiment that was stopped (Ctrl-C) with what it has so far: `interrupted`, so

@@ -263,7 +263,14 @@ fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
     let id = which(store, args.experiment)?;
     let e = eval::stored(store, id)?;
     let provider = e.settings().provider(wb)?;
-    store.resume_experiment(id)?;
+    if !store.resume_experiment(id)? {
+        anyhow::bail!(ApiError::new(
+            Code::Conflict,
+            format!(
+                "eval {id} is still running in another Kerf process; let it finish, or stop it (Ctrl-C) and resume then"
+            )
+        ));
+    }
     go(store, &e, &provider, &args.pace, &args.out)
 }
 

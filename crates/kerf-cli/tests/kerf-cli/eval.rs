@@ -355,6 +355,14 @@ fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
     while model.requests() < 5 && t.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(20));
     }
+    // While it runs, a resume would buy the same cells twice: refused, naming why.
+    let twice = kerf_in(dir.path(), &["eval", "resume"]);
+    assert_eq!(twice.status.code(), Some(2), "{}", stderr(&twice));
+    assert!(
+        stderr(&twice).contains("error[conflict]") && stderr(&twice).contains("still running"),
+        "{}",
+        stderr(&twice)
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let before = model.requests();
