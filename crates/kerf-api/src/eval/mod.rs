@@ -11,6 +11,7 @@
 //! - [`report`] scores the stored replies ([`Report`] is what `kerf eval --json` prints and
 //!   what the history keeps as the experiment's result).
 
+pub mod analysis;
 pub mod report;
 
 use std::cell::RefCell;
@@ -29,7 +30,7 @@ use crate::compare::{ConstrainMode, variants};
 use crate::error::{ApiError, Code, Result};
 use crate::runs::{Chosen, PromptSource, Rendering, RunJob, RunParams, RunSettings};
 
-pub use report::{CellLine, Report, SummaryLine, report};
+pub use report::{CellLine, Options, Report, SummaryLine, report};
 
 /// One prompt of an eval: compiled, as the history keeps it.
 pub struct Subject {
@@ -421,8 +422,8 @@ pub fn run_cells(
 
 /// Score what `eval` has and end its experiment with that report: `ok`, or `interrupted` when
 /// it was `stopped` before every cell ran (`kerf eval resume` finishes it).
-pub fn finish(store: &Store, eval: &Eval, stopped: bool) -> Result<Report> {
-    let report = report(store, eval)?;
+pub fn finish(store: &Store, eval: &Eval, stopped: bool, options: Options) -> Result<Report> {
+    let report = report(store, eval, options)?;
     let value = to_json(&report)?;
     if stopped {
         store.interrupt_experiment(

@@ -6,12 +6,17 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kerf_core::DropCounts;
-use kerf_core::eval::{Grounding, Matcher, Scored, Scores, Tally, TypeTotals, score};
+use kerf_core::eval::{Grounding, Matcher, Scored, Scores, Tally, TypeTotals, identity, score};
 use kerf_llm::FinishReason;
 use kerf_store::{Status, Store};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::Eval;
+use super::analysis::{
+    Advice, BudgetPoint, Comparison, Drops, RepeatStats, Side, advise, compare, f1_interval,
+    line_cells, repeat_stats,
+};
 use crate::error::Result;
 
 /// One cell of the matrix, scored. The first fifteen keys are an interface (`kerf eval --json`);
@@ -49,6 +54,11 @@ pub struct CellLine {
     /// repeats and the report's side-by-side view.
     #[serde(skip)]
     pub scored: Option<Scored>,
+    /// The records the reply gave, and their identities (for repeats and comparisons).
+    #[serde(skip)]
+    pub extracted: Vec<Value>,
+    #[serde(skip)]
+    pub identities: Vec<String>,
 }
 
 /// One prompt × budget × constraint over the dataset. The first eleven keys are an interface.
@@ -74,6 +84,10 @@ pub struct SummaryLine {
     pub cost_usd: Option<f64>,
     pub by_type: BTreeMap<String, TypeTotals>,
     pub agreement: BTreeMap<String, Option<f64>>,
+    /// A 95% bootstrap interval of `f1` over the rows (each row's repeats pooled).
+    pub f1_ci: Option<[f64; 2]>,
+    /// With `--repeat` 2 or more: how the line holds up over repeats.
+    pub repeats: Option<RepeatStats>,
 }
 
 /// An eval's result: what `kerf eval --json` prints and the history keeps. `experiment`,
@@ -90,10 +104,32 @@ pub struct Report {
     pub model: String,
     /// Cells of the matrix without a finished run (`kerf eval resume` runs them).
     pub pending: usize,
+    /// Per prompt and constraint: the smallest budget whose recall is within a share of the
+    /// best budget's.
+    pub advice: Vec<Advice>,
+    /// Per prompt: why its replies lost pieces, and in which rows.
+    pub drops: Vec<Drops>,
+    /// Every two prompts at the same budget and constraint: the paired F1 difference.
+    pub comparisons: Vec<Comparison>,
+}
+
+/// How a report is figured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Budget advice: the smallest budget whose recall is within this share of the best.
+    pub advise_within: f64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            advise_within: 0.05,
+        }
+    }
 }
 
 /// Score every cell of `eval` from its stored run, each prompt with its own `match` settings.
-pub fn report(store: &Store, eval: &Eval) -> Result<Report> {
+pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
     let matchers: Vec<Matcher> = eval.subjects.iter().map(|s| s.prompt.matcher()).collect();
     let subject_of: HashMap<&str, usize> = eval
         .subjects
@@ -138,6 +174,8 @@ pub fn report(store: &Store, eval: &Eval) -> Result<Report> {
             completion_tokens: None,
             cost_usd: None,
             scored: None,
+            extracted: Vec::new(),
+            identities: Vec::new(),
         };
         if let Some(id) = c.run {
             let r = store.run(id)?;
@@ -159,6 +197,8 @@ pub fn report(store: &Store, eval: &Eval) -> Result<Report> {
                     (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
                     line.scored = Some(s);
                 }
+                line.identities = super::analysis::identities(m, &report.objects);
+                line.extracted = report.objects;
             }
         }
         lines.push((si, ri, line));
@@ -175,6 +215,57 @@ pub fn report(store: &Store, eval: &Eval) -> Result<Report> {
     let mut cells: Vec<CellLine> = lines.into_iter().map(|(_, _, l)| l).collect();
     lost_to_cut(&mut cells);
     let summary = summarise(eval, &cells);
+    let lines = &summary;
+    let advice = eval
+        .subjects
+        .iter()
+        .flat_map(|s| {
+            let id = s.prompt.id();
+            [true, false].into_iter().filter_map(move |constrained| {
+                let points: Vec<BudgetPoint> = lines
+                    .iter()
+                    .filter(|l| l.prompt == id && l.constrained == constrained && l.cells > 0)
+                    .map(|l| BudgetPoint {
+                        max_tokens: l.max_tokens,
+                        recall: l.micro.recall,
+                        cost_per_document: l.cost_usd.map(|c| c / l.cells as f64),
+                        completion_tokens_per_document: Some(
+                            l.completion_tokens as f64 / l.cells as f64,
+                        ),
+                    })
+                    .collect();
+                advise(id, constrained, &points, options.advise_within)
+            })
+        })
+        .collect();
+    let drops = eval
+        .subjects
+        .iter()
+        .map(|s| {
+            let id = s.prompt.id();
+            let mine: Vec<&CellLine> = cells.iter().filter(|c| c.prompt == id).collect();
+            super::analysis::drops(id, &mine)
+        })
+        .collect();
+    // Every two prompts, line by line: a's lines against b's at the same budget and constraint.
+    let mut comparisons = Vec::new();
+    for (i, a) in eval.subjects.iter().enumerate() {
+        for b in &eval.subjects[i + 1..] {
+            for la in summary.iter().filter(|l| l.prompt == a.prompt.id()) {
+                let Some(lb) = summary.iter().find(|l| {
+                    l.prompt == b.prompt.id()
+                        && l.max_tokens == la.max_tokens
+                        && l.constrained == la.constrained
+                }) else {
+                    continue;
+                };
+                comparisons.push(compare(
+                    (Side::of(eval.experiment, la), &line_cells(&cells, la)),
+                    (Side::of(eval.experiment, lb), &line_cells(&cells, lb)),
+                ));
+            }
+        }
+    }
     let finished = cells
         .iter()
         .filter(|c| matches!(c.status, Some(Status::Ok | Status::Truncated)))
@@ -189,6 +280,9 @@ pub fn report(store: &Store, eval: &Eval) -> Result<Report> {
         provider: eval.spec.provider.clone(),
         model: eval.spec.model.clone(),
         pending: eval.spec.cells.saturating_sub(finished),
+        advice,
+        drops,
+        comparisons,
     })
 }
 
@@ -239,6 +333,7 @@ fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
     let mut out = Vec::new();
     for s in &eval.subjects {
         let id = s.prompt.id();
+        let matcher = s.prompt.matcher();
         let mine: Vec<&CellLine> = cells.iter().filter(|c| c.prompt == id).collect();
         let variants: BTreeSet<(u32, bool)> = mine
             .iter()
@@ -249,10 +344,8 @@ fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
                 .iter()
                 .filter(|c| c.max_tokens == budget && c.constrained != unconstrained)
                 .collect();
-            let measured: Vec<&&&CellLine> = group
-                .iter()
-                .filter(|c| matches!(c.status, Some(Status::Ok | Status::Truncated)))
-                .collect();
+            let measured: Vec<&CellLine> =
+                group.iter().map(|c| **c).filter(|c| c.measured()).collect();
             let mut tally = Tally::default();
             for scored in measured.iter().filter_map(|c| c.scored.as_ref()) {
                 tally.add(scored);
@@ -285,6 +378,12 @@ fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 by_type: t.by_type,
                 agreement: t.agreement,
+                f1_ci: f1_interval(&measured),
+                repeats: repeat_stats(&measured, eval.spec.repeat, &|row| {
+                    let r = eval.rows.iter().find(|r| r.id == row)?;
+                    let (expected, _) = r.expected_for(&s.prompt)?;
+                    Some(expected.iter().map(|o| identity(&matcher, o)).collect())
+                }),
             });
         }
     }

@@ -50,6 +50,9 @@ pub enum Sub {
     Resume(ResumeArgs),
     /// An eval's figures, from the history.
     Show(ShowArgs),
+    /// Two evals on the same rows: per prompt, budget and constraint, the paired F1 difference
+    /// with a bootstrap interval, and per row the records gained and lost.
+    Compare(CompareArgs),
 }
 
 #[derive(clap::Args)]
@@ -99,6 +102,27 @@ pub struct OutArgs {
     /// (comma-separated: f1=0.8,recall=0.7; metrics: f1, precision, recall, macro_f1).
     #[arg(long, value_delimiter = ',', value_parser = parse_threshold)]
     pub fail_under: Vec<Threshold>,
+    /// Budget advice: the smallest budget whose recall is within this many percent of the
+    /// best budget's.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_percent)]
+    pub advise_within: f64,
+}
+
+impl OutArgs {
+    fn options(&self) -> eval::Options {
+        eval::Options {
+            advise_within: self.advise_within / 100.0,
+        }
+    }
+}
+
+fn parse_percent(s: &str) -> std::result::Result<f64, String> {
+    s.trim()
+        .trim_end_matches('%')
+        .parse()
+        .ok()
+        .filter(|v: &f64| (0.0..=100.0).contains(v))
+        .ok_or_else(|| format!("`{s}`: a percentage from 0 to 100"))
 }
 
 #[derive(clap::Args)]
@@ -117,6 +141,17 @@ pub struct ShowArgs {
     pub experiment: Option<i64>,
     #[command(flatten)]
     pub out: OutArgs,
+}
+
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The eval to compare against (the baseline, `a`).
+    pub a: i64,
+    /// The eval compared (`b`): differences are b − a.
+    pub b: i64,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A figure a summary line must reach.
@@ -181,6 +216,7 @@ impl Args {
         match &self.command {
             Some(Sub::Resume(a)) => a.out.json,
             Some(Sub::Show(a)) => a.out.json,
+            Some(Sub::Compare(a)) => a.json,
             None => self.start.out.json,
         }
     }
@@ -200,9 +236,10 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         Some(Sub::Show(a)) => {
             let id = which(&store, a.experiment)?;
             let e = eval::stored(&store, id)?;
-            let report = eval::report(&store, &e)?;
+            let report = eval::report(&store, &e, a.out.options())?;
             conclude(&report, &a.out, None)
         }
+        Some(Sub::Compare(a)) => compare(&a, &store),
     }
 }
 
@@ -312,7 +349,7 @@ fn go(
     );
     bar.finish_and_clear();
     let stopped = cancel.is_cancelled();
-    let report = eval::finish(store, e, stopped || ran.is_err())?;
+    let report = eval::finish(store, e, stopped || ran.is_err(), out.options())?;
     ran?;
     conclude(&report, out, stopped.then_some(e.experiment))
 }
@@ -382,6 +419,96 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<i64>) -> Result<Outc
     })
 }
 
+fn compare(args: &CompareArgs, store: &Store) -> Result<Outcome> {
+    let options = eval::Options::default();
+    let a = eval::report(store, &eval::stored(store, args.a)?, options)?;
+    let b = eval::report(store, &eval::stored(store, args.b)?, options)?;
+    let comparisons = eval::analysis::compare_reports(&a, &b);
+    if comparisons.is_empty() {
+        anyhow::bail!(ApiError::new(
+            Code::Usage,
+            format!(
+                "evals {} and {} share no prompt × budget × constraint line to compare",
+                args.a, args.b
+            )
+        ));
+    }
+    if args.json {
+        print_json(&serde_json::json!({
+            "a": args.a,
+            "b": args.b,
+            "comparisons": comparisons,
+        }));
+    } else {
+        crate::outln!("eval {} (a) against eval {} (b)", args.a, args.b);
+        print_comparisons(&comparisons, true);
+    }
+    Ok(Outcome::Ok)
+}
+
+/// Rows listed per comparison before "… more".
+const ROWS_SHOWN: usize = 10;
+
+fn print_comparisons(comparisons: &[eval::analysis::Comparison], rows: bool) {
+    for c in comparisons {
+        let name = |s: &eval::analysis::Side| {
+            format!(
+                "{}{}{}",
+                if c.a.experiment != c.b.experiment {
+                    format!("eval {} ", s.experiment)
+                } else {
+                    String::new()
+                },
+                s.prompt,
+                if s.constrained { " (constrained)" } else { "" }
+            )
+        };
+        crate::outln!(
+            "{} vs {} at {} tokens: F1 {} → {}, Δ {} (95% CI {}) over {} row(s); b better on {}, worse on {}, same on {}",
+            name(&c.a),
+            name(&c.b),
+            c.a.max_tokens,
+            figure(c.a.f1),
+            figure(c.b.f1),
+            c.f1_diff.map_or("-".into(), |d| format!("{d:+.3}")),
+            interval(c.f1_diff_ci),
+            c.rows,
+            c.better,
+            c.worse,
+            c.same
+        );
+        if !rows {
+            continue;
+        }
+        let changed: Vec<_> = c
+            .per_row
+            .iter()
+            .filter(|r| !r.gained.is_empty() || !r.lost.is_empty() || r.changed > 0)
+            .collect();
+        for r in changed.iter().take(ROWS_SHOWN) {
+            crate::outln!(
+                "  {}: F1 {} → {}; {} gained, {} lost, {} changed",
+                r.row,
+                figure(r.f1_a),
+                figure(r.f1_b),
+                r.gained.len(),
+                r.lost.len(),
+                r.changed
+            );
+        }
+        if changed.len() > ROWS_SHOWN {
+            crate::outln!(
+                "  … {} more row(s) differ (--json lists them all)",
+                changed.len() - ROWS_SHOWN
+            );
+        }
+    }
+}
+
+fn interval(ci: Option<[f64; 2]>) -> String {
+    ci.map_or("-".into(), |[lo, hi]| format!("{lo:+.3} … {hi:+.3}"))
+}
+
 fn figure(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.3}"))
 }
@@ -404,7 +531,7 @@ fn print_table(r: &Report) {
         .unwrap_or(6)
         .max(6);
     crate::outln!(
-        "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>5}  {:>4}  {:>10}",
+        "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>11}  {:>5}  {:>4}  {:>10}",
         "prompt",
         "budget",
         "cons.",
@@ -416,13 +543,14 @@ fn print_table(r: &Report) {
         "recall",
         "F1",
         "macro F1",
+        "F1 95% CI",
         "cut",
         "lost",
         "ungrounded"
     );
     for l in &r.summary {
         crate::outln!(
-            "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>5}  {:>4}  {:>10}",
+            "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>11}  {:>5}  {:>4}  {:>10}",
             l.prompt,
             l.max_tokens,
             if l.constrained { "yes" } else { "no" },
@@ -434,11 +562,97 @@ fn print_table(r: &Report) {
             figure(l.micro.recall),
             figure(l.micro.f1),
             figure(l.macro_f1),
+            l.f1_ci
+                .map_or("-".into(), |[lo, hi]| format!("{lo:.2}–{hi:.2}")),
             l.truncated,
             l.lost_to_cut,
             l.ungrounded
                 .map_or("-".into(), |u| format!("{:.0}%", u * 100.0))
         );
+    }
+    let repeated: Vec<_> = r
+        .summary
+        .iter()
+        .filter_map(|l| l.repeats.as_ref().map(|s| (l, s)))
+        .collect();
+    if !repeated.is_empty() {
+        crate::outln!("\nOver {} repeats:", r.repeat);
+        for (l, s) in repeated {
+            crate::outln!(
+                "  {} at {}{}: F1 {} ± {} · Jaccard between repeats {} · distinct outputs per row {} (most {}) · expected records found always {}, sometimes {}, never {}",
+                l.prompt,
+                l.max_tokens,
+                if l.constrained { ", constrained" } else { "" },
+                figure(s.f1_mean),
+                figure(s.f1_sd),
+                figure(s.jaccard_mean),
+                s.distinct_outputs_mean
+                    .map_or("-".into(), |d| format!("{d:.1}")),
+                s.distinct_outputs_max,
+                s.found_always,
+                s.found_sometimes,
+                s.found_never
+            );
+        }
+    }
+    if !r.advice.is_empty() {
+        crate::outln!(
+            "\nBudget advice (the smallest budget within {:.0}% of the best recall):",
+            r.advice[0].within * 100.0
+        );
+        for a in &r.advice {
+            let mut per_doc = Vec::new();
+            if let Some(c) = a.cost_per_document {
+                per_doc.push(format!("${c:.5} per document"));
+            }
+            if let Some(t) = a.completion_tokens_per_document {
+                per_doc.push(format!("{t:.0} completion tokens per document"));
+            }
+            crate::outln!(
+                "  {}{}: {} tokens (recall {:.3}; best {:.3} at {}){}",
+                a.prompt,
+                if a.constrained { ", constrained" } else { "" },
+                a.max_tokens,
+                a.recall,
+                a.best_recall,
+                a.best_max_tokens,
+                if per_doc.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · {}", per_doc.join(" · "))
+                }
+            );
+        }
+    }
+    let dropping: Vec<_> = r.drops.iter().filter(|d| !d.bars.is_empty()).collect();
+    if !dropping.is_empty() {
+        crate::outln!("\nDropped pieces, by reason:");
+        for d in dropping {
+            for b in &d.bars {
+                let mut rows = b
+                    .rows
+                    .iter()
+                    .take(ROWS_SHOWN)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if b.rows.len() > ROWS_SHOWN {
+                    rows.push_str(&format!(", … {} more", b.rows.len() - ROWS_SHOWN));
+                }
+                crate::outln!(
+                    "  {}: {} {} in {} cell(s) · rows {}",
+                    d.prompt,
+                    b.objects,
+                    b.kind,
+                    b.cells,
+                    rows
+                );
+            }
+        }
+    }
+    if !r.comparisons.is_empty() {
+        crate::outln!("\nPrompts compared on the same rows (b − a):");
+        print_comparisons(&r.comparisons, false);
     }
     let failed: usize = r.summary.iter().map(|l| l.failed).sum();
     if failed > 0 {

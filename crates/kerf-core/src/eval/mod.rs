@@ -7,7 +7,8 @@ pub mod dataset;
 pub mod matching;
 pub mod normalize;
 pub mod score;
+pub mod stats;
 
 pub use aggregate::{Tally, Totals, TypeTotals, score_all};
 pub use matching::{MatchSpec, Matcher};
-pub use score::{Agreement, Counts, Grounding, Pair, ScoreReport, Scored, Scores, score};
+pub use score::{Agreement, Counts, Grounding, Pair, ScoreReport, Scored, Scores, identity, score};

@@ -143,6 +143,23 @@ fn field_text(m: &Matcher, object: &Value, field: &str) -> String {
         .unwrap_or_else(|| MISSING.to_string())
 }
 
+/// A record's identity as matching sees it: its type and its identity fields' compared texts
+/// (`definition · stroma`). Two records with the same identity are the same record to an exact
+/// matcher; repeats are compared as sets of these.
+pub fn identity(m: &Matcher, object: &Value) -> String {
+    let t = m.type_of(object);
+    let rule = m.rule(t);
+    let mut out = t.to_string();
+    for k in m.keys_of(rule, object).iter() {
+        out.push_str(" · ");
+        match object.get(k.as_str()) {
+            Some(v) => out.push_str(&value_text(v, m.normalize)),
+            None => out.push('∅'),
+        }
+    }
+    out
+}
+
 /// The forms an expected record's field may take: its value, then its aliases.
 fn field_forms(m: &Matcher, object: &Value, field: &str) -> Vec<String> {
     let mut forms = vec![field_text(m, object, field)];

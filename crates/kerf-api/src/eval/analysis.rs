@@ -1,0 +1,471 @@
+//! What an eval's scored cells say beyond the totals: how stable a line is over repeats, which
+//! budget to pick, why records were dropped, and whether one prompt beats another — every
+//! figure computed from the cells alone, so it is recomputed the same from the history.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use kerf_core::eval::stats::{bootstrap, mean_pairwise_jaccard, mean_sd, micro_f1};
+use kerf_core::eval::{Counts, Matcher, identity};
+use kerf_core::report::DropKind;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::report::{CellLine, Report, SummaryLine};
+
+/// How a prompt × budget × constraint line holds up over repeats (`--repeat` 2 or more).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatStats {
+    /// Micro F1 of each repeat over the dataset, in repeat order (null: nothing to score).
+    pub f1_by_repeat: Vec<Option<f64>>,
+    pub f1_mean: Option<f64>,
+    /// Sample standard deviation of `f1_by_repeat`.
+    pub f1_sd: Option<f64>,
+    /// Per row, the mean Jaccard index between the repeats' sets of extracted records (by
+    /// identity, as matching compares them); then the mean over rows. 1: every repeat
+    /// extracted the same records.
+    pub jaccard_mean: Option<f64>,
+    /// Distinct outputs per row (object lists as parsed): the mean and the most over rows.
+    pub distinct_outputs_mean: Option<f64>,
+    pub distinct_outputs_max: usize,
+    /// Expected records found by every repeat, by some, by none.
+    pub found_always: usize,
+    pub found_sometimes: usize,
+    pub found_never: usize,
+    /// Per expected record, the share of repeats that found it (rows with measured repeats).
+    pub find_rate: Vec<FindRate>,
+}
+
+/// One expected record's find rate over repeats.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FindRate {
+    pub row: String,
+    /// Its index in the row's expected records.
+    pub expected: usize,
+    /// Its identity as matching compares it (`definition · stroma`).
+    pub identity: String,
+    pub found: u32,
+    pub of: u32,
+}
+
+/// Repeat statistics for the cells of one line (`None` with one repeat).
+pub fn repeat_stats(
+    cells: &[&CellLine],
+    repeats: u32,
+    expected: &dyn Fn(&str) -> Option<Vec<String>>,
+) -> Option<RepeatStats> {
+    if repeats < 2 {
+        return None;
+    }
+    let scored: Vec<&CellLine> = cells.iter().copied().filter(|c| c.measured()).collect();
+    let f1_by_repeat: Vec<Option<f64>> = (0..repeats)
+        .map(|r| {
+            let mut c = Counts::default();
+            let mut any = false;
+            for cell in scored.iter().filter(|c| c.repeat == r) {
+                if let Some(s) = &cell.scored {
+                    c.add(&s.counts);
+                    any = true;
+                }
+            }
+            any.then(|| c.f1()).flatten()
+        })
+        .collect();
+    let f1s: Vec<f64> = f1_by_repeat.iter().flatten().copied().collect();
+    let spread = mean_sd(&f1s);
+    let mut by_row: BTreeMap<&str, Vec<&CellLine>> = BTreeMap::new();
+    for c in &scored {
+        by_row.entry(&c.row).or_default().push(c);
+    }
+    let mut jaccards = Vec::new();
+    let mut distinct = Vec::new();
+    let mut find_rate = Vec::new();
+    for (row, cells) in &by_row {
+        let sets: Vec<BTreeSet<&str>> = cells
+            .iter()
+            .map(|c| c.identities.iter().map(String::as_str).collect())
+            .collect();
+        jaccards.extend(mean_pairwise_jaccard(&sets));
+        let outputs: BTreeSet<String> = cells
+            .iter()
+            .map(|c| Value::Array(c.extracted.clone()).to_string())
+            .collect();
+        distinct.push(outputs.len());
+        let with_scores: Vec<&&CellLine> = cells.iter().filter(|c| c.scored.is_some()).collect();
+        if with_scores.is_empty() {
+            continue;
+        }
+        if let Some(ids) = expected(row) {
+            for (i, id) in ids.into_iter().enumerate() {
+                let found = with_scores
+                    .iter()
+                    .filter(|c| {
+                        c.scored
+                            .as_ref()
+                            .is_some_and(|s| s.matched.iter().any(|p| p.expected == i))
+                    })
+                    .count() as u32;
+                find_rate.push(FindRate {
+                    row: row.to_string(),
+                    expected: i,
+                    identity: id,
+                    found,
+                    of: with_scores.len() as u32,
+                });
+            }
+        }
+    }
+    let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
+    let distinct_f: Vec<f64> = distinct.iter().map(|&d| d as f64).collect();
+    Some(RepeatStats {
+        f1_mean: spread.map(|s| s.0),
+        f1_sd: spread.map(|s| s.1),
+        f1_by_repeat,
+        jaccard_mean: mean(&jaccards),
+        distinct_outputs_mean: mean(&distinct_f),
+        distinct_outputs_max: distinct.iter().copied().max().unwrap_or(0),
+        found_always: find_rate.iter().filter(|f| f.found == f.of).count(),
+        found_sometimes: find_rate
+            .iter()
+            .filter(|f| f.found > 0 && f.found < f.of)
+            .count(),
+        found_never: find_rate.iter().filter(|f| f.found == 0).count(),
+        find_rate,
+    })
+}
+
+/// Each row's counts pooled over its measured repeats, by row id.
+fn pooled<'a>(cells: impl Iterator<Item = &'a CellLine>) -> BTreeMap<&'a str, Counts> {
+    let mut rows: BTreeMap<&str, Counts> = BTreeMap::new();
+    for c in cells {
+        if let Some(s) = c.scored.as_ref().filter(|_| c.measured()) {
+            rows.entry(&c.row).or_default().add(&s.counts);
+        }
+    }
+    rows
+}
+
+/// A 95% bootstrap interval of a line's micro F1 over its rows (each row's repeats pooled).
+pub fn f1_interval(cells: &[&CellLine]) -> Option<[f64; 2]> {
+    let rows: Vec<Counts> = pooled(cells.iter().copied()).into_values().collect();
+    bootstrap(rows.len(), |s| micro_f1(&rows, s))
+}
+
+/// The budget to pick for one prompt and constraint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Advice {
+    pub prompt: String,
+    pub constrained: bool,
+    /// The smallest budget whose recall is within `within` (a share) of the best budget's.
+    pub max_tokens: u32,
+    pub recall: f64,
+    pub best_max_tokens: u32,
+    pub best_recall: f64,
+    pub within: f64,
+    /// Mean per document (one cell) at the advised budget; null when no cost is known.
+    pub cost_per_document: Option<f64>,
+    pub completion_tokens_per_document: Option<f64>,
+}
+
+/// One budget's figures for [`advise`]: its budget, recall, cost and completion tokens per
+/// document.
+pub struct BudgetPoint {
+    pub max_tokens: u32,
+    pub recall: Option<f64>,
+    pub cost_per_document: Option<f64>,
+    pub completion_tokens_per_document: Option<f64>,
+}
+
+/// The smallest budget within `within` of the best recall (`None` with fewer than two budgets
+/// that have a recall: nothing to choose between).
+pub fn advise(
+    prompt: &str,
+    constrained: bool,
+    points: &[BudgetPoint],
+    within: f64,
+) -> Option<Advice> {
+    if points.iter().filter(|p| p.recall.is_some()).count() < 2 {
+        return None;
+    }
+    let best = points
+        .iter()
+        .filter_map(|p| p.recall.map(|r| (p, r)))
+        // The best recall; on a tie, the smaller budget.
+        .max_by(|(a, ra), (b, rb)| ra.total_cmp(rb).then(b.max_tokens.cmp(&a.max_tokens)))?;
+    let (pick, recall) = points
+        .iter()
+        .filter_map(|p| p.recall.map(|r| (p, r)))
+        .filter(|(_, r)| *r >= best.1 * (1.0 - within) - 1e-12)
+        .min_by_key(|(p, _)| p.max_tokens)?;
+    Some(Advice {
+        prompt: prompt.to_string(),
+        constrained,
+        max_tokens: pick.max_tokens,
+        recall,
+        best_max_tokens: best.0.max_tokens,
+        best_recall: best.1,
+        within,
+        cost_per_document: pick.cost_per_document,
+        completion_tokens_per_document: pick.completion_tokens_per_document,
+    })
+}
+
+/// One bar of a prompt's drop histogram: a reason, how many pieces it dropped, in how many
+/// cells, and the rows they came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DropBar {
+    pub kind: DropKind,
+    pub objects: usize,
+    pub cells: usize,
+    pub rows: Vec<String>,
+}
+
+/// Why one prompt's replies lost pieces, over the whole dataset (every budget, constraint and
+/// repeat).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Drops {
+    pub prompt: String,
+    pub bars: Vec<DropBar>,
+}
+
+/// The drop histogram of `prompt`'s measured cells, largest bar first.
+pub fn drops(prompt: &str, cells: &[&CellLine]) -> Drops {
+    let mut bars: Vec<DropBar> = Vec::new();
+    for c in cells.iter().filter(|c| c.measured()) {
+        for (kind, n) in &c.dropped.0 {
+            let bar = match bars.iter_mut().position(|b| b.kind == *kind) {
+                Some(i) => &mut bars[i],
+                None => {
+                    bars.push(DropBar {
+                        kind: *kind,
+                        objects: 0,
+                        cells: 0,
+                        rows: Vec::new(),
+                    });
+                    bars.last_mut().expect("just pushed")
+                }
+            };
+            bar.objects += n;
+            bar.cells += 1;
+            if !bar.rows.contains(&c.row) {
+                bar.rows.push(c.row.clone());
+            }
+        }
+    }
+    bars.sort_by_key(|b| std::cmp::Reverse(b.objects));
+    Drops {
+        prompt: prompt.to_string(),
+        bars,
+    }
+}
+
+/// One side of a comparison: an eval's prompt at a budget and constraint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Side {
+    pub experiment: i64,
+    pub prompt: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    /// Micro F1 over the rows both sides measured.
+    pub f1: Option<f64>,
+}
+
+impl Side {
+    /// A summary line of eval `experiment` as a side (its F1 is figured on the paired rows).
+    pub fn of(experiment: i64, line: &SummaryLine) -> Side {
+        Side {
+            experiment,
+            prompt: line.prompt.clone(),
+            max_tokens: line.max_tokens,
+            constrained: line.constrained,
+            f1: None,
+        }
+    }
+}
+
+/// One row of a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowDiff {
+    pub row: String,
+    pub f1_a: Option<f64>,
+    pub f1_b: Option<f64>,
+    /// `f1_b − f1_a`, null when either is.
+    pub diff: Option<f64>,
+    /// The first repeat's records only `b` extracted, only `a` did, and those both extracted
+    /// with some fields different (the history's object diff).
+    pub gained: Vec<Value>,
+    pub lost: Vec<Value>,
+    pub changed: usize,
+}
+
+/// Two prompts (or two evals) on the same rows: the paired difference of their F1.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub a: Side,
+    pub b: Side,
+    /// Rows both sides measured (the pairing).
+    pub rows: usize,
+    /// `b`'s micro F1 minus `a`'s over those rows.
+    pub f1_diff: Option<f64>,
+    /// A 95% paired bootstrap interval of `f1_diff` (the same resampled rows for both sides).
+    /// When it excludes 0, the difference is unlikely to be the rows' luck.
+    pub f1_diff_ci: Option<[f64; 2]>,
+    /// Rows where `b`'s F1 is higher, lower, the same.
+    pub better: usize,
+    pub worse: usize,
+    pub same: usize,
+    pub per_row: Vec<RowDiff>,
+}
+
+/// Compare the cells of side `a` with those of side `b`, row by row.
+pub fn compare(a: (Side, &[&CellLine]), b: (Side, &[&CellLine])) -> Comparison {
+    let (mut side_a, cells_a) = a;
+    let (mut side_b, cells_b) = b;
+    let rows_a = pooled(cells_a.iter().copied());
+    let rows_b = pooled(cells_b.iter().copied());
+    let first = |cells: &[&CellLine]| -> HashMap<String, Vec<Value>> {
+        cells
+            .iter()
+            .filter(|c| c.repeat == 0 && c.measured())
+            .map(|c| (c.row.clone(), c.extracted.clone()))
+            .collect()
+    };
+    let (first_a, first_b) = (first(cells_a), first(cells_b));
+    let paired: Vec<(&str, Counts, Counts)> = rows_a
+        .iter()
+        .filter_map(|(row, ca)| rows_b.get(row).map(|cb| (*row, *ca, *cb)))
+        .collect();
+    let (left, right): (Vec<Counts>, Vec<Counts>) = paired.iter().map(|(_, a, b)| (*a, *b)).unzip();
+    let all: Vec<usize> = (0..paired.len()).collect();
+    side_a.f1 = micro_f1(&left, &all);
+    side_b.f1 = micro_f1(&right, &all);
+    let diff_of = |s: &[usize]| Some(micro_f1(&right, s)? - micro_f1(&left, s)?);
+    let mut out = Comparison {
+        f1_diff: diff_of(&all),
+        f1_diff_ci: bootstrap(paired.len(), diff_of),
+        rows: paired.len(),
+        better: 0,
+        worse: 0,
+        same: 0,
+        per_row: Vec::new(),
+        a: side_a,
+        b: side_b,
+    };
+    for (row, ca, cb) in &paired {
+        let (fa, fb) = (ca.f1(), cb.f1());
+        let diff = fa.zip(fb).map(|(x, y)| y - x);
+        match diff {
+            Some(d) if d > 1e-12 => out.better += 1,
+            Some(d) if d < -1e-12 => out.worse += 1,
+            _ => out.same += 1,
+        }
+        let objects = kerf_core::diff::objects(
+            first_a.get(*row).map_or(&[][..], Vec::as_slice),
+            first_b.get(*row).map_or(&[][..], Vec::as_slice),
+        );
+        out.per_row.push(RowDiff {
+            row: row.to_string(),
+            f1_a: fa,
+            f1_b: fb,
+            diff,
+            gained: objects.added,
+            lost: objects.removed,
+            changed: objects.changed.len(),
+        });
+    }
+    out
+}
+
+/// The identities of `objects` as `m` compares them (a cell's record set, for Jaccard).
+pub fn identities(m: &Matcher, objects: &[Value]) -> Vec<String> {
+    let set: BTreeSet<String> = objects.iter().map(|o| identity(m, o)).collect();
+    set.into_iter().collect()
+}
+
+impl CellLine {
+    /// Whether the cell's run finished (ended on its own or was cut by its budget): a
+    /// measurement, scored.
+    pub fn measured(&self) -> bool {
+        matches!(
+            self.status,
+            Some(kerf_store::Status::Ok | kerf_store::Status::Truncated)
+        )
+    }
+}
+
+/// Two evals compared line by line: each prompt × budget × constraint of `a` with the same
+/// line of `b`, rows paired by id. Evals of one prompt each (two versions of a prompt under
+/// different ids, or two prompts) pair by budget and constraint alone.
+pub fn compare_reports(a: &Report, b: &Report) -> Vec<Comparison> {
+    let prompts =
+        |r: &Report| -> BTreeSet<String> { r.summary.iter().map(|l| l.prompt.clone()).collect() };
+    let (pa, pb) = (prompts(a), prompts(b));
+    let by_budget_only = pa.is_disjoint(&pb) && pa.len() == 1 && pb.len() == 1;
+    let mut out = Vec::new();
+    for la in &a.summary {
+        let Some(lb) = b.summary.iter().find(|lb| {
+            (by_budget_only || lb.prompt == la.prompt)
+                && lb.max_tokens == la.max_tokens
+                && lb.constrained == la.constrained
+        }) else {
+            continue;
+        };
+        let (ca, cb) = (line_cells(&a.cells, la), line_cells(&b.cells, lb));
+        out.push(compare(
+            (Side::of(a.experiment, la), &ca),
+            (Side::of(b.experiment, lb), &cb),
+        ));
+    }
+    out
+}
+
+/// The cells of a summary line (its prompt, budget and constraint).
+pub(crate) fn line_cells<'r>(cells: &'r [CellLine], line: &SummaryLine) -> Vec<&'r CellLine> {
+    cells
+        .iter()
+        .filter(|c| {
+            c.prompt == line.prompt
+                && c.max_tokens == line.max_tokens
+                && c.constrained == line.constrained
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn point(max_tokens: u32, recall: Option<f64>) -> BudgetPoint {
+        BudgetPoint {
+            max_tokens,
+            recall,
+            cost_per_document: Some(f64::from(max_tokens) / 1e6),
+            completion_tokens_per_document: None,
+        }
+    }
+
+    #[test]
+    fn advice_is_the_smallest_budget_near_the_best_recall() {
+        let points = [
+            point(256, Some(0.80)),
+            point(512, Some(0.95)),
+            point(1024, Some(0.97)),
+            point(2048, Some(0.97)),
+        ];
+        let a = advise("p", false, &points, 0.05).unwrap();
+        // 0.95 ≥ 0.97 × 0.95; 0.80 is not. The best is the smaller of the two at 0.97.
+        assert_eq!((a.max_tokens, a.best_max_tokens), (512, 1024));
+        assert_eq!(a.cost_per_document, Some(512.0 / 1e6));
+        assert_eq!(
+            advise("p", false, &points, 0.0).unwrap().max_tokens,
+            1024,
+            "within 0%: the best itself"
+        );
+        assert_eq!(advise("p", false, &points, 0.2).unwrap().max_tokens, 256);
+        // One budget measured, or none: nothing to advise.
+        assert_eq!(
+            advise("p", false, &[point(256, Some(0.8)), point(512, None)], 0.05),
+            None
+        );
+    }
+}
