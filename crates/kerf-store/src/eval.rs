@@ -8,6 +8,9 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use kerf_core::ParseReport;
+use kerf_core::run::FinishReason;
+
 use crate::error::Result;
 use crate::status::Status;
 use crate::store::Store;
@@ -41,7 +44,75 @@ impl StoredCell {
     }
 }
 
+/// A cell with what its run kept: everything an eval's report is figured from, read in one
+/// query (a report over thousands of cells reads no request bodies or timings).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredReply {
+    pub cell: StoredCell,
+    pub finish_reason: Option<FinishReason>,
+    pub completion_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
+    /// The parse as the run made it.
+    pub report: Option<ParseReport>,
+    /// The reply as received, and the run's details (how to read it again); with `raw` only.
+    pub raw: Option<String>,
+    pub details: Option<Value>,
+}
+
 impl Store {
+    /// An eval's cells with their runs' replies, in key order; the raw replies and details too
+    /// when `raw` (to read them again: `kerf eval rescore`).
+    pub fn eval_replies(&self, experiment: i64, raw: bool) -> Result<Vec<StoredReply>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT c.prompt, c.max_tokens, c.constrained, c.repeat, c.row_id, c.run_id,
+                        r.status, r.finish_reason, r.completion_tokens, r.cost_usd, b.report,
+                        {}
+                 FROM eval_cells c LEFT JOIN runs r ON r.id = c.run_id
+                      LEFT JOIN run_bodies b ON b.run_id = c.run_id
+                 WHERE c.experiment_id = ?1
+                 ORDER BY c.prompt, c.max_tokens, c.constrained DESC, c.repeat, c.row_id",
+                if raw {
+                    "b.raw, b.details"
+                } else {
+                    "NULL, NULL"
+                }
+            ))
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([experiment], |r| {
+            let json = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
+            Ok(StoredReply {
+                cell: StoredCell {
+                    cell: EvalCell {
+                        prompt: r.get(0)?,
+                        max_tokens: r.get(1)?,
+                        constrained: r.get(2)?,
+                        repeat: r.get(3)?,
+                        row: r.get(4)?,
+                    },
+                    run: r.get(5)?,
+                    status: r
+                        .get::<_, Option<String>>(6)?
+                        .as_deref()
+                        .and_then(Status::parse),
+                },
+                finish_reason: r
+                    .get::<_, Option<String>>(7)?
+                    .as_deref()
+                    .and_then(FinishReason::parse),
+                completion_tokens: r.get(8)?,
+                cost_usd: r.get(9)?,
+                report: json(10)?.and_then(|t| serde_json::from_str(&t).ok()),
+                raw: r.get(11)?,
+                details: json(12)?.and_then(|t| serde_json::from_str(&t).ok()),
+            })
+        })
+        .map_err(|e| self.err(e))?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(|e| self.err(e))
+    }
+
     /// Keep an eval's dataset rows, in order: `(row id, the row as JSON)`.
     pub fn put_eval_rows(&self, experiment: i64, rows: &[(String, Value)]) -> Result<()> {
         let tx = self.write()?;
@@ -78,35 +149,11 @@ impl Store {
 
     /// An eval's cells with their runs' status, in key order.
     pub fn eval_cells(&self, experiment: i64) -> Result<Vec<StoredCell>> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT c.prompt, c.max_tokens, c.constrained, c.repeat, c.row_id, c.run_id,
-                        r.status
-                 FROM eval_cells c LEFT JOIN runs r ON r.id = c.run_id
-                 WHERE c.experiment_id = ?1
-                 ORDER BY c.prompt, c.max_tokens, c.constrained DESC, c.repeat, c.row_id",
-            )
-            .map_err(|e| self.err(e))?;
-        stmt.query_map([experiment], |r| {
-            Ok(StoredCell {
-                cell: EvalCell {
-                    prompt: r.get(0)?,
-                    max_tokens: r.get(1)?,
-                    constrained: r.get(2)?,
-                    repeat: r.get(3)?,
-                    row: r.get(4)?,
-                },
-                run: r.get(5)?,
-                status: r
-                    .get::<_, Option<String>>(6)?
-                    .as_deref()
-                    .and_then(Status::parse),
-            })
-        })
-        .map_err(|e| self.err(e))?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(|e| self.err(e))
+        Ok(self
+            .eval_replies(experiment, false)?
+            .into_iter()
+            .map(|r| r.cell)
+            .collect())
     }
 
     /// The newest experiment of `kind`.

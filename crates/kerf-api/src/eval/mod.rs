@@ -30,7 +30,7 @@ use crate::compare::{ConstrainMode, variants};
 use crate::error::{ApiError, Code, Result};
 use crate::runs::{Chosen, PromptSource, Rendering, RunJob, RunParams, RunSettings};
 
-pub use report::{CellLine, Options, Report, SummaryLine, report};
+pub use report::{CellLine, Options, Replies, Report, SummaryLine, report};
 
 /// One prompt of an eval: compiled, as the history keeps it.
 pub struct Subject {
@@ -161,7 +161,10 @@ pub fn begin(
         .map(|s| {
             Ok(SpecPrompt {
                 id: s.prompt.id().to_string(),
-                path: s.source.path.clone(),
+                // Absolute, so `rescore` finds the file from anywhere.
+                path: s.source.path.as_deref().map(|p| {
+                    std::fs::canonicalize(p).map_or(p.to_string(), |c| c.display().to_string())
+                }),
                 version: store.put_prompt_version(
                     &s.source.name,
                     s.source.path.as_deref(),
@@ -267,6 +270,34 @@ pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
         rows,
         params,
     })
+}
+
+/// Give each of `eval`'s prompts the `match` settings its file has now (`kerf eval rescore`):
+/// the prompts' ids whose settings differ from those the eval ran with. A prompt whose file
+/// is gone, or no longer a valid prompt, is an error naming it.
+pub fn rematch(eval: &mut Eval) -> Result<Vec<String>> {
+    let mut changed = Vec::new();
+    for (s, p) in eval.subjects.iter_mut().zip(&eval.spec.prompts) {
+        let Some(path) = &p.path else {
+            continue;
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ApiError::new(
+                Code::NotFound,
+                format!(
+                    "{path}: prompt `{}`'s file cannot be read ({e}); rescore takes its current `match` from it",
+                    p.id
+                ),
+            )
+        })?;
+        let loaded = kerf_core::PromptFile::from_json_str(&text, path)?;
+        let now = Prompt::compile(loaded.file, path)?.file.match_spec;
+        if now != s.prompt.file.match_spec {
+            changed.push(p.id.clone());
+            s.prompt.file.match_spec = now;
+        }
+    }
+    Ok(changed)
 }
 
 impl Eval {

@@ -6,9 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kerf_core::DropCounts;
+use kerf_core::eval::dataset::Row;
 use kerf_core::eval::{Grounding, Matcher, Scored, Scores, Tally, TypeTotals, identity, score};
-use kerf_llm::FinishReason;
-use kerf_store::{Status, Store};
+use kerf_core::{ParseReport, Prompt};
+use kerf_llm::{FinishReason, RunDetails};
+use kerf_store::{Status, Store, StoredReply};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -118,12 +120,24 @@ pub struct Report {
 pub struct Options {
     /// Budget advice: the smallest budget whose recall is within this share of the best.
     pub advise_within: f64,
+    pub replies: Replies,
+}
+
+/// Which objects a report scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replies {
+    /// The objects each run's parse gave as it ran.
+    Stored,
+    /// The stored raw replies parsed again (`kerf eval rescore`): the report owes nothing to
+    /// what was parsed at the time.
+    Reread,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             advise_within: 0.05,
+            replies: Replies::Stored,
         }
     }
 }
@@ -144,7 +158,9 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         .map(|(i, r)| (r.id.as_str(), i))
         .collect();
     let mut lines = Vec::new();
-    for c in store.eval_cells(eval.experiment)? {
+    let reread = options.replies == Replies::Reread;
+    for stored in store.eval_replies(eval.experiment, reread)? {
+        let c = &stored.cell;
         let (Some(&si), Some(&ri)) = (
             subject_of.get(c.cell.prompt.as_str()),
             row_of.get(c.cell.row.as_str()),
@@ -177,13 +193,16 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             extracted: Vec::new(),
             identities: Vec::new(),
         };
-        if let Some(id) = c.run {
-            let r = store.run(id)?;
-            line.finish_reason = r.summary.finish_reason;
-            line.completion_tokens = r.summary.completion_tokens;
-            line.cost_usd = r.summary.cost_usd;
+        if c.run.is_some() {
+            line.finish_reason = stored.finish_reason;
+            line.completion_tokens = stored.completion_tokens;
+            line.cost_usd = stored.cost_usd;
             if c.finished() {
-                let report = r.report.unwrap_or_default();
+                let report = if reread {
+                    reread_reply(prompt, row, &stored)
+                } else {
+                    stored.report.unwrap_or_default()
+                };
                 line.objects = report.objects.len();
                 line.dropped = report.drop_counts();
                 if let Some(doc) = row.document(prompt) {
@@ -284,6 +303,25 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         drops,
         comparisons,
     })
+}
+
+/// A stored reply read again from its raw text, the way its run read it: unwrapped from the
+/// key its run wrapped it in, enum case folded if its run folded any, parsed with the row's
+/// variables.
+fn reread_reply(prompt: &Prompt, row: &Row, stored: &StoredReply) -> ParseReport {
+    let details: Option<RunDetails> = stored
+        .details
+        .clone()
+        .and_then(|d| serde_json::from_value(d).ok());
+    let folded = matches!(&details, Some(RunDetails::Cloud(c)) if !c.case_folded.is_empty());
+    let (report, _) = crate::runs::read_reply(
+        prompt,
+        stored.raw.as_deref().unwrap_or_default(),
+        details.as_ref().and_then(RunDetails::wrapped_in),
+        folded,
+        &row.vars_for(prompt),
+    );
+    report
 }
 
 /// Fill in each scored cell's `lost_to_cut` from its siblings at larger budgets.

@@ -505,18 +505,16 @@ pub async fn execute(
             })
             .await?;
         let mut finish = finish;
-        let mut text = unwrapped(&raw, &finish);
+        let (report, notes) =
+            read_reply(prompt, &raw, finish.details.wrapped_in(), fold_case, vars);
         if fold_case {
-            let (folded, notes) = case_folded(prompt, text.as_deref().unwrap_or(&raw));
             for n in &notes {
                 on_event(RunEvent::Warning(&format!("enum case corrected: {n}")));
             }
             if let kerf_llm::RunDetails::Cloud(c) = &mut finish.details {
                 c.case_folded = notes;
             }
-            text = folded.or(text);
         }
-        let report = prompt.parse(text.as_deref().unwrap_or(&raw), vars);
         let attempt = Attempt {
             finish,
             raw,
@@ -558,8 +556,29 @@ pub async fn execute(
 /// so an array schema is sent as `{"items": [...]}`): the value under the wrapper key, as the
 /// prompt's parser expects it. `None` when nothing was wrapped or the reply is not a whole
 /// wrapped object (a cut-off reply is parsed as it came).
-fn unwrapped(raw: &str, finish: &Finish) -> Option<String> {
-    let key = finish.details.wrapped_in()?;
+/// A reply as Kerf reads it: taken out of the key a cloud run wrapped a non-object schema in,
+/// its enum values' case corrected when the provider asks (`fold_case`; each correction is
+/// returned), then parsed against the prompt. A run reads its reply through this, and
+/// `kerf eval rescore` reads stored replies again through it, so both see the same objects.
+pub fn read_reply(
+    prompt: &Prompt,
+    raw: &str,
+    wrapped_in: Option<&str>,
+    fold_case: bool,
+    vars: &Map<String, Value>,
+) -> (ParseReport, Vec<String>) {
+    let mut text = unwrapped(raw, wrapped_in);
+    let mut notes = Vec::new();
+    if fold_case {
+        let (folded, n) = case_folded(prompt, text.as_deref().unwrap_or(raw));
+        notes = n;
+        text = folded.or(text);
+    }
+    (prompt.parse(text.as_deref().unwrap_or(raw), vars), notes)
+}
+
+fn unwrapped(raw: &str, wrapped_in: Option<&str>) -> Option<String> {
+    let key = wrapped_in?;
     let v: Value = serde_json::from_str(raw.trim()).ok()?;
     v.get(key).map(|inner| inner.to_string())
 }

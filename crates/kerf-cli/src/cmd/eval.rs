@@ -26,6 +26,8 @@ Examples:
   kerf eval data.jsonl --prompt p.json --provider openai --concurrency 16 --fail-under f1=0.8
   kerf eval resume          finish the latest eval (after Ctrl-C or a crash)
   kerf eval show 12 --json  an eval's figures again, from the history
+  kerf eval rescore 12      its stored replies scored again with the prompts' current `match`
+  kerf eval compare 12 14   two evals on the same rows, row by row
 
 Every prompt × budget × constraint variant × repeat × row is one run, kept in the history under
 one experiment. Before anything runs, every row is checked against every prompt; a problem stops
@@ -50,6 +52,9 @@ pub enum Sub {
     Resume(ResumeArgs),
     /// An eval's figures, from the history.
     Show(ShowArgs),
+    /// Score an eval's stored replies again with its prompts' current `match` settings (read
+    /// from their files), parsing each raw reply again; no model is called.
+    Rescore(ShowArgs),
     /// Two evals on the same rows: per prompt, budget and constraint, the paired F1 difference
     /// with a bootstrap interval, and per row the records gained and lost.
     Compare(CompareArgs),
@@ -112,6 +117,7 @@ impl OutArgs {
     fn options(&self) -> eval::Options {
         eval::Options {
             advise_within: self.advise_within / 100.0,
+            replies: eval::Replies::Stored,
         }
     }
 }
@@ -217,6 +223,7 @@ impl Args {
             Some(Sub::Resume(a)) => a.out.json,
             Some(Sub::Show(a)) => a.out.json,
             Some(Sub::Compare(a)) => a.json,
+            Some(Sub::Rescore(a)) => a.out.json,
             None => self.start.out.json,
         }
     }
@@ -240,6 +247,19 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
             conclude(&report, &a.out, None)
         }
         Some(Sub::Compare(a)) => compare(&a, &store),
+        Some(Sub::Rescore(a)) => {
+            let id = which(&store, a.experiment)?;
+            let mut e = eval::stored(&store, id)?;
+            for p in eval::rematch(&mut e)? {
+                eprintln!("kerf: {p}: scored with the `match` settings its file has now");
+            }
+            let options = eval::Options {
+                replies: eval::Replies::Reread,
+                ..a.out.options()
+            };
+            let report = eval::report(&store, &e, options)?;
+            conclude(&report, &a.out, None)
+        }
     }
 }
 

@@ -404,6 +404,11 @@ fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
     // finished eval buys nothing.
     let shown = kerf_in(dir.path(), &["eval", "show", &e.to_string(), "--json"]);
     assert_eq!(stdout_json(&shown), v);
+    // Every figure again from the raw replies alone, parsed anew: bit for bit.
+    let rescored = kerf_in(dir.path(), &["eval", "rescore", &e.to_string(), "--json"]);
+    assert_eq!(rescored.status.code(), Some(0), "{}", stderr(&rescored));
+    assert_eq!(stdout_json(&rescored), v);
+    assert_eq!(stderr(&rescored), "", "no prompt's match settings changed");
     let resumed = kerf_in(dir.path(), &["eval", "resume", "--json"]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     assert_eq!(stdout_json(&resumed), v);
@@ -638,4 +643,75 @@ fn a_malformed_dataset_is_refused_before_any_call_and_leaves_no_trace() {
     assert_eq!(model.requests(), 0);
     let h = kerf_in(dir.path(), &["history", "experiments", "--json"]);
     assert_eq!(stdout_json(&h), json!([]), "nothing written to the history");
+}
+
+#[test]
+fn rescore_takes_the_prompts_current_match_settings_and_calls_no_model() {
+    let rows = rows();
+    // The model writes every name in lower case; the dataset does not.
+    let lower = |v: &Value| -> Value {
+        let mut v = v.clone();
+        for records in v["expected"].as_object_mut().unwrap().values_mut() {
+            for r in records.as_array_mut().unwrap() {
+                for k in ["entity", "subject", "object"] {
+                    if let Some(s) = r[k].as_str() {
+                        r[k] = json!(s.to_lowercase());
+                    }
+                }
+            }
+        }
+        v
+    };
+    let model = Model::start(rows.iter().map(lower).collect(), Duration::ZERO);
+    let (dir, data) = setup(&model, &rows);
+    // A copy of the prompt that compares names exactly, case and all.
+    let prompt = dir.path().join("agent-kg-extract.json");
+    let mut file: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
+    )
+    .unwrap();
+    file["match"]["normalize"] = json!(false);
+    std::fs::write(&prompt, file.to_string()).unwrap();
+    let args = [
+        "eval",
+        data.to_str().unwrap(),
+        "--prompt",
+        prompt.to_str().unwrap(),
+        "--provider",
+        "srv",
+        "--constrain",
+        "none",
+        "--json",
+    ];
+    let o = kerf_in(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let strict = stdout_json(&o);
+    // Every record has a capitalised name in its identity: none matches.
+    assert_eq!(strict["summary"][0]["tp"], 0, "{}", strict["summary"][0]);
+    // The prompt normalises again: the same stored replies now score in full.
+    file["match"]["normalize"] = json!(true);
+    std::fs::write(&prompt, file.to_string()).unwrap();
+    let o = kerf_in(dir.path(), &["eval", "rescore", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("agent-kg-extract: scored with the `match` settings its file has now"),
+        "{}",
+        stderr(&o)
+    );
+    let v = stdout_json(&o);
+    assert_eq!(
+        (v["summary"][0]["tp"].clone(), v["summary"][0]["f1"].clone()),
+        (json!(9), json!(1.0))
+    );
+    assert_eq!(v["experiment"], strict["experiment"]);
+    assert_eq!(model.requests(), 3, "rescore calls no model");
+    // The file gone: rescore names it.
+    std::fs::remove_file(&prompt).unwrap();
+    let o = kerf_in(dir.path(), &["eval", "rescore"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("agent-kg-extract.json"),
+        "{}",
+        stderr(&o)
+    );
 }
