@@ -5,6 +5,7 @@
 
 mod chart;
 mod cmd;
+mod junit;
 mod output;
 mod record;
 

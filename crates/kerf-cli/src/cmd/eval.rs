@@ -11,8 +11,8 @@ use kerf_store::Store;
 
 use super::compare::ConstrainMode;
 use super::run::{ModelArgs, interrupt_token};
-use crate::Outcome;
 use crate::output::print_json;
+use crate::{Outcome, junit};
 
 /// Run prompts over a dataset and score what they extract against its expected records.
 #[derive(clap::Args)]
@@ -107,6 +107,10 @@ pub struct OutArgs {
     /// (comma-separated: f1=0.8,recall=0.7; metrics: f1, precision, recall, macro_f1).
     #[arg(long, value_delimiter = ',', value_parser = parse_threshold)]
     pub fail_under: Vec<Threshold>,
+    /// Also write the figures as JUnit XML: a test case per prompt × budget × constraint line,
+    /// failed when it misses a --fail-under threshold, an error when cells failed.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Budget advice: the smallest budget whose recall is within this many percent of the
     /// best budget's.
     #[arg(long, default_value_t = 5.0, value_parser = parse_percent)]
@@ -409,25 +413,65 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<i64>) -> Result<Outc
         ));
     }
     let mut missed = Vec::new();
+    let mut cases = std::collections::BTreeMap::<String, Vec<junit::Case>>::new();
     for line in &report.summary {
+        let name = format!(
+            "{} at {} tokens{}",
+            line.prompt,
+            line.max_tokens,
+            if line.constrained {
+                ", constrained"
+            } else {
+                ""
+            }
+        );
+        let mut mine = Vec::new();
         for t in &out.fail_under {
             let got = t.metric.of(line);
             if got.is_none_or(|v| v < t.min) {
-                missed.push(format!(
-                    "{} at {} tokens{}: {} {} < {}",
-                    line.prompt,
-                    line.max_tokens,
-                    if line.constrained {
-                        ", constrained"
-                    } else {
-                        ""
-                    },
+                mine.push(format!(
+                    "{} {} < {}",
                     t.metric.name(),
                     got.map_or("null".to_string(), |v| format!("{v:.3}")),
                     t.min
                 ));
             }
         }
+        let outcome = if !mine.is_empty() {
+            junit::Outcome::Failed(mine.join("; "))
+        } else if line.failed + line.unfinished > 0 {
+            junit::Outcome::Error(format!(
+                "{} cell(s) failed, {} without a finished run",
+                line.failed, line.unfinished
+            ))
+        } else {
+            junit::Outcome::Passed
+        };
+        cases.entry(line.prompt.clone()).or_default().push(junit::Case {
+            figures: format!(
+                "cells {} · tp {} fp {} fn {} · precision {} recall {} F1 {} macro F1 {} · cut {} lost {}",
+                line.cells,
+                line.micro.tp,
+                line.micro.fp,
+                line.micro.fn_,
+                figure(line.micro.precision),
+                figure(line.micro.recall),
+                figure(line.micro.f1),
+                figure(line.macro_f1),
+                line.truncated,
+                line.lost_to_cut
+            ),
+            name: name.clone(),
+            outcome,
+        });
+        missed.extend(mine.into_iter().map(|m| format!("{name}: {m}")));
+    }
+    if let Some(path) = &out.junit {
+        junit::write(
+            path,
+            &format!("kerf eval {}", report.experiment),
+            cases.into_iter().collect(),
+        )?;
     }
     for m in &missed {
         eprintln!("kerf: below --fail-under: {m}");

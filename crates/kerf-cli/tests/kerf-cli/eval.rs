@@ -414,8 +414,24 @@ fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
     assert_eq!(stdout_json(&resumed), v);
     assert_eq!(model.requests(), 12);
     // The table for people, and a threshold that the tight budget misses: exit 1, named.
-    let o = eval(dir.path(), &data, &["--fail-under", "f1=0.9"]);
+    let junit = dir.path().join("eval.xml");
+    let o = eval(
+        dir.path(),
+        &data,
+        &["--fail-under", "f1=0.9", "--junit", junit.to_str().unwrap()],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // JUnit for CI: a case per line, the tight ones failed with the figure that missed.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(r#"tests="4" skipped="0" failures="2" errors="0""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<testcase name="agent-kg-extract-array at 40 tokens">"#)
+            && xml.contains(r#"<failure message="f1 0.000 &lt; 0.9""#),
+        "{xml}"
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.contains("agent-kg-extract-array") && out.contains("macro F1"),
