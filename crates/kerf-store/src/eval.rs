@@ -11,6 +11,7 @@ use serde_json::Value;
 use kerf_core::ParseReport;
 use kerf_core::run::FinishReason;
 
+use crate::NewRun;
 use crate::error::Result;
 use crate::status::Status;
 use crate::store::Store;
@@ -52,6 +53,8 @@ pub struct StoredReply {
     pub finish_reason: Option<FinishReason>,
     pub completion_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
+    /// The experiment the run was bought in: another eval's when the cell came from the cache.
+    pub run_experiment: Option<i64>,
     /// The parse as the run made it.
     pub report: Option<ParseReport>,
     /// The reply as received, and the run's details (how to read it again); with `raw` only.
@@ -68,7 +71,7 @@ impl Store {
             .prepare(&format!(
                 "SELECT c.prompt, c.max_tokens, c.constrained, c.repeat, c.row_id, c.run_id,
                         r.status, r.finish_reason, r.completion_tokens, r.cost_usd, b.report,
-                        {}
+                        r.experiment_id, {}
                  FROM eval_cells c LEFT JOIN runs r ON r.id = c.run_id
                       LEFT JOIN run_bodies b ON b.run_id = c.run_id
                  WHERE c.experiment_id = ?1
@@ -104,8 +107,9 @@ impl Store {
                 completion_tokens: r.get(8)?,
                 cost_usd: r.get(9)?,
                 report: json(10)?.and_then(|t| serde_json::from_str(&t).ok()),
-                raw: r.get(11)?,
-                details: json(12)?.and_then(|t| serde_json::from_str(&t).ok()),
+                run_experiment: r.get(11)?,
+                raw: r.get(12)?,
+                details: json(13)?.and_then(|t| serde_json::from_str(&t).ok()),
             })
         })
         .map_err(|e| self.err(e))?
@@ -145,6 +149,51 @@ impl Store {
             .iter()
             .map(|s| serde_json::from_str(s).unwrap_or(Value::Null))
             .collect())
+    }
+
+    /// A reply an earlier eval bought for exactly this cell (`kerf eval --cache`): a run of the
+    /// same prompt version, input, provider, model (and model file) and parameters, measuring the
+    /// same repeat index, that ended on its own — a reply cut by its budget is never reused.
+    /// The newest such run.
+    pub fn cached_eval_run(&self, run: &NewRun, repeat: u32) -> Result<Option<i64>> {
+        self.conn
+            .query_row(
+                "SELECT r.id FROM runs r JOIN eval_cells c ON c.run_id = r.id
+                 WHERE r.prompt_version = ?1 AND r.input_id = ?2 AND r.provider = ?3
+                   AND r.model = ?4 AND r.model_sha256 IS ?5 AND r.params = ?6
+                   AND c.repeat = ?7 AND r.status = 'ok' AND r.finish_reason = 'stop'
+                 ORDER BY r.id DESC LIMIT 1",
+                params![
+                    run.prompt_version,
+                    run.input,
+                    run.provider,
+                    run.model,
+                    run.model_sha256,
+                    run.params.to_string(),
+                    repeat
+                ],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Measure `cell` of eval `experiment` with an existing run (a cached reply).
+    pub fn put_eval_cell(&self, experiment: i64, cell: &EvalCell, run: i64) -> Result<()> {
+        self.exec(
+            "INSERT OR REPLACE INTO eval_cells
+             (experiment_id, prompt, max_tokens, constrained, repeat, row_id, run_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                experiment,
+                cell.prompt,
+                cell.max_tokens,
+                cell.constrained,
+                cell.repeat,
+                cell.row,
+                run
+            ],
+        )
     }
 
     /// An eval's cells with their runs' status, in key order.

@@ -62,6 +62,9 @@ pub struct Spec {
     pub params: Value,
     /// The matrix's size: prompts × budgets × constraint variants × repeats × rows.
     pub cells: usize,
+    /// Reuse replies earlier evals bought for the same cell (`--cache`; a resume keeps it).
+    #[serde(default)]
+    pub cache: bool,
 }
 
 /// An eval as it starts or resumes: its prompts, rows and matrix.
@@ -81,6 +84,9 @@ pub struct Plan<'a> {
     pub constrain: ConstrainMode,
     /// Runs of each cell (1 or more).
     pub repeat: u32,
+    /// Reuse an earlier eval's reply for a cell when it ended on its own and everything that
+    /// shaped it (prompt version, input, provider, model, parameters, repeat index) is the same.
+    pub cache: bool,
 }
 
 /// How [`run_cells`] goes about it.
@@ -102,6 +108,8 @@ pub struct Progress {
     pub failed: usize,
     /// Cells already measured before this pass (a resume's).
     pub skipped: usize,
+    /// Cells of this pass measured by an earlier eval's reply (`--cache`), bought for nothing.
+    pub cached: usize,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cost_usd: f64,
@@ -123,6 +131,7 @@ pub fn begin(
         budgets,
         constrain,
         repeat,
+        cache,
     } = *plan;
     if budgets.is_empty() || budgets.contains(&0) {
         return Err(ApiError::new(
@@ -188,6 +197,7 @@ pub fn begin(
         provider: provider.name(),
         model: provider.as_provider().model(),
         params: params.to_stored(),
+        cache,
     };
     let experiment = store.begin_experiment("eval", &to_json(&spec)?)?;
     let rows: Vec<(String, Value)> = dataset
@@ -394,6 +404,13 @@ pub fn run_cells(
             };
             let mut job = RunJob::new(&s.prompt, &s.source, &rendering, provider, &params);
             job.meta.experiment = Some(eval.experiment);
+            if eval.spec.cache {
+                let new = crate::runs::new_run(store, &job.meta, &params, provider)?;
+                if let Some(run) = store.cached_eval_run(&new, cell.repeat)? {
+                    store.put_eval_cell(eval.experiment, &cell, run)?;
+                    return Ok(None);
+                }
+            }
             job.meta.eval_cell = Some(cell);
             // Each reply measured as it came.
             job.repair = false;
@@ -402,7 +419,9 @@ pub fn run_cells(
                     progress.borrow_mut().notice = Some(w.to_string());
                 }
             };
-            crate::runs::run(Some(store), &job, cancel, &mut on_event).await
+            crate::runs::run(Some(store), &job, cancel, &mut on_event)
+                .await
+                .map(Some)
         }
     };
     let outcome: Result<()> = kerf_llm::runtime::block_on(async {
@@ -422,7 +441,8 @@ pub fn run_cells(
                 let mut p = progress.borrow_mut();
                 p.done += 1;
                 match &done {
-                    Ok(r) => {
+                    Ok(None) => p.cached += 1,
+                    Ok(Some(r)) => {
                         let u = &r.out.finish.usage;
                         p.prompt_tokens += u64::from(u.prompt_tokens);
                         p.completion_tokens += u64::from(u.completion_tokens);

@@ -52,6 +52,8 @@ pub struct CellLine {
     pub ungrounded: Option<usize>,
     pub completion_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
+    /// Measured by a reply an earlier eval bought (`--cache`): its run is that eval's.
+    pub cached: bool,
     /// The scoring in full (pairs, misses, agreement), for the summaries, `lost_to_cut`,
     /// repeats and the report's side-by-side view.
     #[serde(skip)]
@@ -83,7 +85,10 @@ pub struct SummaryLine {
     /// The share of extracted records not found in their document (null: nothing extracted).
     pub ungrounded: Option<f64>,
     pub completion_tokens: i64,
+    /// What the line's replies cost when they were bought (cached ones included).
     pub cost_usd: Option<f64>,
+    /// Measured cells whose reply came from the cache.
+    pub cached: usize,
     pub by_type: BTreeMap<String, TypeTotals>,
     pub agreement: BTreeMap<String, Option<f64>>,
     /// A 95% bootstrap interval of `f1` over the rows (each row's repeats pooled).
@@ -106,6 +111,8 @@ pub struct Report {
     pub model: String,
     /// Cells of the matrix without a finished run (`kerf eval resume` runs them).
     pub pending: usize,
+    /// Cells measured by a reply an earlier eval bought (`--cache`).
+    pub cached: usize,
     /// Per prompt and constraint: the smallest budget whose recall is within a share of the
     /// best budget's.
     pub advice: Vec<Advice>,
@@ -189,6 +196,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             ungrounded: None,
             completion_tokens: None,
             cost_usd: None,
+            cached: c.run.is_some() && stored.run_experiment != Some(eval.experiment),
             scored: None,
             extracted: Vec::new(),
             identities: Vec::new(),
@@ -285,6 +293,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             }
         }
     }
+    let cached = cells.iter().filter(|c| c.cached && c.measured()).count();
     let finished = cells
         .iter()
         .filter(|c| matches!(c.status, Some(Status::Ok | Status::Truncated)))
@@ -299,6 +308,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         provider: eval.spec.provider.clone(),
         model: eval.spec.model.clone(),
         pending: eval.spec.cells.saturating_sub(finished),
+        cached,
         advice,
         drops,
         comparisons,
@@ -413,6 +423,7 @@ fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
                     .filter(|_| objects > 0)
                     .map(|u| u as f64 / objects as f64),
                 completion_tokens: measured.iter().filter_map(|c| c.completion_tokens).sum(),
+                cached: measured.iter().filter(|c| c.cached).count(),
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 by_type: t.by_type,
                 agreement: t.agreement,

@@ -688,6 +688,17 @@ fn begin<'s>(
     params: &RunParams,
     provider: &Chosen,
 ) -> Result<kerf_store::RunWriter<'s>> {
+    Ok(store.begin_run(&new_run(store, meta, params, provider)?)?)
+}
+
+/// A run as the history would keep it (its prompt version and input stored): what
+/// [`begin`] starts, and what `kerf eval --cache` looks an earlier reply up by.
+pub(crate) fn new_run(
+    store: &Store,
+    meta: &RunMeta<'_>,
+    params: &RunParams,
+    provider: &Chosen,
+) -> Result<NewRun> {
     let version = store.put_prompt_version(
         &meta.prompt.name,
         meta.prompt.path.as_deref(),
@@ -702,7 +713,7 @@ fn begin<'s>(
         Some(path) if path.is_file() => Some(store.model_sha256(&path)?),
         _ => None,
     };
-    Ok(store.begin_run(&NewRun {
+    Ok(NewRun {
         prompt_version: version,
         input,
         experiment: meta.experiment,
@@ -714,7 +725,7 @@ fn begin<'s>(
         params: params.to_stored(),
         system: meta.rendering.rendered.system.clone(),
         user: meta.rendering.rendered.user.clone(),
-    })?)
+    })
 }
 
 /// How a finished run is kept: its last reply, report, usage, and the replies a repair loop

@@ -78,6 +78,10 @@ pub struct StartArgs {
     /// Runs of each cell (repeats show how stable the figures are).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// Reuse a reply an earlier eval bought for the same cell: only one that ended on its own,
+    /// with the same prompt version, input, provider, model, parameters and repeat index.
+    #[arg(long)]
+    pub cache: bool,
     /// The first N rows of the dataset only.
     #[arg(long)]
     pub limit: Option<usize>,
@@ -313,6 +317,7 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
             budgets: &args.max_tokens,
             constrain: args.constrain.into(),
             repeat: args.repeat,
+            cache: args.cache,
         },
         params,
         &provider,
@@ -388,6 +393,9 @@ fn progress_message(p: &Progress) -> String {
     }
     if p.skipped > 0 {
         m.push_str(&format!(" · {} already measured", p.skipped));
+    }
+    if p.cached > 0 {
+        m.push_str(&format!(" · {} from the cache", p.cached));
     }
     if let Some(n) = &p.notice {
         m.push_str(&format!(" · {n}"));
@@ -717,6 +725,12 @@ fn print_table(r: &Report) {
     if !r.comparisons.is_empty() {
         crate::outln!("\nPrompts compared on the same rows (b − a):");
         print_comparisons(&r.comparisons, false);
+    }
+    if r.cached > 0 {
+        crate::outln!(
+            "{} cell(s) measured by replies earlier evals bought (--cache)",
+            r.cached
+        );
     }
     let failed: usize = r.summary.iter().map(|l| l.failed).sum();
     if failed > 0 {

@@ -731,3 +731,52 @@ fn rescore_takes_the_prompts_current_match_settings_and_calls_no_model() {
         stderr(&o)
     );
 }
+
+#[test]
+fn the_cache_reuses_only_replies_that_ended_on_their_own_for_the_same_cell() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, data) = setup(&model, &rows);
+    let first = eval(dir.path(), &data, &["--json"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert_eq!(model.requests(), 12);
+    // Again with the cache: the roomy cells' replies ended on their own and are reused; the
+    // tight ones were cut by their budget and are bought again.
+    let o = eval(dir.path(), &data, &["--cache", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(model.requests(), 12 + 6);
+    let v = stdout_json(&o);
+    assert_eq!(v["cached"], 6);
+    for c in v["cells"].as_array().unwrap() {
+        assert_eq!(c["cached"], c["max_tokens"] == 1000, "{c}");
+    }
+    // The same figures as the eval that bought them.
+    let f = stdout_json(&first);
+    for (a, b) in f["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(v["summary"].as_array().unwrap())
+    {
+        for k in ["tp", "fp", "fn", "f1", "lost_to_cut"] {
+            assert_eq!(a[k], b[k], "{k}: {a} vs {b}");
+        }
+    }
+    let table = String::from_utf8_lossy(&kerf_in(dir.path(), &["eval", "show"]).stdout).to_string();
+    assert!(
+        table.contains("6 cell(s) measured by replies earlier evals bought"),
+        "{table}"
+    );
+    // Anything that shaped the reply differs — a parameter, the repeat index — and nothing is
+    // reused: a second repeat is bought whole, its first repeat comes from the cache.
+    let o = eval(
+        dir.path(),
+        &data,
+        &["--cache", "--temperature", "0.5", "--json"],
+    );
+    assert_eq!(stdout_json(&o)["cached"], 0, "{}", stderr(&o));
+    assert_eq!(model.requests(), 18 + 12);
+    let o = eval(dir.path(), &data, &["--cache", "--repeat", "2", "--json"]);
+    assert_eq!(stdout_json(&o)["cached"], 6, "{}", stderr(&o));
+    assert_eq!(model.requests(), 30 + 18);
+}
