@@ -27,6 +27,7 @@ Examples:
   kerf eval resume          finish the latest eval (after Ctrl-C or a crash)
   kerf eval show 12 --json  an eval's figures again, from the history
   kerf eval rescore 12      its stored replies scored again with the prompts' current `match`
+  kerf eval report 12 --html eval.html   one self-contained file with charts, for people
   kerf eval compare 12 14   two evals on the same rows, row by row
 
 Every prompt × budget × constraint variant × repeat × row is one run, kept in the history under
@@ -52,6 +53,9 @@ pub enum Sub {
     Resume(ResumeArgs),
     /// An eval's figures, from the history.
     Show(ShowArgs),
+    /// An eval as one self-contained HTML file: charts, advice, repeats, comparisons, drops,
+    /// and every row's expected and extracted records side by side.
+    Report(ReportArgs),
     /// Score an eval's stored replies again with its prompts' current `match` settings (read
     /// from their files), parsing each raw reply again; no model is called.
     Rescore(ShowArgs),
@@ -158,6 +162,18 @@ pub struct ShowArgs {
 }
 
 #[derive(clap::Args)]
+pub struct ReportArgs {
+    /// The eval (default: the latest).
+    pub experiment: Option<i64>,
+    /// The HTML file to write.
+    #[arg(long, value_name = "FILE")]
+    pub html: PathBuf,
+    /// Budget advice: within this many percent of the best recall.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_percent)]
+    pub advise_within: f64,
+}
+
+#[derive(clap::Args)]
 pub struct CompareArgs {
     /// The eval to compare against (the baseline, `a`).
     pub a: i64,
@@ -232,6 +248,7 @@ impl Args {
             Some(Sub::Show(a)) => a.out.json,
             Some(Sub::Compare(a)) => a.json,
             Some(Sub::Rescore(a)) => a.out.json,
+            Some(Sub::Report(_)) => false,
             None => self.start.out.json,
         }
     }
@@ -255,6 +272,18 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
             conclude(&report, &a.out, None)
         }
         Some(Sub::Compare(a)) => compare(&a, &store),
+        Some(Sub::Report(a)) => {
+            let id = which(&store, a.experiment)?;
+            let e = eval::stored(&store, id)?;
+            let options = eval::Options {
+                advise_within: a.advise_within / 100.0,
+                ..eval::Options::default()
+            };
+            let report = eval::report(&store, &e, options)?;
+            super::eval_html::write(&a.html, &e, &report)?;
+            crate::outln!("eval {id}: wrote {}", a.html.display());
+            Ok(Outcome::Ok)
+        }
         Some(Sub::Rescore(a)) => {
             let id = which(&store, a.experiment)?;
             let mut e = eval::stored(&store, id)?;

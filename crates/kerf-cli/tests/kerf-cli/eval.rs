@@ -446,6 +446,39 @@ fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
         out.contains("Budget advice") && out.contains("b better on 0, worse on 3"),
         "{out}"
     );
+    // The report for people: one file, charts inline, every row's records side by side.
+    let html = dir.path().join("eval.html");
+    let o = kerf_in(
+        dir.path(),
+        &[
+            "eval",
+            "report",
+            &e.to_string(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches("<svg").count(),
+        2,
+        "F1 and recall against the budget"
+    );
+    for needle in [
+        "F1 against the budget",
+        "Budget advice",
+        "Why pieces were dropped",
+        "<strong>thylakoid</strong>",
+        r#"<li class="matched">"#,
+        r#"<li class="missed">"#,
+    ] {
+        assert!(page.contains(needle), "{needle} not in the report");
+    }
+    assert!(
+        !page.contains("<script") && !page.contains("src=") && !page.contains("<link"),
+        "self-contained, no script"
+    );
     // Two evals compared: the same server, the same replies, no difference on any line.
     let second = stdout_json(&kerf_in(dir.path(), &["eval", "show", "--json"]));
     let b = second["experiment"].to_string();

@@ -1,0 +1,170 @@
+//! `kerf eval report --html`: one self-contained HTML file — the summary, F1 and recall
+//! against the budget (SVG, drawn by plotters, inline), budget advice, repeats, comparisons,
+//! the drop-reason histogram with its rows, and every row's expected and extracted records side
+//! by side, marked matched / partial / missed / spurious. A minijinja template, auto-escaped.
+
+use std::path::Path;
+
+use anyhow::Result;
+use kerf_api::eval::{CellLine, Eval, Report};
+use kerf_api::{ApiError, Code};
+use kerf_core::eval::score::without_aliases;
+use serde_json::{Value, json};
+
+use crate::chart::{BudgetCurve, budget_svg};
+
+const TEMPLATE: &str = include_str!("../eval-report.html");
+
+/// Write `report` (of `eval`) to `path` as HTML.
+pub fn write(path: &Path, eval: &Eval, report: &Report) -> Result<()> {
+    let repeated = report.summary.iter().any(|l| l.repeats.is_some());
+    let mut charts = Vec::new();
+    for (metric, title) in [
+        ("F1", "F1 against the budget"),
+        ("recall", "Recall against the budget"),
+    ] {
+        let mut curves: Vec<BudgetCurve> = Vec::new();
+        for l in report.summary.iter().filter(|l| l.cells > 0) {
+            let name = format!(
+                "{}{}",
+                l.prompt,
+                if l.constrained { " (constrained)" } else { "" }
+            );
+            let (value, band) = if metric == "F1" {
+                let band = match &l.repeats {
+                    Some(r) => {
+                        let f: Vec<f64> = r.f1_by_repeat.iter().flatten().copied().collect();
+                        let lo = f.iter().copied().fold(f64::INFINITY, f64::min);
+                        let hi = f.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        (!f.is_empty()).then_some([lo, hi])
+                    }
+                    None => l.f1_ci,
+                };
+                (l.micro.f1, band)
+            } else {
+                (l.micro.recall, None)
+            };
+            let Some(value) = value else { continue };
+            match curves.iter_mut().find(|c| c.name == name) {
+                Some(c) => c.points.push((l.max_tokens, value, band)),
+                None => curves.push(BudgetCurve {
+                    name,
+                    points: vec![(l.max_tokens, value, band)],
+                }),
+            }
+        }
+        if !curves.is_empty() {
+            charts.push(budget_svg(title, metric, &curves)?);
+        }
+    }
+    let rows: Vec<Value> = eval
+        .rows
+        .iter()
+        .map(|row| {
+            let cells: Vec<Value> = report
+                .cells
+                .iter()
+                .filter(|c| c.row == row.id && c.repeat == 0)
+                .map(|c| {
+                    let expected = eval
+                        .subjects
+                        .iter()
+                        .find(|s| s.prompt.id() == c.prompt)
+                        .and_then(|s| row.expected_for(&s.prompt))
+                        .map(|(e, _)| e.to_vec())
+                        .unwrap_or_default();
+                    side_by_side(c, &expected)
+                })
+                .collect();
+            json!({"id": row.id, "cells": cells})
+        })
+        .collect();
+    let drops_max = report
+        .drops
+        .iter()
+        .flat_map(|d| d.bars.iter().map(|b| b.objects))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let context = json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "r": report,
+        "charts": charts,
+        "band_note": if repeated {
+            "Shaded: F1's range over the repeats. Points: every repeat pooled."
+        } else {
+            "Shaded: F1's 95% bootstrap interval over the rows."
+        },
+        "drops_max": drops_max,
+        "rows": rows,
+    });
+    let mut env = minijinja::Environment::new();
+    env.add_function("fig", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("{v:.3}"))
+    });
+    env.add_function("signed", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("{v:+.3}"))
+    });
+    env.add_function("one", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("{v:.1}"))
+    });
+    env.add_function("money", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("${v:.5}"))
+    });
+    let html = env
+        .template_from_named_str("eval-report.html", TEMPLATE)
+        .and_then(|t| t.render(context))
+        .map_err(|e| ApiError::new(Code::Internal, format!("the HTML report: {e:#}")))?;
+    std::fs::write(path, html).map_err(|e| {
+        ApiError::new(
+            Code::Io,
+            format!("{}: cannot write the report: {e}", path.display()),
+        )
+    })?;
+    Ok(())
+}
+
+/// A cell's expected and extracted records, each with its mark.
+fn side_by_side(c: &CellLine, expected: &[Value]) -> Value {
+    let text = |o: &Value| without_aliases(o).to_string();
+    let (expected, extracted): (Vec<Value>, Vec<Value>) = match &c.scored {
+        Some(s) => {
+            let mut e: Vec<&str> = vec!["missed"; expected.len()];
+            let mut x: Vec<&str> = vec!["spurious"; c.extracted.len()];
+            for p in &s.matched {
+                let mark = if p.is_partial() { "partial" } else { "matched" };
+                if let Some(m) = e.get_mut(p.expected) {
+                    *m = mark;
+                }
+                if let Some(m) = x.get_mut(p.actual) {
+                    *m = mark;
+                }
+            }
+            (
+                expected
+                    .iter()
+                    .zip(e)
+                    .map(|(o, m)| json!({"text": text(o), "mark": m}))
+                    .collect(),
+                c.extracted
+                    .iter()
+                    .zip(x)
+                    .map(|(o, m)| json!({"text": text(o), "mark": m}))
+                    .collect(),
+            )
+        }
+        None => (
+            Vec::new(),
+            c.extracted
+                .iter()
+                .map(|o| json!({"text": text(o), "mark": "unscored"}))
+                .collect(),
+        ),
+    };
+    json!({
+        "prompt": c.prompt, "max_tokens": c.max_tokens, "constrained": c.constrained,
+        "finish_reason": c.finish_reason, "run": c.run, "f1": c.f1,
+        "tp": c.tp, "fp": c.fp, "fn": c.fn_,
+        "expected": expected, "extracted": extracted,
+    })
+}
