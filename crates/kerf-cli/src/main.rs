@@ -39,6 +39,7 @@ enum Command {
     Run(cmd::run::Args),
     Compare(cmd::compare::Args),
     Eval(cmd::eval::Args),
+    Test(cmd::test::Args),
     Models(cmd::models::Args),
     Providers(cmd::providers::Args),
     History(cmd::history::Args),
@@ -49,6 +50,9 @@ pub enum Outcome {
     Ok,
     /// The input was processed but failed (exit 1), e.g. a strict JSON reply that does not parse.
     InputFailed,
+    /// Some of the work could not be done and was reported as such (exit 2), e.g. a test whose
+    /// run failed.
+    CouldNotRun,
 }
 
 fn main() -> ExitCode {
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Run(a) => a.json,
         Command::Compare(a) => a.json,
         Command::Eval(a) => a.json(),
+        Command::Test(a) => a.json,
         Command::Models(a) => a.json(),
         Command::Providers(a) => a.json(),
         Command::History(a) => a.json(),
@@ -99,6 +104,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a, wb, globals),
         Command::Compare(a) => cmd::compare::run(a, wb, globals),
         Command::Eval(a) => cmd::eval::run(a, wb, globals),
+        Command::Test(a) => cmd::test::run(a, wb, globals),
         Command::Models(a) => cmd::models::run(a, wb),
         Command::Providers(a) => cmd::providers::run(a, wb),
         Command::History(a) => cmd::history::run(a, wb, globals),
@@ -106,6 +112,7 @@ fn main() -> ExitCode {
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::InputFailed) => ExitCode::from(1),
+        Ok(Outcome::CouldNotRun) => ExitCode::from(2),
         Err(err) => {
             let (code, status) = match err.downcast_ref::<kerf_api::ApiError>() {
                 Some(e) => (

@@ -45,7 +45,7 @@ use serde_json::{Map, Value};
 pub use cancel::CancelToken;
 pub use error::{Error, Result};
 pub use parse::{DelimitedFormat, Parser, StreamParser};
-pub use prompt::{PromptFile, ResponseType};
+pub use prompt::{Minimums, PromptFile, PromptTest, ResponseType};
 pub use report::{DropCounts, DropKind, Dropped, ParseReport};
 pub use schema::CompiledSchema;
 pub use template::Template;

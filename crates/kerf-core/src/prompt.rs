@@ -247,6 +247,73 @@ pub struct PromptFile {
     /// How records are matched when scored against expected ones (`kerf score`, `kerf eval`).
     #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
     pub match_spec: Option<crate::eval::MatchSpec>,
+    /// Tests for CI (`kerf test`): documents, the records each should yield, and the figures
+    /// the reply must reach.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<PromptTest>,
+}
+
+/// One test a prompt file carries: a document (or variables), the records a correct reply
+/// holds, and the least precision / recall / F1 it must score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptTest {
+    /// Unique within the file; names the test in reports and JUnit.
+    pub name: String,
+    /// The document, for the prompt's input variable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// Other variables (or the input variable itself).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub vars: Map<String, Value>,
+    /// The records a correct reply holds (in the prompt's record shape; `aliases` allowed).
+    #[serde(default)]
+    pub expected: Vec<Value>,
+    /// The least figures the reply must score; none given: the reply must only be measured.
+    #[serde(default, skip_serializing_if = "Minimums::is_empty")]
+    pub min: Minimums,
+    /// The output token budget (default: the command's `--max-tokens`).
+    #[serde(
+        rename = "max-tokens",
+        alias = "max_tokens",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u32>,
+}
+
+/// The `min` key of a prompt test: each figure from 0 to 1.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Minimums {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub precision: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub recall: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub f1: Option<f64>,
+}
+
+impl Minimums {
+    pub fn is_empty(&self) -> bool {
+        self.precision.is_none() && self.recall.is_none() && self.f1.is_none()
+    }
+
+    /// Each figure asked for.
+    pub fn each(&self) -> impl Iterator<Item = (crate::eval::score::Metric, f64)> {
+        use crate::eval::score::Metric;
+        [
+            (Metric::Precision, self.precision),
+            (Metric::Recall, self.recall),
+            (Metric::F1, self.f1),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+    }
 }
 
 /// The `repair` key of a prompt file.
@@ -408,6 +475,35 @@ impl PromptFile {
                 place: format!("{place}{}", at("match")),
                 message: format!("key `match.{key}`: must be between 0 and 1, got {v}"),
             });
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, t) in file.tests.iter().enumerate() {
+            let problem = if t.name.trim().is_empty() {
+                Some("a test needs a `name`".to_string())
+            } else if !names.insert(t.name.as_str()) {
+                Some(format!("test name `{}` is used twice", t.name))
+            } else if t.input.is_none() && t.vars.is_empty() {
+                Some(format!("test `{}` has neither `input` nor `vars`", t.name))
+            } else if t.max_tokens == Some(0) {
+                Some(format!("test `{}`: `max-tokens` must be above 0", t.name))
+            } else {
+                t.min
+                    .each()
+                    .find(|(_, v)| !(0.0..=1.0).contains(v))
+                    .map(|(k, v)| {
+                        format!(
+                            "test `{}`: `min.{}` must be between 0 and 1, got {v}",
+                            t.name,
+                            k.name()
+                        )
+                    })
+            };
+            if let Some(message) = problem {
+                return Err(Error::PromptFile {
+                    place: format!("{place}{}", at("tests")),
+                    message: format!("/tests/{i}: {message}"),
+                });
+            }
         }
         // The sample input is read when the prompt is opened and sent with it: it must be a file
         // in the prompt's own folder, not any path on the machine.

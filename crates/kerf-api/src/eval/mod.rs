@@ -13,6 +13,7 @@
 
 pub mod analysis;
 pub mod report;
+pub mod tests;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -345,7 +346,7 @@ impl Eval {
 }
 
 /// A prompt rendered for one row: its variables (the document under the input variable).
-fn rendering(prompt: &Prompt, row: &Row) -> Result<Rendering> {
+pub(crate) fn rendering(prompt: &Prompt, row: &Row) -> Result<Rendering> {
     let vars = row.vars_for(prompt);
     Ok(Rendering {
         rendered: prompt.render(&Map::new(), &vars)?,

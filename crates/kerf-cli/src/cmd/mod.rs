@@ -15,6 +15,7 @@ pub mod render;
 pub mod run;
 pub mod score;
 pub mod sweep;
+pub mod test;
 
 use std::path::Path;
 

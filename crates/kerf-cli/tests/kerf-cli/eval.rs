@@ -813,3 +813,112 @@ fn the_cache_reuses_only_replies_that_ended_on_their_own_for_the_same_cell() {
     assert_eq!(stdout_json(&o)["cached"], 6, "{}", stderr(&o));
     assert_eq!(model.requests(), 30 + 18);
 }
+
+#[test]
+fn kerf_test_runs_a_prompt_files_tests_and_holds_them_to_their_minimums() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, _) = setup(&model, &rows);
+    let mut file: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
+    )
+    .unwrap();
+    let test = |name: &str, row: &Value, max_tokens: u64| {
+        json!({"name": name, "input": row["input"], "expected": row["expected"]["agent-kg-extract"],
+               "min": {"recall": 0.9}, "max-tokens": max_tokens})
+    };
+    file["tests"] = json!([
+        test("stroma", &rows[0], 1000),
+        test("rubisco, tight", &rows[1], 15)
+    ]);
+    let prompt = dir.path().join("agent-kg-extract.json");
+    std::fs::write(&prompt, file.to_string()).unwrap();
+    let junit = dir.path().join("tests.xml");
+    let args = [
+        "test",
+        prompt.to_str().unwrap(),
+        "--provider",
+        "srv",
+        "--junit",
+        junit.to_str().unwrap(),
+    ];
+    let o = kerf_in(dir.path(), &[&args[..], &["--json"]].concat());
+    // 15 tokens (60 bytes) cut the first record: nothing found, the minimum missed.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_eq!(
+        (
+            v["passed"].clone(),
+            v["failed"].clone(),
+            v["errors"].clone()
+        ),
+        (json!(1), json!(1), json!(0))
+    );
+    let t = &v["tests"];
+    assert_eq!(t[0]["verdict"], "passed");
+    assert_eq!(t[0]["scores"]["recall"], 1.0);
+    assert_eq!(t[1]["verdict"], "failed");
+    assert_eq!(t[1]["finish_reason"], "length");
+    assert_eq!(t[1]["missed"], json!(["recall 0.000 < 0.9"]));
+    assert!(t[1]["run"].as_i64().is_some(), "kept in the history");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(r#"failures="1""#)
+            && xml.contains(r#"<testcase name="rubisco, tight">"#)
+            && xml.contains(r#"message="recall 0.000 &lt; 0.9""#),
+        "{xml}"
+    );
+    // The table for people.
+    let o = kerf_in(dir.path(), &args);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        out.contains("pass  agent-kg-extract / stroma") && out.contains("1 passed, 1 failed"),
+        "{out}"
+    );
+    // A test whose expected record breaks the schema is refused before any run, named.
+    let before = model.requests();
+    file["tests"][1]["expected"][0]["entity"] = json!(7);
+    std::fs::write(&prompt, file.to_string()).unwrap();
+    let o = kerf_in(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("agent-kg-extract.json#/tests/1, row `rubisco, tight`: /expected/0/entity"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(model.requests(), before);
+    // A provider that cannot be reached: the tests could not run, exit 2.
+    file["tests"][1]["expected"][0]["entity"] = json!("RuBisCO");
+    std::fs::write(&prompt, file.to_string()).unwrap();
+    let dead = kerf_in(
+        dir.path(),
+        &[
+            "providers",
+            "add",
+            "dead",
+            "--kind",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--no-key",
+        ],
+    );
+    assert!(dead.status.success(), "{}", stderr(&dead));
+    let o = kerf_in(
+        dir.path(),
+        &[
+            "test",
+            prompt.to_str().unwrap(),
+            "--provider",
+            "dead",
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_eq!(v["errors"], 2, "{v}");
+    assert_eq!(v["tests"][0]["verdict"], "error");
+}

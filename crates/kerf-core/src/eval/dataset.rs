@@ -42,7 +42,8 @@ pub struct Row {
     pub id: String,
     /// The file the row came from (the dataset file, or the document in a folder).
     pub file: String,
-    /// 1-based line of the row in `file`.
+    /// 1-based line of the row in `file` (0: `file` names the place itself, as a prompt
+    /// test's pointer does).
     pub line: usize,
     /// The document, for the prompt's input variable.
     pub input: Option<String>,
@@ -69,6 +70,9 @@ impl Row {
 
     /// `FILE:LINE, row ID`: how problems name the row.
     pub fn place(&self) -> String {
+        if self.line == 0 {
+            return format!("{}, row `{}`", self.file, self.id);
+        }
         format!("{}:{}, row `{}`", self.file, self.line, self.id)
     }
 
@@ -115,6 +119,25 @@ impl Row {
 pub struct Dataset {
     pub path: PathBuf,
     pub rows: Vec<Row>,
+}
+
+/// A prompt file's `tests` as a dataset, a row per test (its `name` the row's id), so a test is
+/// checked, rendered and scored as any dataset row is. `path` is the prompt file; each row's
+/// line is its index under `tests` (from 1).
+pub fn from_tests(path: &Path, tests: &[crate::PromptTest]) -> Dataset {
+    Dataset {
+        path: path.to_path_buf(),
+        rows: tests
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Row {
+                input: t.input.clone(),
+                vars: t.vars.clone(),
+                expected: Some(Expected::All(t.expected.clone())),
+                ..Row::blank(t.name.clone(), &format!("{}#/tests/{i}", path.display()), 0)
+            })
+            .collect(),
+    }
 }
 
 fn escape(key: &str) -> String {

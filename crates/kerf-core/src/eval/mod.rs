@@ -11,4 +11,6 @@ pub mod stats;
 
 pub use aggregate::{Tally, Totals, TypeTotals, score_all};
 pub use matching::{MatchSpec, Matcher};
-pub use score::{Agreement, Counts, Grounding, Pair, ScoreReport, Scored, Scores, identity, score};
+pub use score::{
+    Agreement, Counts, Grounding, Metric, Pair, ScoreReport, Scored, Scores, identity, score,
+};

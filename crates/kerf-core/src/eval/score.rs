@@ -78,6 +78,32 @@ pub struct Scores {
     pub f1: Option<f64>,
 }
 
+/// A figure of a scored document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Precision,
+    Recall,
+    F1,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Precision => "precision",
+            Metric::Recall => "recall",
+            Metric::F1 => "f1",
+        }
+    }
+
+    pub fn of(self, s: &Scores) -> Option<f64> {
+        match self {
+            Metric::Precision => s.precision,
+            Metric::Recall => s.recall,
+            Metric::F1 => s.f1,
+        }
+    }
+}
+
 /// One matched pair: indices into the expected and extracted lists.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Pair {

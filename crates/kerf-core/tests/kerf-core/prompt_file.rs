@@ -202,3 +202,34 @@ fn a_sample_input_symlinked_out_of_the_folder_is_not_read() {
         Some(dir.path().join("ok.txt"))
     );
 }
+
+/// `tests` in a prompt file: each problem named with the key's line and the test's pointer, and
+/// the tests survive a TrustGraph export and import (under `kerf`).
+#[rstest]
+#[case::no_name(json!([{"name": " ", "input": "x"}]), "/tests/0: a test needs a `name`")]
+#[case::twice(json!([{"name": "a", "input": "x"}, {"name": "a", "input": "y"}]), "/tests/1: test name `a` is used twice")]
+#[case::nothing_to_run(json!([{"name": "a"}]), "/tests/0: test `a` has neither `input` nor `vars`")]
+#[case::zero_budget(json!([{"name": "a", "input": "x", "max-tokens": 0}]), "/tests/0: test `a`: `max-tokens` must be above 0")]
+#[case::minimum_above_one(json!([{"name": "a", "input": "x", "min": {"recall": 80}}]), "/tests/0: test `a`: `min.recall` must be between 0 and 1, got 80")]
+fn prompt_tests_are_checked_as_the_file_loads(
+    #[case] tests: serde_json::Value,
+    #[case] message: &str,
+) {
+    let text = format!("{{\n  \"prompt\": \"{{{{text}}}}\",\n  \"tests\": {tests}\n}}");
+    let err = PromptFile::from_json_str(&text, "p.json").unwrap_err();
+    assert_eq!(err.to_string(), format!("p.json:3: {message}"));
+}
+
+#[test]
+fn prompt_tests_round_trip_through_a_trustgraph_bundle() {
+    let file = json!({"id": "t", "prompt": "{{text}}", "response-type": "jsonl",
+                      "tests": [{"name": "a", "input": "doc", "expected": [{"x": 1}], "min": {"f1": 0.5}}]});
+    let loaded = PromptFile::from_json_str(&file.to_string(), "t.json")
+        .unwrap()
+        .file;
+    assert_eq!(loaded.tests[0].min.f1, Some(0.5));
+    let bundle =
+        kerf_core::export::trustgraph::bundle(std::slice::from_ref(&loaded), None).unwrap();
+    let back = kerf_core::export::trustgraph::import(&bundle.value, "t", "bundle.json").unwrap();
+    assert_eq!(back[0].tests, loaded.tests);
+}

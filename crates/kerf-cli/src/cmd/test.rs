@@ -1,0 +1,154 @@
+//! `kerf test`: the tests prompt files carry, for CI.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use kerf_api::eval::Subject;
+use kerf_api::eval::tests::{self, TestResult, Verdict};
+use kerf_api::workbench::Workbench;
+
+use super::run::{ModelArgs, interrupt_token};
+use crate::output::print_json;
+use crate::{Outcome, junit};
+
+/// Run the tests prompt files carry (`tests`) and hold each reply to its minimums.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  kerf test prompts/agent-kg-extract.json
+  kerf test prompts/*.json --provider openai --junit kerf-tests.xml
+
+A test in a prompt file: {\"name\": \"…\", \"input\": \"…\" (or \"vars\": {…}), \"expected\": [records],
+\"min\": {\"precision\": 0.8, \"recall\": 0.8, \"f1\": 0.8}, \"max-tokens\": 1024}. Every test is checked
+against its prompt before any runs; each run is kept in the history. --json prints
+{\"passed\", \"failed\", \"errors\", \"tests\": [{\"prompt\", \"name\", \"verdict\", \"max_tokens\", \"run\",
+\"finish_reason\", \"objects\", \"scores\", \"missed\", \"error\"}]}.
+Exit codes: 0 every test passed; 1 a minimum missed; 2 a test could not run (or bad input).")]
+pub struct Args {
+    /// Prompt files whose tests to run.
+    #[arg(required = true)]
+    pub prompts: Vec<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The output token budget of tests that set no `max-tokens`.
+    #[arg(long, default_value_t = 1024)]
+    pub max_tokens: u32,
+    /// Also write the results as JUnit XML: a suite per prompt, a case per test.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Print the results as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
+    // Every prompt and test checked before anything is bought.
+    let subjects = args
+        .prompts
+        .iter()
+        .map(|path| {
+            let prompt = super::load_prompt(path)?;
+            let source = crate::record::prompt_source(&prompt, path)?;
+            let subject = Subject { prompt, source };
+            let data = tests::check(&subject)?;
+            Ok((subject, data))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let settings = args.model.settings();
+    let provider = settings.provider(wb)?;
+    let params = kerf_api::runs::RunParams {
+        settings,
+        max_tokens: args.max_tokens,
+        constrain: true,
+    };
+    let history = crate::record::open(wb, globals)?;
+    let cancel = interrupt_token();
+    let mut results: Vec<TestResult> = Vec::new();
+    for (subject, data) in &subjects {
+        results.extend(tests::run(
+            history.as_ref(),
+            subject,
+            data,
+            &provider,
+            &params,
+            &cancel,
+            &mut |r| {
+                if !args.json {
+                    print_line(r);
+                }
+            },
+        )?);
+    }
+    let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
+    let (passed, failed, errors) = (
+        count(Verdict::Passed),
+        count(Verdict::Failed),
+        count(Verdict::Error),
+    );
+    if let Some(path) = &args.junit {
+        let mut suites: Vec<(String, Vec<junit::Case>)> = Vec::new();
+        for r in &results {
+            let case = junit::Case {
+                name: r.name.clone(),
+                outcome: match r.verdict {
+                    Verdict::Passed => junit::Outcome::Passed,
+                    Verdict::Failed => junit::Outcome::Failed(r.missed.join("; ")),
+                    Verdict::Error => junit::Outcome::Error(r.error.clone().unwrap_or_default()),
+                },
+                figures: figures(r),
+            };
+            match suites.iter_mut().find(|(p, _)| *p == r.prompt) {
+                Some((_, cases)) => cases.push(case),
+                None => suites.push((r.prompt.clone(), vec![case])),
+            }
+        }
+        junit::write(path, "kerf test", suites)?;
+    }
+    if args.json {
+        print_json(&serde_json::json!({
+            "passed": passed, "failed": failed, "errors": errors, "tests": results,
+        }));
+    } else {
+        crate::outln!("{passed} passed, {failed} failed, {errors} could not run");
+    }
+    Ok(if errors > 0 {
+        Outcome::CouldNotRun
+    } else if failed > 0 {
+        Outcome::InputFailed
+    } else {
+        Outcome::Ok
+    })
+}
+
+fn figures(r: &TestResult) -> String {
+    let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    match &r.scores {
+        Some(s) => format!(
+            "{} objects · tp {} fp {} fn {} · precision {} recall {} F1 {} · finish {} at {} tokens",
+            r.objects,
+            s.tp,
+            s.fp,
+            s.fn_,
+            f(s.precision),
+            f(s.recall),
+            f(s.f1),
+            r.finish_reason.map_or("-".into(), |f| f.to_string()),
+            r.max_tokens
+        ),
+        None => String::new(),
+    }
+}
+
+fn print_line(r: &TestResult) {
+    let mark = match r.verdict {
+        Verdict::Passed => "pass",
+        Verdict::Failed => "FAIL",
+        Verdict::Error => "ERROR",
+    };
+    let why = match r.verdict {
+        Verdict::Passed => String::new(),
+        Verdict::Failed => format!(" — {}", r.missed.join("; ")),
+        Verdict::Error => format!(" — {}", r.error.as_deref().unwrap_or("")),
+    };
+    crate::outln!("{mark:<5} {} / {}: {}{why}", r.prompt, r.name, figures(r));
+}
