@@ -46,6 +46,7 @@ enum Command {
 }
 
 /// How a command ended when it did not fail outright.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Ok,
     /// The input was processed but failed (exit 1), e.g. a strict JSON reply that does not parse.

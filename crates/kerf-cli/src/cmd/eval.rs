@@ -36,8 +36,8 @@ the eval with nothing written. --json prints {\"experiment\", \"summary\": [{\"p
 \"constrained\", \"cells\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\", \"macro_f1\", …}],
 \"cells\": [{\"row\", \"prompt\", \"max_tokens\", \"constrained\", \"repeat\", \"run\", \"finish_reason\",
 \"objects\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\", \"lost_to_cut\", …}], …}.
-Exit codes: 0 done (and every --fail-under met); 1 a --fail-under threshold missed; 2 could not run
-(or stopped: `kerf eval resume` finishes it)."
+Exit codes: 0 done (and every --fail-under met); 1 a --fail-under threshold missed; 2 could not run,
+or stopped, or cells left without a finished run (`kerf eval resume` finishes it)."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -409,7 +409,21 @@ fn go(
     let stopped = cancel.is_cancelled();
     let report = eval::finish(store, e, stopped || ran.is_err(), out.options())?;
     ran?;
-    conclude(&report, out, stopped.then_some(e.experiment))
+    let outcome = conclude(&report, out, stopped.then_some(e.experiment))?;
+    // Cells this pass could not measure (a failed or cut-off run): the eval is not whole, and
+    // CI must not read it as a result.
+    let failed: usize = report.summary.iter().map(|l| l.failed).sum();
+    if outcome == Outcome::Ok && (failed > 0 || report.pending > 0) {
+        eprintln!(
+            "kerf: eval {} is not whole: {} cell(s) without a finished run ({failed} failed); `kerf eval resume {}{}` runs them",
+            e.experiment,
+            report.pending,
+            e.experiment,
+            if failed > 0 { " --retry-errors" } else { "" }
+        );
+        return Ok(Outcome::CouldNotRun);
+    }
+    Ok(outcome)
 }
 
 fn progress_message(p: &Progress) -> String {
