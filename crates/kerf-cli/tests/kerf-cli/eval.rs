@@ -46,6 +46,8 @@ enum Again {
     /// Every second time the same prompt, document and budget come, the last record is left
     /// out (a model that is not sure of it).
     Unsure,
+    /// The first requests are refused with 429 and `retry-after: 1` (a rate limit reached).
+    Limited(usize),
 }
 
 impl Model {
@@ -114,7 +116,18 @@ fn answer(
         let mut body = vec![0; length];
         reader.read_exact(&mut body)?;
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        count.fetch_add(1, Ordering::SeqCst);
+        let n = count.fetch_add(1, Ordering::SeqCst);
+        if let Again::Limited(refused) = again
+            && n < refused
+        {
+            let body = r#"{"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}"#;
+            write!(
+                out,
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )?;
+            return out.flush();
+        }
         std::thread::sleep(delay);
         let prompt = req["messages"].to_string();
         let row = rows
@@ -689,6 +702,22 @@ fn a_malformed_dataset_is_refused_before_any_call_and_leaves_no_trace() {
         err.contains("row `thylakoid`: /vars/colour: unknown variable"),
         "{err}"
     );
+    // A 100 MB row: refused by its size, unread, with its line.
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&data).unwrap();
+        writeln!(f, "{}", rows[0]).unwrap();
+        let mut huge = rows[1].clone();
+        huge["input"] = json!("x".repeat(100 << 20));
+        writeln!(f, "{huge}").unwrap();
+    }
+    let o = eval(dir.path(), &data, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(":2: the row is 100.0 MiB, over the limit of 16 MiB"),
+        "{err}"
+    );
     assert_eq!(model.requests(), 0);
     let h = kerf_in(dir.path(), &["history", "experiments", "--json"]);
     assert_eq!(stdout_json(&h), json!([]), "nothing written to the history");
@@ -1031,4 +1060,43 @@ fn a_real_openai_compatible_server_evaluates_the_shipped_dataset() {
     let e = v["experiment"].to_string();
     let again = kerf_in(dir.path(), &["eval", "rescore", &e, "--json"]);
     assert_eq!(stdout_json(&again), v);
+}
+
+#[test]
+fn a_rate_limited_provider_is_waited_for_and_no_row_is_lost() {
+    let rows = rows();
+    // The first five requests hit the limit: the limiter waits as told, and every cell ends
+    // measured, none failed.
+    let model = Model::start_with(rows.clone(), Duration::ZERO, Again::Limited(5));
+    let (dir, data) = setup(&model, &rows);
+    let o = eval(dir.path(), &data, &["--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_eq!(v["pending"], 0);
+    for l in v["summary"].as_array().unwrap() {
+        assert_eq!(
+            (l["cells"].clone(), l["failed"].clone()),
+            (json!(3), json!(0)),
+            "{l}"
+        );
+    }
+    assert_eq!(model.requests(), 12 + 5);
+    // Each wait is kept with its run.
+    let runs: Vec<i64> = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["run"].as_i64().unwrap())
+        .collect();
+    let waited: usize = runs
+        .iter()
+        .map(|id| {
+            let r = stdout_json(&kerf_in(
+                dir.path(),
+                &["history", "show", &id.to_string(), "--json"],
+            ));
+            r["details"]["retries"].as_array().map_or(0, Vec::len)
+        })
+        .sum();
+    assert_eq!(waited, 5, "every 429 retried once it was allowed");
 }
