@@ -62,6 +62,30 @@ pub struct StoredReply {
     pub details: Option<Value>,
 }
 
+/// Point `cell` of eval `experiment` at `run`, replacing the run it had: each cell is in the
+/// history once. Used in the transaction that begins a cell's run, and for a cached reply.
+pub(crate) fn insert_eval_cell(
+    tx: &rusqlite::Transaction<'_>,
+    experiment: i64,
+    cell: &EvalCell,
+    run: i64,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "INSERT OR REPLACE INTO eval_cells
+         (experiment_id, prompt, max_tokens, constrained, repeat, row_id, run_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            experiment,
+            cell.prompt,
+            cell.max_tokens,
+            cell.constrained,
+            cell.repeat,
+            cell.row,
+            run
+        ],
+    )
+}
+
 impl Store {
     /// An eval's cells with their runs' replies, in key order; the raw replies and details too
     /// when `raw` (to read them again: `kerf eval rescore`).
@@ -180,20 +204,9 @@ impl Store {
 
     /// Measure `cell` of eval `experiment` with an existing run (a cached reply).
     pub fn put_eval_cell(&self, experiment: i64, cell: &EvalCell, run: i64) -> Result<()> {
-        self.exec(
-            "INSERT OR REPLACE INTO eval_cells
-             (experiment_id, prompt, max_tokens, constrained, repeat, row_id, run_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                experiment,
-                cell.prompt,
-                cell.max_tokens,
-                cell.constrained,
-                cell.repeat,
-                cell.row,
-                run
-            ],
-        )
+        let tx = self.write()?;
+        insert_eval_cell(&tx, experiment, cell, run).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// An eval's cells with their runs' status, in key order.

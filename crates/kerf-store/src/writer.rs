@@ -260,21 +260,7 @@ impl Store {
         )
         .map_err(|e| self.err(e))?;
         if let (Some(c), Some(experiment)) = (&run.eval_cell, run.experiment) {
-            tx.execute(
-                "INSERT OR REPLACE INTO eval_cells
-                 (experiment_id, prompt, max_tokens, constrained, repeat, row_id, run_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    experiment,
-                    c.prompt,
-                    c.max_tokens,
-                    c.constrained,
-                    c.repeat,
-                    c.row,
-                    id
-                ],
-            )
-            .map_err(|e| self.err(e))?;
+            crate::eval::insert_eval_cell(&tx, experiment, c, id).map_err(|e| self.err(e))?;
         }
         tx.commit().map_err(|e| self.err(e))?;
         Ok(RunWriter {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_api::eval::{self, Pace, Progress, Report, Subject};
+use kerf_api::eval::{self, Pace, Progress, Report};
 use kerf_api::workbench::Workbench;
 use kerf_api::{ApiError, Code};
 use kerf_store::Store;
@@ -325,11 +325,7 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
     let subjects = args
         .prompts
         .iter()
-        .map(|path| {
-            let prompt = super::load_prompt(path)?;
-            let source = crate::record::prompt_source(&prompt, path)?;
-            Ok(Subject { prompt, source })
-        })
+        .map(|path| super::load_subject(path))
         .collect::<Result<Vec<_>>>()?;
     let settings = args.model.settings();
     let provider = settings.provider(wb)?;

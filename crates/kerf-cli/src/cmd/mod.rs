@@ -28,6 +28,14 @@ pub fn load_prompt(path: &Path) -> Result<kerf_core::Prompt> {
     Ok(kerf_core::Prompt::from_loaded(loaded, path)?)
 }
 
+/// A prompt file as an eval or a test runs it: compiled, with its source as the history keeps
+/// it.
+pub fn load_subject(path: &Path) -> Result<kerf_api::eval::Subject> {
+    let prompt = load_prompt(path)?;
+    let source = crate::record::prompt_source(&prompt, path)?;
+    Ok(kerf_api::eval::Subject { prompt, source })
+}
+
 /// How to read a reply: a prompt file, or a response type with an optional schema. Shared by
 /// every command that parses replies (`parse`, `sweep`).
 #[derive(clap::Args)]

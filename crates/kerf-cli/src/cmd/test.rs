@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_api::eval::Subject;
 use kerf_api::eval::tests::{self, TestResult, Verdict};
 use kerf_api::workbench::Workbench;
 
@@ -47,9 +46,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         .prompts
         .iter()
         .map(|path| {
-            let prompt = super::load_prompt(path)?;
-            let source = crate::record::prompt_source(&prompt, path)?;
-            let subject = Subject { prompt, source };
+            let subject = super::load_subject(path)?;
             let data = tests::check(&subject)?;
             Ok((subject, data))
         })

@@ -200,25 +200,30 @@ fn kerf_in(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// A data directory with the server configured as provider `srv`, and the dataset written.
-fn setup(model: &Model, rows: &[Value]) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
+/// Configure the keyless OpenAI-compatible server at `url` as provider `name`.
+fn add_server(dir: &Path, name: &str, url: &str, model: &str) {
     let add = kerf_in(
-        dir.path(),
+        dir,
         &[
             "providers",
             "add",
-            "srv",
+            name,
             "--kind",
             "openai",
             "--base-url",
-            &model.url(),
+            url,
             "--model",
-            "loopback",
+            model,
             "--no-key",
         ],
     );
     assert!(add.status.success(), "{}", stderr(&add));
+}
+
+/// A data directory with the server configured as provider `srv`, and the dataset written.
+fn setup(model: &Model, rows: &[Value]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "srv", &model.url(), "loopback");
     let data = dir.path().join("d.jsonl");
     let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(&data, text).unwrap();
@@ -920,22 +925,7 @@ fn kerf_test_runs_a_prompt_files_tests_and_holds_them_to_their_minimums() {
     // A provider that cannot be reached: the tests could not run, exit 2.
     file["tests"][1]["expected"][0]["entity"] = json!("RuBisCO");
     std::fs::write(&prompt, file.to_string()).unwrap();
-    let dead = kerf_in(
-        dir.path(),
-        &[
-            "providers",
-            "add",
-            "dead",
-            "--kind",
-            "openai",
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-            "--model",
-            "m",
-            "--no-key",
-        ],
-    );
-    assert!(dead.status.success(), "{}", stderr(&dead));
+    add_server(dir.path(), "dead", "http://127.0.0.1:9/v1", "m");
     let o = kerf_in(
         dir.path(),
         &[
@@ -962,22 +952,7 @@ fn a_real_openai_compatible_server_evaluates_the_shipped_dataset() {
     let url = std::env::var("KERF_TEST_OPENAI_BASE_URL")
         .expect("KERF_TEST_OPENAI_BASE_URL: the server's /v1 URL");
     let dir = tempfile::tempdir().unwrap();
-    let add = kerf_in(
-        dir.path(),
-        &[
-            "providers",
-            "add",
-            "srv",
-            "--kind",
-            "openai",
-            "--base-url",
-            &url,
-            "--model",
-            "smollm2",
-            "--no-key",
-        ],
-    );
-    assert!(add.status.success(), "{}", stderr(&add));
+    add_server(dir.path(), "srv", &url, "smollm2");
     // As a user would: probe what the server honours (it refuses `json_schema`; the probe
     // finds the schema-held `json_object` it does honour).
     let probe = kerf_in(dir.path(), &["providers", "probe", "srv"]);
