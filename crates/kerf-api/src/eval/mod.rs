@@ -66,6 +66,17 @@ pub struct Spec {
     /// Reuse replies earlier evals bought for the same cell (`--cache`; a resume keeps it).
     #[serde(default)]
     pub cache: bool,
+    /// Requests in flight at once (`--concurrency`); a resume keeps it unless told otherwise.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+}
+
+/// Requests in flight at once when `--concurrency` is not given (and for evals stored before
+/// the spec kept it).
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+fn default_concurrency() -> usize {
+    DEFAULT_CONCURRENCY
 }
 
 /// An eval as it starts or resumes: its prompts, rows and matrix.
@@ -88,6 +99,8 @@ pub struct Plan<'a> {
     /// Reuse an earlier eval's reply for a cell when it ended on its own and everything that
     /// shaped it (prompt version, input, provider, model, parameters, repeat index) is the same.
     pub cache: bool,
+    /// Requests in flight at once (1 or more).
+    pub concurrency: usize,
 }
 
 /// How [`run_cells`] goes about it.
@@ -133,6 +146,7 @@ pub fn begin(
         constrain,
         repeat,
         cache,
+        concurrency,
     } = *plan;
     if budgets.is_empty() || budgets.contains(&0) {
         return Err(ApiError::new(
@@ -142,6 +156,12 @@ pub fn begin(
     }
     if repeat == 0 {
         return Err(ApiError::new(Code::Usage, "--repeat must be 1 or more"));
+    }
+    if concurrency == 0 {
+        return Err(ApiError::new(
+            Code::Usage,
+            "--concurrency must be 1 or more",
+        ));
     }
     let mut ids = BTreeSet::new();
     for s in &subjects {
@@ -199,6 +219,7 @@ pub fn begin(
         model: provider.as_provider().model(),
         params: params.to_stored(),
         cache,
+        concurrency,
     };
     let experiment = store.begin_experiment("eval", &to_json(&spec)?)?;
     let rows: Vec<(String, Value)> = dataset

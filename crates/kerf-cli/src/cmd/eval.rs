@@ -98,9 +98,9 @@ pub struct StartArgs {
 #[derive(clap::Args)]
 pub struct PaceArgs {
     /// Requests in flight at once (cloud providers, within their rate limits; the local engine
-    /// runs one at a time).
-    #[arg(long, default_value_t = 4)]
-    pub concurrency: usize,
+    /// runs one at a time) [default: 4; a resume: what the eval started with]
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     /// Run again the cells whose run failed.
     #[arg(long)]
     pub retry_errors: bool,
@@ -343,6 +343,7 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
             constrain: args.constrain.into(),
             repeat: args.repeat,
             cache: args.cache,
+            concurrency: args.pace.concurrency.unwrap_or(eval::DEFAULT_CONCURRENCY),
         },
         params,
         &provider,
@@ -391,7 +392,7 @@ fn go(
         e,
         provider,
         Pace {
-            concurrency: pace.concurrency,
+            concurrency: pace.concurrency.unwrap_or(e.spec.concurrency),
             retry_errors: pace.retry_errors,
         },
         &cancel,

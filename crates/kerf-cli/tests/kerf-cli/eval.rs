@@ -608,10 +608,33 @@ fn repeats_show_which_records_a_model_is_unsure_of() {
     );
 }
 
+/// A small xorshift generator for the kill moments: seeded from the clock (or `KERF_TEST_SEED`,
+/// to replay a failure; the seed is in every assertion message).
+fn kill_moments() -> (u64, impl FnMut(u64) -> u64) {
+    let seed = std::env::var("KERF_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            u64::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_nanos(),
+            ) | 1
+        });
+    let mut x = seed;
+    (seed, move |below| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % below
+    })
+}
+
 #[test]
 fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
     let rows = rows();
-    // Slow replies, two in flight: the kill lands with some cells done and some running.
+    // Slow replies, two in flight: a kill lands with some cells done and some running.
     let model = Model::start(rows.clone(), Duration::from_millis(300));
     let (dir, data) = setup(&model, &rows);
     let mut args = vec!["eval".to_string(), data.display().to_string()];
@@ -621,15 +644,18 @@ fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
             .map(|s| if *s == "4" { "2" } else { s })
             .map(String::from),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(&args)
-        .current_dir(repo())
-        .env("KERF_CONFIG_DIR", dir.path())
-        .env("KERF_DATA_DIR", dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let spawn = |args: &[String]| {
+        Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(args)
+            .current_dir(repo())
+            .env("KERF_CONFIG_DIR", dir.path())
+            .env("KERF_DATA_DIR", dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn(&args);
     // Killed once some cells are done and others are in flight.
     let t = std::time::Instant::now();
     while model.requests() < 5 && t.elapsed() < Duration::from_secs(60) {
@@ -650,30 +676,57 @@ fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
         (1..12).contains(&before),
         "{before} requests before the kill"
     );
+    // Then resumes killed at random moments: while opening the history, taking the eval over,
+    // with cells in flight, or while writing a finished one (the whole eval takes ~2 s).
+    let (seed, mut below) = kill_moments();
+    let mut kills = 1;
+    let resume = vec!["eval".to_string(), "resume".to_string()];
+    for _ in 0..4 {
+        let mut child = spawn(&resume);
+        std::thread::sleep(Duration::from_millis(below(1200)));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            kills += 1;
+        }
+        child.wait().unwrap();
+        let store = kerf_store::Store::open(&dir.path().join(kerf_store::FILE_NAME)).unwrap();
+        assert_eq!(store.integrity_check().unwrap(), "ok", "seed {seed}");
+    }
     let o = kerf_in(dir.path(), &["eval", "resume", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "seed {seed}: {}", stderr(&o));
     let v = stdout_json(&o);
     let cells = v["cells"].as_array().unwrap();
     // Every cell exactly once, every one measured.
-    assert_eq!(cells.len(), 12);
+    assert_eq!(cells.len(), 12, "seed {seed}");
     let mut keys: Vec<String> = cells
         .iter()
         .map(|c| format!("{}|{}|{}", c["prompt"], c["max_tokens"], c["row"]))
         .collect();
+    keys.sort();
     keys.dedup();
-    assert_eq!(keys.len(), 12);
+    assert_eq!(keys.len(), 12, "seed {seed}");
     assert!(
         cells
             .iter()
-            .all(|c| c["finish_reason"] == "stop" || c["finish_reason"] == "length")
+            .all(|c| c["finish_reason"] == "stop" || c["finish_reason"] == "length"),
+        "seed {seed}"
     );
-    assert_eq!(v["pending"], 0);
-    // What finished before the kill was not bought again: at most the two in flight were.
+    assert_eq!(v["pending"], 0, "seed {seed}");
+    // What finished before a kill was not bought again: at most the two in flight at each kill
+    // were.
     let after = model.requests();
-    assert!(after <= 12 + 2, "{before} before the kill, {after} in all");
-    assert_eq!(v["summary"][1]["tp"], 9, "{}", v["summary"][1]);
+    assert!(
+        after <= 12 + 2 * kills,
+        "seed {seed}: {kills} kills, {before} requests before the first, {after} in all"
+    );
+    // The same figures as an eval never interrupted (the other tests' hand-worked ones).
+    assert_eq!(v["summary"][1]["tp"], 9, "seed {seed}: {}", v["summary"][1]);
     let store = kerf_store::Store::open(&dir.path().join(kerf_store::FILE_NAME)).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
+    // Each cell points at a run of its own.
+    let runs: std::collections::BTreeSet<i64> =
+        cells.iter().map(|c| c["run"].as_i64().unwrap()).collect();
+    assert_eq!(runs.len(), 12, "seed {seed}");
 }
 
 #[test]
