@@ -407,10 +407,6 @@ pub fn run_cells(
         ..Progress::default()
     });
     on_progress(&progress.borrow());
-    let width = match provider {
-        Chosen::Local(_) => 1,
-        _ => pace.concurrency.max(1),
-    };
     let rows: std::collections::HashMap<&str, &Row> =
         eval.rows.iter().map(|r| (r.id.as_str(), r)).collect();
     let one = |subject: usize, cell: EvalCell| {
@@ -446,19 +442,12 @@ pub fn run_cells(
                 .map(Some)
         }
     };
-    let outcome: Result<()> = kerf_llm::runtime::block_on(async {
-        let mut queue = todo.into_iter();
-        let mut in_flight = FuturesUnordered::new();
-        loop {
-            while in_flight.len() < width && !cancel.is_cancelled() {
-                let Some((subject, cell)) = queue.next() else {
-                    break;
-                };
-                in_flight.push(one(subject, cell));
-            }
-            let Some(done) = in_flight.next().await else {
-                break;
-            };
+    kerf_llm::runtime::block_on(in_flight(
+        width(provider, pace.concurrency),
+        todo,
+        cancel,
+        |(subject, cell)| one(subject, cell),
+        |done| {
             {
                 let mut p = progress.borrow_mut();
                 p.done += 1;
@@ -487,10 +476,45 @@ pub fn run_cells(
                 }
             }
             on_progress(&progress.borrow());
+            Ok(())
+        },
+    ))
+}
+
+/// Requests a provider takes at once: `concurrency` (at least 1), except the local engine,
+/// which runs one at a time.
+pub fn width(provider: &Chosen, concurrency: usize) -> usize {
+    match provider {
+        Chosen::Local(_) => 1,
+        _ => concurrency.max(1),
+    }
+}
+
+/// Drive `start(item)` for every item, `width` at a time, handing each outcome to `on_done` as
+/// it ends (in the order they end). Stops starting items when `cancel` fires, and lets the ones
+/// in flight end (they see the same token). `on_done` returning an error stops at once: the
+/// futures in flight are dropped, and the error is returned.
+pub(crate) async fn in_flight<T, F: std::future::Future>(
+    width: usize,
+    items: impl IntoIterator<Item = T>,
+    cancel: &CancelToken,
+    mut start: impl FnMut(T) -> F,
+    mut on_done: impl FnMut(F::Output) -> Result<()>,
+) -> Result<()> {
+    let mut queue = items.into_iter();
+    let mut running = FuturesUnordered::new();
+    loop {
+        while running.len() < width.max(1) && !cancel.is_cancelled() {
+            let Some(item) = queue.next() else {
+                break;
+            };
+            running.push(start(item));
         }
-        Ok(())
-    });
-    outcome
+        let Some(done) = running.next().await else {
+            return Ok(());
+        };
+        on_done(done)?;
+    }
 }
 
 /// Score what `eval` has and end its experiment with that report: `ok`, or `interrupted` when

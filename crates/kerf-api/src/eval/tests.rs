@@ -73,81 +73,125 @@ pub fn check(subject: &Subject) -> Result<Dataset> {
     Ok(data)
 }
 
-/// Run `subject`'s tests one after another on `provider` (kept in `history` when given), each
-/// at its own `max-tokens` or `params`' budget.
+/// Run the tests of every suite (a prompt and its checked tests, from [`check`]) on `provider`,
+/// `concurrency` at a time (the local engine one at a time), each kept in `history` when given
+/// and run at its own `max-tokens` or `params`' budget. `on_done` sees each result as it ends;
+/// they come back in the files' order. Ctrl-C (`cancel`) stops starting tests, lets those in
+/// flight end, and returns `cancelled`.
 pub fn run(
     history: Option<&Store>,
-    subject: &Subject,
-    data: &Dataset,
+    suites: &[(Subject, Dataset)],
     provider: &Chosen,
     params: &RunParams,
+    concurrency: usize,
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
 ) -> Result<Vec<TestResult>> {
-    let p = &subject.prompt;
-    let matcher = p.matcher();
+    let todo = suites.iter().flat_map(|(subject, data)| {
+        subject
+            .prompt
+            .file
+            .tests
+            .iter()
+            .zip(&data.rows)
+            .map(move |(test, row)| (subject, test, row))
+    });
     let mut out = Vec::new();
-    for (test, row) in p.file.tests.iter().zip(&data.rows) {
-        if cancel.is_cancelled() {
-            return Err(ApiError::new(Code::Cancelled, "stopped"));
-        }
-        let params = RunParams {
-            max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
-            ..params.clone()
-        };
-        let rendering = rendering(p, row)?;
-        let job = RunJob::new(p, &subject.source, &rendering, provider, &params);
-        let mut result = TestResult {
-            prompt: p.id().to_string(),
-            name: test.name.clone(),
-            verdict: Verdict::Error,
-            max_tokens: params.max_tokens,
-            run: None,
-            finish_reason: None,
-            objects: 0,
-            scores: None,
-            missed: Vec::new(),
-            error: None,
-        };
-        match kerf_llm::runtime::block_on(crate::runs::run(history, &job, cancel, &mut |_| {})) {
-            Err(e) if e.code == Code::Cancelled => return Err(e),
-            Err(e) => result.error = Some(e.to_string()),
-            Ok(r) => {
-                result.run = r.history_id;
-                result.finish_reason = Some(r.out.finish.reason);
-                if matches!(
-                    r.out.finish.reason,
-                    FinishReason::Stop | FinishReason::Length
-                ) {
-                    let s = score(&matcher, &test.expected, &r.out.report.objects)
-                        .counts
-                        .scores();
-                    result.objects = r.out.report.objects.len();
-                    for (metric, min) in test.min.each() {
-                        let got = metric.of(&s);
-                        if got.is_none_or(|v| v < min) {
-                            result.missed.push(format!(
-                                "{} {} < {min}",
-                                metric.name(),
-                                got.map_or("null".into(), |v| format!("{v:.3}"))
-                            ));
-                        }
+    let mut stopped = None;
+    kerf_llm::runtime::block_on(super::in_flight(
+        super::width(provider, concurrency),
+        todo.enumerate(),
+        cancel,
+        |(i, (subject, test, row))| async move {
+            (
+                i,
+                one(history, subject, test, row, provider, params, cancel).await,
+            )
+        },
+        |(i, done)| {
+            match done {
+                Ok(result) => {
+                    on_done(&result);
+                    out.push((i, result));
+                }
+                Err(e) => stopped = Some(e),
+            }
+            Ok(())
+        },
+    ))?;
+    if let Some(e) = stopped {
+        return Err(e);
+    }
+    out.sort_by_key(|(i, _)| *i);
+    Ok(out.into_iter().map(|(_, r)| r).collect())
+}
+
+/// One test run and held to its minimums; an error only when it was cancelled.
+async fn one(
+    history: Option<&Store>,
+    subject: &Subject,
+    test: &kerf_core::prompt::PromptTest,
+    row: &dataset::Row,
+    provider: &Chosen,
+    params: &RunParams,
+    cancel: &CancelToken,
+) -> Result<TestResult> {
+    let p = &subject.prompt;
+    let params = RunParams {
+        max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
+        ..params.clone()
+    };
+    let rendering = rendering(p, row)?;
+    let job = RunJob::new(p, &subject.source, &rendering, provider, &params);
+    let mut result = TestResult {
+        prompt: p.id().to_string(),
+        name: test.name.clone(),
+        verdict: Verdict::Error,
+        max_tokens: params.max_tokens,
+        run: None,
+        finish_reason: None,
+        objects: 0,
+        scores: None,
+        missed: Vec::new(),
+        error: None,
+    };
+    match crate::runs::run(history, &job, cancel, &mut |_| {}).await {
+        Err(e) if e.code == Code::Cancelled => return Err(e),
+        Err(e) => result.error = Some(e.to_string()),
+        Ok(r) => {
+            result.run = r.history_id;
+            result.finish_reason = Some(r.out.finish.reason);
+            if matches!(
+                r.out.finish.reason,
+                FinishReason::Stop | FinishReason::Length
+            ) {
+                let s = score(&p.matcher(), &test.expected, &r.out.report.objects)
+                    .counts
+                    .scores();
+                result.objects = r.out.report.objects.len();
+                for (metric, min) in test.min.each() {
+                    let got = metric.of(&s);
+                    if got.is_none_or(|v| v < min) {
+                        result.missed.push(format!(
+                            "{} {} < {min}",
+                            metric.name(),
+                            got.map_or("null".into(), |v| format!("{v:.3}"))
+                        ));
                     }
-                    result.verdict = if result.missed.is_empty() {
-                        Verdict::Passed
-                    } else {
-                        Verdict::Failed
-                    };
-                    result.scores = Some(s);
+                }
+                result.verdict = if result.missed.is_empty() {
+                    Verdict::Passed
                 } else {
-                    result.error = Some(r.out.finish.error.clone().unwrap_or_else(|| {
+                    Verdict::Failed
+                };
+                result.scores = Some(s);
+            } else {
+                result.error =
+                    Some(r.out.finish.error.clone().unwrap_or_else(|| {
                         format!("the run ended with {:?}", r.out.finish.reason)
                     }));
-                }
             }
         }
-        on_done(&result);
-        out.push(result);
     }
-    Ok(out)
+    Ok(result)
 }

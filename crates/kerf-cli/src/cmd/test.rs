@@ -15,11 +15,12 @@ use crate::{Outcome, junit};
 #[command(after_help = "\
 Examples:
   kerf test prompts/agent-kg-extract.json
-  kerf test prompts/*.json --provider openai --junit kerf-tests.xml
+  kerf test prompts/*.json --provider openai --concurrency 8 --junit kerf-tests.xml
 
 A test in a prompt file: {\"name\": \"…\", \"input\": \"…\" (or \"vars\": {…}), \"expected\": [records],
 \"min\": {\"precision\": 0.8, \"recall\": 0.8, \"f1\": 0.8}, \"max-tokens\": 1024}. Every test is checked
-against its prompt before any runs; each run is kept in the history. --json prints
+against its prompt before any runs; each run is kept in the history. Lines print as tests end;
+the summary, --json and JUnit list them in the files' order. --json prints
 {\"passed\", \"failed\", \"errors\", \"tests\": [{\"prompt\", \"name\", \"verdict\", \"max_tokens\", \"run\",
 \"finish_reason\", \"objects\", \"scores\", \"missed\", \"error\"}]}.
 Exit codes: 0 every test passed; 1 a minimum missed; 2 a test could not run (or bad input).")]
@@ -38,6 +39,10 @@ pub struct Args {
     /// Print the results as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Tests in flight at once (cloud providers, within their rate limits; the local engine
+    /// runs one at a time).
+    #[arg(long, default_value_t = kerf_api::eval::DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
 }
 
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
@@ -60,22 +65,19 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     };
     let history = crate::record::open(wb, globals)?;
     let cancel = interrupt_token();
-    let mut results: Vec<TestResult> = Vec::new();
-    for (subject, data) in &subjects {
-        results.extend(tests::run(
-            history.as_ref(),
-            subject,
-            data,
-            &provider,
-            &params,
-            &cancel,
-            &mut |r| {
-                if !args.json {
-                    print_line(r);
-                }
-            },
-        )?);
-    }
+    let results: Vec<TestResult> = tests::run(
+        history.as_ref(),
+        &subjects,
+        &provider,
+        &params,
+        args.concurrency,
+        &cancel,
+        &mut |r| {
+            if !args.json {
+                print_line(r);
+            }
+        },
+    )?;
     let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
     let (passed, failed, errors) = (
         count(Verdict::Passed),

@@ -35,7 +35,15 @@ fn rows() -> Vec<Value> {
 /// cut at `max_tokens` × 4 bytes with `finish_reason: "length"`.
 struct Model {
     port: u16,
-    requests: Arc<AtomicUsize>,
+    counts: Arc<Counts>,
+}
+
+/// What the server has seen: requests in all, and the most it answered at once.
+#[derive(Default)]
+struct Counts {
+    requests: AtomicUsize,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
 }
 
 /// How the server answers the same request again.
@@ -58,8 +66,8 @@ impl Model {
     fn start_with(rows: Vec<Value>, delay: Duration, again: Again) -> Model {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let requests = Arc::new(AtomicUsize::new(0));
-        let count = requests.clone();
+        let counts = Arc::new(Counts::default());
+        let count = counts.clone();
         let rows = Arc::new(rows);
         let seen = Arc::new(Mutex::new(std::collections::HashMap::new()));
         std::thread::spawn(move || {
@@ -71,7 +79,7 @@ impl Model {
                 });
             }
         });
-        Model { port, requests }
+        Model { port, counts }
     }
 
     fn url(&self) -> String {
@@ -79,7 +87,12 @@ impl Model {
     }
 
     fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
+        self.counts.requests.load(Ordering::SeqCst)
+    }
+
+    /// The most requests it was answering at one time.
+    fn peak(&self) -> usize {
+        self.counts.peak.load(Ordering::SeqCst)
     }
 }
 
@@ -88,7 +101,7 @@ type Seen = Mutex<std::collections::HashMap<String, usize>>;
 fn answer(
     stream: TcpStream,
     rows: &[Value],
-    count: &AtomicUsize,
+    count: &Counts,
     delay: Duration,
     (again, seen): (Again, &Seen),
 ) -> std::io::Result<()> {
@@ -116,7 +129,7 @@ fn answer(
         let mut body = vec![0; length];
         reader.read_exact(&mut body)?;
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let n = count.fetch_add(1, Ordering::SeqCst);
+        let n = count.requests.fetch_add(1, Ordering::SeqCst);
         if let Again::Limited(refused) = again
             && n < refused
         {
@@ -128,6 +141,8 @@ fn answer(
             )?;
             return out.flush();
         }
+        let now = count.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        count.peak.fetch_max(now, Ordering::SeqCst);
         std::thread::sleep(delay);
         let prompt = req["messages"].to_string();
         let row = rows
@@ -178,11 +193,13 @@ fn answer(
         let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
                          "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": text.len().div_ceil(4)}});
         sse.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
-        write!(
+        let written = write!(
             out,
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sse}",
             sse.len()
-        )?;
+        );
+        count.in_flight.fetch_sub(1, Ordering::SeqCst);
+        written?;
         out.flush()?;
     }
     Ok(())
@@ -975,6 +992,38 @@ fn kerf_test_runs_a_prompt_files_tests_and_holds_them_to_their_minimums() {
         stderr(&o)
     );
     assert_eq!(model.requests(), before);
+    // Tests run many at once on a server (slow replies here, so they overlap), and the results
+    // still come in the file's order.
+    let slow = Model::start(rows.clone(), Duration::from_millis(300));
+    add_server(dir.path(), "slow", &slow.url(), "loopback");
+    file["tests"] = json!([
+        test("stroma", &rows[0], 1000),
+        test("rubisco", &rows[1], 1000),
+        test("thylakoid", &rows[2], 1000)
+    ]);
+    std::fs::write(&prompt, file.to_string()).unwrap();
+    let o = kerf_in(
+        dir.path(),
+        &[
+            "test",
+            prompt.to_str().unwrap(),
+            "--provider",
+            "slow",
+            "--concurrency",
+            "3",
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let names: Vec<&str> = v["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["stroma", "rubisco", "thylakoid"]);
+    assert!(slow.peak() >= 2, "{} requests at once at most", slow.peak());
     // A provider that cannot be reached: the tests could not run, exit 2.
     file["tests"][1]["expected"][0]["entity"] = json!("RuBisCO");
     std::fs::write(&prompt, file.to_string()).unwrap();
@@ -991,7 +1040,7 @@ fn kerf_test_runs_a_prompt_files_tests_and_holds_them_to_their_minimums() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let v = stdout_json(&o);
-    assert_eq!(v["errors"], 2, "{v}");
+    assert_eq!(v["errors"], 3, "{v}");
     assert_eq!(v["tests"][0]["verdict"], "error");
 }
 
