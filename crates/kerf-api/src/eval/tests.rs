@@ -122,11 +122,17 @@ pub fn run(
     if let Some(e) = stopped {
         return Err(e);
     }
+    let total: usize = suites.iter().map(|(s, _)| s.prompt.file.tests.len()).sum();
+    if out.len() < total {
+        // Ctrl-C came between tests: none was in flight to report it.
+        return Err(ApiError::new(Code::Cancelled, "stopped"));
+    }
     out.sort_by_key(|(i, _)| *i);
     Ok(out.into_iter().map(|(_, r)| r).collect())
 }
 
-/// One test run and held to its minimums; an error only when it was cancelled.
+/// One test run and held to its minimums. A failed run is a result (`error`); an error here
+/// means it was cancelled (or could not render, which [`check`] rules out before any run).
 async fn one(
     history: Option<&Store>,
     subject: &Subject,
