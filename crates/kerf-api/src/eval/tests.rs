@@ -87,20 +87,24 @@ pub fn run(
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
 ) -> Result<Vec<TestResult>> {
-    let todo = suites.iter().flat_map(|(subject, data)| {
-        subject
-            .prompt
-            .file
-            .tests
-            .iter()
-            .zip(&data.rows)
-            .map(move |(test, row)| (subject, test, row))
-    });
+    let todo: Vec<_> = suites
+        .iter()
+        .flat_map(|(subject, data)| {
+            subject
+                .prompt
+                .file
+                .tests
+                .iter()
+                .zip(&data.rows)
+                .map(move |(test, row)| (subject, test, row))
+        })
+        .collect();
+    let total = todo.len();
     let mut out = Vec::new();
     let mut stopped = None;
     kerf_llm::runtime::block_on(super::in_flight(
         super::width(provider, concurrency),
-        todo.enumerate(),
+        todo.into_iter().enumerate(),
         cancel,
         |(i, (subject, test, row))| async move {
             (
@@ -122,7 +126,6 @@ pub fn run(
     if let Some(e) = stopped {
         return Err(e);
     }
-    let total: usize = suites.iter().map(|(s, _)| s.prompt.file.tests.len()).sum();
     if out.len() < total {
         // Ctrl-C came between tests: none was in flight to report it.
         return Err(ApiError::new(Code::Cancelled, "stopped"));
