@@ -24,19 +24,49 @@ pub fn dir_for(db: &Path) -> PathBuf {
 
 impl Owner {
     /// Claim a new owner id in `dir` and hold its lock.
+    ///
+    /// The lock file is created and locked under a staging name, then renamed into place, so
+    /// another process never sees `<id>.lock` unlocked (it would judge the owner dead and remove
+    /// the file). Another owner's drop may remove the folder between our `create_dir_all` and our
+    /// open; that shows as `NotFound`, and a fresh attempt succeeds.
     pub fn claim(dir: &Path) -> std::io::Result<Self> {
+        let mut attempt = 0;
+        loop {
+            match Self::try_claim(dir) {
+                Err(e)
+                    if attempt < 16
+                        && matches!(
+                            e.kind(),
+                            std::io::ErrorKind::NotFound | std::io::ErrorKind::AlreadyExists
+                        ) =>
+                {
+                    attempt += 1;
+                }
+                claimed => return claimed,
+            }
+        }
+    }
+
+    fn try_claim(dir: &Path) -> std::io::Result<Self> {
+        // Unique within the process too: two stores of one process may claim in the same
+        // nanosecond.
+        static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         std::fs::create_dir_all(dir)?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let id = format!("{}-{nanos:09}", std::process::id());
-        let path = dir.join(format!("{id}.lock"));
+        let n = CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{}-{nanos:09}-{n}", std::process::id());
+        let staging = dir.join(format!("{id}.claim"));
         let file = OpenOptions::new()
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .write(true)
-            .open(&path)?;
-        file.lock()?;
+            .open(&staging)?;
+        let path = dir.join(format!("{id}.lock"));
+        if let Err(e) = file.lock().and_then(|()| std::fs::rename(&staging, &path)) {
+            let _ = std::fs::remove_file(&staging);
+            return Err(e);
+        }
         Ok(Owner {
             id,
             path,
@@ -73,7 +103,9 @@ pub fn is_alive(dir: &Path, id: &str) -> bool {
     }
 }
 
-/// Remove lock files left by owners that died with no run in progress.
+/// Remove lock files left by owners that died with no run in progress, and staging files left
+/// by a process that died while claiming. (A live claimant's staging file taken here, before it
+/// locked it, only makes its rename fail with `NotFound`, and it claims again.)
 pub fn sweep_dead(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -82,6 +114,11 @@ pub fn sweep_dead(dir: &Path) {
         let name = e.file_name().to_string_lossy().into_owned();
         if let Some(id) = name.strip_suffix(".lock") {
             is_alive(dir, id);
+        } else if name.ends_with(".claim")
+            && let Ok(file) = OpenOptions::new().write(true).open(e.path())
+            && file.try_lock().is_ok()
+        {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }

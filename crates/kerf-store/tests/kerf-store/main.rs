@@ -442,6 +442,34 @@ fn concurrent_writers_never_see_database_is_locked() {
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
+/// Stores of many processes claim, drop and sweep one owners folder at once (threads here: a
+/// file lock taken through another open file conflicts within a process too). No claim fails
+/// because another owner's drop removed the folder under it, and a live owner is never judged
+/// dead, however the claims, drops and sweeps interleave.
+#[test]
+fn owners_claimed_dropped_and_swept_at_once_never_fail_or_die_early() {
+    use kerf_store::owner::{self, Owner};
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("history.sqlite-owners");
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                for i in 0..300 {
+                    let o = Owner::claim(&dir).unwrap_or_else(|e| panic!("claim {i}: {e}"));
+                    owner::sweep_dead(&dir);
+                    assert!(owner::is_alive(&dir, &o.id), "claim {i}: {o:?} judged dead");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // The last owner out took the folder with it.
+    assert!(!dir.exists() || std::fs::read_dir(&dir).unwrap().next().is_none());
+}
+
 #[test]
 fn status_follows_the_finish_reason() {
     for (reason, status) in [
