@@ -100,9 +100,8 @@ mod tests {
 
     #[test]
     fn dated_ids_match_their_family_and_user_entries_win() {
-        let dir = std::env::temp_dir().join(format!("kerf-prices-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let user = dir.join("prices.json");
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("prices.json");
         std::fs::write(
             &user,
             r#"{"models": {"gpt-4o-mini": {"input": 1.0, "output": 2.0}}}"#,

@@ -1,12 +1,15 @@
 //! Many requests in flight, as the evaluation lab sends them: 64 runs polled together on one
-//! task against a keep-alive loopback server that takes 200 ms to answer each. The wall time
-//! must be close to one answer's (they overlap, they do not queue), every reply must be its own
-//! request's, and the pooled client must reuse its connections (counted on the server side).
+//! task against a keep-alive loopback server that holds every answer of a wave until all of
+//! that wave's requests have arrived. So the runs must overlap (requests that queued behind one
+//! another would never be answered), every reply must be its own request's, and the pooled
+//! client must reuse its connections (counted on the server side). Wall times are printed, not
+//! judged: they measure the machine as much as Kerf.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,10 +21,43 @@ use kerf_llm::{CancelToken, Event, FinishReason, Provider, Request};
 use serde_json::Value;
 
 const IN_FLIGHT: usize = 64;
-const ANSWER: Duration = Duration::from_millis(200);
 
-/// An OpenAI-compatible server that keeps connections open and answers every request after
-/// `ANSWER` with a streamed completion naming the request's own document.
+/// The most new connections the two later waves (128 requests) may open between them. A
+/// client that reuses opens none, or a few where a connection went back to the pool late (0 or
+/// 1 in 30 runs on a 2-core machine under twice its load); one that does not, 128; one that
+/// keeps fewer than half of its connections, more than this.
+const REUSE_SLACK: usize = IN_FLIGHT / 2;
+
+/// How long the gate waits for the rest of a wave before answering that the requests did not
+/// overlap: far past any machine's scheduling delay, well short of the client's timeouts.
+const GATE_AT_MOST: Duration = Duration::from_secs(30);
+
+/// Holds each request of a wave until all of the wave's requests have arrived.
+#[derive(Default)]
+struct Gate {
+    /// Requests arrived, per wave.
+    arrived: Mutex<HashMap<usize, usize>>,
+    changed: Condvar,
+}
+
+impl Gate {
+    /// Count one request of `wave` (`size` requests), then wait until all have arrived: `Ok`,
+    /// or after [`GATE_AT_MOST`], `Err` with how many had.
+    fn pass(&self, wave: usize, size: usize) -> Result<(), usize> {
+        let mut arrived = self.arrived.lock().unwrap();
+        *arrived.entry(wave).or_default() += 1;
+        self.changed.notify_all();
+        let (arrived, _) = self
+            .changed
+            .wait_timeout_while(arrived, GATE_AT_MOST, |a| a[&wave] < size)
+            .unwrap();
+        let n = arrived[&wave];
+        if n >= size { Ok(()) } else { Err(n) }
+    }
+}
+
+/// An OpenAI-compatible server that keeps connections open and answers every request, once
+/// its whole wave is in flight, with a streamed completion naming the request's own document.
 struct KeepAlive {
     port: u16,
     connections: Arc<AtomicUsize>,
@@ -34,13 +70,14 @@ impl KeepAlive {
         let port = listener.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(AtomicUsize::new(0));
+        let gate = Arc::new(Gate::default());
         let (c, r) = (connections.clone(), requests.clone());
         thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
                 c.fetch_add(1, Ordering::SeqCst);
-                let r = r.clone();
-                thread::spawn(move || serve(stream, &r));
+                let (r, gate) = (r.clone(), gate.clone());
+                thread::spawn(move || serve(stream, &r, &gate));
             }
         });
         KeepAlive {
@@ -51,8 +88,22 @@ impl KeepAlive {
     }
 }
 
+/// A request's document: `doc-<wave>-<i>-of-<wave size>`.
+fn document(wave: usize, i: usize, size: usize) -> String {
+    format!("doc-{wave}-{i}-of-{size}")
+}
+
+/// The wave and wave size a document names.
+fn wave_of(doc: &str) -> Option<(usize, usize)> {
+    let parts: Vec<&str> = doc.strip_prefix("doc-")?.split('-').collect();
+    match parts[..] {
+        [wave, _, "of", size] => Some((wave.parse().ok()?, size.parse().ok()?)),
+        _ => None,
+    }
+}
+
 /// Answer requests on one connection until the client closes it.
-fn serve(stream: TcpStream, requests: &AtomicUsize) -> Option<()> {
+fn serve(stream: TcpStream, requests: &AtomicUsize, gate: &Gate) -> Option<()> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let mut out = stream;
     loop {
@@ -79,7 +130,22 @@ fn serve(stream: TcpStream, requests: &AtomicUsize) -> Option<()> {
         requests.fetch_add(1, Ordering::SeqCst);
         let sent: Value = serde_json::from_slice(&body).ok()?;
         let doc = sent["messages"][0]["content"].as_str()?.to_string();
-        thread::sleep(ANSWER);
+        let (wave, size) = wave_of(&doc)?;
+        if let Err(arrived) = gate.pass(wave, size) {
+            // Not retried (a 4xx): the run fails with this message.
+            let error = serde_json::json!({"error": {"message": format!(
+                "only {arrived} of wave {wave}'s {size} requests were in flight together \
+                 after {} s", GATE_AT_MOST.as_secs()
+            )}})
+            .to_string();
+            let reply = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{error}",
+                error.len()
+            );
+            out.write_all(reply.as_bytes()).ok()?;
+            out.flush().ok()?;
+            continue;
+        }
         let content = serde_json::to_string(&format!("{{\"entity\":\"{doc}\"}}")).ok()?;
         let sse = format!(
             "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{content}}}}}]}}\n\n\
@@ -101,7 +167,7 @@ fn serve(stream: TcpStream, requests: &AtomicUsize) -> Option<()> {
 /// each run's document with the entity its reply named.
 fn wave(p: &CloudProvider, wave: usize, n: usize) -> (Duration, Vec<(String, String)>) {
     let requests: Vec<Request> = (0..n)
-        .map(|i| Request::new(None, &format!("doc-{wave}-{i}")))
+        .map(|i| Request::new(None, &document(wave, i, n)))
         .collect();
     let cancel = CancelToken::new();
     let start = Instant::now();
@@ -117,7 +183,7 @@ fn wave(p: &CloudProvider, wave: usize, n: usize) -> (Duration, Vec<(String, Str
                         }
                     })
                     .await
-                    .unwrap();
+                    .unwrap_or_else(|e| panic!("{}: {e}", req.messages[0].content));
                 assert_eq!(finish.reason, FinishReason::Stop, "{:?}", finish.error);
                 (req.messages[0].content.clone(), text)
             })
@@ -144,14 +210,18 @@ fn sixty_four_requests_in_flight_overlap_on_reused_connections() {
     def.structured = Structured::None;
     let p = CloudProvider::with_key(def, None);
 
-    // The process's one-time set-up (the runtime, the client and its TLS roots) is not what
-    // is measured: one request first.
+    // The process's one-time set-up (the runtime, the client and its TLS roots): one request
+    // first.
     let (_, one) = wave(&p, 0, 1);
     assert_eq!(one.len(), 1);
+    let mut opened = vec![server.connections.load(Ordering::SeqCst)];
     let mut walls = Vec::new();
     for w in 1..=3 {
+        // Every request of the wave was in flight at once, or the gate would not have let any
+        // through (each run would have failed naming how many were).
         let (wall, replies) = wave(&p, w, IN_FLIGHT);
         walls.push(wall);
+        opened.push(server.connections.load(Ordering::SeqCst));
         // Every reply parsed, and each is its own request's.
         assert_eq!(replies.len(), IN_FLIGHT);
         for (doc, text) in &replies {
@@ -159,31 +229,25 @@ fn sixty_four_requests_in_flight_overlap_on_reused_connections() {
             assert_eq!(v["entity"], doc.as_str());
         }
     }
-    let connections = server.connections.load(Ordering::SeqCst);
     let requests = server.requests.load(Ordering::SeqCst);
     eprintln!(
-        "{IN_FLIGHT} in flight, {} ms per answer: waves took {:?}; {requests} requests on {connections} connections",
-        ANSWER.as_millis(),
-        walls
+        "{IN_FLIGHT} in flight: waves took {walls:?}; {requests} requests; connections opened by the end of each wave: {opened:?}"
     );
     assert_eq!(requests, 3 * IN_FLIGHT + 1);
-    // HTTP/1.1 carries one request at a time per connection: the first wave opens one per
-    // request in flight (reusing the warm-up's), and the later waves reuse them all.
+    // HTTP/1.1 carries one request at a time per connection: the first wave, all in flight
+    // together, needs one per request (the warm-up's may be one of them), and opens no more
+    // than one per request.
     assert!(
-        connections <= IN_FLIGHT,
-        "{connections} connections for {requests} requests"
+        (IN_FLIGHT..=IN_FLIGHT + 1).contains(&opened[1]),
+        "connections opened by the end of each wave: {opened:?}"
     );
-    // The ideal is one answer's time. The first wave also opens 63 connections; the later
-    // ones run on warm connections, and the best of those must be within 1.2× (one wave of
-    // a busy CI machine may be slowed by its neighbours).
+    // The later waves reuse them. Not necessarily every one: the client puts a connection back
+    // in its pool on a task of its own, and a wave started before that task ran opens a new
+    // one instead. But a client that did not reuse would open a connection per request, 128.
+    let later = opened[3] - opened[1];
     assert!(
-        walls[0] <= ANSWER.mul_f64(1.5),
-        "the first wave took {:?}: {walls:?}",
-        walls[0]
-    );
-    let best = walls[1..].iter().min().unwrap();
-    assert!(
-        *best <= ANSWER.mul_f64(1.2),
-        "the best warm wave took {best:?}, more than 1.2 × {ANSWER:?}: {walls:?}"
+        later <= REUSE_SLACK,
+        "the later waves opened {later} connections for {} requests (by the end of each wave: {opened:?})",
+        2 * IN_FLIGHT
     );
 }

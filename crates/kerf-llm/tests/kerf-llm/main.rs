@@ -26,15 +26,25 @@ fn transcript(name: &str) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// A provider of `kind` pointed at the server, with the planted key and quick timeouts.
+/// How long a loopback test waits on its server before calling it broken: never reached by a
+/// server that answers, however busy the machine (a thread off the CPU for a second or two must
+/// not turn a success into a timeout).
+const PATIENT: Duration = Duration::from_secs(30);
+
+/// The timeout of the tests about timeouts, against a server that never sends what is awaited
+/// (so only the timeout can end the wait).
+const SHORT: Duration = Duration::from_millis(800);
+
+/// A provider of `kind` pointed at the server, with the planted key, quick retries and patient
+/// timeouts (the tests of timeouts set their own, short).
 fn provider(server: &Server, kind: Kind) -> CloudProvider {
     let def = ProviderDef::new("replay", kind, Some(&server.base_url()), "test-model");
     let key = Key::new(PLANTED_KEY, KeySource::Env("KERF_TEST_KEYVAR".into()));
     let mut p = CloudProvider::with_key(def, Some(key));
     p.http = HttpConfig {
-        connect_timeout: Duration::from_secs(2),
-        first_byte_timeout: Duration::from_millis(800),
-        idle_timeout: Duration::from_millis(800),
+        connect_timeout: PATIENT,
+        first_byte_timeout: PATIENT,
+        idle_timeout: PATIENT,
         max_retries: 2,
         backoff_base: Duration::from_millis(50),
         backoff_max: Duration::from_millis(200),
@@ -289,10 +299,9 @@ fn a_request_that_may_have_been_received_is_not_sent_again() {
         r.warnings
     );
 
-    // Nothing listening: the request never left, so retrying is safe and happens.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
+    // Nothing listening: the request never left, so retrying is safe and happens. (The port
+    // stays bound, not listening, until the test ends: no other test's server can take it.)
+    let (_refusing, port) = server::refused_port();
     let mut p = provider(&server, Kind::Openai);
     p.def.base_url = format!("http://127.0.0.1:{port}");
     let r = run(&p, &json_request());
@@ -347,30 +356,39 @@ fn a_truncated_reply_is_never_retried() {
 
 #[test]
 fn a_first_byte_past_the_timeout_is_a_timeout_error() {
+    // The server never answers: only the first-byte timeout can end the wait.
     let server = Server::start(vec![
-        Act::sse(200, vec![transcript("openai-complete.sse")]).delay_head(Duration::from_secs(3)),
+        Act::sse(200, vec![transcript("openai-complete.sse")]).hold_head(),
     ]);
+    let mut p = provider(&server, Kind::Openai);
+    p.http.first_byte_timeout = SHORT;
     let t = Instant::now();
-    let e = run(&provider(&server, Kind::Openai), &json_request())
-        .result
-        .unwrap_err();
+    let e = run(&p, &json_request()).result.unwrap_err();
+    let waited = t.elapsed();
     assert_eq!(e.code(), "timeout", "{e}");
+    // It waited the timeout, and not much more (the server would hold it for minutes).
+    assert!(waited >= SHORT && waited < PATIENT, "waited {waited:?}");
+    // The client then closed the connection, and the request (which may have been received)
+    // was not sent again. (Once the server has seen the close, it has logged the request,
+    // however late its thread ran.)
     assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "waited {:?}",
-        t.elapsed()
+        server.clients_gone(1, PATIENT),
+        "the connection stayed open"
     );
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[test]
 fn a_stalled_stream_is_interrupted_by_the_idle_timeout() {
+    // The first event, then nothing (the reply stays open): only the idle timeout can end it.
     let body = transcript("openai-complete.sse");
     let first = String::from_utf8_lossy(&body).find("\n\n").unwrap() + 2;
     let server = Server::start(vec![
-        Act::sse(200, vec![body[..first].to_vec(), body[first..].to_vec()])
-            .gap(Duration::from_secs(3)),
+        Act::sse(200, vec![body[..first].to_vec()]).hold_open(),
     ]);
-    let r = run(&provider(&server, Kind::Openai), &json_request());
+    let mut p = provider(&server, Kind::Openai);
+    p.http.idle_timeout = SHORT;
+    let r = run(&p, &json_request());
     let f = r.result.unwrap();
     assert_eq!(f.reason, FinishReason::Interrupted);
     assert!(
@@ -405,14 +423,27 @@ fn a_reply_past_its_size_or_time_limit_is_cut_there_keeping_what_arrived() {
         r.text.len()
     );
 
-    // Time: a steady trickle, each gap well inside the idle timeout.
+    // Time: a steady trickle, each gap far inside the idle timeout, of a reply that never
+    // ends (its finish never comes; the server then holds it open): only the time limit can
+    // end the run, however fast or slow the machine.
     let body = transcript("openai-complete.sse");
-    let pieces: Vec<Vec<u8>> = body.chunks(40).map(<[u8]>::to_vec).collect();
-    let server = Server::start(vec![Act::sse(200, pieces).gap(Duration::from_millis(150))]);
+    let unfinished = String::from_utf8_lossy(&body)
+        .find("\"finish_reason\":\"stop\"")
+        .unwrap();
+    let unfinished = &body[..unfinished];
+    let unfinished = &unfinished[..String::from_utf8_lossy(unfinished).rfind("\n\n").unwrap() + 2];
+    let pieces: Vec<Vec<u8>> = unfinished.chunks(40).map(<[u8]>::to_vec).collect();
+    let server = Server::start(vec![
+        Act::sse(200, pieces)
+            .gap(Duration::from_millis(150))
+            .hold_open(),
+    ]);
     let mut p = provider(&server, Kind::Openai);
-    p.http.max_duration = Duration::from_millis(700);
+    let limit = Duration::from_millis(700);
+    p.http.max_duration = limit;
     let t = Instant::now();
     let r = run(&p, &json_request());
+    let took = t.elapsed();
     let f = r.result.unwrap();
     assert_eq!(f.reason, FinishReason::Interrupted);
     let why = f.error.unwrap_or_default();
@@ -420,7 +451,14 @@ fn a_reply_past_its_size_or_time_limit_is_cut_there_keeping_what_arrived() {
         why.contains("time limit") && why.contains("KERF_MAX_RUN_SECONDS"),
         "{why}"
     );
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // What arrived is kept: a start of the reply's text.
+    assert!(
+        format!("{CHLOROPHYLL}{GLUCOSE}").starts_with(&r.text),
+        "{}",
+        r.text
+    );
+    // Cut at the limit, not by the idle timeout (PATIENT, which would say "stalled").
+    assert!(took >= limit && took < PATIENT, "{took:?}");
 }
 
 #[test]
@@ -475,41 +513,62 @@ fn a_key_the_server_echoes_back_is_redacted() {
     assert!(!format!("{:?}", provider(&server, Kind::Openai)).contains("PLANTED"));
 }
 
-/// The complete OpenAI transcript, one event every 300 ms (the first entity arrives before
-/// 700 ms, the second well after).
-fn slow_complete_stream() -> Server {
+/// The two records of `openai-complete.sse`'s reply.
+const CHLOROPHYLL: &str = "{\"type\":\"definition\",\"entity\":\"chlorophyll\",\"definition\":\"a green pigment — naïve café\"}\n";
+const GLUCOSE: &str =
+    "{\"type\":\"definition\",\"entity\":\"glucose\",\"definition\":\"a sugar\"}\n";
+
+/// The OpenAI transcript up to its chlorophyll record, one event per chunk, and then nothing:
+/// the reply stays open, mid-stream, until the client goes away (glucose never comes). A run
+/// against it ends only when the client ends it (or at the idle timeout, [`PATIENT`]).
+fn chlorophyll_then_silence() -> Server {
     let body = transcript("openai-complete.sse");
-    let parts: Vec<Vec<u8>> = String::from_utf8_lossy(&body)
+    let body = String::from_utf8_lossy(&body);
+    let before = &body[..body.find("glucose").unwrap()];
+    let before = &before[..before.rfind("\n\n").unwrap() + 2];
+    let parts: Vec<Vec<u8>> = before
         .split_inclusive("\n\n")
         .map(|s| s.as_bytes().to_vec())
         .collect();
-    Server::start(vec![Act::sse(200, parts).gap(Duration::from_millis(300))])
+    Server::start(vec![Act::sse(200, parts).hold_open()])
 }
 
 #[test]
 fn cancellation_mid_stream_keeps_the_text() {
-    let server = slow_complete_stream();
+    let server = chlorophyll_then_silence();
     let p = provider(&server, Kind::Openai);
     let cancel = CancelToken::new();
+    // Another thread cancels (as the user's click would) once the chlorophyll record has been
+    // shown: the reply is open and waiting on the network then, and only the cancel ends it.
+    let (shown, seen) = std::sync::mpsc::channel();
     let c = cancel.clone();
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(700));
+    let canceller = std::thread::spawn(move || {
+        seen.recv_timeout(server::HOLD_AT_MOST).ok()?;
+        let at = Instant::now();
         c.cancel();
+        Some(at)
     });
-    let t = Instant::now();
-    let r = run_with(&p, &json_request(), &cancel);
-    let f = r.result.unwrap();
-    assert_eq!(f.reason, FinishReason::Cancelled);
-    assert!(
-        t.elapsed() < Duration::from_millis(1000),
-        "{:?}",
-        t.elapsed()
-    );
-    assert!(
-        r.text.contains("chlorophyll") && !r.text.contains("glucose"),
-        "{}",
-        r.text
-    );
+    let mut text = String::new();
+    let result = p.run_blocking(&json_request(), &cancel, &mut |e| {
+        if let Event::Text(t) = e {
+            text.push_str(t);
+            if text.contains(CHLOROPHYLL) {
+                let _ = shown.send(());
+            }
+        }
+    });
+    let returned = Instant::now();
+    drop(shown);
+    let cancelled_at = canceller.join().unwrap();
+    let f = result.unwrap();
+    assert_eq!(f.reason, FinishReason::Cancelled, "{:?}", f.error);
+    let cancelled_at = cancelled_at.expect("cancelled before the chlorophyll record arrived");
+    // At once: a generous bound, which only a cancel that did nothing (the run then waits for
+    // the idle timeout, PATIENT, or the server's hold) breaks.
+    let took = returned.duration_since(cancelled_at);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(text, CHLOROPHYLL);
+    assert!(!text.contains("glucose"));
 }
 
 #[test]
@@ -524,7 +583,11 @@ fn a_rate_limit_the_api_announces_holds_back_the_next_requests() {
         announced(Act::sse(200, vec![body.clone()])),
         announced(Act::sse(200, vec![body])),
     ]);
-    let p = provider(&server, Kind::Openai);
+    let mut p = provider(&server, Kind::Openai);
+    // A name of its own: the learned limit is kept per (name, base URL) for the whole process,
+    // and another test's server may get this port later (this one's listener is gone once its
+    // acts are played): a "replay" provider there must not inherit a request a minute.
+    p.def.name = "announces-a-limit".into();
     for _ in 0..2 {
         let f = run(&p, &json_request()).result.unwrap();
         assert_eq!(f.reason, FinishReason::Stop);
@@ -538,7 +601,8 @@ fn a_rate_limit_the_api_announces_holds_back_the_next_requests() {
     let t = Instant::now();
     let f = run_with(&p, &json_request(), &cancel).result.unwrap();
     assert_eq!(f.reason, FinishReason::Cancelled);
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // The cancel ended the wait, not the minute's refill: a bound only a minute's wait breaks.
+    assert!(t.elapsed() < PATIENT, "{:?}", t.elapsed());
     assert_eq!(
         server.requests().len(),
         2,
@@ -549,36 +613,41 @@ fn a_rate_limit_the_api_announces_holds_back_the_next_requests() {
 #[test]
 fn dropping_a_run_stops_it_where_it_is() {
     // The caller stops waiting (a timeout of its own, a window closed): the future is dropped,
-    // the request closed, and the text that arrived before is what the caller saw.
-    let server = slow_complete_stream();
+    // the request closed, and the text that arrived before is what the caller saw. Here the
+    // caller stops once the chlorophyll record is shown, while the reply is still open.
+    let server = chlorophyll_then_silence();
     let p = provider(&server, Kind::Openai);
     let req = json_request();
     let cancel = CancelToken::new();
+    let shown = tokio::sync::Notify::new();
     let mut text = String::new();
     let t = Instant::now();
+    let mut on_event = |e: Event<'_>| {
+        if let Event::Text(t) = e {
+            text.push_str(t);
+            if text.contains(CHLOROPHYLL) {
+                shown.notify_one();
+            }
+        }
+    };
     let outcome = kerf_llm::runtime::block_on(async {
-        tokio::time::timeout(
-            Duration::from_millis(700),
-            p.run(&req, &cancel, &mut |e| {
-                if let Event::Text(t) = e {
-                    text.push_str(t);
-                }
-            }),
-        )
-        .await
+        let run = p.run(&req, &cancel, &mut on_event);
+        tokio::select! {
+            finish = run => Some(finish),
+            () = shown.notified() => None,
+        }
     });
     assert!(
-        outcome.is_err(),
-        "the run was still going when it was dropped"
+        outcome.is_none(),
+        "the run ended by itself before it was dropped: {outcome:?}"
     );
+    // A safety net: by itself, the run would end only at the idle timeout (PATIENT).
+    assert!(t.elapsed() < PATIENT, "{:?}", t.elapsed());
+    assert_eq!(text, CHLOROPHYLL);
+    // The request was closed: the server sees its client go.
     assert!(
-        t.elapsed() < Duration::from_millis(1000),
-        "{:?}",
-        t.elapsed()
-    );
-    assert!(
-        text.contains("chlorophyll") && !text.contains("glucose"),
-        "{text}"
+        server.clients_gone(1, PATIENT),
+        "the connection stayed open after the run was dropped"
     );
 }
 

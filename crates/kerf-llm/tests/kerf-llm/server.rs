@@ -21,6 +21,47 @@ pub struct Act {
     gap: Duration,
     /// Read the request, then close without answering (the request may have been acted on).
     hang_up: bool,
+    /// After the last chunk, keep the connection open until the client goes away (a reply
+    /// still streaming whenever the client is killed, however fast the machine).
+    hold: bool,
+    /// Send the last chunk only once this latch opens: the reply is provably still streaming
+    /// until the test says so.
+    last_waits_for: Option<Latch>,
+    /// Send no head at all: after the request, wait for the client to go away (a server that
+    /// never answers, however long the client waits).
+    hold_head: bool,
+}
+
+/// A gate a test opens once: acts waiting on it go on. Waits end at [`HOLD_AT_MOST`] at the
+/// latest, so a test that forgets to open it still ends (and fails on what it sees).
+#[derive(Clone, Default)]
+pub struct Latch(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+impl Latch {
+    pub fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+
+    fn wait(&self) {
+        let (open, changed) = &*self.0;
+        let guard = open.lock().unwrap();
+        let _ = changed
+            .wait_timeout_while(guard, HOLD_AT_MOST, |open| !*open)
+            .unwrap();
+    }
+}
+
+/// A loopback port that refuses every connection for as long as the returned socket lives: bound
+/// but never listening, so no other socket can take it (unlike a listener bound and dropped,
+/// whose port the next test may get).
+pub fn refused_port() -> (socket2::Socket, u16) {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = socket.local_addr().unwrap().as_socket().unwrap().port();
+    (socket, port)
 }
 
 impl Act {
@@ -34,6 +75,9 @@ impl Act {
             delay_head: Duration::ZERO,
             gap: Duration::ZERO,
             hang_up: false,
+            hold: false,
+            last_waits_for: None,
+            hold_head: false,
         }
     }
 
@@ -47,6 +91,9 @@ impl Act {
             delay_head: Duration::ZERO,
             gap: Duration::ZERO,
             hang_up: false,
+            hold: false,
+            last_waits_for: None,
+            hold_head: false,
         }
     }
 
@@ -65,6 +112,26 @@ impl Act {
 
     pub fn cut_off(mut self) -> Self {
         self.cut = true;
+        self
+    }
+
+    /// Never end the reply: after the last chunk, wait for the client to close the connection
+    /// (for at most [`HOLD_AT_MOST`], so a test that forgets its client still ends).
+    pub fn hold_open(mut self) -> Self {
+        self.hold = true;
+        self
+    }
+
+    /// Never answer: take the request, then wait for the client to close the connection (for at
+    /// most [`HOLD_AT_MOST`]) without sending a byte.
+    pub fn hold_head(mut self) -> Self {
+        self.hold_head = true;
+        self
+    }
+
+    /// Send the last chunk only once `latch` opens.
+    pub fn last_waits_for(mut self, latch: &Latch) -> Self {
+        self.last_waits_for = Some(latch.clone());
         self
     }
 
@@ -96,9 +163,35 @@ impl Received {
     }
 }
 
+/// The longest a held-open reply waits for its client to go away.
+pub const HOLD_AT_MOST: Duration = Duration::from_secs(120);
+
 pub struct Server {
     port: u16,
     received: Arc<Mutex<Vec<Received>>>,
+    /// Held replies (`hold_open`, `hold_head`) whose client closed the connection.
+    client_gone: Count,
+}
+
+/// A count that can be waited on.
+#[derive(Clone, Default)]
+struct Count(Arc<(Mutex<usize>, std::sync::Condvar)>);
+
+impl Count {
+    fn add(&self) {
+        *self.0.0.lock().unwrap() += 1;
+        self.0.1.notify_all();
+    }
+
+    /// Wait until the count reaches `n`, for at most `within`; the count then.
+    fn wait_for(&self, n: usize, within: Duration) -> usize {
+        let (count, changed) = &*self.0;
+        let guard = count.lock().unwrap();
+        *changed
+            .wait_timeout_while(guard, within, |c| *c < n)
+            .unwrap()
+            .0
+    }
 }
 
 impl Server {
@@ -107,19 +200,31 @@ impl Server {
         let port = listener.local_addr().unwrap().port();
         let received = Arc::new(Mutex::new(Vec::new()));
         let log = received.clone();
+        let client_gone = Count::default();
+        let gone = client_gone.clone();
         thread::spawn(move || {
             for act in acts {
                 let Ok((stream, _)) = listener.accept() else {
                     return;
                 };
-                let log = log.clone();
+                let (log, gone) = (log.clone(), gone.clone());
                 // Each connection on its own thread: a slow act must not hold up the next.
                 thread::spawn(move || {
-                    let _ = play(stream, &act, &log);
+                    let _ = play(stream, &act, &log, &gone);
                 });
             }
         });
-        Server { port, received }
+        Server {
+            port,
+            received,
+            client_gone,
+        }
+    }
+
+    /// Wait (for at most `within`) until the clients of `n` held replies (`hold_open`,
+    /// `hold_head`) have closed their connections; whether they have.
+    pub fn clients_gone(&self, n: usize, within: Duration) -> bool {
+        self.client_gone.wait_for(n, within) >= n
     }
 
     pub fn base_url(&self) -> String {
@@ -131,7 +236,27 @@ impl Server {
     }
 }
 
-fn play(stream: TcpStream, act: &Act, log: &Mutex<Vec<Received>>) -> std::io::Result<()> {
+/// Wait, sending nothing, until the client closes the connection (0 bytes read, or a reset) or
+/// [`HOLD_AT_MOST`] passes; whether the client closed it.
+fn until_client_goes(reader: &mut BufReader<TcpStream>) -> std::io::Result<bool> {
+    // The client sends nothing more: a read returns when it closes, or at the deadline.
+    reader.get_ref().set_read_timeout(Some(HOLD_AT_MOST))?;
+    let mut rest = Vec::new();
+    Ok(match reader.read_to_end(&mut rest) {
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    })
+}
+
+fn play(
+    stream: TcpStream,
+    act: &Act,
+    log: &Mutex<Vec<Received>>,
+    client_gone: &Count,
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -161,6 +286,12 @@ fn play(stream: TcpStream, act: &Act, log: &Mutex<Vec<Received>>) -> std::io::Re
         body,
     });
 
+    if act.hold_head {
+        if until_client_goes(&mut reader)? {
+            client_gone.add();
+        }
+        return Ok(());
+    }
     thread::sleep(act.delay_head);
     let mut out = stream;
     if act.hang_up {
@@ -177,6 +308,11 @@ fn play(stream: TcpStream, act: &Act, log: &Mutex<Vec<Received>>) -> std::io::Re
         if i > 0 {
             thread::sleep(act.gap);
         }
+        if i + 1 == act.chunks.len()
+            && let Some(latch) = &act.last_waits_for
+        {
+            latch.wait();
+        }
         if c.is_empty() {
             continue;
         }
@@ -184,6 +320,12 @@ fn play(stream: TcpStream, act: &Act, log: &Mutex<Vec<Received>>) -> std::io::Re
         out.write_all(c)?;
         out.write_all(b"\r\n")?;
         out.flush()?;
+    }
+    if act.hold {
+        if until_client_goes(&mut reader)? {
+            client_gone.add();
+        }
+        return Ok(());
     }
     if act.cut {
         // Close without the terminating chunk: the body is cut mid-stream.
