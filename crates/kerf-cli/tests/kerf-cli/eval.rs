@@ -38,12 +38,68 @@ struct Model {
     counts: Arc<Counts>,
 }
 
-/// What the server has seen: requests in all, and the most it answered at once.
+/// What the server has seen: requests in all, and the most it answered at once; and the gate
+/// that holds requests until the test lets them go.
 #[derive(Default)]
 struct Counts {
     requests: AtomicUsize,
     in_flight: AtomicUsize,
     peak: AtomicUsize,
+    /// How long each reply takes to come, in milliseconds.
+    delay_ms: std::sync::atomic::AtomicU64,
+    gate: Gate,
+}
+
+/// Holds requests, so a test acts while they are in flight whatever the machine's speed, instead
+/// of guessing how long they take.
+struct Gate {
+    /// Requests numbered from this one (from 0) wait until [`Model::release`].
+    hold_from: AtomicUsize,
+    /// Requests wait until this many have been in flight at once (or [`Gate::AT_MOST`] passes).
+    together: AtomicUsize,
+    state: Mutex<GateState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    released: bool,
+    /// Requests held so far.
+    held: usize,
+    /// Whether `together` requests have been in flight at once: latched, so a request woken
+    /// after another has already answered (and left) still goes on.
+    met: bool,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            hold_from: AtomicUsize::new(usize::MAX),
+            together: AtomicUsize::new(0),
+            state: Mutex::new(GateState::default()),
+            changed: std::sync::Condvar::new(),
+        }
+    }
+}
+
+impl Gate {
+    /// The longest a request is held: a test that never lets go still ends, and fails.
+    const AT_MOST: Duration = Duration::from_secs(60);
+
+    /// Request `n`, now one of `in_flight`, waits here as the test asked.
+    fn pass(&self, n: usize, in_flight: &AtomicUsize) {
+        let mut state = self.state.lock().unwrap();
+        let held = n >= self.hold_from.load(Ordering::SeqCst);
+        state.held += usize::from(held);
+        if in_flight.load(Ordering::SeqCst) >= self.together.load(Ordering::SeqCst) {
+            state.met = true;
+        }
+        self.changed.notify_all();
+        let _ = self
+            .changed
+            .wait_timeout_while(state, Self::AT_MOST, |s| (held && !s.released) || !s.met)
+            .unwrap();
+    }
 }
 
 /// How the server answers the same request again.
@@ -67,6 +123,9 @@ impl Model {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let counts = Arc::new(Counts::default());
+        counts
+            .delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
         let count = counts.clone();
         let rows = Arc::new(rows);
         let seen = Arc::new(Mutex::new(std::collections::HashMap::new()));
@@ -75,7 +134,7 @@ impl Model {
                 let Ok(stream) = stream else { return };
                 let (rows, count, seen) = (rows.clone(), count.clone(), seen.clone());
                 std::thread::spawn(move || {
-                    let _ = answer(stream, &rows, &count, delay, (again, &seen));
+                    let _ = answer(stream, &rows, &count, (again, &seen));
                 });
             }
         });
@@ -94,6 +153,43 @@ impl Model {
     fn peak(&self) -> usize {
         self.counts.peak.load(Ordering::SeqCst)
     }
+
+    /// From now on, each reply takes `d` to come.
+    fn set_delay(&self, d: Duration) {
+        self.counts
+            .delay_ms
+            .store(d.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Hold every request from the `n`th (counted from 0) until [`Model::release`].
+    fn hold_from(&self, n: usize) {
+        self.counts.gate.hold_from.store(n, Ordering::SeqCst);
+    }
+
+    /// Answer no request until `k` are in flight at once: a client that sends `k` at once is
+    /// seen to, however slowly the machine starts them.
+    fn together(&self, k: usize) {
+        self.counts.gate.together.store(k, Ordering::SeqCst);
+    }
+
+    /// Wait until `k` requests are held (for at most [`Gate::AT_MOST`]).
+    fn wait_held(&self, k: usize) {
+        let gate = &self.counts.gate;
+        let state = gate.state.lock().unwrap();
+        let (state, _) = gate
+            .changed
+            .wait_timeout_while(state, Gate::AT_MOST, |s| s.held < k)
+            .unwrap();
+        assert!(state.held >= k, "{k} requests never came");
+    }
+
+    /// Let every held request go, and hold no more.
+    fn release(&self) {
+        let gate = &self.counts.gate;
+        gate.hold_from.store(usize::MAX, Ordering::SeqCst);
+        gate.state.lock().unwrap().released = true;
+        gate.changed.notify_all();
+    }
 }
 
 type Seen = Mutex<std::collections::HashMap<String, usize>>;
@@ -102,7 +198,6 @@ fn answer(
     stream: TcpStream,
     rows: &[Value],
     count: &Counts,
-    delay: Duration,
     (again, seen): (Again, &Seen),
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
@@ -143,7 +238,8 @@ fn answer(
         }
         let now = count.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         count.peak.fetch_max(now, Ordering::SeqCst);
-        std::thread::sleep(delay);
+        count.gate.pass(n, &count.in_flight);
+        std::thread::sleep(Duration::from_millis(count.delay_ms.load(Ordering::SeqCst)));
         let prompt = req["messages"].to_string();
         let row = rows
             .iter()
@@ -625,34 +721,13 @@ fn repeats_show_which_records_a_model_is_unsure_of() {
     );
 }
 
-/// A small xorshift generator for the kill moments: seeded from the clock (or `KERF_TEST_SEED`,
-/// to replay a failure; the seed is in every assertion message).
-fn kill_moments() -> (u64, impl FnMut(u64) -> u64) {
-    let seed = std::env::var("KERF_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            u64::from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .subsec_nanos(),
-            ) | 1
-        });
-    let mut x = seed;
-    (seed, move |below| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % below
-    })
-}
-
 #[test]
 fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
     let rows = rows();
-    // Slow replies, two in flight: a kill lands with some cells done and some running.
-    let model = Model::start(rows.clone(), Duration::from_millis(300));
+    // Two in flight, and from the fifth request on the server holds its replies: the kill
+    // lands with four cells done and two in flight, however fast or busy the machine.
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    model.hold_from(4);
     let (dir, data) = setup(&model, &rows);
     let mut args = vec!["eval".to_string(), data.display().to_string()];
     // Two in flight instead of four.
@@ -674,10 +749,7 @@ fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
     };
     let mut child = spawn(&args);
     // Killed once some cells are done and others are in flight.
-    let t = std::time::Instant::now();
-    while model.requests() < 5 && t.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    model.wait_held(2);
     // While it runs, a resume would buy the same cells twice: refused, naming why.
     let twice = kerf_in(dir.path(), &["eval", "resume"]);
     assert_eq!(twice.status.code(), Some(2), "{}", stderr(&twice));
@@ -693,14 +765,20 @@ fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
         (1..12).contains(&before),
         "{before} requests before the kill"
     );
+    // The held replies go to a process that is gone; later requests are answered at once, after
+    // the same 300 ms a reply took before.
+    model.release();
+    model.set_delay(Duration::from_millis(300));
     // Then resumes killed at random moments: while opening the history, taking the eval over,
-    // with cells in flight, or while writing a finished one (the whole eval takes ~2 s).
-    let (seed, mut below) = kill_moments();
+    // with cells in flight, or while writing a finished one (the whole eval takes ~2 s). A
+    // resume that ended before its moment is simply not counted as a kill.
+    let mut moments = super::Moments::new("a_killed_eval_resumes");
+    let seed = moments.seed;
     let mut kills = 1;
     let resume = vec!["eval".to_string(), "resume".to_string()];
     for _ in 0..4 {
         let mut child = spawn(&resume);
-        std::thread::sleep(Duration::from_millis(below(1200)));
+        std::thread::sleep(Duration::from_millis(moments.below(1200)));
         if child.try_wait().unwrap().is_none() {
             child.kill().unwrap();
             kills += 1;
@@ -992,9 +1070,10 @@ fn kerf_test_runs_a_prompt_files_tests_and_holds_them_to_their_minimums() {
         stderr(&o)
     );
     assert_eq!(model.requests(), before);
-    // Tests run many at once on a server (slow replies here, so they overlap), and the results
-    // still come in the file's order.
-    let slow = Model::start(rows.clone(), Duration::from_millis(300));
+    // Tests run many at once on a server (which answers none until three are in flight, so
+    // they are seen to overlap), and the results still come in the file's order.
+    let slow = Model::start(rows.clone(), Duration::ZERO);
+    slow.together(3);
     add_server(dir.path(), "slow", &slow.url(), "loopback");
     file["tests"] = json!([
         test("stroma", &rows[0], 1000),
@@ -1027,7 +1106,14 @@ fn kerf_test_runs_a_prompt_files_tests_and_holds_them_to_their_minimums() {
     // A provider that cannot be reached: the tests could not run, exit 2.
     file["tests"][1]["expected"][0]["entity"] = json!("RuBisCO");
     std::fs::write(&prompt, file.to_string()).unwrap();
-    add_server(dir.path(), "dead", "http://127.0.0.1:9/v1", "m");
+    // A port bound but not listening: every connection refused, and no other test can take it.
+    let (_refusing, port) = super::server::refused_port();
+    add_server(
+        dir.path(),
+        "dead",
+        &format!("http://127.0.0.1:{port}/v1"),
+        "m",
+    );
     let o = kerf_in(
         dir.path(),
         &[

@@ -8,6 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+use super::server::{Act, Latch, Server};
 use super::{repo, stderr, stdout_json};
 
 /// `kerf --data-dir DIR …`.
@@ -328,122 +329,375 @@ fn runs_are_recorded_then_listed_shown_diffed_rerun_exported_tagged_and_deleted(
     assert_eq!(xs[1]["kind"], "compare");
 }
 
-/// A tiny deterministic generator for kill moments (the seed is printed to repeat a failure).
-fn next(seed: &mut u64) -> u64 {
-    *seed = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    *seed >> 33
+/// `kerf run` started with `args`, its standard output piped: the reply shows there as it streams.
+fn spawn_run(dir: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("run")
+        .args(args)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir)
+        .env("KERF_KEYRING", "kernel")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Once `shown` bytes of the reply have shown, SIGKILL the run. Returns everything it showed,
+/// and whether the kill is what ended it (rather than the run ending on its own first).
+fn kill_after(mut child: std::process::Child, shown: usize) -> (Vec<u8>, bool) {
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = vec![0u8; shown];
+    stdout.read_exact(&mut first).unwrap();
+    // Killing a process that has exited but is not yet reaped is not an error, and its exit
+    // status then says how it ended.
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    let mut rest = Vec::new();
+    let _ = stdout.read_to_end(&mut rest);
+    use std::os::unix::process::ExitStatusExt as _;
+    const SIGKILL: i32 = 9;
+    ([first, rest].concat(), status.signal() == Some(SIGKILL))
+}
+
+/// A run killed mid-stream: the next open finds it `interrupted`, with a non-empty stored text
+/// that is a prefix of what the user saw (the store may hold up to one batch less, or a batch
+/// the pipe had not delivered yet), and the error saying its process stopped.
+fn assert_interrupted(dir: &Path, run: &Value, shown: &[u8], seed: u64) {
+    assert_eq!(run["status"], "interrupted", "KERF_TEST_SEED={seed}: {run}");
+    let full = ok_json(kerf_in(
+        dir,
+        &["history", "show", &run["id"].to_string(), "--json"],
+    ));
+    let raw = full["raw"].as_str().unwrap();
+    assert!(!raw.is_empty(), "KERF_TEST_SEED={seed}: {full}");
+    let shown = String::from_utf8_lossy(shown);
+    assert!(
+        shown.starts_with(raw) || raw.starts_with(shown.as_ref()),
+        "KERF_TEST_SEED={seed}: stored {raw:?} vs shown {shown:?}"
+    );
+    assert!(
+        full["error"].as_str().unwrap().contains("stopped"),
+        "KERF_TEST_SEED={seed}: {full}"
+    );
+}
+
+/// An OpenAI stream's content events for `text`, one event a chunk, and no end: the reply is
+/// still streaming whenever the client is killed.
+fn openai_pieces(text: &str) -> Vec<Vec<u8>> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(7)
+        .map(|piece| {
+            let s: String = piece.iter().collect();
+            let ev = serde_json::json!({"choices": [{"index": 0, "delta": {"content": s}, "finish_reason": null}]});
+            format!("data: {ev}\n\n").into_bytes()
+        })
+        .collect()
+}
+
+/// The end of an OpenAI stream: the finish reason and usage, then `[DONE]`.
+fn openai_end(finish: &str) -> Vec<u8> {
+    let end = serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": {"prompt_tokens": 300, "completion_tokens": 150}});
+    format!("data: {end}\n\ndata: [DONE]\n\n").into_bytes()
+}
+
+/// Configure the keyless OpenAI-compatible server at `url` as provider `name`.
+fn add_provider(dir: &Path, name: &str, url: &str) {
+    let add = kerf_in_config(
+        dir,
+        &[
+            "providers",
+            "add",
+            name,
+            "--kind",
+            "openai",
+            "--base-url",
+            url,
+            "--model",
+            name,
+            "--no-key",
+        ],
+    );
+    assert_eq!(add.status.code(), Some(0), "{}", stderr(&add));
+}
+
+/// Runs listed oldest first: by id, the order they were begun (their times may tie).
+fn runs_oldest_first(dir: &Path) -> Vec<Value> {
+    let mut runs = ok_json(kerf_in(dir, &["history", "list", "--limit", "0", "--json"]))
+        .as_array()
+        .unwrap()
+        .clone();
+    runs.sort_by_key(|r| r["id"].as_i64().unwrap());
+    runs
 }
 
 /// SIGKILL `kerf run` at 20 random moments mid-stream: each time the next open finds the run
-/// `interrupted`, with the text it had shown, and the file intact.
+/// `interrupted`, with the text it had shown, and the file intact. The reply comes from a
+/// loopback OpenAI-compatible server that never ends it, so every kill lands while it streams,
+/// however fast or busy the machine; the moment is drawn as a number of bytes shown.
 #[test]
 fn a_run_killed_mid_stream_is_interrupted_with_its_partial_reply() {
-    let _cpu = super::model_lock();
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
-    let model = gguf();
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    eprintln!("kill moments seed: {seed}");
+    let reply: String = (0..12)
+        .map(|i| format!("{{\"type\": \"definition\", \"entity\": \"E{i}\", \"definition\": \"the {i}th entity\"}}\n"))
+        .collect();
+    let kills = 20;
+    let server = Server::start(
+        (0..kills)
+            .map(|_| {
+                Act::sse(200, openai_pieces(&reply))
+                    .gap(std::time::Duration::from_millis(1))
+                    .hold_open()
+            })
+            .collect(),
+    );
+    add_provider(dir, "endless", &server.base_url());
+    let mut moments = super::Moments::new("a_run_killed_mid_stream");
+    let seed = moments.seed;
     let mut shown_texts = Vec::new();
-    for _ in 0..20 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
-            .arg("--data-dir")
-            .arg(dir)
-            .args([
-                "run",
+    for _ in 0..kills {
+        let child = spawn_run(
+            dir,
+            &[
                 "prompts/agent-kg-extract.json",
                 "--sample",
                 "--max-tokens",
                 "400",
                 "--constrain",
                 "none",
-                "--model",
-                &model,
-            ])
-            .current_dir(repo())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Once the reply has started to show, wait a random 0–1.5 s, then kill without warning.
-        let mut stdout = child.stdout.take().unwrap();
-        let mut first = [0u8; 1];
-        stdout.read_exact(&mut first).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(next(&mut seed) % 1500));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let mut rest = Vec::new();
-        let _ = stdout.read_to_end(&mut rest);
-        shown_texts.push([&first[..], &rest].concat());
+                "--provider",
+                "endless",
+            ],
+        );
+        let at = 1 + moments.below(reply.len() as u64) as usize;
+        let (shown, killed) = kill_after(child, at);
+        assert!(
+            killed,
+            "KERF_TEST_SEED={seed}: the run ended before its kill"
+        );
+        shown_texts.push(shown);
     }
-    let runs = ok_json(kerf_in(dir, &["history", "list", "--json"]));
-    let runs = runs.as_array().unwrap();
-    assert_eq!(runs.len(), 20);
-    for (r, shown) in runs.iter().rev().zip(&shown_texts) {
-        assert_eq!(r["status"], "interrupted", "{r}");
-        let full = ok_json(kerf_in(
-            dir,
-            &["history", "show", &r["id"].to_string(), "--json"],
-        ));
-        let raw = full["raw"].as_str().unwrap();
-        assert!(!raw.is_empty(), "{full}");
-        // What was stored is a prefix of the same greedy reply the user saw (the store may hold
-        // up to one batch less, or a batch the pipe had not delivered yet).
-        let shown = String::from_utf8_lossy(shown);
-        assert!(
-            shown.starts_with(raw) || raw.starts_with(shown.as_ref()),
-            "stored {raw:?} vs shown {shown:?}"
-        );
-        assert!(
-            full["error"].as_str().unwrap().contains("stopped"),
-            "{full}"
-        );
+    let runs = runs_oldest_first(dir);
+    assert_eq!(runs.len(), kills, "KERF_TEST_SEED={seed}");
+    for (r, shown) in runs.iter().zip(&shown_texts) {
+        assert_interrupted(dir, r, shown, seed);
     }
     let store = kerf_store::Store::open(&dir.join("history.sqlite")).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+/// The same on the real model: the full greedy reply is measured first, and each kill is drawn
+/// within its first half, so the model still has half its reply to write when the kill comes.
+/// The exit status says whether the kill ended the run; one that had already ended on its own (a
+/// machine far faster than this one) must then be kept whole, and the kill is drawn again earlier.
+#[test]
+fn a_run_killed_mid_stream_on_the_model_is_interrupted_with_its_partial_reply() {
+    let _cpu = super::model_lock();
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let model = gguf();
+    let args = [
+        "prompts/agent-kg-extract.json",
+        "--sample",
+        "--max-tokens",
+        "400",
+        "--constrain",
+        "none",
+        "--model",
+        &model,
+    ];
+    let mut whole = Vec::new();
+    spawn_run(dir, &args)
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut whole)
+        .unwrap();
+    let reference = runs_oldest_first(dir)[0].clone();
+    assert_eq!(reference["status"], "ok", "{reference}");
+    let full = ok_json(kerf_in(
+        dir,
+        &["history", "show", &reference["id"].to_string(), "--json"],
+    ));
+    let reply = full["raw"].as_str().unwrap().to_string();
+    assert!(reply.len() >= 40, "a reply long enough to cut: {reply:?}");
+    let mut moments = super::Moments::new("a_run_killed_mid_stream_on_the_model");
+    let seed = moments.seed;
+    let mut landed = 0;
+    let mut attempts = 0;
+    let mut half = reply.len() / 2;
+    while landed < 5 {
+        attempts += 1;
+        assert!(
+            attempts <= 20,
+            "KERF_TEST_SEED={seed}: the run kept ending before its kill"
+        );
+        let at = 1 + moments.below(half as u64) as usize;
+        let (shown, killed) = kill_after(spawn_run(dir, &args), at);
+        let run = runs_oldest_first(dir).pop().unwrap();
+        if run["status"] == "ok" {
+            // It ended before the kill came: kept whole, and the next kill comes earlier.
+            let stored = ok_json(kerf_in(
+                dir,
+                &["history", "show", &run["id"].to_string(), "--json"],
+            ));
+            assert_eq!(stored["raw"], reply, "KERF_TEST_SEED={seed}");
+            half = (half / 2).max(1);
+            continue;
+        }
+        assert!(killed, "KERF_TEST_SEED={seed}: {run}");
+        assert_interrupted(dir, &run, &shown, seed);
+        landed += 1;
+    }
+    let store = kerf_store::Store::open(&dir.join("history.sqlite")).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+/// `kerf --data-dir DIR …` with DIR as its configuration directory too (providers).
+fn kerf_in_config(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir)
+        .env("KERF_KEYRING", "kernel")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Ctrl-C while a reply streams (from a server that never ends it, so the signal always lands
+/// mid-stream): the run stops, what arrived is parsed and reported as `cancelled`, and the history
+/// keeps it as shown.
+#[test]
+fn ctrl_c_mid_stream_stops_the_run_and_keeps_what_arrived() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let line = "{\"type\": \"definition\", \"entity\": \"DNA\", \"definition\": \"a molecule\"}\n";
+    let reply = line.repeat(8);
+    let server = Server::start(vec![
+        Act::sse(200, openai_pieces(&reply))
+            .gap(std::time::Duration::from_millis(1))
+            .hold_open(),
+    ]);
+    add_provider(dir, "endless", &server.base_url());
+    let mut moments = super::Moments::new("ctrl_c_mid_stream");
+    let seed = moments.seed;
+    let mut child = spawn_run(
+        dir,
+        &[
+            "prompts/agent-kg-extract.json",
+            "--sample",
+            "--constrain",
+            "none",
+            "--provider",
+            "endless",
+        ],
+    );
+    // At least two whole lines shown, so the report has objects to show.
+    let at = 2 * line.len() + moments.below((reply.len() - 2 * line.len()) as u64) as usize;
+    let mut shown = vec![0u8; at];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut shown)
+        .unwrap();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&shown),
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        out.contains("finish: cancelled"),
+        "KERF_TEST_SEED={seed}: {out}\n{}",
+        stderr(&o)
+    );
+    let run = runs_oldest_first(dir).pop().unwrap();
+    assert_eq!(run["status"], "interrupted", "KERF_TEST_SEED={seed}: {run}");
+    let full = ok_json(kerf_in(
+        dir,
+        &["history", "show", &run["id"].to_string(), "--json"],
+    ));
+    assert_eq!(
+        full["finish_reason"], "cancelled",
+        "KERF_TEST_SEED={seed}: {full}"
+    );
+    let raw = full["raw"].as_str().unwrap();
+    assert!(raw.len() >= at, "KERF_TEST_SEED={seed}: {raw:?}");
+    assert!(reply.starts_with(raw), "KERF_TEST_SEED={seed}: {raw:?}");
+    assert!(
+        out.starts_with(raw),
+        "KERF_TEST_SEED={seed}: {raw:?} vs {out:?}"
+    );
+    assert!(
+        full["report"]["objects"].as_array().unwrap().len() >= 2,
+        "{full}"
+    );
 }
 
 /// The CLI and the app write at once: a run streams into the history while other processes
 /// record sweeps and tag runs. None fails with "database is locked".
 #[test]
 fn two_processes_writing_at_once_never_see_database_is_locked() {
-    let _cpu = super::model_lock();
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().to_path_buf();
-    let model = gguf();
     let reply = d.path().join("reply.jsonl");
-    std::fs::write(
-        &reply,
-        "{\"type\": \"definition\", \"entity\": \"DNA\", \"definition\": \"x\"}\n".repeat(50),
-    )
-    .unwrap();
-    let seed = run_json(&dir, &model, &["--max-tokens", "4"]);
-    let seed_id = seed["history_id"].to_string();
-    let running = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .arg("--data-dir")
-        .arg(&dir)
-        .args([
+    let line = "{\"type\": \"definition\", \"entity\": \"DNA\", \"definition\": \"x\"}\n";
+    std::fs::write(&reply, line.repeat(50)).unwrap();
+    // The running reply streams (a piece every 10 ms, written to the history in batches) and its
+    // last piece waits until the writers are done: it is provably still streaming all the while,
+    // however fast or busy the machine.
+    let writers_done = Latch::default();
+    let with_end = |mut pieces: Vec<Vec<u8>>, finish: &str| {
+        pieces.push(openai_end(finish));
+        pieces
+    };
+    let server = Server::start(vec![
+        Act::sse(200, with_end(openai_pieces(line), "stop")),
+        Act::sse(200, with_end(openai_pieces(&line.repeat(40)), "length"))
+            .gap(std::time::Duration::from_millis(10))
+            .last_waits_for(&writers_done),
+    ]);
+    add_provider(&dir, "loopback", &server.base_url());
+    let seed = run_out(kerf_in_config(
+        &dir,
+        &[
             "run",
+            "prompts/agent-kg-extract.json",
+            "--sample",
+            "--provider",
+            "loopback",
+            "--json",
+        ],
+    ));
+    let seed_id = seed["history_id"].to_string();
+    let mut running = spawn_run(
+        &dir,
+        &[
             "prompts/agent-kg-extract.json",
             "--sample",
             "--max-tokens",
             "150",
             "--constrain",
             "none",
-            "--model",
-            &model,
+            "--provider",
+            "loopback",
             "--json",
-        ])
-        .current_dir(repo())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     let writers: Vec<_> = (0..2)
         .map(|w| {
             let (dir, reply, seed_id) = (dir.clone(), reply.clone(), seed_id.clone());
@@ -469,6 +723,11 @@ fn two_processes_writing_at_once_never_see_database_is_locked() {
     for w in writers {
         w.join().unwrap();
     }
+    assert!(
+        running.try_wait().unwrap().is_none(),
+        "the run streamed while the others wrote"
+    );
+    writers_done.open();
     let out = running.wait_with_output().unwrap();
     let v = run_out(out.clone());
     assert_eq!(v["finish_reason"], "length", "{v}");

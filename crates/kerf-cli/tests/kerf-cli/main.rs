@@ -13,6 +13,8 @@ mod eval;
 mod history;
 mod providers;
 mod score;
+#[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
+mod server;
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
@@ -26,10 +28,27 @@ fn kerf(args: &[&str]) -> Output {
     kerf_stdin(args, None)
 }
 
+/// A `kerf` command that keeps its history and providers in `home` (runs, compares and sweeps are
+/// recorded: never in the user's folders, never shared with a test running beside it), finds the
+/// bundled model where `kerf models fetch` put it, and sees no key from the environment or the
+/// desktop's keyring.
+fn kerf_cmd(home: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kerf"));
+    cmd.current_dir(repo())
+        .env("KERF_DATA_DIR", home)
+        .env("KERF_CONFIG_DIR", home)
+        .env("KERF_MODELS_DIR", kerf_core::dirs::models_dir())
+        .env("KERF_KEYRING", "kernel");
+    for key in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"] {
+        cmd.env_remove(key);
+    }
+    cmd
+}
+
 fn kerf_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+    let home = tempfile::tempdir().unwrap();
+    let mut child = kerf_cmd(home.path())
         .args(args)
-        .current_dir(repo())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -48,6 +67,40 @@ fn kerf_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
 fn model_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Random moments for the tests that kill or cancel at a drawn point: xorshift64, seeded from
+/// `KERF_TEST_SEED` when it is set (to replay a failure) or else from the clock. The seed is
+/// printed when drawn (cargo shows it with a failure) and callers put it in their assertion
+/// messages, so every failure names the seed that replays it.
+struct Moments {
+    seed: u64,
+    x: u64,
+}
+
+impl Moments {
+    fn new(test: &str) -> Moments {
+        let seed = std::env::var("KERF_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            });
+        eprintln!("{test}: KERF_TEST_SEED={seed}");
+        // xorshift's state must not be 0.
+        Moments { seed, x: seed | 1 }
+    }
+
+    /// A number in `0..n` (n > 0).
+    fn below(&mut self, n: u64) -> u64 {
+        self.x ^= self.x << 13;
+        self.x ^= self.x >> 7;
+        self.x ^= self.x << 17;
+        self.x % n
+    }
 }
 
 fn stdout_json(o: &Output) -> Value {
@@ -815,32 +868,52 @@ fn local_model_runs_compare_and_model_token_sweeps() {
     assert!(out.contains("finish: "), "{out}");
     assert!(out.contains("layers offloaded"), "{out}");
 
-    // Ctrl-C stops the run between tokens; the reply so far is still parsed and reported.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args([
-            "run",
-            "prompts/agent-kg-extract.json",
-            "--sample",
-            "--max-tokens",
-            "400",
-            "--constrain",
-            "none",
-        ])
-        .current_dir(repo())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = [0u8; 1];
-    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("finish: cancelled"), "{out}\n{}", stderr(&o));
+    // Ctrl-C stops the run between tokens; the reply so far is still parsed and reported. The
+    // signal comes as the reply starts to show, with the model's whole reply still to write; a
+    // run that ended on its own before it came (a machine far faster than this one) must then
+    // say how it ended, and is tried again. (The loopback test
+    // `ctrl_c_mid_stream_stops_the_run_and_keeps_what_arrived` holds the stream open, so there the
+    // signal always lands.)
+    let home = tempfile::tempdir().unwrap();
+    let mut ended_alone = Vec::new();
+    loop {
+        let mut child = kerf_cmd(home.path())
+            .args([
+                "run",
+                "prompts/agent-kg-extract.json",
+                "--sample",
+                "--max-tokens",
+                "400",
+                "--constrain",
+                "none",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 1];
+        std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+        let kill = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let o = child.wait_with_output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        if out.contains("finish: cancelled") {
+            break;
+        }
+        assert!(
+            o.status.code().is_some() && out.contains("finish: "),
+            "{out}\n{}",
+            stderr(&o)
+        );
+        ended_alone.push(out);
+        assert!(
+            ended_alone.len() < 5,
+            "every run ended before its Ctrl-C: {ended_alone:?}"
+        );
+    }
 
     // kerf compare --json: the documented row keys, both formats at each budget.
     let o = kerf(&[
@@ -955,10 +1028,9 @@ fn local_model_runs_compare_and_model_token_sweeps() {
 #[test]
 fn a_missing_model_says_how_to_get_it() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+    let o = kerf_cmd(dir.path())
         .args(["run", "prompts/agent-kg-extract.json", "--sample", "--json"])
-        .env("KERF_DATA_DIR", dir.path())
-        .current_dir(repo())
+        .env_remove("KERF_MODELS_DIR")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));

@@ -8,11 +8,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-#[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
-mod server;
-
+use super::server::{Act, Server};
 use super::{repo, stderr, stdout_json};
-use server::{Act, Server};
 
 const PLANTED: &str = "sk-kerf-PLANTED-cli-9f8e7d6c5b4a";
 
@@ -38,6 +35,16 @@ fn kerf_env(config: &Path, env: &[(&str, &str)], args: &[&str], stdin: Option<&[
     }
     drop(pipe);
     child.wait_with_output().unwrap()
+}
+
+/// A provider name of this run alone (process and moment): keys are kept under provider names
+/// in the kernel keyring, which outlives the test.
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
 }
 
 fn everything(o: &Output) -> String {
@@ -68,13 +75,16 @@ fn the_standard_key_variable_never_goes_to_a_custom_base_url() {
     let server = Server::start(vec![Act::sse(200, vec![openai_stream("{}", "stop")])]);
     let env = [("OPENAI_API_KEY", PLANTED)];
     let url = server.base_url();
+    // Names no key in the kernel keyring holds (it is the user's, shared by every process until
+    // reboot): "MISSING" below must not depend on what an earlier run or the user left there.
+    let (lan, lan2) = (unique("lan"), unique("lan2"));
     let add = kerf_env(
         cfg,
         &env,
         &[
             "providers",
             "add",
-            "lan",
+            &lan,
             "--kind",
             "openai",
             "--base-url",
@@ -95,7 +105,7 @@ fn the_standard_key_variable_never_goes_to_a_custom_base_url() {
             "prompts/agent-kg-extract.json",
             "--sample",
             "--provider",
-            "lan",
+            &lan,
         ],
         None,
     );
@@ -116,7 +126,7 @@ fn the_standard_key_variable_never_goes_to_a_custom_base_url() {
         &[
             "providers",
             "add",
-            "lan2",
+            &lan2,
             "--kind",
             "openai",
             "--base-url",
@@ -408,7 +418,7 @@ fn a_configured_provider_runs_a_prompt_and_its_key_never_shows() {
 fn keys_go_to_the_keyring_from_standard_input_only() {
     let config = tempfile::tempdir().unwrap();
     let cfg = config.path();
-    let name = format!("kr-{}", std::process::id());
+    let name = unique("kr");
     let add = kerf_env(
         cfg,
         &[],
