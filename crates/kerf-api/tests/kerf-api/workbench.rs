@@ -238,7 +238,15 @@ fn record(store: &Store, max_tokens: u32, raw: &str) -> i64 {
 
 #[test]
 fn the_history_screens_list_show_diff_tag_and_note() {
-    let store = Store::in_memory().unwrap();
+    // Newest first is by the time each run was stored: a clock that ticks a second per reading,
+    // from now (the `7d` filter below reads the real clock), puts `b` after `a` whatever the
+    // machine's clock does between them.
+    let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(kerf_core::time::now_ms()));
+    let store = Store::in_memory()
+        .unwrap()
+        .with_clock(std::sync::Arc::new(move || {
+            clock.fetch_add(1000, std::sync::atomic::Ordering::SeqCst)
+        }));
     let def = |t: &str| {
         format!(
             "{{\"type\":\"definition\",\"entity\":\"{t}\",\"definition\":\"a thing called {t}\"}}\n"
@@ -528,7 +536,34 @@ fn an_import_waits_for_a_save_holding_the_files_lock() {
         let (config, mine) = (config.clone(), mine.clone());
         std::thread::spawn(move || prompts::import(&config, &mine, None, false))
     };
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Wait until the import is blocked on that lock (the kernel lists it waiting), not for a
+    // while: on a busy machine a while can end before the import reaches the lock.
+    let lock_file = mine.join(".agent-kg-extract.json.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        match waiting_for_flock(&lock_file) {
+            Some(true) => break,
+            Some(false) => {}
+            None => {
+                // No /proc/locks (not Linux): the weaker wait, which can pass without the
+                // import having reached the lock, but never fails for a sound import.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                break;
+            }
+        }
+        if import.is_finished() {
+            panic!(
+                "the import ended without waiting for the lock: {:?}",
+                import.join()
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the import never waited for the lock:\n{}",
+            std::fs::read_to_string("/proc/locks").unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
     assert!(
         !target.exists(),
         "the import wrote under another writer's lock"
@@ -538,4 +573,27 @@ fn an_import_waits_for_a_save_holding_the_files_lock() {
     let written = import.join().unwrap().unwrap();
     assert_eq!(written, vec![target.clone()]);
     assert!(target.is_file());
+}
+
+/// Whether a thread of this process is blocked taking the `flock` on `file`: Linux lists each
+/// waiter in /proc/locks as a `->` line with its process and the file's inode, e.g.
+/// `7: -> FLOCK  ADVISORY  WRITE 4797 fe:00:10117134 0 EOF`. `None` where there is no such list.
+fn waiting_for_flock(file: &Path) -> Option<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let locks = std::fs::read_to_string("/proc/locks").ok()?;
+        let ino = std::fs::metadata(file).ok()?.ino().to_string();
+        let pid = std::process::id().to_string();
+        Some(locks.lines().any(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            f.get(1..6) == Some(&["->", "FLOCK", "ADVISORY", "WRITE", pid.as_str()][..])
+                && f.get(6).and_then(|dev_ino| dev_ino.rsplit(':').next()) == Some(ino.as_str())
+        }))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        None
+    }
 }

@@ -14,7 +14,6 @@ use serde_json::{Map, Value};
 
 use super::lines::{LineIndex, excerpt, floor_char_boundary, line_end, next_line_start};
 use super::{Acceptor, Parser, coerce};
-use crate::cancel::CancelToken;
 use crate::error::strip_position;
 use crate::report::{DropKind, ParseReport};
 use crate::schema::{self, CompiledSchema};
@@ -657,12 +656,12 @@ enum Step {
 ///   its top-level tokens starts or ends; the real parser runs at each of those points (the cost
 ///   grows with the number of top-level members, not with the reply's length).
 ///
-/// `None` when `cancel` was set (checked between the prefixes evaluated).
+/// `None` when `stop` said so (asked between the prefixes evaluated, and at the end).
 pub(crate) fn salvage_curve(
     text: &str,
     parser: &Parser,
     vars: &Map<String, Value>,
-    cancel: &CancelToken,
+    stop: &dyn Fn() -> bool,
 ) -> Option<Vec<(usize, usize)>> {
     let len = text.len();
     let lines = LineIndex::new(text);
@@ -677,7 +676,7 @@ pub(crate) fn salvage_curve(
             number_reads: None,
         },
         steps: Vec::new(),
-        cancel,
+        stop,
     };
     match text.find("```") {
         None => sweep.region(0, 0, len + 1),
@@ -696,13 +695,14 @@ pub(crate) fn salvage_curve(
             }
         }
     }
-    (!cancel.is_cancelled()).then_some(sweep.steps)
+    (!stop()).then_some(sweep.steps)
 }
 
 struct SalvageSweep<'a, 'r> {
     salvager: Salvager<'a, 'r>,
     steps: Vec<(usize, usize)>,
-    cancel: &'a CancelToken,
+    /// The sweep's stop check (a cancel token's `is_cancelled`).
+    stop: &'a dyn Fn() -> bool,
 }
 
 impl SalvageSweep<'_, '_> {
@@ -750,7 +750,7 @@ impl SalvageSweep<'_, '_> {
         let mut walked: Option<ArrayWalk> = None;
         let mut object: Option<ObjectWalk> = None;
         for (k, &b) in cuts.iter().enumerate() {
-            if self.cancel.is_cancelled() {
+            if (self.stop)() {
                 return;
             }
             let b2 = cuts.get(k + 1).copied().unwrap_or(hi);
@@ -772,7 +772,7 @@ impl SalvageSweep<'_, '_> {
                     if let Some(w) = object.take() {
                         self.object_at(&w, b);
                         for c in object_probes(&self.salvager, a, b2) {
-                            if self.cancel.is_cancelled() {
+                            if (self.stop)() {
                                 break;
                             }
                             if c > b && c < b2 {
@@ -785,7 +785,7 @@ impl SalvageSweep<'_, '_> {
                 Choice::Bare => {
                     self.eval_at(b);
                     for c in bare_probes(text, start, longest) {
-                        if self.cancel.is_cancelled() {
+                        if (self.stop)() {
                             break;
                         }
                         if c > b && c < b2 {
@@ -951,7 +951,7 @@ impl SalvageSweep<'_, '_> {
         events.sort_unstable();
         events.dedup();
         for (n, c) in events.into_iter().enumerate() {
-            if n % 1024 == 0 && self.cancel.is_cancelled() {
+            if n % 1024 == 0 && (self.stop)() {
                 return;
             }
             let complete = ends.partition_point(|&e| e <= c);

@@ -49,3 +49,23 @@ pub fn drops(r: &ParseReport) -> Vec<(usize, &'static str)> {
 pub fn def(entity: &str, definition: &str) -> Value {
     json!({"entity": entity, "definition": definition})
 }
+
+/// `f`, run on another thread, with `limit` as a watchdog: a hang fails the test (naming `what`)
+/// instead of holding the suite. Not a speed test: `limit` is far above what the work takes on
+/// the slowest, busiest machine.
+pub fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => v,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no end in {limit:?}"),
+        // The work panicked: its message is already on stderr.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+    }
+}

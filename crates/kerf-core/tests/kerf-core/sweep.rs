@@ -456,7 +456,7 @@ fn the_salvage_sweep_of_a_large_object_is_linear() {
         );
     });
     let whole = rx
-        .recv_timeout(std::time::Duration::from_secs(120))
+        .recv_timeout(std::time::Duration::from_secs(300))
         .expect("the sweep of a 20,000-key object did not finish")
         .unwrap();
     assert_eq!(whole, 1, "the cut object is recovered");
@@ -465,28 +465,85 @@ fn the_salvage_sweep_of_a_large_object_is_linear() {
 }
 
 /// Security review, finding 8: a sweep could not be stopped. It now checks its token between
-/// the prefixes it evaluates: set from another thread mid-sweep, it ends with `cancelled`.
+/// the prefixes it evaluates: cancelled before it starts it evaluates nothing, and cancelled from
+/// another thread while it runs it ends with `cancelled` at its next check.
+///
+/// The cancel comes at a known check of the sweep's own, not at a wall-clock moment (a moment
+/// could fall after the sweep had ended): `byte_curve` asks its token through
+/// `byte_curve_until`'s predicate, and here that predicate, at its Nth question, lets the other
+/// thread cancel the token and waits until it has before answering with the token's state.
 #[test]
 fn a_sweep_stops_when_cancelled() {
-    let members: Vec<String> = (0..200_000)
+    use std::cell::Cell;
+    use std::sync::mpsc;
+    // A safety net only: every wait below ends as soon as the other side has acted.
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
+    let members: Vec<String> = (0..2_000)
         .map(|i| format!("\"key{i}\": \"value {i}\""))
         .collect();
     let text = format!("{{{}", members.join(", "));
     let p = Parser::new(ResponseType::Json).with_salvage(true);
+    let vars = Map::new();
     let cancel = CancelToken::new();
     cancel.cancel();
-    let e = byte_curve(&p, &text, &Map::new(), &cancel).unwrap_err();
+    let e = byte_curve(&p, &text, &vars, &cancel).unwrap_err();
     assert_eq!(e.code(), "cancelled");
 
-    let cancel = CancelToken::new();
-    let stop = cancel.clone();
-    let waiter = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        stop.cancel();
-    });
-    let r = byte_curve(&p, &text, &Map::new(), &cancel);
-    waiter.join().unwrap();
-    assert_eq!(r.unwrap_err().code(), "cancelled");
+    // Not cancelled: the whole curve, and how many times the sweep asked.
+    let asked = Cell::new(0usize);
+    let whole = sweep::byte_curve_until(&p, &text, &vars, &|| {
+        asked.set(asked.get() + 1);
+        false
+    })
+    .unwrap();
+    assert_eq!(whole.at(text.len()), 1, "the cut object is recovered");
+    let checks = asked.get();
+    assert!(
+        checks > members.len(),
+        "{checks} checks for {} members: the sweep does not check between the prefixes it evaluates",
+        members.len()
+    );
+
+    // Cancelled at its first check, its first in the walk, half-way, its last in the walk, and
+    // the one before it returns.
+    for at in [1, 2, checks / 2, checks - 1, checks] {
+        let cancel = CancelToken::new();
+        let (reached, on_reached) = mpsc::channel::<()>();
+        let (cancelled, on_cancelled) = mpsc::channel::<()>();
+        let stop_button = {
+            let cancel = cancel.clone();
+            std::thread::spawn(move || {
+                on_reached
+                    .recv_timeout(DEADLINE)
+                    .expect("the sweep never reached the check");
+                cancel.cancel();
+                cancelled.send(()).unwrap();
+            })
+        };
+        let asked = Cell::new(0usize);
+        let r = sweep::byte_curve_until(&p, &text, &vars, &|| {
+            asked.set(asked.get() + 1);
+            if asked.get() == at {
+                reached.send(()).unwrap();
+                on_cancelled
+                    .recv_timeout(DEADLINE)
+                    .expect("the other thread did not cancel");
+            }
+            cancel.is_cancelled()
+        });
+        stop_button.join().unwrap();
+        assert_eq!(
+            r.map(|c| c.steps.len()).unwrap_err().code(),
+            "cancelled",
+            "cancelled at check {at} of {checks}"
+        );
+        // It stopped there: at most the checks on its way out followed, not the rest of the walk.
+        assert!(
+            asked.get() - at <= 3,
+            "cancelled at check {at} of {checks}, it went on to check {}",
+            asked.get()
+        );
+    }
 }
 
 #[test]
