@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+#[path = "../../../kerf-llm/tests/kerf-llm/isolation.rs"]
+mod isolation;
 mod providers;
 mod runs;
 mod workbench;
@@ -25,46 +27,6 @@ fn every_code_round_trips_through_its_name_and_serializes_as_it() {
         serde_json::to_value(&e).unwrap(),
         json!({"code": "not_found", "message": "run 9 is not in the history"})
     );
-}
-
-/// A name no other run of these tests uses, now or before (a key left in the kernel keyring by a
-/// run that died lasts until reboot): `prefix`, the process id and the clock's nanoseconds.
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-/// Tests that write to the keyring run in a child process of this test binary, started with
-/// `KERF_KEYRING=kernel` (as the CLI tests start `kerf`), so they never touch the desktop's
-/// Secret Service: kerf-llm reads the variable once per process, and setting it here would race
-/// the other tests' threads (and `set_var` is `unsafe`). `true` in that child: run the body
-/// there. In this process: run `test` (its full name) alone in the child, which must pass, and
-/// `false`: the body has run.
-fn in_kernel_keyring(test: &str) -> bool {
-    const CHILD: &str = "KERF_TEST_KERNEL_KEYRING_CHILD";
-    if !cfg!(target_os = "linux") {
-        return true; // the variable only chooses between Linux's keyrings
-    }
-    if std::env::var_os(CHILD).is_some() {
-        assert_eq!(std::env::var("KERF_KEYRING").as_deref(), Ok("kernel"));
-        return true;
-    }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--test-threads=1"])
-        .env("KERF_KEYRING", "kernel")
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("test result: ok. 1 passed"),
-        "{test}, run with KERF_KEYRING=kernel:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    false
 }
 
 /// A run of `prompt` on the input `doc` on the local model, about to start.

@@ -97,7 +97,7 @@ fn a_definition_is_checked_and_names_what_is_wrong() {
 
 #[test]
 fn a_key_goes_into_the_keyring_and_only_its_place_comes_back() {
-    if !super::in_kernel_keyring(
+    if !super::isolation::in_kernel_keyring(
         "providers::a_key_goes_into_the_keyring_and_only_its_place_comes_back",
     ) {
         return;
@@ -105,7 +105,7 @@ fn a_key_goes_into_the_keyring_and_only_its_place_comes_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("providers.json");
     let path = path.as_path();
-    let name = super::unique("api-test");
+    let name = super::isolation::unique("api-test");
     let key = format!("sk-{name}-secret");
 
     let added = providers::add(path, &spec(&name)).unwrap();

@@ -314,7 +314,7 @@ fn kerf_in(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// Configure the keyless OpenAI-compatible server at `url` as provider `name`.
-fn add_server(dir: &Path, name: &str, url: &str, model: &str) {
+pub(super) fn add_server(dir: &Path, name: &str, url: &str, model: &str) {
     let add = kerf_in(
         dir,
         &[

@@ -405,26 +405,6 @@ fn openai_end(finish: &str) -> Vec<u8> {
     format!("data: {end}\n\ndata: [DONE]\n\n").into_bytes()
 }
 
-/// Configure the keyless OpenAI-compatible server at `url` as provider `name`.
-fn add_provider(dir: &Path, name: &str, url: &str) {
-    let add = kerf_in_config(
-        dir,
-        &[
-            "providers",
-            "add",
-            name,
-            "--kind",
-            "openai",
-            "--base-url",
-            url,
-            "--model",
-            name,
-            "--no-key",
-        ],
-    );
-    assert_eq!(add.status.code(), Some(0), "{}", stderr(&add));
-}
-
 /// Runs listed oldest first: by id, the order they were begun (their times may tie).
 fn runs_oldest_first(dir: &Path) -> Vec<Value> {
     let mut runs = ok_json(kerf_in(dir, &["history", "list", "--limit", "0", "--json"]))
@@ -456,7 +436,7 @@ fn a_run_killed_mid_stream_is_interrupted_with_its_partial_reply() {
             })
             .collect(),
     );
-    add_provider(dir, "endless", &server.base_url());
+    super::eval::add_server(dir, "endless", &server.base_url(), "endless");
     let mut moments = super::Moments::new("a_run_killed_mid_stream");
     let seed = moments.seed;
     let mut shown_texts = Vec::new();
@@ -586,7 +566,7 @@ fn ctrl_c_mid_stream_stops_the_run_and_keeps_what_arrived() {
             .gap(std::time::Duration::from_millis(1))
             .hold_open(),
     ]);
-    add_provider(dir, "endless", &server.base_url());
+    super::eval::add_server(dir, "endless", &server.base_url(), "endless");
     let mut moments = super::Moments::new("ctrl_c_mid_stream");
     let seed = moments.seed;
     let mut child = spawn_run(
@@ -609,11 +589,7 @@ fn ctrl_c_mid_stream_stops_the_run_and_keeps_what_arrived() {
         .unwrap()
         .read_exact(&mut shown)
         .unwrap();
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    super::ctrl_c(&child);
     let o = child.wait_with_output().unwrap();
     let out = format!(
         "{}{}",
@@ -671,7 +647,7 @@ fn two_processes_writing_at_once_never_see_database_is_locked() {
             .gap(std::time::Duration::from_millis(10))
             .last_waits_for(&writers_done),
     ]);
-    add_provider(&dir, "loopback", &server.base_url());
+    super::eval::add_server(&dir, "loopback", &server.base_url(), "loopback");
     let seed = run_out(kerf_in_config(
         &dir,
         &[

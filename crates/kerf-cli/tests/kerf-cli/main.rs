@@ -11,6 +11,8 @@ use rstest::rstest;
 
 mod eval;
 mod history;
+#[path = "../../../kerf-llm/tests/kerf-llm/isolation.rs"]
+mod isolation;
 mod providers;
 mod score;
 #[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
@@ -101,6 +103,15 @@ impl Moments {
         self.x ^= self.x << 17;
         self.x % n
     }
+}
+
+/// Ctrl-C, as a terminal sends it: SIGINT to `child`.
+fn ctrl_c(child: &std::process::Child) {
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
 }
 
 fn stdout_json(o: &Output) -> Value {
@@ -893,11 +904,7 @@ fn local_model_runs_compare_and_model_token_sweeps() {
             .unwrap();
         let mut first = [0u8; 1];
         std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
-        let kill = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(kill.success());
+        ctrl_c(&child);
         let o = child.wait_with_output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         if out.contains("finish: cancelled") {

@@ -8,6 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
+use super::isolation::unique;
 use super::server::{Act, Server};
 use super::{repo, stderr, stdout_json};
 
@@ -35,16 +36,6 @@ fn kerf_env(config: &Path, env: &[(&str, &str)], args: &[&str], stdin: Option<&[
     }
     drop(pipe);
     child.wait_with_output().unwrap()
-}
-
-/// A provider name of this run alone (process and moment): keys are kept under provider names
-/// in the kernel keyring, which outlives the test.
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
 }
 
 fn everything(o: &Output) -> String {
