@@ -19,11 +19,14 @@ export function kgLines(count) {
  * - key: the bearer key requests must carry (else 401, as OpenAI answers).
  * - reply: the whole reply text to stream.
  * - chunk: characters per SSE event; perEventMs: pause between events (0: as fast as possible).
- * The returned `options` can be changed between requests.
+ * The returned `options` can be changed between requests; `hold(lines)` holds the next reply
+ * back after its first `lines` lines (see below).
  */
 export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
   const options = { key, reply, chunk, perEventMs };
   const requests = [];
+  // Gates for the next replies, first come first served (see `hold`).
+  const gates = [];
   const server = http.createServer((req, res) => {
     let body = "";
     req.on("data", (d) => (body += d));
@@ -41,13 +44,23 @@ export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
       }
       const model = JSON.parse(body).model;
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      const gate = gates.shift();
+      let sent = "";
+      // The client hung up before the reply was whole (a cancelled run).
+      res.on("close", () => { if (!res.writableFinished) gate?.hangUp(sent); });
       const event = (delta, finish) => `data: ${JSON.stringify({ id: "chatcmpl-loopback", object: "chat.completion.chunk", created: 0, model,
         choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
       res.write(event({ role: "assistant", content: "" }, null));
-      for (let i = 0; i < reply.length; i += chunk) {
-        if (res.destroyed) return; // the client hung up (a cancelled run)
-        res.write(event({ content: reply.slice(i, i + chunk) }, null));
-        if (perEventMs) await new Promise((r) => setTimeout(r, perEventMs));
+      for (let i = 0; i < reply.length;) {
+        if (res.destroyed || gate?.gone) return; // the client hung up (a cancelled run)
+        const holding = gate?.state === "holding";
+        const piece = reply.slice(i, i + (holding ? 1 : chunk));
+        i += piece.length;
+        res.write(event({ content: piece }, null));
+        sent += piece;
+        if (gate?.state === "before" && sent.split("\n").length - 1 >= gate.lines) gate.hold(sent);
+        if (gate?.state === "holding") await gate.tick();
+        else if (perEventMs) await new Promise((r) => setTimeout(r, perEventMs));
       }
       res.write(event({}, "stop"));
       const completion = Math.ceil(reply.length / 4);
@@ -56,7 +69,47 @@ export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
       res.end("data: [DONE]\n\n");
     });
   });
+  // reqwest keeps idle connections for 90 s; Node closes them after 5 s by default, and a request
+  // written on a connection the server is closing breaks off. Kept open until close().
+  server.keepAliveTimeout = 10 * 60 * 1000;
+  server.headersTimeout = 10 * 60 * 1000 + 1000;
+  server.requestTimeout = 0;
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   const port = server.address().port;
-  return { url: `http://127.0.0.1:${port}/v1`, options, requests, close: () => new Promise((r) => server.close(r)) };
+
+  /**
+   * Hold the next chat-completions reply once its first `lines` lines are sent: from then on it
+   * trickles, one character every `trickleMs`, until the client hangs up or the test releases
+   * it. The run is in progress for as long as the test needs (a line takes seconds, the reply
+   * an hour), not for as long as a paced reply happens to last on this machine; and each
+   * character is an event, so the client shows what arrived (it relays text as events come).
+   * Returns
+   * - held: resolves, with the text sent so far, once the reply trickles;
+   * - hungUp: resolves, with all the text sent, once the client closed the connection before
+   *   the reply ended;
+   * - release(): send the rest of the reply at full speed.
+   */
+  function hold(lines, { trickleMs = 100 } = {}) {
+    let held, hungUp, release;
+    const isHeld = new Promise((r) => (held = r));
+    const gone = new Promise((r) => (hungUp = r));
+    const released = new Promise((r) => (release = r));
+    const gate = {
+      lines, state: "before", gone: false,
+      hold: (sent) => { gate.state = "holding"; held(sent); },
+      hangUp: (sent) => { gate.gone = true; hungUp(sent); },
+      tick: () => Promise.race([new Promise((r) => setTimeout(r, trickleMs)), released, gone]),
+    };
+    released.then(() => { gate.state = "released"; });
+    gates.push(gate);
+    return { held: isHeld, hungUp: gone, release };
+  }
+
+  const close = () => new Promise((r) => {
+    gates.splice(0);
+    server.close(r);
+    // Idle kept-alive connections and held replies would keep close() waiting.
+    server.closeAllConnections();
+  });
+  return { url: `http://127.0.0.1:${port}/v1`, options, requests, hold, close };
 }

@@ -3,16 +3,51 @@
 // user sees and saves a screenshot to $KERF_E2E_ARTIFACTS.
 import { remote } from "webdriverio";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { kgLines, startOpenAI } from "./openai-loopback.mjs";
-import { startDriver } from "./driver.mjs";
+import { startDriver, stopAll } from "./driver.mjs";
 
 const app = process.env.KERF_DESKTOP_BIN;
 const artifacts = process.env.KERF_E2E_ARTIFACTS;
 const work = process.env.KERF_E2E_WORK;
 assert.ok(app && artifacts && work, "KERF_DESKTOP_BIN, KERF_E2E_ARTIFACTS and KERF_E2E_WORK must be set");
 fs.mkdirSync(artifacts, { recursive: true });
+
+// Deadlines, never delays: each wait ends as soon as what it waits for is there, so a generous
+// deadline costs nothing on a fast machine and keeps a loaded 2-core one running the debug build
+// from failing. KERF_E2E_TIME_SCALE multiplies them all (2: twice as long).
+const SCALE = Number(process.env.KERF_E2E_TIME_SCALE) > 0 ? Number(process.env.KERF_E2E_TIME_SCALE) : 1;
+const T = (ms) => Math.round(ms * SCALE);
+/** A change in the window after a click (a screen, a list, a notice). */
+const UI = T(20000);
+/** A run or probe against the loopback server (no model). */
+const NET = T(90000);
+/** A model run fails when its reply has not grown for this long, however long it runs in all. */
+const STALL = T(180000);
+/**
+ * A compare shows only the cell it is on (one model run of up to 400 tokens, constrained or not,
+ * many minutes on a loaded machine): its progress is also the history being written (each cell
+ * stores its reply as it streams). Fails after this long with neither.
+ */
+const CELL = T(600000);
+/** When the history file was last written: seen from outside, without opening it. */
+function historyWritten() {
+  let t = 0;
+  for (const f of ["history.sqlite", "history.sqlite-wal"]) {
+    try { t = Math.max(t, fs.statSync(path.join(process.env.KERF_DATA_DIR, f)).mtimeMs); } catch {}
+  }
+  return t;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** A promise's value, or a failure naming `what` after `ms`. */
+function within(promise, ms, what) {
+  let timer;
+  return Promise.race([promise, new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what} (${ms / 1000} s)`)), ms); })])
+    .finally(() => clearTimeout(timer));
+}
 
 // A prompt as TrustGraph's own jsonl prompts are written: its schema under `object-schema`, which
 // TrustGraph ignores. In the user's folder before the window lists it.
@@ -41,7 +76,18 @@ function answerDialogs(...lines) {
   fs.writeFileSync(process.env.KERF_E2E_DIALOGS, lines.join("\n") + "\n");
 }
 
-const driver = await startDriver();
+// On SIGTERM or Ctrl-C (which end the process without its "exit" handlers' waiting): stop the
+// window, its WebKitWebDriver and tauri-driver, wait for them, and end as failed.
+for (const signal of ["SIGTERM", "SIGINT"]) {
+  process.once(signal, async () => {
+    console.log(`\ne2e: ${signal}: stopping the window and tauri-driver`);
+    await within(stopAll(), 30000, "tauri-driver did not stop").catch((e) => console.log(String(e)));
+    process.exit(signal === "SIGINT" ? 130 : 143);
+  });
+}
+
+// Free ports of its own (not 4444): another run's driver is never ours.
+const driver = await startDriver({ port: 0, timeout: T(60000) });
 
 let browser;
 const results = [];
@@ -89,6 +135,57 @@ async function waitText(id, pred, timeout, what) {
   await browser.waitUntil(async () => { try { return pred(await text(id)); } catch { return false; } },
     { timeout, interval: 200, timeoutMsg: `${id}: ${what}` });
 }
+/** Wait until `cond()` (its throws count as not yet); `what` may be a function, read on failure. */
+async function waitFor(cond, timeout, what, interval = 200) {
+  try {
+    await browser.waitUntil(async () => { try { return await cond(); } catch { return false; } }, { timeout, interval });
+  } catch (e) {
+    throw new Error(`${typeof what === "function" ? what() : what} (${timeout / 1000} s)`, { cause: e });
+  }
+}
+/**
+ * Wait for work that shows its progress (a model run, a compare): fails when `progress()` has not
+ * changed for `stall` ms, not after a total time, and at once when `failed()` says why.
+ */
+async function waitProgress({ done, progress, failed }, stall, what) {
+  let last, since = Date.now();
+  for (;;) {
+    const why = await failed().catch(() => null);
+    if (why) throw new Error(`${what}: ${why}`);
+    if (await done().catch(() => false)) return;
+    const now = await progress().catch(() => last);
+    if (now !== last) { last = now; since = Date.now(); }
+    else if (Date.now() - since > stall) throw new Error(`${what}: no progress for ${stall / 1000} s (last: ${last})`);
+    await sleep(250);
+  }
+}
+const runId = async () => (await $t("run-results")).getAttribute("data-run");
+/**
+ * Press Run (or the repair question's Run) and return the new run's id. The screen names the
+ * run it shows from the moment the button is pressed, its results cleared: nothing read after
+ * this is the previous run's.
+ */
+async function pressRun(button = "run") {
+  const before = await runId();
+  await (await $t(button)).click();
+  let id;
+  await waitFor(async () => { id = await runId(); return id && id !== before; }, UI, `${button}: no new run shown`);
+  return id;
+}
+/** The summary of run `id`, once it satisfies `pred`. */
+async function waitSummary(id, pred, timeout, what) {
+  let last = "(none)";
+  await waitFor(async () => {
+    const el = await browser.$(`[data-testid="run-summary"][data-run="${id}"]`);
+    if (!(await el.isExisting())) return false;
+    last = await el.getText();
+    return pred(last);
+  }, timeout, () => `run-summary of ${id}: ${what} (last: ${last})`);
+}
+const runError = async () => {
+  const e = await browser.$('[data-testid="run-error"]');
+  return (await e.isExisting()) ? (await e.getText()) || null : null;
+};
 /** Type into a CodeMirror editor at the end of its document. */
 async function typeAtEnd(editorId, keys) {
   const content = await browser.$(`[data-testid="${editorId}"] .cm-content`);
@@ -99,12 +196,14 @@ async function typeAtEnd(editorId, keys) {
 
 try {
   browser = await remote({
-    hostname: "127.0.0.1", port: 4444, logLevel: "warn",
+    hostname: "127.0.0.1", port: driver.port, logLevel: "warn",
+    // Element commands wait this long for their element (a list that loads after a click).
+    waitforTimeout: UI, connectionRetryTimeout: T(240000),
     capabilities: { browserName: "wry", "wdio:enforceWebDriverClassic": true, "tauri:options": { application: app } },
   });
   try {
     await browser.waitUntil(async () => (await browser.execute(() => document.body.dataset.ready)) === "true",
-      { timeout: 20000, timeoutMsg: "the window did not become ready" });
+      { timeout: T(120000), timeoutMsg: "the window did not become ready" });
   } catch (e) {
     console.log(await browser.execute(() => document.documentElement.outerHTML.slice(0, 3000)));
     console.log("startup error:", await browser.execute(() => document.body.dataset.error ?? "none"));
@@ -116,16 +215,16 @@ try {
 
   await scenario("open a shipped prompt, edit the template, see the preview change", async () => {
     await (await $t("prompt-agent-kg-extract")).click();
-    await waitText("prompt-title", (s) => s === "agent-kg-extract", 5000, "the prompt did not open");
-    await waitText("preview", (s) => s.length > 100, 5000, "no preview");
+    await waitText("prompt-title", (s) => s === "agent-kg-extract", UI, "the prompt did not open");
+    await waitText("preview", (s) => s.length > 100, UI, "no preview");
     assert.ok(!(await text("preview")).includes("KERF-E2E-MARK"));
     // (The editor closes brackets as you type, so the edit is plain text.)
     await typeAtEnd("template-editor", ["Enter", ..."KERF-E2E-MARK"]);
-    await waitText("preview", (s) => s.trimEnd().endsWith("KERF-E2E-MARK"), 5000, "the preview did not follow the edit");
+    await waitText("preview", (s) => s.trimEnd().endsWith("KERF-E2E-MARK"), UI, "the preview did not follow the edit");
     assert.ok(await (await $t("dirty")).isDisplayed(), "the draft is not marked unsaved");
     // Opening another prompt with unsaved changes asks first; Keep editing keeps the edit.
     await (await $t("prompt-extract-definitions")).click();
-    await (await $t("unsaved-dialog")).waitForDisplayed({ timeout: 5000, timeoutMsg: "no unsaved-changes dialog" });
+    await (await $t("unsaved-dialog")).waitForDisplayed({ timeout: UI, timeoutMsg: "no unsaved-changes dialog" });
     assert.match(await text("unsaved-dialog"), /agent-kg-extract has unsaved changes/);
     await (await $t("keep-editing")).click();
     assert.equal(await (await $t("unsaved-dialog")).isExisting(), false, "the dialog stayed");
@@ -137,30 +236,32 @@ try {
   await scenario("break the schema and see the error", async () => {
     await typeAtEnd("schema-editor", ["Enter", ..."oops"]);
     await browser.waitUntil(async () => (await browser.$$('[data-testid="problem"][data-part="schema"]')).length > 0,
-      { timeout: 5000, timeoutMsg: "no schema problem shown" });
+      { timeout: UI, timeoutMsg: "no schema problem shown" });
     const problem = await (await browser.$('[data-testid="problem"][data-part="schema"]')).getText();
     assert.match(problem, /schema line \d+: not valid JSON/);
     await shot("schema-error");
     await (await $t("revert")).click();
-    await waitText("problems", (s) => s.trim() === "none", 5000, "the problems did not clear after Revert");
+    await waitText("problems", (s) => s.trim() === "none", UI, "the problems did not clear after Revert");
   });
 
   await scenario("a schema under object-schema is flagged for TrustGraph, renamed in one click, saved as schema", async () => {
     await (await $t("prompt-tg-object-schema")).click();
-    await waitText("prompt-title", (s) => s === "tg-object-schema", 5000, "the prompt did not open");
-    await (await $t("rename-schema-key")).waitForDisplayed({ timeout: 5000, timeoutMsg: "no trustgraph finding with its rename" });
+    await waitText("prompt-title", (s) => s === "tg-object-schema", UI, "the prompt did not open");
+    await (await $t("rename-schema-key")).waitForDisplayed({ timeout: UI, timeoutMsg: "no trustgraph finding with its rename" });
     assert.match(await text("lint"), /trustgraph\s*ignored.*TrustGraph ignores `object-schema`: in production this prompt's replies are not validated/s);
     assert.match(await text("object-schema-notice"), /TrustGraph ignores `object-schema`/);
     await shot("object-schema");
     await (await $t("rename-schema-key")).click();
     await browser.waitUntil(async () => !(await (await $t("rename-schema-key")).isExisting()),
-      { timeout: 5000, timeoutMsg: "the finding stayed after the rename" });
+      { timeout: UI, timeoutMsg: "the finding stayed after the rename" });
     assert.ok(await (await $t("dirty")).isDisplayed(), "the rename is not an unsaved change");
     assert.ok(JSON.parse(fs.readFileSync(tgPrompt, "utf8"))["object-schema"], "the file changed before saving");
     await (await $t("save")).click();
-    await browser.waitUntil(() => "schema" in JSON.parse(fs.readFileSync(tgPrompt, "utf8")),
-      { timeout: 5000, timeoutMsg: "the file was not saved with `schema`" });
+    // Saved when the window says so (the note, the unsaved mark gone): the file is written then.
+    await waitFor(async () => /^Saved /.test(await text("saved-note")) && !(await (await $t("dirty")).isExisting()),
+      UI, "the window did not report the save");
     const saved = JSON.parse(fs.readFileSync(tgPrompt, "utf8"));
+    assert.ok("schema" in saved, "the file was not saved with `schema`");
     assert.deepEqual(Object.keys(saved), ["prompt", "response-type", "schema", "description"]);
     assert.equal(saved.schema.required[0], "entity");
   });
@@ -168,30 +269,73 @@ try {
   // failed scenario above may have left unsaved).
   await (await $t("prompt-agent-kg-extract")).click();
   if (await (await $t("unsaved-dialog")).isExisting()) await (await $t("discard")).click();
-  await waitText("prompt-title", (s) => s === "agent-kg-extract", 5000, "agent-kg-extract did not open again");
+  await waitText("prompt-title", (s) => s === "agent-kg-extract", UI, "agent-kg-extract did not open again");
 
   await scenario("run agent-kg-extract on the bundled model and see objects appear", async () => {
     await (await $t("nav-run")).click();
     const max = await $t("max-tokens");
     await max.setValue("200");
-    await (await $t("run")).click();
-    await browser.waitUntil(async () => Number(await text("object-count")) > 0,
-      { timeout: 120000, interval: 100, timeoutMsg: "no objects appeared" });
-    await waitText("run-summary", (s) => /object/.test(s), 120000, "the run did not finish");
+    const id = await pressRun();
+    // Progress is the reply growing: a slow machine takes longer, a stuck run stops growing.
+    const replied = () => browser.execute(() => document.querySelector('[data-testid="raw"]')?.textContent.length ?? 0);
+    const summaryShown = async () => (await browser.$(`[data-testid="run-summary"][data-run="${id}"]`)).isExisting();
+    try {
+      await waitProgress({ done: async () => Number(await text("object-count")) > 0, progress: replied,
+        failed: async () => (await runError()) ?? ((await summaryShown()) ? "the run finished with no object" : null) },
+      STALL, "no objects appeared");
+      await waitProgress({ done: summaryShown, progress: replied, failed: runError }, STALL, "the run did not finish");
+    } catch (e) {
+      // Left running, it would hold the model under the compare after it.
+      const cancel = await $t("cancel");
+      if (await cancel.isEnabled().catch(() => false)) await cancel.click().catch(() => {});
+      throw e;
+    }
+    await waitSummary(id, (s) => /object/.test(s), UI, "no objects in the summary");
     const summary = await text("run-summary");
     assert.match(summary, /run \d+ in History/);
     assert.ok((await browser.$$('[data-testid="object-row"]')).length > 0, "no object rows drawn");
     await shot("run");
   });
 
+  let arrayRuns = null;
   await scenario("compare at two budgets and see both charts drawn", async () => {
     await (await $t("nav-compare")).click();
     await (await $t("compare-a")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract.json"));
     await (await $t("compare-b")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract-array.json"));
     await (await $t("budgets")).setValue("48, 400");
     await (await $t("compare-run")).click();
-    await browser.waitUntil(async () => (await browser.$$('[data-testid="compare-row"]')).length >= 4,
-      { timeout: 300000, interval: 500, timeoutMsg: "the compare table did not appear" });
+    // Progress is the cell it is on; each cell is one model run. A compare that fails is
+    // cancelled: left running, it would hold the model and write runs into History under the
+    // scenarios after it.
+    const started = Date.now();
+    let cell = "";
+    try {
+      await waitProgress({
+        done: async () => (await browser.$$('[data-testid="compare-row"]')).length >= 4,
+        progress: async () => {
+          const p = await browser.$('[data-testid="compare-progress"]');
+          const now = (await p.isExisting()) ? await p.getText() : "";
+          if (now && now !== cell) console.log(`     at ${((Date.now() - started) / 1000).toFixed(0)} s: ${now}`);
+          cell = now;
+          return `${now} @ ${historyWritten()}`;
+        },
+        failed: async () => {
+          const e = await browser.$('[data-testid="compare-error"]');
+          return (await e.isExisting()) ? (await e.getText()) || null : null;
+        },
+      }, CELL, "the compare table did not appear");
+    } catch (e) {
+      const cancel = await $t("compare-cancel");
+      if (await cancel.isEnabled().catch(() => false)) {
+        await cancel.click();
+        await cancel.waitForEnabled({ reverse: true, timeout: UI }).catch(() => {});
+      }
+      throw e;
+    }
+    // The compare's runs of the array prompt, as History will list them.
+    arrayRuns = await browser.execute(() => [...document.querySelectorAll('[data-testid="compare-row"]')]
+      .filter((r) => r.dataset.prompt === "agent-kg-extract-array").map((r) => r.dataset.run));
+    assert.ok(arrayRuns.length >= 2 && arrayRuns.every((id) => /^\d+$/.test(id)), `the array prompt's compare runs: ${arrayRuns}`);
     for (const id of ["budget-chart", "sweep-chart"]) {
       const drawn = await (await $t(id)).getAttribute("data-drawn");
       // The sweep has one curve per format, whether or not its replies ended on their own.
@@ -205,14 +349,23 @@ try {
     await (await $t("nav-history")).click();
     await (await $t("filter-prompt")).setValue("agent-kg-extract-array");
     await (await $t("filter-apply")).click();
-    await browser.waitUntil(async () => (await browser.$$('[data-testid="run-row"]')).length >= 2,
-      { timeout: 10000, timeoutMsg: "the compare's runs are not in History" });
+    // The filtered list, not the unfiltered one it replaces: the compare's runs of the array
+    // prompt, and nothing else.
+    assert.ok(arrayRuns, "no compare ran");
+    let listed = [];
+    await waitFor(async () => {
+      // One snapshot of the list, read in the page at once.
+      const rows = await browser.execute(() =>
+        [...document.querySelectorAll('[data-testid="run-row"]')].map((r) => [r.dataset.id, r.dataset.prompt]));
+      listed = rows;
+      return rows.length === arrayRuns.length && rows.every(([id, p]) => p === "agent-kg-extract-array" && arrayRuns.includes(id));
+    }, UI, () => `History does not list exactly the compare's runs of agent-kg-extract-array (${arrayRuns}): ${JSON.stringify(listed)}`);
     const rows = await browser.$$('[data-testid="run-row"]');
     // The newest run (largest budget) and the oldest (smallest): their parameters differ.
     const ids = [await rows[0].getAttribute("data-id"), await rows[rows.length - 1].getAttribute("data-id")];
     for (const id of ids) await (await $t(`pick-${id}`)).click();
     await (await $t("diff")).click();
-    await waitText("diff-title", (s) => s.startsWith("Run "), 5000, "no diff shown");
+    await waitText("diff-title", (s) => s.startsWith("Run "), UI, "no diff shown");
     assert.match(await text("diff-params"), /max_tokens/);
     assert.match(await text("diff-objects"), /\d+ unchanged · \d+ added · \d+ removed · \d+ changed/);
     await shot("history");
@@ -221,12 +374,12 @@ try {
   await scenario("export a TrustGraph bundle and check the written file", async () => {
     await (await $t("nav-export")).click();
     await (await $t("target-trustgraph-bundle")).click();
-    await waitText("export-preview", (s) => s.includes("agent-kg-extract"), 5000, "no preview");
+    await waitText("export-preview", (s) => s.includes("agent-kg-extract"), UI, "no preview");
     const out = path.join(work, "exported", "prompt-config.json");
     fs.mkdirSync(path.dirname(out), { recursive: true });
     answerDialogs(out);
     await (await $t("export-save")).click();
-    await waitText("export-status", (s) => s === `Saved ${out}`, 5000, "not saved");
+    await waitText("export-status", (s) => s === `Saved ${out}`, UI, "not saved");
     const bundle = JSON.parse(fs.readFileSync(out, "utf8"));
     const shipped = JSON.parse(fs.readFileSync(path.join(work, "prompts", "agent-kg-extract.json"), "utf8"));
     const key = Object.keys(bundle).find((k) => k.includes("agent-kg-extract"));
@@ -241,19 +394,20 @@ try {
     const config = path.join(work, "exported", "prompt-config.json");
     answerDialogs(config);
     await (await $t("import-choose")).click();
-    await waitText("import-path", (s) => s === config, 5000, "the chosen file is not shown");
+    await waitText("import-path", (s) => s === config, UI, "the chosen file is not shown");
     await (await $t("import")).click();
-    await waitText("import-status", (s) => s.startsWith("Imported"), 5000, "the import did not report");
+    await waitText("import-status", (s) => s.startsWith("Imported"), UI, "the import did not report");
     assert.match(await text("import-status"), /Imported 1 prompt into your folder: agent-kg-extract\./);
     const mine = path.join(process.env.KERF_DATA_DIR, "prompts", "agent-kg-extract.json");
     const shipped = path.join(work, "prompts", "agent-kg-extract.json");
     assert.deepEqual(JSON.parse(fs.readFileSync(mine, "utf8")), JSON.parse(fs.readFileSync(shipped, "utf8")),
       "the imported prompt is not the exported one");
     // Listed under your folder, next to the shipped one of the same id.
-    assert.equal((await browser.$$('[data-testid="prompt-agent-kg-extract"]')).length, 2);
+    await waitFor(async () => (await browser.$$('[data-testid="prompt-agent-kg-extract"]')).length === 2,
+      UI, "the imported prompt is not listed next to the shipped one");
     const before = fs.readFileSync(mine, "utf8");
     await (await $t("import")).click();
-    await browser.$('[data-testid="import-error"]').waitForDisplayed({ timeout: 5000, timeoutMsg: "no error for an import that would overwrite" });
+    await browser.$('[data-testid="import-error"]').waitForDisplayed({ timeout: UI, timeoutMsg: "no error for an import that would overwrite" });
     assert.match(await text("import-error"), /agent-kg-extract\.json exists/);
     assert.equal(fs.readFileSync(mine, "utf8"), before, "a refused import changed the file");
     await shot("import");
@@ -279,7 +433,7 @@ try {
     await (await $t("nav-run")).click();
     await (await $t("load-input")).click();
     await browser.waitUntil(async () => (await call("input_read", { path: secret })).ok === "not for the page",
-      { timeout: 5000, timeoutMsg: "a file picked in the dialog was not readable" });
+      { timeout: UI, timeoutMsg: "a file picked in the dialog was not readable" });
   });
 
   // A cloud provider through the window: its key typed once into the keyring, then a run on it
@@ -287,16 +441,17 @@ try {
   const key = `sk-e2e-${process.pid}-${Math.random().toString(36).slice(2)}`;
   const cloud = await startOpenAI({ key, reply: kgLines(6).join("\n") + "\n" });
   const provider = `e2e-${process.pid}`;
+  const paid = `e2e-paid-${process.pid}`;
   try {
     await scenario("add a cloud provider with its key in the keyring and run on it", async () => {
       await (await $t("nav-providers")).click();
-      await waitText("providers-empty", (s) => s.includes("No cloud providers yet"), 5000, "no empty state");
+      await waitText("providers-empty", (s) => s.includes("No cloud providers yet"), UI, "no empty state");
       await (await $t("provider-name")).setValue(provider);
       await (await $t("provider-url")).setValue(cloud.url);
       await (await $t("provider-model")).setValue("loopback-model");
       await (await $t("provider-key")).setValue(key);
       await (await $t("provider-add")).click();
-      await waitText("providers-notice", (s) => s.startsWith(`Added ${provider}`), 10000, "the provider was not added");
+      await waitText("providers-notice", (s) => s.startsWith(`Added ${provider}`), UI, "the provider was not added");
       const row = await browser.$(`[data-testid="provider-row"][data-name="${provider}"]`);
       assert.match(await row.$('[data-testid="key-status"]').getText(), /from the .*keyring/);
       // Never shown again: not in any field, not anywhere in the page.
@@ -305,10 +460,11 @@ try {
       await shot("providers");
 
       await (await $t(`use-${provider}`)).click();
-      assert.equal(await (await $t("provider")).getValue(), provider);
+      await waitFor(async () => (await (await $t("provider")).getValue()) === provider, UI, `the Run screen's provider is not ${provider}`);
       await (await $t("max-tokens")).setValue("2000");
-      await (await $t("run")).click();
-      await waitText("run-summary", (s) => /finished/.test(s), 30000, "the cloud run did not finish");
+      // The previous run's summary (a local run that finished) is not this one's.
+      const id = await pressRun();
+      await waitSummary(id, (s) => /finished/.test(s), NET, "the cloud run did not finish");
       assert.equal(Number(await text("object-count")), 6);
       const shown = await browser.execute(() => document.querySelector('[data-testid="raw"]').textContent);
       assert.equal(shown, cloud.options.reply, "the reply shown is not what the server sent");
@@ -319,17 +475,35 @@ try {
 
     await scenario("cancel a streaming run and keep what arrived", async () => {
       cloud.options.reply = kgLines(400).join("\n") + "\n";
-      cloud.options.perEventMs = 5;
-      await (await $t("run")).click();
-      await browser.waitUntil(async () => Number(await text("object-count")) >= 5,
-        { timeout: 30000, interval: 50, timeoutMsg: "no objects streamed" });
-      await (await $t("cancel")).click();
-      await waitText("run-summary", (s) => /cancelled/.test(s), 10000, "the run did not stop");
-      const kept = Number(await text("object-count"));
-      assert.ok(kept >= 5 && kept < 400, `kept ${kept} objects`);
-      // The reply shown is exactly what was streamed up to the cancel: a prefix of the served text.
-      const shown = await browser.execute(() => document.querySelector('[data-testid="raw"]').textContent);
-      assert.ok(shown.length > 0 && cloud.options.reply.startsWith(shown), `the reply shown is not what was sent: ${shown.slice(-200)}`);
+      cloud.options.perEventMs = 0;
+      // The reply stops after 8 lines and stays open until the client hangs up: the run is in
+      // progress for as long as the test takes to cancel it, on any machine.
+      const gate = cloud.hold(8);
+      try {
+        const sent = cloud.requests.length;
+        const id = await pressRun();
+        await (await $t("cancel")).waitForEnabled({ timeout: UI, timeoutMsg: "Cancel is not enabled for the new run" });
+        const held = await within(gate.held, NET, "the run's request did not reach the server");
+        assert.equal(cloud.requests.length, sent + 1, "not one request for the run");
+        const lines = held.split("\n").length - 1;
+        assert.ok(lines >= 8, `held after ${lines} lines`);
+        await waitFor(async () => Number(await text("object-count")) >= lines, UI, `the ${lines} streamed objects are not shown`, 100);
+        await (await $t("cancel")).click();
+        const streamed = await within(gate.hungUp, UI, "the run did not hang up after Cancel");
+        await waitSummary(id, (s) => /cancelled/.test(s), UI, "the run did not stop");
+        const kept = Number(await text("object-count"));
+        assert.ok(kept >= lines && kept < 400, `kept ${kept} objects of the ${lines} sent before the hold`);
+        // The reply shown is what was streamed up to the cancel: all that came before the hold,
+        // and no more than the server sent before the client hung up.
+        const shown = await browser.execute(() => document.querySelector('[data-testid="raw"]').textContent);
+        assert.ok(shown.startsWith(held) && streamed.startsWith(shown),
+          `the reply shown is not what was sent (${shown.length} characters shown, ${held.length} before the hold, ${streamed.length} sent): ${shown.slice(-200)}`);
+      } finally {
+        // A failure above leaves the run going: stopped, so the scenarios after it can run.
+        const cancel = await $t("cancel");
+        if (await cancel.isEnabled().catch(() => false)) await cancel.click().catch(() => {});
+        gate.release();
+      }
       assert.ok(!(await (await $t("run")).getAttribute("disabled")), "Run is still disabled");
       await shot("cancelled");
     });
@@ -337,7 +511,6 @@ try {
     // A server off this machine (0.0.0.0 stands in for a LAN host: it is not loopback to Kerf)
     // that bills requests: the key crosses plain http only with the switch and a yes in the
     // native dialog, and a repairing prompt asks before it runs.
-    const paid = `e2e-paid-${process.pid}`;
     const paidUrl = cloud.url.replace("127.0.0.1", "0.0.0.0");
     await scenario("a key goes over plain http to another machine only after a yes in a native dialog", async () => {
       cloud.options.reply = kgLines(4).join("\n") + "\n";
@@ -350,43 +523,44 @@ try {
       await (await $t("provider-allow-plain-http")).click();
       answerDialogs("no");
       await (await $t("provider-add")).click();
-      await waitText("providers-error", (s) => /was not added/.test(s), 10000, "a declined provider was added");
+      await waitText("providers-error", (s) => /was not added/.test(s), UI, "a declined provider was added");
       assert.equal((await browser.$$(`[data-testid="provider-row"][data-name="${paid}"]`)).length, 0);
       answerDialogs("yes");
       await (await $t("provider-add")).click();
-      await waitText("providers-notice", (s) => s.startsWith(`Added ${paid}`), 10000, "the provider was not added");
+      await waitText("providers-notice", (s) => s.startsWith(`Added ${paid}`), UI, "the provider was not added");
     });
 
     await scenario("a repairing prompt on a paid provider asks first, and the ceiling holds", async () => {
       await (await $t("nav-prompts")).click();
       await (await $t("prompt-repair-terms")).click();
-      await waitText("prompt-title", (s) => s === "repair-terms", 5000, "repair-terms did not open");
+      await waitText("prompt-title", (s) => s === "repair-terms", UI, "repair-terms did not open");
       await (await $t("nav-providers")).click();
       await (await $t(`use-${paid}`)).click();
       const before = cloud.requests.length;
       await (await $t("run")).click();
-      await waitText("repair-question", (s) => /up to 3 paid requests/.test(s), 5000, "no question before a repair loop");
+      await waitText("repair-question", (s) => /up to 3 paid requests/.test(s), UI, "no question before a repair loop");
       await shot("repair-question");
       await (await $t("repair-stop")).click();
       assert.equal(await (await $t("repair-question")).isExisting(), false);
       assert.equal(cloud.requests.length, before, "Don't run sent a request");
       await (await $t("run")).click();
-      await (await $t("repair-go")).click();
-      await waitText("run-summary", (s) => /finished/.test(s), 30000, "the repairing run did not finish");
+      await waitText("repair-question", (s) => /up to 3 paid requests/.test(s), UI, "no question the second time");
+      let id = await pressRun("repair-go");
+      await waitSummary(id, (s) => /finished/.test(s), NET, "the repairing run did not finish");
       assert.equal(cloud.requests.length - before, 3, "a run of max-attempts 3 did not make 3 requests");
       assert.equal(cloud.requests.at(-1).auth, `Bearer ${key}`, "the consented key was not sent");
       // The window's ceiling: 2 requests at most, whatever the prompt allows.
       await (await $t("max-requests")).setValue("2");
       await (await $t("run")).click();
-      await waitText("repair-question", (s) => /up to 2 paid requests/.test(s), 5000, "the question ignores the ceiling");
-      await (await $t("repair-go")).click();
-      await waitText("run-summary", (s) => /finished/.test(s), 30000, "the capped run did not finish");
+      await waitText("repair-question", (s) => /up to 2 paid requests/.test(s), UI, "the question ignores the ceiling");
+      id = await pressRun("repair-go");
+      await waitSummary(id, (s) => /finished/.test(s), NET, "the capped run did not finish");
       assert.equal(cloud.requests.length - before, 5, "the ceiling of 2 requests did not hold");
       await (await $t("max-requests")).setValue("10");
       await (await $t("nav-providers")).click();
       await (await $t(`remove-${paid}`)).click();
       await (await $t(`remove-confirm-${paid}`)).click();
-      await waitText("providers-notice", (s) => s.startsWith(`Removed ${paid}`), 10000, "not removed");
+      await waitText("providers-notice", (s) => s.startsWith(`Removed ${paid}`), UI, "not removed");
     });
 
     // Issue 19: the open prompt's own schema, probed per mode; the verdict shows in the row, and
@@ -394,13 +568,13 @@ try {
     await scenario("probe a provider with the open prompt's own schema", async () => {
       await (await $t("nav-prompts")).click();
       await (await $t("prompt-agent-kg-extract")).click();
-      await waitText("prompt-title", (s) => s === "agent-kg-extract", 5000, "agent-kg-extract did not open");
+      await waitText("prompt-title", (s) => s === "agent-kg-extract", UI, "agent-kg-extract did not open");
       cloud.options.reply = kgLines(4).join("\n") + "\n";
       cloud.options.perEventMs = 0;
       await (await $t("nav-providers")).click();
       const sent = cloud.requests.length;
       await (await $t(`probe-prompt-${provider}`)).click();
-      await waitText("providers-notice", (s) => s.startsWith(`Probed ${provider}`), 30000, "the probe did not finish");
+      await waitText("providers-notice", (s) => s.startsWith(`Probed ${provider}`), NET, "the probe did not finish");
       const notice = await text("providers-notice");
       assert.match(notice, /\(prompt schema jsonl:[0-9a-f]{16}\)/, notice);
       assert.match(notice, /none honoured, grammar honoured/, notice);
@@ -415,15 +589,27 @@ try {
       await (await $t("nav-providers")).click();
       await (await $t(`remove-${provider}`)).click();
       await (await $t(`remove-confirm-${provider}`)).click();
-      await waitText("providers-notice", (s) => s === `Removed ${provider} and its key.`, 10000, "not removed");
-      assert.equal((await browser.$$(`[data-testid="provider-row"][data-name="${provider}"]`)).length, 0);
+      await waitText("providers-notice", (s) => s === `Removed ${provider} and its key.`, UI, "not removed");
+      await waitFor(async () => (await browser.$$(`[data-testid="provider-row"][data-name="${provider}"]`)).length === 0,
+        UI, "the removed provider is still listed");
     });
   } finally {
     await cloud.close();
+    // The keys live in the kernel keyring, outside the work folder: a scenario that failed before
+    // removing its provider would leave them there.
+    for (const name of [provider, paid]) {
+      try {
+        execFileSync(process.env.KERF_CLI_BIN ?? path.join(path.dirname(app), "kerf"), ["providers", "delete-key", name],
+          { stdio: ["ignore", "ignore", "pipe"], timeout: T(30000) });
+      } catch (e) {
+        console.log(`could not remove ${name}'s test key from the keyring: ${e.stderr ?? e}`);
+      }
+    }
   }
 } finally {
-  if (browser) await browser.deleteSession().catch(() => {});
-  driver.kill("SIGTERM");
+  if (browser) await within(browser.deleteSession(), T(30000), "the session did not end").catch((e) => console.log(String(e)));
+  // Waited for: tauri-driver, its WebKitWebDriver and the window are gone when this run ends.
+  await driver.stop();
 }
 
 const failed = results.filter((r) => r[1] !== "ok").length;

@@ -104,11 +104,13 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
+    /// Register the work's token, or take the cancelled one `run_cancel` left for an id it was
+    /// given before the work started (the page's Cancel can reach the backend first).
     fn start(state: &'a AppState, id: &str) -> Self {
-        let token = CancelToken::new();
-        if let Ok(mut map) = state.running.lock() {
-            map.insert(id.to_string(), token.clone());
-        }
+        let token = match state.running.lock() {
+            Ok(mut map) => map.entry(id.to_string()).or_default().clone(),
+            Err(_) => CancelToken::new(),
+        };
         Running {
             state,
             id: id.to_string(),
@@ -308,16 +310,28 @@ async fn run_start<R: Runtime>(
     .await
 }
 
+/// Cancelled tokens kept for ids whose work has not started (or has ended) before some are
+/// dropped: a cancel for work that never starts must not grow the map for ever.
+const EARLY_CANCELS: usize = 64;
+
 async fn run_cancel<R: Runtime>(cx: Cx<'_, R>, id: String) -> Result<()> {
-    if let Some(t) = cx
-        .state
-        .running
-        .lock()
-        .ok()
-        .and_then(|m| m.get(&id).cloned())
-    {
+    let Ok(mut map) = cx.state.running.lock() else {
+        return Ok(());
+    };
+    if let Some(t) = map.get(&id) {
         tracing::info!(%id, "cancel");
         t.cancel();
+    } else {
+        // Not started yet (its start and this cancel raced to the backend): remembered, so the
+        // work starts cancelled. Dropping cancelled entries loses nothing for work under way (it
+        // holds its own token, already cancelled).
+        tracing::info!(%id, "cancel before start");
+        if map.len() >= EARLY_CANCELS {
+            map.retain(|_, t| !t.is_cancelled());
+        }
+        let t = CancelToken::new();
+        t.cancel();
+        map.insert(id, t);
     }
     Ok(())
 }
