@@ -8,9 +8,11 @@
 // on new ports.
 //
 // Stopping: only what this driver started. `stop()` notes the processes below tauri-driver (its
-// WebKitWebDriver and the app that one launched), sends tauri-driver SIGTERM (it kills its
-// WebKitWebDriver), waits for it to exit, then ends whatever it noted that is still running. On
-// the process's exit (which cannot wait) the same is done without the waiting.
+// WebKitWebDriver and the app that one launched) and the WebKitWebDriver it started on its
+// native port even if orphaned (tauri-driver leaves it behind when it exits on a port it could
+// not bind), sends tauri-driver SIGTERM (it kills its WebKitWebDriver), waits for it to exit,
+// then ends whatever it noted that is still running. On the process's exit (which cannot wait)
+// the same is done without the waiting.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";

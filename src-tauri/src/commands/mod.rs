@@ -104,13 +104,8 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
-    /// Register the work's token, or take the cancelled one `run_cancel` left for an id it was
-    /// given before the work started (the page's Cancel can reach the backend first).
     fn start(state: &'a AppState, id: &str) -> Self {
-        let token = match state.running.lock() {
-            Ok(mut map) => map.entry(id.to_string()).or_default().clone(),
-            Err(_) => CancelToken::new(),
-        };
+        let token = register(&state.running, id);
         Running {
             state,
             id: id.to_string(),
@@ -124,6 +119,44 @@ impl Drop for Running<'_> {
         if let Ok(mut map) = self.state.running.lock() {
             map.remove(&self.id);
         }
+    }
+}
+
+type Tokens = std::sync::Mutex<std::collections::HashMap<String, CancelToken>>;
+
+/// The token of work `id` starting now: a new one, or the cancelled one `cancel_work` left for
+/// an id it was given before the work started (the page's Cancel can reach the backend first:
+/// the work then starts cancelled).
+fn register(running: &Tokens, id: &str) -> CancelToken {
+    match running.lock() {
+        Ok(mut map) => map.entry(id.to_string()).or_default().clone(),
+        Err(_) => CancelToken::new(),
+    }
+}
+
+/// Cancelled tokens kept for ids whose work has not started (or has ended) before some are
+/// dropped: a cancel for work that never starts must not grow the map for ever.
+const EARLY_CANCELS: usize = 64;
+
+/// Stop work `id`, or remember that it is to stop if it has not started yet.
+fn cancel_work(running: &Tokens, id: String) {
+    let Ok(mut map) = running.lock() else {
+        return;
+    };
+    if let Some(t) = map.get(&id) {
+        tracing::info!(%id, "cancel");
+        t.cancel();
+    } else {
+        // Not started yet (its start and this cancel raced to the backend): remembered, so the
+        // work starts cancelled. Dropping cancelled entries loses nothing for work under way (it
+        // holds its own token, already cancelled).
+        tracing::info!(%id, "cancel before start");
+        if map.len() >= EARLY_CANCELS {
+            map.retain(|_, t| !t.is_cancelled());
+        }
+        let t = CancelToken::new();
+        t.cancel();
+        map.insert(id, t);
     }
 }
 
@@ -310,29 +343,8 @@ async fn run_start<R: Runtime>(
     .await
 }
 
-/// Cancelled tokens kept for ids whose work has not started (or has ended) before some are
-/// dropped: a cancel for work that never starts must not grow the map for ever.
-const EARLY_CANCELS: usize = 64;
-
 async fn run_cancel<R: Runtime>(cx: Cx<'_, R>, id: String) -> Result<()> {
-    let Ok(mut map) = cx.state.running.lock() else {
-        return Ok(());
-    };
-    if let Some(t) = map.get(&id) {
-        tracing::info!(%id, "cancel");
-        t.cancel();
-    } else {
-        // Not started yet (its start and this cancel raced to the backend): remembered, so the
-        // work starts cancelled. Dropping cancelled entries loses nothing for work under way (it
-        // holds its own token, already cancelled).
-        tracing::info!(%id, "cancel before start");
-        if map.len() >= EARLY_CANCELS {
-            map.retain(|_, t| !t.is_cancelled());
-        }
-        let t = CancelToken::new();
-        t.cancel();
-        map.insert(id, t);
-    }
+    cancel_work(&cx.state.running, id);
     Ok(())
 }
 
@@ -527,6 +539,28 @@ fn decode_base64(s: &str) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cancel_that_reaches_the_backend_before_the_start_stops_the_work() {
+        let running = super::Tokens::default();
+        super::cancel_work(&running, "early".into());
+        assert!(super::register(&running, "early").is_cancelled());
+        let other = super::register(&running, "other");
+        assert!(!other.is_cancelled());
+        // Work under way stops where it is.
+        let live = super::register(&running, "live");
+        super::cancel_work(&running, "live".into());
+        assert!(live.is_cancelled());
+        // Cancels for work that never starts do not pile up; work under way keeps its entry.
+        for i in 0..1000 {
+            super::cancel_work(&running, format!("never-{i}"));
+        }
+        let map = running.lock().expect("the map is not poisoned");
+        assert!(map.len() <= super::EARLY_CANCELS, "{} entries", map.len());
+        assert!(map.contains_key("other"));
+        drop(map);
+        assert!(!other.is_cancelled());
+    }
+
     #[test]
     fn base64_decodes_as_the_standard_says() {
         assert_eq!(
