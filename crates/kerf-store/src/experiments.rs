@@ -76,6 +76,16 @@ impl Store {
         )
     }
 
+    /// Hand an experiment's requests to a provider that answers later: `submitted`, owned by no
+    /// process, so recovery leaves it; a later process finishes it
+    /// ([`finish_experiment`](Self::finish_experiment)).
+    pub fn submit_experiment(&self, id: i64) -> Result<()> {
+        self.exec(
+            "UPDATE experiments SET status = 'submitted', owner = NULL WHERE id = ?1",
+            params![id],
+        )
+    }
+
     /// Experiments, newest first.
     pub fn experiments(&self, limit: Option<usize>) -> Result<Vec<ExperimentSummary>> {
         let sql = format!(

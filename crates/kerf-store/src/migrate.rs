@@ -14,6 +14,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0001_history.sql"),
     ),
     ("0002_eval.sql", include_str!("../migrations/0002_eval.sql")),
+    (
+        "0003_submitted.sql",
+        include_str!("../migrations/0003_submitted.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

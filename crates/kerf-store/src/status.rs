@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub enum Status {
     /// Started; its text is being appended.
     Running,
+    /// Handed to a provider that answers later (a batch API); no process streams it. Recovery
+    /// leaves it alone; any later process may settle it.
+    Submitted,
     /// Ended on its own (the model stopped, refused, or was filtered).
     Ok,
     /// Cut off by its token budget: never a complete answer.
@@ -22,8 +25,9 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 5] = [
+    pub const ALL: [Status; 6] = [
         Status::Running,
+        Status::Submitted,
         Status::Ok,
         Status::Truncated,
         Status::Interrupted,
@@ -33,6 +37,7 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Running => "running",
+            Status::Submitted => "submitted",
             Status::Ok => "ok",
             Status::Truncated => "truncated",
             Status::Interrupted => "interrupted",

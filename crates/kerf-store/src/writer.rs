@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use kerf_core::ParseReport;
 use kerf_core::run::{FinishReason, Timings, Usage};
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 
 use crate::error::Result;
@@ -134,56 +134,22 @@ impl<'s> RunWriter<'s> {
     pub fn finish(mut self, end: RunEnd) -> Result<i64> {
         self.done = true;
         let s = self.store;
-        let status = Status::for_finish(end.finish_reason);
-        let json = |v: &Value| v.to_string();
-        let report = end
-            .report
-            .as_ref()
-            .map(|r| serde_json::to_string(r).unwrap_or_default());
         let tx = s.write()?;
-        tx.execute(
-            "UPDATE run_bodies SET raw = ?2, report = ?3, usage = ?4, timings = ?5, cost = ?6,
-             details = ?7, earlier = ?8 WHERE run_id = ?1",
-            params![
-                self.id,
-                end.raw,
-                report,
-                serde_json::to_string(&end.usage).unwrap_or_default(),
-                serde_json::to_string(&end.timings).unwrap_or_default(),
-                end.cost.as_ref().map(json),
-                json(&end.details),
-                json(&Value::Array(end.earlier.clone())),
-            ],
-        )
-        .map_err(|e| s.err(e))?;
-        tx.execute("DELETE FROM run_chunks WHERE run_id = ?1", [self.id])
-            .map_err(|e| s.err(e))?;
-        tx.execute(
-            "UPDATE runs SET status = ?2, finish_reason = ?3, finished_at = ?4, owner = NULL,
-             objects = ?5, dropped = ?6, truncated = ?7, prompt_tokens = ?8,
-             completion_tokens = ?9, cost_usd = ?10, attempts = ?11, error_code = ?12, error = ?13
-             WHERE id = ?1",
-            params![
-                self.id,
-                status.as_str(),
-                end.finish_reason.as_str(),
-                s.now(),
-                end.report.as_ref().map(|r| r.objects.len() as i64),
-                end.report.as_ref().map(|r| r.dropped.len() as i64),
-                end.report.as_ref().map(|r| r.truncated),
-                end.usage.prompt_tokens,
-                end.usage.completion_tokens,
-                end.cost
-                    .as_ref()
-                    .and_then(|c| c.get("usd"))
-                    .and_then(Value::as_f64),
-                end.earlier.len() as i64 + 1,
-                end.error.as_ref().map(|e| e.0.clone()),
-                end.error.as_ref().map(|e| e.1.clone()),
-            ],
-        )
-        .map_err(|e| s.err(e))?;
+        write_end(s, &tx, self.id, &end)?;
         tx.commit().map_err(|e| s.err(e))?;
+        Ok(self.id)
+    }
+
+    /// Hand the run to a provider that answers later: it is kept as `submitted` with the
+    /// provider's handle for it, owned by no process, so recovery leaves it and any later
+    /// process may settle it ([`Store::settle_run`]).
+    pub fn submit(mut self, submission: &str) -> Result<i64> {
+        self.done = true;
+        self.flush()?;
+        self.store.exec(
+            "UPDATE runs SET status = 'submitted', owner = NULL, submission = ?2 WHERE id = ?1",
+            params![self.id, submission],
+        )?;
         Ok(self.id)
     }
 
@@ -226,6 +192,102 @@ impl Drop for RunWriter<'_> {
                 "the run ended without a result (its caller stopped); the text received is kept",
             );
         }
+    }
+}
+
+/// Write how a run ended — its reply, report, usage, status — in the transaction `tx`.
+fn write_end(s: &Store, tx: &rusqlite::Transaction<'_>, id: i64, end: &RunEnd) -> Result<()> {
+    let status = Status::for_finish(end.finish_reason);
+    let json = |v: &Value| v.to_string();
+    let report = end
+        .report
+        .as_ref()
+        .map(|r| serde_json::to_string(r).unwrap_or_default());
+    tx.execute(
+        "UPDATE run_bodies SET raw = ?2, report = ?3, usage = ?4, timings = ?5, cost = ?6,
+         details = ?7, earlier = ?8 WHERE run_id = ?1",
+        params![
+            id,
+            end.raw,
+            report,
+            serde_json::to_string(&end.usage).unwrap_or_default(),
+            serde_json::to_string(&end.timings).unwrap_or_default(),
+            end.cost.as_ref().map(json),
+            json(&end.details),
+            json(&Value::Array(end.earlier.clone())),
+        ],
+    )
+    .map_err(|e| s.err(e))?;
+    tx.execute("DELETE FROM run_chunks WHERE run_id = ?1", [id])
+        .map_err(|e| s.err(e))?;
+    tx.execute(
+        "UPDATE runs SET status = ?2, finish_reason = ?3, finished_at = ?4, owner = NULL,
+         objects = ?5, dropped = ?6, truncated = ?7, prompt_tokens = ?8,
+         completion_tokens = ?9, cost_usd = ?10, attempts = ?11, error_code = ?12, error = ?13
+         WHERE id = ?1",
+        params![
+            id,
+            status.as_str(),
+            end.finish_reason.as_str(),
+            s.now(),
+            end.report.as_ref().map(|r| r.objects.len() as i64),
+            end.report.as_ref().map(|r| r.dropped.len() as i64),
+            end.report.as_ref().map(|r| r.truncated),
+            end.usage.prompt_tokens,
+            end.usage.completion_tokens,
+            end.cost
+                .as_ref()
+                .and_then(|c| c.get("usd"))
+                .and_then(Value::as_f64),
+            end.earlier.len() as i64 + 1,
+            end.error.as_ref().map(|e| e.0.clone()),
+            end.error.as_ref().map(|e| e.1.clone()),
+        ],
+    )
+    .map_err(|e| s.err(e))?;
+    Ok(())
+}
+
+impl Store {
+    /// Settle a `submitted` run with how it ended (its provider answered), written as a
+    /// finished run is. The status is read again in the transaction, so of two processes
+    /// settling the same run one does (`true`) and the other leaves it (`false`).
+    pub fn settle_run(&self, id: i64, end: &RunEnd) -> Result<bool> {
+        let tx = self.write()?;
+        let status: Option<String> = tx
+            .query_row("SELECT status FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let settled = match status.as_deref() {
+            None => {
+                return Err(crate::Error::NotFound {
+                    what: "run",
+                    id: id.to_string(),
+                });
+            }
+            Some("submitted") => {
+                write_end(self, &tx, id, end)?;
+                true
+            }
+            Some(_) => false,
+        };
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(settled)
+    }
+
+    /// Runs submitted and not yet settled, with their providers' handles: oldest first.
+    pub fn submitted_runs(&self) -> Result<Vec<(i64, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, coalesce(submission, '') FROM runs WHERE status = 'submitted'
+                 ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.err(e))?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.err(e))
     }
 }
 

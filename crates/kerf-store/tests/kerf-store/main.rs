@@ -577,3 +577,68 @@ fn migrating_to_v2_keeps_runs_in_their_experiments() {
     assert_eq!(store.latest_experiment("eval").unwrap(), Some(ev));
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
+
+/// Issue 35: a request handed to a provider that answers later (a batch API) is `submitted`.
+/// The process that submitted it goes away; a second one opening the history recovers what
+/// died `running` and leaves it alone; a third settles it. Two settles of one run: one wins.
+#[test]
+fn a_submitted_run_survives_another_process_opening_the_history_and_a_third_settles_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    let (run, dead, experiment) = {
+        let first = Store::open(&path).unwrap();
+        let experiment = first.begin_experiment("eval", &json!({})).unwrap();
+        let mut new = new_run(&first, "doc");
+        new.experiment = Some(experiment);
+        let run = first
+            .begin_run(&new)
+            .unwrap()
+            .submit("batch_69/request-3")
+            .unwrap();
+        first.submit_experiment(experiment).unwrap();
+        // Beside it, a run this process was streaming when it died.
+        let mut w = first.begin_run(&new_run(&first, "other")).unwrap();
+        w.push("{\"entity\": \"D").unwrap();
+        let dead = w.id();
+        std::mem::forget(w);
+        (run, dead, experiment)
+    };
+    {
+        let second = Store::open(&path).unwrap();
+        assert_eq!(
+            second.run(dead).unwrap().summary.status,
+            Status::Interrupted
+        );
+        assert_eq!(second.run(run).unwrap().summary.status, Status::Submitted);
+        assert_eq!(
+            second.submitted_runs().unwrap(),
+            vec![(run, "batch_69/request-3".to_string())]
+        );
+        let e = second.experiment(experiment).unwrap();
+        assert_eq!(e.summary.status, "submitted");
+    }
+    let third = Store::open(&path).unwrap();
+    let end = RunEnd {
+        usage: Usage {
+            prompt_tokens: 12,
+            completion_tokens: 7,
+            reasoning_tokens: None,
+        },
+        ..RunEnd::new(FinishReason::Stop, "{\"entity\": \"DNA\"}\n")
+    };
+    assert!(third.settle_run(run, &end).unwrap());
+    let settled = third.run(run).unwrap();
+    assert_eq!(settled.summary.status, Status::Ok);
+    assert_eq!(settled.raw, "{\"entity\": \"DNA\"}\n");
+    assert_eq!(settled.summary.completion_tokens, Some(7));
+    assert!(third.submitted_runs().unwrap().is_empty());
+    // Settled once: a second settle leaves it as it is.
+    let other = RunEnd::new(FinishReason::Error, "");
+    assert!(!third.settle_run(run, &other).unwrap());
+    assert_eq!(third.run(run).unwrap().raw, settled.raw);
+    third
+        .finish_experiment(experiment, &json!({"cells": 1}), None)
+        .unwrap();
+    assert_eq!(third.experiment(experiment).unwrap().summary.status, "ok");
+    assert_eq!(third.integrity_check().unwrap(), "ok");
+}
