@@ -60,6 +60,9 @@ codes! {
     ProviderConfig = "provider_config", false;
     Cancelled = "cancelled", false;
     Conflict = "conflict", false;
+    // A plan of more requests than may be sent unasked: `details` holds its size, for the
+    // window to ask with.
+    PlanTooLarge = "plan_too_large", false;
     // The window named a file it may not use (not chosen in a dialog, not in Kerf's folders).
     Forbidden = "forbidden", false;
     StoreNewer = "store_newer", false;

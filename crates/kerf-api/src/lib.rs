@@ -14,6 +14,9 @@
 //!   the window's run of a draft, relayed as lines complete.
 //! - [`compare`] — formats side by side under real budgets, recorded as one experiment, with
 //!   each format's complete reply swept; [`compare::Report`] is what every front end shows.
+//! - [`experiments`] — many runs as one plan: [`experiments::Subject::load`], the one cell
+//!   runner ([`experiments::cells::run_cells`]) every compare, eval and test goes through, and
+//!   what a plan costs before it starts ([`experiments::plan::Size`]).
 //! - [`history`] — a stored run in full, what changed between two runs, and
 //!   [`history::replay`]: a stored run made ready to run again (both front ends' rerun).
 //! - [`prompts`] — prompt folders, drafts inspected as the user types, saved atomically, imports.
@@ -28,6 +31,7 @@ pub mod bindings;
 pub mod compare;
 pub mod error;
 pub mod eval;
+pub mod experiments;
 pub mod export;
 pub mod history;
 pub mod models;

@@ -2,9 +2,7 @@
 //! history (`kerf history`) unless `--no-history` is given.
 
 use anyhow::Result;
-use kerf_api::runs::PromptSource;
 use kerf_api::workbench::Workbench;
-use kerf_core::Prompt;
 use kerf_store::Store;
 
 /// Options every command accepts (before or after the subcommand).
@@ -39,14 +37,4 @@ pub fn open_for_reading(wb: &Workbench) -> Result<Store> {
         Some(path) => Ok(kerf_api::history::open(path)?),
         None => Ok(wb.store_required()?),
     }
-}
-
-/// A prompt file as the history keeps it: its id, where it came from, and its text as it is on
-/// disk now.
-pub fn prompt_source(prompt: &Prompt, path: &std::path::Path) -> Result<PromptSource> {
-    Ok(PromptSource {
-        name: prompt.id().to_string(),
-        path: Some(path.display().to_string()),
-        text: crate::output::read_input(path)?,
-    })
 }

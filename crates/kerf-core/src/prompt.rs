@@ -385,14 +385,23 @@ fn known_keys() -> &'static [String] {
 }
 
 impl PromptFile {
+    /// Tests one prompt file may carry (`tests`).
+    pub const MAX_TESTS: usize = 1_000;
+
     /// Load a prompt file from disk; the id defaults to the file stem.
     pub fn load(path: &Path) -> Result<Loaded> {
+        Ok(Self::load_with_text(path)?.0)
+    }
+
+    /// [`load`](Self::load), with the text it was read from: one read, so the file that runs
+    /// and the text the history keeps for it cannot differ.
+    pub fn load_with_text(path: &Path) -> Result<(Loaded, String)> {
         let text = read_text(path)?;
         let mut loaded = Self::from_json_str(&text, &path.display().to_string())?;
         if loaded.file.id.is_none() {
             loaded.file.id = path.file_stem().map(|s| s.to_string_lossy().into_owned());
         }
-        Ok(loaded)
+        Ok((loaded, text))
     }
 
     /// Parse a prompt file's text. `place` names it in errors and warnings.
@@ -474,6 +483,16 @@ impl PromptFile {
             return Err(Error::PromptFile {
                 place: format!("{place}{}", at("match")),
                 message: format!("key `match.{key}`: must be between 0 and 1, got {v}"),
+            });
+        }
+        if file.tests.len() > Self::MAX_TESTS {
+            return Err(Error::PromptFile {
+                place: format!("{place}{}", at("tests")),
+                message: format!(
+                    "key `tests`: {} tests, more than the {} one prompt file may hold (each is a paid request; an eval takes a dataset of any size)",
+                    file.tests.len(),
+                    Self::MAX_TESTS
+                ),
             });
         }
         let mut names = std::collections::BTreeSet::new();

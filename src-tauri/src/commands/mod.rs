@@ -376,8 +376,7 @@ async fn history_experiments<R: Runtime>(cx: Cx<'_, R>) -> Result<Vec<Experiment
     let wb = cx.state.workbench.clone();
     blocking(move || {
         let store = wb.store_required()?;
-        Ok(store
-            .experiments(Some(50))?
+        Ok(history::experiments(&store, Some(50))?
             .into_iter()
             .map(ExperimentRow::from)
             .collect())
@@ -421,12 +420,7 @@ async fn history_rerun<R: Runtime>(
 async fn history_tag<R: Runtime>(cx: Cx<'_, R>, run: i64, tag: String, remove: bool) -> Result<()> {
     let wb = cx.state.workbench.clone();
     blocking(move || {
-        let store = wb.store_required()?;
-        if remove {
-            store.untag(run, &tag)?;
-        } else {
-            store.tag(run, &tag)?;
-        }
+        history::tag(&wb.store_required()?, run, &[tag], remove)?;
         Ok(())
     })
     .await
@@ -434,11 +428,7 @@ async fn history_tag<R: Runtime>(cx: Cx<'_, R>, run: i64, tag: String, remove: b
 
 async fn history_note<R: Runtime>(cx: Cx<'_, R>, run: i64, note: Option<String>) -> Result<()> {
     let wb = cx.state.workbench.clone();
-    blocking(move || {
-        let note = note.filter(|n| !n.trim().is_empty());
-        Ok(wb.store_required()?.note(run, note.as_deref())?)
-    })
-    .await
+    blocking(move || history::note(&wb.store_required()?, run, note.as_deref())).await
 }
 
 async fn export_preview<R: Runtime>(

@@ -15,7 +15,10 @@ use serde_json::{Map, Value, json};
 use ts_rs::TS;
 
 use crate::error::{ApiError, Code, Result};
-use crate::runs::{Chosen, Outcomes, PromptSource, Rendering, RunJob, RunParams, RunSettings};
+use crate::experiments::cells::{self, Cell, Hooks, Ran, Runner};
+use crate::experiments::plan::{self, Allowance, Size};
+use crate::experiments::{ExperimentKind, Subject};
+use crate::runs::{Chosen, Outcomes, Rendering, RunParams, RunSettings};
 
 pub mod wire;
 
@@ -63,21 +66,64 @@ pub fn variants(mode: ConstrainMode, prompt: &Prompt, provider: &Chosen) -> Vec<
     }
 }
 
-/// One prompt in a compare: compiled, as the history keeps it, rendered with the shared input.
-pub struct Subject {
-    pub prompt: Prompt,
-    pub source: PromptSource,
+/// One prompt in a compare: the subject, rendered with the shared input.
+pub struct Contender {
+    pub subject: Subject,
     pub rendering: Rendering,
 }
 
 /// A compare as a front end starts one.
 pub struct CompareJob<'a> {
-    pub subjects: &'a [Subject],
+    pub contenders: &'a [Contender],
     pub budgets: &'a [u32],
     pub constrain: ConstrainMode,
     pub settings: &'a RunSettings,
-    /// What the history keeps as the experiment's spec, besides prompts, budgets and model.
-    pub extra_spec: Map<String, Value>,
+    /// Requests in flight at once (cloud providers; the local engine runs one at a time).
+    pub concurrency: usize,
+    /// What the person starting it allowed (a compare over 2,000 requests needs it).
+    pub allowed: Allowance,
+}
+
+/// Requests in flight at once when a compare is not told (the local engine runs one at a time).
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+impl CompareJob<'_> {
+    /// The compare's cells, budget by budget, prompt by prompt, constrained first: `(index
+    /// of the contender, budget, constrained)`.
+    fn cells(&self, budgets: &[u32], provider: &Chosen) -> Vec<(usize, u32, bool)> {
+        let mut cells = Vec::new();
+        for &budget in budgets {
+            for (i, c) in self.contenders.iter().enumerate() {
+                for constrained in variants(self.constrain, &c.subject.prompt, provider) {
+                    cells.push((i, budget, constrained));
+                }
+            }
+        }
+        cells
+    }
+
+    /// What the compare will send, checked against the limits, before anything is stored.
+    pub fn plan(&self, provider: &Chosen) -> Result<Size> {
+        if self.budgets.is_empty() || self.budgets.contains(&0) {
+            return Err(ApiError::new(
+                Code::Usage,
+                "give one or more token budgets, each above 0",
+            ));
+        }
+        plan::check_concurrency(self.concurrency)?;
+        let mut budgets = self.budgets.to_vec();
+        budgets.sort_unstable();
+        budgets.dedup();
+        let mut size = Size::new(ExperimentKind::Compare);
+        for (i, budget, _) in self.cells(&budgets, provider) {
+            let r = &self.contenders[i].rendering.rendered;
+            let bytes = r.user.len() + r.system.as_ref().map_or(0, String::len);
+            size.add(1, bytes as u64, budget, 0, 0);
+        }
+        let size = size.priced(provider)?;
+        plan::check_allowed(&size, self.allowed)?;
+        Ok(size)
+    }
 }
 
 /// One run of a compare.
@@ -137,32 +183,44 @@ pub fn token_unit(tokenizer: &str, text: &str) -> Result<Unit> {
 }
 
 /// Run the compare, recorded as one experiment when `history` is given (finished with its
-/// result, or its error). `on_progress` hears before each run.
+/// result, or its error). Its plan is checked first ([`CompareJob::plan`]) and handed to
+/// `on_plan` before anything is stored or sent; `on_progress` hears as each run starts and
+/// ends.
 pub fn compare(
     history: Option<&Store>,
     job: &CompareJob<'_>,
     provider: &Chosen,
     cancel: &CancelToken,
+    on_plan: &mut dyn FnMut(&Size),
     on_progress: &mut dyn FnMut(CompareProgress),
 ) -> Result<Compared> {
+    let size = job.plan(provider)?;
+    on_plan(&size);
     let mut budgets = job.budgets.to_vec();
     budgets.sort_unstable();
     budgets.dedup();
     let experiment = match history {
         Some(store) => {
-            let mut spec = json!({
-                "prompts": job.subjects.iter()
-                    .map(|s| s.source.path.clone().unwrap_or_else(|| s.source.name.clone()))
+            // The settings every cell shares, in the history's stored form (what `kerf history
+            // rerun` reads a run's back from), not any front end's flags.
+            let shared = RunParams {
+                settings: job.settings.clone(),
+                max_tokens: 0,
+                constrain: false,
+            };
+            let spec = json!({
+                "prompts": job.contenders.iter()
+                    .map(|c| c.subject.source.path.clone().unwrap_or_else(|| c.subject.source.name.clone()))
                     .collect::<Vec<_>>(),
                 "max_tokens": budgets,
                 "constrain": job.constrain.as_str(),
                 "provider": provider.name(),
                 "model": provider.as_provider().model(),
+                "concurrency": job.concurrency,
+                "params": shared.to_stored(),
+                "plan": size,
             });
-            if let Value::Object(m) = &mut spec {
-                m.extend(job.extra_spec.clone());
-            }
-            Some(store.begin_experiment("compare", &spec)?)
+            Some(store.begin_experiment(ExperimentKind::Compare.as_str(), &spec)?)
         }
         None => None,
     };
@@ -178,7 +236,7 @@ pub fn compare(
     if let (Some(store), Some(id)) = (history, experiment) {
         match &result {
             Ok(c) => {
-                let report = serde_json::to_value(c.report(job.subjects))
+                let report = serde_json::to_value(c.report(job.contenders))
                     .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
                 store.finish_experiment(id, &report, None)?
             }
@@ -197,59 +255,89 @@ fn run_all(
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(CompareProgress),
 ) -> Result<Compared> {
-    let total: usize = budgets.len()
-        * job
-            .subjects
-            .iter()
-            .map(|s| variants(job.constrain, &s.prompt, provider).len())
-            .sum::<usize>();
-    let mut rows: Vec<Row> = Vec::new();
-    for &budget in budgets {
-        for (i, s) in job.subjects.iter().enumerate() {
-            for constrained in variants(job.constrain, &s.prompt, provider) {
-                on_progress(CompareProgress {
-                    done: rows.len() as u32,
-                    total: total as u32,
-                    label: format!(
-                        "{} · {budget} tokens{}",
-                        s.prompt.id(),
-                        if constrained { " · constrained" } else { "" }
-                    ),
-                });
-                let params = RunParams {
+    let plan = job.cells(budgets, provider);
+    let total = plan.len() as u32;
+    let label = |&(i, budget, constrained): &(usize, u32, bool)| {
+        format!(
+            "{} · {budget} tokens{}",
+            job.contenders[i].subject.prompt.id(),
+            if constrained { " · constrained" } else { "" }
+        )
+    };
+    // Heard as runs start and end; the cells run many at once, on this thread.
+    let progress = std::cell::RefCell::new((0u32, on_progress));
+    let tell = |done: u32, label: String| {
+        let mut p = progress.borrow_mut();
+        p.0 = done;
+        (p.1)(CompareProgress { done, total, label });
+    };
+    let runner = Runner {
+        store: history,
+        provider,
+        experiment,
+        width: cells::width(provider, job.concurrency),
+        // A compare measures each reply as it came.
+        repair: false,
+        cache: false,
+    };
+    let cells = plan
+        .iter()
+        .enumerate()
+        .map(|(at, &(i, budget, constrained))| {
+            let c = &job.contenders[i];
+            let cell = Cell {
+                subject: &c.subject,
+                rendering: c.rendering.clone(),
+                params: RunParams {
                     settings: job.settings.clone(),
                     max_tokens: budget,
                     constrain: constrained,
-                };
-                // A cell of the experiment, without repair: a compare measures each reply
-                // as it came.
-                let mut run = RunJob::new(&s.prompt, &s.source, &s.rendering, provider, &params);
-                run.meta.experiment = experiment;
-                run.repair = false;
-                let t = std::time::Instant::now();
-                let done = kerf_llm::runtime::block_on(crate::runs::run(
-                    history,
-                    &run,
-                    cancel,
-                    &mut |_| {},
-                ))?;
-                rows.push(Row {
+                },
+                eval_cell: None,
+            };
+            (at, Ok(cell))
+        });
+    let mut ended: Vec<(usize, Row)> = Vec::with_capacity(plan.len());
+    cells::run_cells(
+        &runner,
+        cells,
+        cancel,
+        Hooks {
+            on_start: &|&at| {
+                let done = progress.borrow().0;
+                tell(done, label(&plan[at]));
+            },
+            ..Hooks::default()
+        },
+        |at, end| {
+            let Ran::Run(done) = end.ran? else {
+                return Err(ApiError::new(Code::Internal, "a compare cell has no cache"));
+            };
+            let (subject, max_tokens, constrained) = plan[at];
+            ended.push((
+                at,
+                Row {
                     run_id: done.history_id,
-                    subject: i,
-                    max_tokens: budget,
+                    subject,
+                    max_tokens,
                     constrained,
-                    seconds: t.elapsed().as_secs_f64(),
+                    seconds: end.seconds,
                     out: done.out,
-                });
-            }
-        }
+                },
+            ));
+            tell(ended.len() as u32, label(&plan[at]));
+            Ok(())
+        },
+    )?;
+    if ended.len() < plan.len() {
+        // Cancelled between cells: none was in flight to say so.
+        return Err(ApiError::new(Code::Cancelled, "stopped"));
     }
-    on_progress(CompareProgress {
-        done: rows.len() as u32,
-        total: total as u32,
-        label: "sweeping the complete replies".into(),
-    });
-    let sweeps = sweep_best(job.subjects, &rows, provider, cancel)?;
+    // In the plan's order, whatever order they ended in.
+    ended.sort_by_key(|(at, _)| *at);
+    let rows: Vec<Row> = ended.into_iter().map(|(_, r)| r).collect();
+    tell(rows.len() as u32, "sweeping the complete replies".into());
+    let sweeps = sweep_best(job.contenders, &rows, provider, cancel)?;
     Ok(Compared {
         model: provider.as_provider().model(),
         experiment,
@@ -264,7 +352,7 @@ fn run_all(
 /// longest (cut by its budget). Never a reply with 0 objects while another has some. Cuts fall
 /// at the model's token boundaries (a cloud model's approximated by o200k_base).
 fn sweep_best(
-    subjects: &[Subject],
+    contenders: &[Contender],
     rows: &[Row],
     provider: &Chosen,
     cancel: &CancelToken,
@@ -273,16 +361,16 @@ fn sweep_best(
         .gguf()
         .map_or_else(|| "o200k_base".to_string(), |p| p.display().to_string());
     let mut sweeps = Vec::new();
-    for (i, s) in subjects.iter().enumerate() {
+    for (i, c) in contenders.iter().enumerate() {
         let Some(at) = best_reply(rows, i) else {
             continue;
         };
         let r = &rows[at];
         let unit = token_unit(&tokenizer, &r.out.raw)?;
         let sweep = kerf_core::sweep::sweep(
-            &s.prompt.parser,
+            &c.subject.prompt.parser,
             &r.out.raw,
-            &s.rendering.vars,
+            &c.rendering.vars,
             &unit,
             cancel,
         )?;
@@ -367,12 +455,12 @@ pub struct Report {
 
 impl Compared {
     /// The result with each row and sweep named by its prompt.
-    pub fn report(&self, subjects: &[Subject]) -> Report {
+    pub fn report(&self, contenders: &[Contender]) -> Report {
         let rows = self
             .rows
             .iter()
             .map(|r| {
-                let p = &subjects[r.subject].prompt;
+                let p = &contenders[r.subject].subject.prompt;
                 ReportRow {
                     prompt: p.id().into(),
                     response_type: p.file.response_type,
@@ -392,7 +480,7 @@ impl Compared {
             .sweeps
             .iter()
             .map(|f| {
-                let (p, r) = (&subjects[f.subject].prompt, &self.rows[f.row]);
+                let (p, r) = (&contenders[f.subject].subject.prompt, &self.rows[f.row]);
                 ReportSweep {
                     prompt: p.id().into(),
                     response_type: p.file.response_type,
@@ -428,40 +516,37 @@ pub fn compare_files(
             "pick two prompts to compare (a prompt and its twin, or any two)",
         ));
     }
-    if input.budgets.is_empty() || input.budgets.contains(&0) {
-        return Err(ApiError::new(
-            Code::Usage,
-            "give one or more token budgets, each above 0",
-        ));
-    }
-    let subjects = input
+    let contenders = input
         .prompts
         .iter()
         .map(|path| {
-            let prompt = Prompt::load(Path::new(path))?;
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| ApiError::new(Code::Io, format!("{path}: {e}")))?;
-            let rendering = Rendering::of_input(&prompt, &input.input, &Map::new())?;
-            Ok(Subject {
-                source: PromptSource {
-                    name: prompt.id().to_string(),
-                    path: Some(path.clone()),
-                    text,
-                },
-                prompt,
-                rendering,
-            })
+            let subject = Subject::load(Path::new(path))?;
+            let rendering = Rendering::of_input(&subject.prompt, &input.input, &Map::new())?;
+            Ok(Contender { subject, rendering })
         })
         .collect::<Result<Vec<_>>>()?;
     let settings = input.options.settings()?;
     let provider = settings.provider(wb)?;
     let job = CompareJob {
-        subjects: &subjects,
+        contenders: &contenders,
         budgets: &input.budgets,
         constrain: input.constrain,
         settings: &settings,
-        extra_spec: Map::new(),
+        concurrency: input
+            .concurrency
+            .map_or(DEFAULT_CONCURRENCY, |n| n as usize),
+        allowed: Allowance {
+            max_requests: None,
+            yes: input.confirmed == Some(true),
+        },
     };
-    let compared = compare(store.as_ref(), &job, &provider, cancel, on_progress)?;
-    Ok(compared.report(&subjects))
+    let compared = compare(
+        store.as_ref(),
+        &job,
+        &provider,
+        cancel,
+        &mut |_| {},
+        on_progress,
+    )?;
+    Ok(compared.report(&contenders))
 }

@@ -121,6 +121,15 @@ pub struct CompareInput {
     pub budgets: Vec<u32>,
     pub constrain: ConstrainMode,
     pub options: RunOptions,
+    /// Requests in flight at once (cloud providers; default 4; the local engine runs one at a
+    /// time).
+    #[serde(default)]
+    #[ts(optional)]
+    pub concurrency: Option<u32>,
+    /// The person confirmed a compare of more than 2,000 requests.
+    #[serde(default)]
+    #[ts(optional)]
+    pub confirmed: Option<bool>,
 }
 
 /// What a compare reports as it goes.

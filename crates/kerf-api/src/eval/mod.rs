@@ -18,8 +18,6 @@ pub mod tests;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use kerf_core::Prompt;
 use kerf_core::eval::dataset::{self, Dataset, Row};
 use kerf_llm::CancelToken;
@@ -29,15 +27,12 @@ use serde_json::{Map, Value};
 
 use crate::compare::{ConstrainMode, variants};
 use crate::error::{ApiError, Code, Result};
-use crate::runs::{Chosen, PromptSource, Rendering, RunJob, RunParams, RunSettings};
+use crate::experiments::cells::{self, Cell, Hooks, Ran, Runner};
+use crate::experiments::plan::{self, Allowance, Size};
+use crate::experiments::{ExperimentKind, Subject};
+use crate::runs::{Chosen, PromptSource, Rendering, RunParams, RunSettings};
 
 pub use report::{CellLine, Options, Replies, Report, SummaryLine, report};
-
-/// One prompt of an eval: compiled, as the history keeps it.
-pub struct Subject {
-    pub prompt: Prompt,
-    pub source: PromptSource,
-}
 
 /// A prompt as an eval's spec names it: its id, file, and the exact version that ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,6 +64,10 @@ pub struct Spec {
     /// Requests in flight at once (`--concurrency`); a resume keeps it unless told otherwise.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// What the eval was announced to cost before its first request (evals stored before it
+    /// was kept have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Size>,
 }
 
 /// Requests in flight at once when `--concurrency` is not given (and for evals stored before
@@ -101,6 +100,8 @@ pub struct Plan<'a> {
     pub cache: bool,
     /// Requests in flight at once (1 or more).
     pub concurrency: usize,
+    /// What the person starting it allowed (an eval over 2,000 requests needs it).
+    pub allowed: Allowance,
 }
 
 /// How [`run_cells`] goes about it.
@@ -131,22 +132,23 @@ pub struct Progress {
     pub notice: Option<String>,
 }
 
-/// Check `dataset` against the prompts (every problem named, nothing written when there is
-/// one), then start the eval: the experiment, its spec and its rows.
-pub fn begin(
-    store: &Store,
-    dataset: Dataset,
-    subjects: Vec<Subject>,
+/// Check `dataset` against the prompts (every problem named) and the plan against the limits,
+/// rendering every row with every prompt: what the eval will send, before anything is stored
+/// or bought.
+pub fn plan(
+    dataset: &Dataset,
+    subjects: &[Subject],
     plan: &Plan<'_>,
-    params: RunParams,
+    params: &RunParams,
     provider: &Chosen,
-) -> Result<Eval> {
+) -> Result<Size> {
     let Plan {
         budgets,
         constrain,
         repeat,
-        cache,
         concurrency,
+        allowed,
+        ..
     } = *plan;
     if budgets.is_empty() || budgets.contains(&0) {
         return Err(ApiError::new(
@@ -154,17 +156,11 @@ pub fn begin(
             "give one or more token budgets, each above 0",
         ));
     }
-    if repeat == 0 {
-        return Err(ApiError::new(Code::Usage, "--repeat must be 1 or more"));
-    }
-    if concurrency == 0 {
-        return Err(ApiError::new(
-            Code::Usage,
-            "--concurrency must be 1 or more",
-        ));
-    }
+    plan::check_repeat(repeat)?;
+    plan::check_concurrency(concurrency)?;
+    params.check_budgets(budgets)?;
     let mut ids = BTreeSet::new();
-    for s in &subjects {
+    for s in subjects {
         if !ids.insert(s.prompt.id()) {
             return Err(ApiError::new(
                 Code::Usage,
@@ -173,19 +169,69 @@ pub fn begin(
         }
     }
     let prompts: Vec<&Prompt> = subjects.iter().map(|s| &s.prompt).collect();
-    dataset::check(&dataset, &prompts)?;
-    // Every row renders with every prompt before anything is bought.
-    for s in &subjects {
+    dataset::check(dataset, &prompts)?;
+    let budgets = sorted(budgets);
+    // The matrix's size is known before anything is rendered: a plan too large is refused
+    // before it costs memory.
+    let variants_of: Vec<usize> = subjects
+        .iter()
+        .map(|s| variants(constrain, &s.prompt, provider).len())
+        .collect();
+    let per_row: u64 = variants_of.iter().sum::<usize>() as u64 * budgets.len() as u64;
+    plan::check_cells(
+        per_row
+            .saturating_mul(u64::from(repeat))
+            .saturating_mul(dataset.rows.len() as u64),
+    )?;
+    // Every row renders with every prompt before anything is bought; what it renders to is
+    // the plan's input bound.
+    let mut size = Size::new(ExperimentKind::Eval);
+    for (s, &n) in subjects.iter().zip(&variants_of) {
         for row in &dataset.rows {
-            rendering(&s.prompt, row).map_err(|e| ApiError {
+            let r = rendering(&s.prompt, row).map_err(|e| ApiError {
                 message: format!("{}: prompt `{}`: {}", row.place(), s.prompt.id(), e.message),
                 ..e
             })?;
+            let bytes = r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
+            for &b in &budgets {
+                size.add(n as u64 * u64::from(repeat), bytes as u64, b, 0, 0);
+            }
         }
     }
+    let size = size.priced(provider)?;
+    plan::check_allowed(&size, allowed)?;
+    Ok(size)
+}
+
+fn sorted(budgets: &[u32]) -> Vec<u32> {
     let mut budgets = budgets.to_vec();
     budgets.sort_unstable();
     budgets.dedup();
+    budgets
+}
+
+/// Check the eval's [`plan`] (nothing written when a row or a limit is wrong), hand its size
+/// to `on_plan`, then start the eval: the experiment, its spec and its rows.
+pub fn begin(
+    store: &Store,
+    dataset: Dataset,
+    subjects: Vec<Subject>,
+    plan: &Plan<'_>,
+    params: RunParams,
+    provider: &Chosen,
+    on_plan: &mut dyn FnMut(&Size),
+) -> Result<Eval> {
+    let size = self::plan(&dataset, &subjects, plan, &params, provider)?;
+    on_plan(&size);
+    let Plan {
+        budgets,
+        constrain,
+        repeat,
+        cache,
+        concurrency,
+        ..
+    } = *plan;
+    let budgets = sorted(budgets);
     let spec_prompts = subjects
         .iter()
         .map(|s| {
@@ -204,12 +250,8 @@ pub fn begin(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let variants_per_budget: usize = subjects
-        .iter()
-        .map(|s| variants(constrain, &s.prompt, provider).len())
-        .sum();
     let spec = Spec {
-        cells: variants_per_budget * budgets.len() * repeat as usize * dataset.rows.len(),
+        cells: size.cells as usize,
         dataset: dataset.path.display().to_string(),
         prompts: spec_prompts,
         max_tokens: budgets,
@@ -220,8 +262,9 @@ pub fn begin(
         params: params.to_stored(),
         cache,
         concurrency,
+        plan: Some(size),
     };
-    let experiment = store.begin_experiment("eval", &to_json(&spec)?)?;
+    let experiment = store.begin_experiment(ExperimentKind::Eval.as_str(), &to_json(&spec)?)?;
     let rows: Vec<(String, Value)> = dataset
         .rows
         .iter()
@@ -387,6 +430,7 @@ pub fn run_cells(
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<()> {
+    plan::check_concurrency(pace.concurrency)?;
     let stored = store.eval_cells(eval.experiment)?;
     let keep: BTreeSet<&EvalCell> = stored
         .iter()
@@ -409,51 +453,45 @@ pub fn run_cells(
     on_progress(&progress.borrow());
     let rows: std::collections::HashMap<&str, &Row> =
         eval.rows.iter().map(|r| (r.id.as_str(), r)).collect();
-    let one = |subject: usize, cell: EvalCell| {
-        let progress = &progress;
-        let row = rows[cell.row.as_str()];
-        async move {
-            let s = &eval.subjects[subject];
-            let rendering = rendering(&s.prompt, row)?;
-            let params = RunParams {
+    let runner = Runner {
+        store: Some(store),
+        provider,
+        experiment: Some(eval.experiment),
+        width: cells::width(provider, pace.concurrency),
+        // Each reply measured as it came.
+        repair: false,
+        cache: eval.spec.cache,
+    };
+    // Rendered as each cell starts: a large matrix is never held rendered.
+    let cells = todo.into_iter().map(|(subject, cell)| {
+        let s = &eval.subjects[subject];
+        let prepared = rendering(&s.prompt, rows[cell.row.as_str()]).map(|rendering| Cell {
+            subject: s,
+            rendering,
+            params: RunParams {
                 max_tokens: cell.max_tokens,
                 constrain: cell.constrained,
                 ..eval.params.clone()
-            };
-            let mut job = RunJob::new(&s.prompt, &s.source, &rendering, provider, &params);
-            job.meta.experiment = Some(eval.experiment);
-            if eval.spec.cache {
-                let new = crate::runs::new_run(store, &job.meta, &params, provider)?;
-                if let Some(run) = store.cached_eval_run(&new, cell.repeat)? {
-                    store.put_eval_cell(eval.experiment, &cell, run)?;
-                    return Ok(None);
-                }
-            }
-            job.meta.eval_cell = Some(cell);
-            // Each reply measured as it came.
-            job.repair = false;
-            let mut on_event = |e: crate::runs::RunEvent<'_>| {
-                if let crate::runs::RunEvent::Warning(w) = e {
-                    progress.borrow_mut().notice = Some(w.to_string());
-                }
-            };
-            crate::runs::run(Some(store), &job, cancel, &mut on_event)
-                .await
-                .map(Some)
-        }
-    };
-    kerf_llm::runtime::block_on(in_flight(
-        width(provider, pace.concurrency),
-        todo,
+            },
+            eval_cell: Some(cell),
+        });
+        ((), prepared)
+    });
+    cells::run_cells(
+        &runner,
+        cells,
         cancel,
-        |(subject, cell)| one(subject, cell),
-        |done| {
+        Hooks {
+            on_warning: &|_, w| progress.borrow_mut().notice = Some(w.to_string()),
+            ..Hooks::default()
+        },
+        |(), end| {
             {
                 let mut p = progress.borrow_mut();
                 p.done += 1;
-                match &done {
-                    Ok(None) => p.cached += 1,
-                    Ok(Some(r)) => {
+                match &end.ran {
+                    Ok(Ran::Cached(_)) => p.cached += 1,
+                    Ok(Ran::Run(r)) => {
                         let u = &r.out.finish.usage;
                         p.prompt_tokens += u64::from(u.prompt_tokens);
                         p.completion_tokens += u64::from(u.completion_tokens);
@@ -478,43 +516,7 @@ pub fn run_cells(
             on_progress(&progress.borrow());
             Ok(())
         },
-    ))
-}
-
-/// Requests a provider takes at once: `concurrency` (at least 1), except the local engine,
-/// which runs one at a time.
-pub fn width(provider: &Chosen, concurrency: usize) -> usize {
-    match provider {
-        Chosen::Local(_) => 1,
-        _ => concurrency.max(1),
-    }
-}
-
-/// Drive `start(item)` for every item, `width` at a time, handing each outcome to `on_done` as
-/// it ends (in the order they end). Stops starting items when `cancel` fires, and lets the ones
-/// in flight end (they see the same token). `on_done` returning an error stops at once: the
-/// futures in flight are dropped, and the error is returned.
-pub(crate) async fn in_flight<T, F: std::future::Future>(
-    width: usize,
-    items: impl IntoIterator<Item = T>,
-    cancel: &CancelToken,
-    mut start: impl FnMut(T) -> F,
-    mut on_done: impl FnMut(F::Output) -> Result<()>,
-) -> Result<()> {
-    let mut queue = items.into_iter();
-    let mut running = FuturesUnordered::new();
-    loop {
-        while running.len() < width.max(1) && !cancel.is_cancelled() {
-            let Some(item) = queue.next() else {
-                break;
-            };
-            running.push(start(item));
-        }
-        let Some(done) = running.next().await else {
-            return Ok(());
-        };
-        on_done(done)?;
-    }
+    )
 }
 
 /// Score what `eval` has and end its experiment with that report: `ok`, or `interrupted` when

@@ -8,9 +8,12 @@ use kerf_llm::{CancelToken, FinishReason};
 use kerf_store::Store;
 use serde::Serialize;
 
-use super::{Subject, rendering};
+use super::rendering;
 use crate::error::{ApiError, Code, Result};
-use crate::runs::{Chosen, RunJob, RunParams};
+use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Ran, Runner};
+use crate::experiments::plan::{self, Allowance, Size};
+use crate::experiments::{ExperimentKind, Subject};
+use crate::runs::{Chosen, RunParams};
 
 /// How a test came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -73,9 +76,54 @@ pub fn check(subject: &Subject) -> Result<Dataset> {
     Ok(data)
 }
 
+/// What the tests of every suite will send, checked against the limits (each test's
+/// `max-tokens` as a run's budget is), before any is run.
+pub fn plan(
+    suites: &[(Subject, Dataset)],
+    provider: &Chosen,
+    params: &RunParams,
+    concurrency: usize,
+    allowed: Allowance,
+) -> Result<Size> {
+    plan::check_concurrency(concurrency)?;
+    let mut size = Size::new(ExperimentKind::Test);
+    for (subject, data) in suites {
+        let p = &subject.prompt;
+        let repairs = p.file.repair.map_or(0, |r| {
+            r.max_attempts
+                .clamp(
+                    kerf_core::prompt::Repair::MIN_ATTEMPTS,
+                    kerf_core::prompt::Repair::MAX_ATTEMPTS,
+                )
+                .min(params.settings.limits.max_requests.max(1))
+                - 1
+        });
+        for (test, row) in p.file.tests.iter().zip(&data.rows) {
+            let max_tokens = test.max_tokens.unwrap_or(params.max_tokens);
+            params.check_budgets(&[max_tokens]).map_err(|e| ApiError {
+                message: format!("{}: {}", row.place(), e.message),
+                ..e
+            })?;
+            let r = rendering(p, row)?;
+            let bytes = r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
+            size.add(
+                1,
+                bytes as u64,
+                max_tokens,
+                repairs,
+                params.settings.limits.max_run_tokens,
+            );
+        }
+    }
+    let size = size.priced(provider)?;
+    plan::check_allowed(&size, allowed)?;
+    Ok(size)
+}
+
 /// Run the tests of every suite (a prompt and its checked tests, from [`check`]) on `provider`,
 /// `concurrency` at a time (the local engine one at a time), each kept in `history` when given
-/// and run at its own `max-tokens` or `params`' budget. `on_done` sees each result as it ends;
+/// and run at its own `max-tokens` or `params`' budget, with the repair loop its prompt asks
+/// for (a test runs as a run of the prompt would). `on_done` sees each result as it ends;
 /// they come back in the files' order. Ctrl-C (`cancel`) stops starting tests, lets those in
 /// flight end, and returns `cancelled`.
 pub fn run(
@@ -99,34 +147,49 @@ pub fn run(
                 .map(move |(test, row)| (subject, test, row))
         })
         .collect();
-    let total = todo.len();
+    let runner = Runner {
+        store: history,
+        provider,
+        experiment: None,
+        width: cells::width(provider, concurrency),
+        repair: true,
+        cache: false,
+    };
+    let cells = todo.iter().enumerate().map(|(i, &(subject, test, row))| {
+        let params = RunParams {
+            max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
+            ..params.clone()
+        };
+        let cell = rendering(&subject.prompt, row).map(|rendering| Cell {
+            subject,
+            rendering,
+            params,
+            eval_cell: None,
+        });
+        (i, cell)
+    });
     let mut out = Vec::new();
     let mut stopped = None;
-    kerf_llm::runtime::block_on(super::in_flight(
-        super::width(provider, concurrency),
-        todo.into_iter().enumerate(),
-        cancel,
-        |(i, (subject, test, row))| async move {
-            (
-                i,
-                one(history, subject, test, row, provider, params, cancel).await,
-            )
-        },
-        |(i, done)| {
-            match done {
-                Ok(result) => {
-                    on_done(&result);
-                    out.push((i, result));
-                }
-                Err(e) => stopped = Some(e),
+    cells::run_cells(&runner, cells, cancel, Hooks::default(), |i, end| {
+        let (subject, test, _) = todo[i];
+        match verdict(
+            subject,
+            test,
+            test.max_tokens.unwrap_or(params.max_tokens),
+            end,
+        ) {
+            Ok(result) => {
+                on_done(&result);
+                out.push((i, result));
             }
-            Ok(())
-        },
-    ))?;
+            Err(e) => stopped = Some(e),
+        }
+        Ok(())
+    })?;
     if let Some(e) = stopped {
         return Err(e);
     }
-    if out.len() < total {
+    if out.len() < todo.len() {
         // Ctrl-C came between tests: none was in flight to report it.
         return Err(ApiError::new(Code::Cancelled, "stopped"));
     }
@@ -134,29 +197,20 @@ pub fn run(
     Ok(out.into_iter().map(|(_, r)| r).collect())
 }
 
-/// One test run and held to its minimums. A failed run is a result (`error`); an error here
+/// One test's run held to its minimums. A failed run is a result (`error`); an error here
 /// means it was cancelled (or could not render, which [`check`] rules out before any run).
-async fn one(
-    history: Option<&Store>,
+fn verdict(
     subject: &Subject,
     test: &kerf_core::prompt::PromptTest,
-    row: &dataset::Row,
-    provider: &Chosen,
-    params: &RunParams,
-    cancel: &CancelToken,
+    max_tokens: u32,
+    end: CellEnd,
 ) -> Result<TestResult> {
     let p = &subject.prompt;
-    let params = RunParams {
-        max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
-        ..params.clone()
-    };
-    let rendering = rendering(p, row)?;
-    let job = RunJob::new(p, &subject.source, &rendering, provider, &params);
     let mut result = TestResult {
         prompt: p.id().to_string(),
         name: test.name.clone(),
         verdict: Verdict::Error,
-        max_tokens: params.max_tokens,
+        max_tokens,
         run: None,
         finish_reason: None,
         objects: 0,
@@ -164,10 +218,16 @@ async fn one(
         missed: Vec::new(),
         error: None,
     };
-    match crate::runs::run(history, &job, cancel, &mut |_| {}).await {
+    match end.ran {
         Err(e) if e.code == Code::Cancelled => return Err(e),
         Err(e) => result.error = Some(e.to_string()),
-        Ok(r) => {
+        Ok(Ran::Cached(_)) => {
+            return Err(ApiError::new(
+                Code::Internal,
+                "a test is never measured from a cache",
+            ));
+        }
+        Ok(Ran::Run(r)) => {
             result.run = r.history_id;
             result.finish_reason = Some(r.out.finish.reason);
             if matches!(

@@ -16,7 +16,10 @@ use crate::runs::wire::{RunDone, RunMessage};
 use crate::runs::{Chosen, PromptSource, Rendering, RunJob, RunParams};
 use crate::workbench::Workbench;
 
+mod manage;
 pub mod wire;
+
+pub use manage::{CSV_COLUMNS, ExportFormat, Query, experiments, export, note, tag};
 
 /// A stored run in full, with the prompt version it ran. `kerf history show --json` is its
 /// serialisation: the record's fields, then the version's `prompt_text` and `prompt_path`.

@@ -7,7 +7,7 @@ use serde_json::Value;
 use ts_rs::TS;
 
 use super::{Detail, RunDiff};
-use crate::error::{ApiError, Code, Result};
+use crate::error::Result;
 use crate::runs::wire::Drop;
 
 /// One row of the History screen.
@@ -129,30 +129,21 @@ impl HistoryFilter {
             .collect())
     }
 
-    /// The runs this filter names (ages and dates read against now), at most `limit` (200
-    /// unless given).
+    /// The runs this filter names (ages and dates read against now, as `kerf history` reads
+    /// its flags), at most `limit` (200 unless given).
     pub fn filter(&self) -> Result<kerf_store::Filter> {
-        let now = kerf_core::time::now_ms();
-        let nonempty = |s: &Option<String>| s.clone().filter(|t| !t.trim().is_empty());
-        let moment = |s: &Option<String>, what: &str| -> Result<Option<i64>> {
-            nonempty(s)
-                .map(|t| {
-                    kerf_core::time::parse_moment(t.trim(), now)
-                        .map_err(|e| ApiError::new(Code::Usage, format!("{what}: {e}")))
-                })
-                .transpose()
-        };
-        Ok(kerf_store::Filter {
-            prompt: nonempty(&self.prompt),
+        super::Query {
+            prompt: self.prompt.clone(),
             status: self.status,
-            provider: nonempty(&self.provider),
+            provider: self.provider.clone(),
             model: None,
-            since: moment(&self.since, "since")?,
-            until: moment(&self.until, "until")?,
-            tag: nonempty(&self.tag),
+            since: self.since.clone(),
+            until: self.until.clone(),
+            tag: self.tag.clone(),
             experiment: self.experiment,
             limit: Some(self.limit.unwrap_or(200) as usize),
-        })
+        }
+        .filter(&|field| field.to_string())
     }
 }
 

@@ -6,9 +6,11 @@
 //!   [`wire::RunDone`]).
 //! - [`relay_run`] — a run's events as the window takes them, coalesced.
 
+mod patch;
 mod relay;
 pub mod wire;
 
+pub use patch::Overrides;
 pub use relay::relay_run;
 
 use std::path::PathBuf;
@@ -177,6 +179,21 @@ impl RunParams {
             r.constraint = constraint_for(prompt);
         }
         r
+    }
+
+    /// Each budget within what one run may spend: a first request's `max_tokens` above
+    /// `--max-run-tokens` could spend past it on its own.
+    pub fn check_budgets(&self, budgets: &[u32]) -> Result<()> {
+        let ceiling = self.settings.limits.max_run_tokens;
+        match budgets.iter().find(|&&b| u64::from(b) > ceiling) {
+            Some(b) => Err(crate::error::ApiError::new(
+                crate::error::Code::Usage,
+                format!(
+                    "--max-tokens {b} is above --max-run-tokens {ceiling}: one request could spend more than the run may; raise --max-run-tokens or lower the budget"
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// The parameters as the history keeps them: readable keys (the History screen and
@@ -377,6 +394,22 @@ impl Chosen {
         }
     }
 
+    /// The price of this provider's model per million tokens, where the price table knows it
+    /// (the local engine is free).
+    pub fn price(&self) -> Result<Option<kerf_llm::prices::Price>> {
+        let per_million = kerf_llm::Usage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 1_000_000,
+            ..Default::default()
+        };
+        Ok(match self {
+            Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?
+                .estimate(&p.def.model, &per_million)
+                .map(|c| c.price),
+            Chosen::Local(_) | Chosen::Scripted(_) => None,
+        })
+    }
+
     /// The estimated cost of a finished run from the price table (a local run costs nothing but
     /// electricity).
     pub fn cost(&self, f: &Finish) -> Result<Option<kerf_llm::prices::Cost>> {
@@ -463,11 +496,12 @@ fn repair_turn(report: &ParseReport) -> String {
     )
 }
 
-/// Run `request` on `provider` and parse the reply with `prompt`'s parser. With `repair` and a
-/// prompt that opts in (`repair: {max-attempts}`), a reply that fails parsing or validation goes
-/// back with its problems, up to the prompt's attempt count and within `limits`.
+/// The live phase of a run ([`run`]'s second): send `request` to `provider` and parse the
+/// reply with `prompt`'s parser as it streams. With `repair` and a prompt that opts in
+/// (`repair: {max-attempts}`), a reply that fails parsing or validation goes back with its
+/// problems, up to the prompt's attempt count and within `limits`.
 #[allow(clippy::too_many_arguments)] // the run's parts; grouped by issue 18's RunParams
-pub async fn execute(
+pub async fn stream(
     chosen: &Chosen,
     prompt: &Prompt,
     request: &Request,
@@ -681,16 +715,6 @@ pub struct RunMeta<'a> {
     pub eval_cell: Option<kerf_store::EvalCell>,
 }
 
-/// Start a run in the history: its prompt version, input and everything that shapes its reply.
-fn begin<'s>(
-    store: &'s Store,
-    meta: &RunMeta<'_>,
-    params: &RunParams,
-    provider: &Chosen,
-) -> Result<kerf_store::RunWriter<'s>> {
-    Ok(store.begin_run(&new_run(store, meta, params, provider)?)?)
-}
-
 /// A run as the history would keep it (its prompt version and input stored): what
 /// [`begin`] starts, and what `kerf eval --cache` looks an earlier reply up by.
 pub(crate) fn new_run(
@@ -726,6 +750,43 @@ pub(crate) fn new_run(
         system: meta.rendering.rendered.system.clone(),
         user: meta.rendering.rendered.user.clone(),
     })
+}
+
+/// A run made ready to send: its request, and (with a history) the record that starts it —
+/// what [`prepare`] makes of a job.
+pub struct Prepared {
+    pub request: Request,
+    /// What the history keeps of the run as it begins (its prompt version and input stored);
+    /// `None` without a history.
+    pub new_run: Option<NewRun>,
+}
+
+/// The first phase of a run: check the job (a budget above `--max-run-tokens` is refused),
+/// build the request from its parameters, and (with a history) store the prompt version and
+/// input the run will name. Nothing is sent, and the run is not begun: a live run begins it
+/// now ([`run`]), a batch hands it to a provider first.
+pub fn prepare(history: Option<&Store>, job: &RunJob<'_>) -> Result<Prepared> {
+    job.params.check_budgets(&[job.params.max_tokens])?;
+    let new_run = history
+        .map(|store| new_run(store, &job.meta, job.params, job.provider))
+        .transpose()?;
+    Ok(Prepared {
+        request: job.params.request(job.prompt, &job.meta.rendering.rendered),
+        new_run,
+    })
+}
+
+/// The last phase of a run: how it is kept, from what came back — its last reply, report,
+/// usage, timings, details, the replies a repair loop sent back, and its estimated cost (from
+/// the price table, where the provider's model is in it). A live run ends its writer with it;
+/// a submitted run is settled with it by whichever process hears the answer
+/// (`Store::settle_run`).
+pub fn settle(
+    provider: &Chosen,
+    out: &Outcomes,
+) -> Result<(RunEnd, Option<kerf_llm::prices::Cost>)> {
+    let cost = provider.cost(&out.finish)?;
+    Ok((run_end(out, cost.as_ref()), cost))
 }
 
 /// How a finished run is kept: its last reply, report, usage, and the replies a repair loop
@@ -806,24 +867,25 @@ pub struct RunResult {
     pub history_id: Option<i64>,
 }
 
-/// [`execute`], kept in the history as it streams (when `history` is given): written as
-/// `running` before the first token, text appended in batches, ended with its report. A
-/// history write that fails (a full disk) stops the run and is the error returned; a run that
-/// fails is kept as `error` with what arrived. Synchronous callers drive it with
-/// `kerf_llm::runtime::block_on`.
+/// A run, in its three phases: [`prepare`] (the request, and the record that begins it),
+/// [`stream`] (the live path and the repair loop), [`settle`] (how it is kept). Kept in the
+/// history as it streams (when `history` is given): written as `running` before the first
+/// token, text appended in batches, ended with its report. A history write that fails (a full
+/// disk) stops the run and is the error returned; a run that fails is kept as `error` with
+/// what arrived. Synchronous callers drive it with `kerf_llm::runtime::block_on`.
 pub async fn run(
     history: Option<&Store>,
     job: &RunJob<'_>,
     cancel: &CancelToken,
     on_event: &mut dyn FnMut(RunEvent<'_>),
 ) -> Result<RunResult> {
-    let mut writer = match history {
-        Some(store) => Some(begin(store, &job.meta, job.params, job.provider)?),
-        None => None,
+    let Prepared { request, new_run } = prepare(history, job)?;
+    let mut writer = match (history, &new_run) {
+        (Some(store), Some(new)) => Some(store.begin_run(new)?),
+        _ => None,
     };
     let mut store_error: Option<kerf_store::Error> = None;
-    let request = job.params.request(job.prompt, &job.meta.rendering.rendered);
-    let result = execute(
+    let result = stream(
         job.provider,
         job.prompt,
         &request,
@@ -850,9 +912,9 @@ pub async fn run(
     }
     match result {
         Ok(out) => {
-            let cost = job.provider.cost(&out.finish)?;
+            let (end, cost) = settle(job.provider, &out)?;
             let history_id = match writer {
-                Some(w) => Some(w.finish(run_end(&out, cost.as_ref()))?),
+                Some(w) => Some(w.finish(end)?),
                 None => None,
             };
             Ok(RunResult {
@@ -883,10 +945,11 @@ pub fn run_draft(
 ) -> Result<wire::RunDone> {
     let store = wb.store()?;
     let prompt = crate::prompts::compile_draft(&input.draft, input.path.as_deref())?;
-    let source = PromptSource::of(&prompt, input.path.as_deref());
-    let rendering = Rendering::of_input(&prompt, &input.input, &input.vars)?;
+    // Kept as the CLI keeps the same file: one prompt version, wherever it ran.
+    let subject = crate::experiments::Subject::of(prompt, input.path.as_deref());
+    let rendering = Rendering::of_input(&subject.prompt, &input.input, &input.vars)?;
     let params = options.params()?;
     let provider = params.settings.provider(wb)?;
-    let job = RunJob::new(&prompt, &source, &rendering, &provider, &params);
+    let job = subject.job(&rendering, &provider, &params);
     relay_run(&job, store.as_ref(), cancel, on_message)
 }

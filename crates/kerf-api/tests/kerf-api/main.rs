@@ -2,10 +2,13 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod experiments;
 #[path = "../../../kerf-llm/tests/kerf-llm/isolation.rs"]
 mod isolation;
 mod providers;
 mod runs;
+#[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
+mod server;
 mod workbench;
 
 use kerf_api::Code;

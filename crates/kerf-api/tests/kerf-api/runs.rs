@@ -334,3 +334,57 @@ fn a_rerun_sends_the_stored_runs_request_again_and_is_recorded_as_its_rerun() {
     assert_eq!(rec.params, store.run(id).unwrap().params);
     assert_eq!(rec.raw, good);
 }
+
+/// Issue 35: a run in its phases, as a batch will go: prepared and begun by one process, handed
+/// to a provider (`submitted`), left alone when a second process opens the history, and
+/// settled by a third from the reply it streams — kept exactly as a live run is.
+#[test]
+fn a_run_in_phases_is_submitted_survives_recovery_and_is_settled_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    let (prompt, source) = terms_prompt(1);
+    let rendering = rendering(&prompt);
+    let params = params(1);
+    let provider = Chosen::Scripted(Box::new(Scripted::new([Reply::text(
+        "{\"term\": \"Ada\"}\n{\"term\": \"programs\"}\n",
+        8,
+    )])));
+    let job = RunJob::new(&prompt, &source, &rendering, &provider, &params);
+    let (id, request) = {
+        let first = kerf_api::history::open(&path).unwrap();
+        let prepared = kerf_api::runs::prepare(Some(&first), &job).unwrap();
+        assert_eq!(prepared.request.max_tokens, 200);
+        let id = first
+            .begin_run(&prepared.new_run.unwrap())
+            .unwrap()
+            .submit("batch-1/0")
+            .unwrap();
+        (id, prepared.request)
+    };
+    {
+        let second = kerf_api::history::open(&path).unwrap();
+        assert_eq!(
+            second.run(id).unwrap().summary.status,
+            kerf_store::Status::Submitted
+        );
+    }
+    let third = kerf_api::history::open(&path).unwrap();
+    let out = block_on(kerf_api::runs::stream(
+        &provider,
+        &prompt,
+        &request,
+        &rendering.vars,
+        false,
+        params.settings.limits,
+        &CancelToken::new(),
+        &mut |_| {},
+    ))
+    .unwrap();
+    let (end, cost) = kerf_api::runs::settle(&provider, &out).unwrap();
+    assert!(cost.is_none());
+    assert!(third.settle_run(id, &end).unwrap());
+    let kept = third.run(id).unwrap();
+    assert_eq!(kept.summary.status, kerf_store::Status::Ok);
+    assert_eq!(kept.summary.objects, Some(2));
+    assert_eq!(kept.raw, out.raw);
+}

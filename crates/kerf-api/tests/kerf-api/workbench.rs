@@ -597,3 +597,52 @@ fn waiting_for_flock(file: &Path) -> Option<bool> {
         None
     }
 }
+
+/// Issue 35: the history's bookkeeping is one use case for both front ends: a blank note clears
+/// (the CLI kept a note of spaces, the window cleared it), a blank tag is refused, the export
+/// writes what the filter names, the filter reads ages as `kerf history` does and names the
+/// field the way the asker wrote it.
+#[test]
+fn notes_tags_filters_and_the_export_follow_one_rule() {
+    let store = Store::in_memory().unwrap();
+    let id = record(
+        &store,
+        64,
+        "{\"type\":\"definition\",\"entity\":\"x\",\"definition\":\"y\"}\n",
+    );
+    history::note(&store, id, Some("before the schema change")).unwrap();
+    assert_eq!(
+        store.run(id).unwrap().summary.note.as_deref(),
+        Some("before the schema change")
+    );
+    history::note(&store, id, Some("   ")).unwrap();
+    assert_eq!(store.run(id).unwrap().summary.note, None);
+    let tags = history::tag(&store, id, &["=cmd".into(), "baseline".into()], false).unwrap();
+    assert_eq!(tags, ["=cmd", "baseline"]);
+    let blank = history::tag(&store, id, &[" ".into()], false).unwrap_err();
+    assert_eq!(blank.code, Code::Usage);
+    let query = history::Query {
+        since: Some("yesterday-ish".into()),
+        ..Default::default()
+    };
+    let cli = query.filter(&|f| format!("--{f}")).unwrap_err();
+    assert!(cli.message.starts_with("--since: "), "{}", cli.message);
+    let window = query.filter(&|f| f.to_string()).unwrap_err();
+    assert!(window.message.starts_with("since: "), "{}", window.message);
+    let mut lines = Vec::new();
+    let filter = history::Query {
+        tag: Some("baseline".into()),
+        ..Default::default()
+    }
+    .filter(&|f| f.to_string())
+    .unwrap();
+    let n = history::export(&store, &filter, history::ExportFormat::Csv, &mut |l| {
+        lines.push(l.to_string());
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(lines[0].trim_end(), history::CSV_COLUMNS.join(","));
+    // A tag a spreadsheet would run as a formula is written as text.
+    assert!(lines[1].contains("'=cmd baseline"), "{}", lines[1]);
+}

@@ -3,10 +3,9 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_api::compare::{CompareJob, Report, ReportRow, Subject, compare};
+use kerf_api::compare::{CompareJob, Contender, Report, ReportRow, compare};
 use kerf_api::workbench::Workbench;
 use kerf_core::sweep::Sweep;
-use serde_json::json;
 
 use super::run::{ModelArgs, interrupt_token};
 use crate::Outcome;
@@ -45,34 +44,39 @@ pub struct Args {
     pub max_tokens: Vec<u32>,
     #[arg(long, value_enum, default_value = "both")]
     pub constrain: ConstrainMode,
+    /// Runs in flight at once (cloud providers, within their rate limits; the local engine
+    /// runs one at a time).
+    #[arg(long, default_value_t = kerf_api::compare::DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
+    #[command(flatten)]
+    pub allow: super::AllowArgs,
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
-    let mut subjects = Vec::new();
+    let mut contenders = Vec::new();
     for path in &args.prompts {
-        let prompt = super::load_prompt(path)?;
-        let source = crate::record::prompt_source(&prompt, path)?;
-        let rendering = args.input.render(&prompt, path)?;
-        subjects.push(Subject {
-            prompt,
-            source,
-            rendering,
-        });
+        let subject = super::load_subject(path)?;
+        let rendering = args.input.render(&subject.prompt, path)?;
+        contenders.push(Contender { subject, rendering });
     }
     let settings = args.model.settings();
     let provider = settings.provider(wb)?;
-    let history = crate::record::open(wb, globals)?;
-    let mut extra_spec = serde_json::Map::new();
-    extra_spec.insert("model_args".into(), json!(args.model.to_argv()));
     let job = CompareJob {
-        subjects: &subjects,
+        contenders: &contenders,
         budgets: &args.max_tokens,
         constrain: args.constrain.into(),
         settings: &settings,
-        extra_spec,
+        concurrency: args.concurrency,
+        allowed: args.allow.allowance(),
     };
+    let size = job.plan(&provider)?;
+    super::announce(&size);
+    if args.allow.dry_run {
+        return Ok(Outcome::Ok);
+    }
+    let history = crate::record::open(wb, globals)?;
     let progress = if args.json {
         indicatif::ProgressBar::hidden()
     } else {
@@ -87,6 +91,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         &job,
         &provider,
         &interrupt_token(),
+        &mut |_| {},
         &mut |p| {
             progress.set_length(p.total as u64);
             progress.set_position(p.done as u64);
@@ -96,7 +101,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     progress.finish_and_clear();
     // The same report the Compare screen draws and the history keeps: --json is its
     // serialisation, the table its rows.
-    let report = compared?.report(&subjects);
+    let report = compared?.report(&contenders);
     if args.json {
         print_json(&serde_json::to_value(&report)?);
         return Ok(Outcome::Ok);

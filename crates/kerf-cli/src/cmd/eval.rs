@@ -90,6 +90,8 @@ pub struct StartArgs {
     #[arg(long)]
     pub limit: Option<usize>,
     #[command(flatten)]
+    pub allow: super::AllowArgs,
+    #[command(flatten)]
     pub pace: PaceArgs,
     #[command(flatten)]
     pub out: OutArgs,
@@ -334,19 +336,27 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         max_tokens: 0,
         constrain: false,
     };
+    let plan = eval::Plan {
+        budgets: &args.max_tokens,
+        constrain: args.constrain.into(),
+        repeat: args.repeat,
+        cache: args.cache,
+        concurrency: args.pace.concurrency.unwrap_or(eval::DEFAULT_CONCURRENCY),
+        allowed: args.allow.allowance(),
+    };
+    if args.allow.dry_run {
+        let size = eval::plan(&dataset, &subjects, &plan, &params, &provider)?;
+        super::announce(&size);
+        return Ok(Outcome::Ok);
+    }
     let e = eval::begin(
         store,
         dataset,
         subjects,
-        &eval::Plan {
-            budgets: &args.max_tokens,
-            constrain: args.constrain.into(),
-            repeat: args.repeat,
-            cache: args.cache,
-            concurrency: args.pace.concurrency.unwrap_or(eval::DEFAULT_CONCURRENCY),
-        },
+        &plan,
         params,
         &provider,
+        &mut super::announce,
     )?;
     go(store, &e, &provider, &args.pace, &args.out)
 }

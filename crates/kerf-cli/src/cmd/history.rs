@@ -5,12 +5,12 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::{CommandFactory, FromArgMatches, Subcommand};
+use clap::Subcommand;
 use kerf_api::workbench::Workbench;
 use kerf_store::{Filter, RunRecord, RunSummary, Status, Store};
 use serde_json::json;
 
-use super::run::{ConstrainArg, ModelArgs};
+use super::run::ConstrainArg;
 use crate::Outcome;
 use crate::output::print_json;
 use crate::record::Globals;
@@ -65,7 +65,7 @@ impl Args {
             Sub::Show(a) => a.json,
             Sub::Diff(a) => a.json,
             Sub::Experiments(a) => a.json,
-            Sub::Rerun(a) => a.overrides.iter().any(|f| f == "--json"),
+            Sub::Rerun(a) => a.json,
             _ => false,
         }
     }
@@ -74,6 +74,7 @@ impl Args {
 #[derive(clap::ValueEnum, Clone, Copy)]
 pub enum StatusArg {
     Running,
+    Submitted,
     Ok,
     Truncated,
     Interrupted,
@@ -84,6 +85,7 @@ impl From<StatusArg> for Status {
     fn from(s: StatusArg) -> Self {
         match s {
             StatusArg::Running => Status::Running,
+            StatusArg::Submitted => Status::Submitted,
             StatusArg::Ok => Status::Ok,
             StatusArg::Truncated => Status::Truncated,
             StatusArg::Interrupted => Status::Interrupted,
@@ -121,26 +123,18 @@ pub struct FilterArgs {
 
 impl FilterArgs {
     fn filter(&self, limit: Option<usize>) -> Result<Filter> {
-        let now = kerf_core::time::now_ms();
-        let moment = |s: &Option<String>, flag: &str| -> Result<Option<i64>> {
-            s.as_deref()
-                .map(|t| {
-                    kerf_core::time::parse_moment(t, now)
-                        .map_err(|e| kerf_core::Error::Usage(format!("{flag}: {e}")).into())
-                })
-                .transpose()
-        };
-        Ok(Filter {
+        let query = kerf_api::history::Query {
             prompt: self.prompt.clone(),
             status: self.status.map(Into::into),
             provider: self.provider.clone(),
             model: self.model.clone(),
-            since: moment(&self.since, "--since")?,
-            until: moment(&self.until, "--until")?,
+            since: self.since.clone(),
+            until: self.until.clone(),
             tag: self.tag.clone(),
             experiment: self.experiment,
             limit,
-        })
+        };
+        Ok(query.filter(&|field| format!("--{field}"))?)
     }
 }
 
@@ -176,14 +170,100 @@ pub struct DiffArgs {
 #[derive(clap::Args)]
 pub struct RerunArgs {
     pub run: String,
-    /// `kerf run` flags that override the stored ones (--provider, --model, --max-tokens,
-    /// --constrain, --temperature, …, --json).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "FLAGS"
-    )]
-    pub overrides: Vec<String>,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+    /// Machine-readable output (one JSON object at the end; nothing streamed).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kerf run`'s settings, each replacing the stored one when given (a value may begin with
+/// `-`: `--stop '-->'`).
+#[derive(clap::Args)]
+pub struct OverrideArgs {
+    /// Another provider (`local`, or a configured one); its own model and structured mode
+    /// unless --model/--structured are given too.
+    #[arg(long, allow_hyphen_values = true)]
+    pub provider: Option<String>,
+    #[arg(long, allow_hyphen_values = true)]
+    pub model: Option<String>,
+    #[arg(long, value_parser = |s: &str| s.parse::<kerf_llm::providers::Structured>())]
+    pub structured: Option<kerf_llm::providers::Structured>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub temperature: Option<f32>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_p: Option<f32>,
+    #[arg(long, value_parser = |s: &str| s.parse::<kerf_llm::ReasoningEffort>())]
+    pub reasoning_effort: Option<kerf_llm::ReasoningEffort>,
+    #[arg(long)]
+    pub thinking_budget: Option<u32>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Stop strings, replacing the stored ones (repeatable).
+    #[arg(long = "stop", allow_hyphen_values = true)]
+    pub stop: Vec<String>,
+    /// Clear the stored stop strings.
+    #[arg(long, conflicts_with = "stop")]
+    pub no_stop: bool,
+    #[arg(long, value_parser = |s: &str| s.parse::<kerf_llama::GpuLayers>())]
+    pub gpu_layers: Option<kerf_llama::GpuLayers>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub main_gpu: Option<i32>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub threads: Option<i32>,
+    #[arg(long, value_parser = ["auto", "on", "off"])]
+    pub flash_attn: Option<String>,
+    #[arg(long)]
+    pub context: Option<u32>,
+    #[arg(long, allow_hyphen_values = true)]
+    pub chat_template: Option<String>,
+    /// Constrain with llama.cpp's GBNF sampler (true/false).
+    #[arg(long)]
+    pub gbnf: Option<bool>,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests: Option<u32>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_run_tokens: Option<u64>,
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    #[arg(long, value_enum)]
+    pub constrain: Option<ConstrainArg>,
+}
+
+impl OverrideArgs {
+    /// The flags as the use case's patch: one field each, nothing re-parsed.
+    pub fn overrides(&self) -> kerf_api::runs::Overrides {
+        kerf_api::runs::Overrides {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            structured: self.structured,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            reasoning_effort: self.reasoning_effort,
+            thinking_budget: self.thinking_budget,
+            seed: self.seed,
+            stop: if self.no_stop {
+                Some(Vec::new())
+            } else {
+                Some(self.stop.clone()).filter(|s| !s.is_empty())
+            },
+            gpu_layers: self.gpu_layers,
+            main_gpu: self.main_gpu,
+            threads: self.threads,
+            // clap accepts only the three names.
+            flash_attention: self
+                .flash_attn
+                .as_deref()
+                .and_then(kerf_api::runs::parse_flash_attn),
+            context: self.context,
+            chat_template: self.chat_template.clone(),
+            gbnf: self.gbnf,
+            max_requests: self.max_requests,
+            max_run_tokens: self.max_run_tokens,
+            max_tokens: self.max_tokens,
+            constrain: self.constrain.map(|c| c == ConstrainArg::Auto),
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -259,14 +339,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &Globals) -> Result<Outcome> {
         Sub::Experiments(a) => experiments(&store, &a),
         Sub::Tag(a) => {
             let id = run_id(&store, &a.run)?;
-            for t in &a.tags {
-                if a.remove {
-                    store.untag(id, t)?;
-                } else {
-                    store.tag(id, t)?;
-                }
-            }
-            let tags = store.run(id)?.summary.tags;
+            let tags = kerf_api::history::tag(&store, id, &a.tags, a.remove)?;
             eprintln!(
                 "kerf: run {id} tags: {}",
                 if tags.is_empty() {
@@ -279,7 +352,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &Globals) -> Result<Outcome> {
         }
         Sub::Note(a) => {
             let id = run_id(&store, &a.run)?;
-            store.note(id, Some(a.text.as_str()).filter(|t| !t.is_empty()))?;
+            kerf_api::history::note(&store, id, Some(a.text.as_str()))?;
             Ok(Outcome::Ok)
         }
         Sub::Delete(a) => delete(&store, &a),
@@ -593,154 +666,54 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// What a rerun is run with: the stored flags, then the user's overrides, parsed by the same
-/// definitions as `kerf run`.
-#[derive(clap::Parser)]
-#[command(name = "kerf history rerun RUN", no_binary_name = true)]
-struct Replay {
-    #[command(flatten)]
-    model: ModelArgs,
-    #[arg(long)]
-    max_tokens: u32,
-    #[arg(long, value_enum)]
-    constrain: ConstrainArg,
-    #[arg(long)]
-    json: bool,
-}
-
 fn rerun(store: &Store, a: RerunArgs, wb: &Workbench, globals: &Globals) -> Result<Outcome> {
     let id = run_id(store, &a.run)?;
     // The stored run made ready to run again, as the History screen's Rerun takes it: every
     // stored setting, whichever front end recorded it (bug A: a window run has no CLI flags,
-    // and was rerun on the defaults).
+    // and was rerun on the defaults); then the flags given, each replacing one setting.
     let mut replay = kerf_api::history::replay(store, id)?;
-    // The stored settings as flags, under the user's overrides, parsed by `kerf run`'s own
-    // definitions.
-    let stored = &replay.params;
-    let mut argv = super::run::argv_of(&stored.settings);
-    argv.extend([
-        "--max-tokens".into(),
-        stored.max_tokens.to_string(),
-        "--constrain".into(),
-        if stored.constrain { "auto" } else { "none" }.into(),
-    ]);
-    argv.extend(a.overrides);
-    let matches = Replay::command()
-        .args_override_self(true)
-        .try_get_matches_from(&argv)
-        .map_err(|e| {
-            kerf_core::Error::Usage(format!("rerun {id}: {}", e.render().to_string().trim()))
-        })?;
-    let flags = Replay::from_arg_matches(&matches)
-        .map_err(|e| kerf_core::Error::Usage(format!("rerun {id}: {e}")))?;
-    replay.params = flags.model.run_params(flags.max_tokens, flags.constrain);
+    a.overrides.overrides().apply(&mut replay.params);
     let provider = replay.params.settings.provider(wb)?;
-    if !flags.json {
+    if !a.json {
         eprintln!(
             "kerf: rerunning run {id} ({}, {})",
             replay.record.summary.prompt, replay.record.summary.created_at
         );
     }
     let history = crate::record::open(wb, globals)?;
-    super::run::run_job(&replay.job(&provider), flags.json, history.as_ref())
+    super::run::run_job(&replay.job(&provider), a.json, history.as_ref())
 }
 
-/// Runs as JSON lines (full records) or CSV (one row per run), written one run at a time: the
-/// memory an export takes does not grow with the history, and a file is complete or absent.
+/// Runs as JSON lines (full records) or CSV (one row per run), written one run at a time
+/// (kerf-api's export): the memory an export takes does not grow with the history, and a file
+/// is complete or absent.
 fn export(store: &Store, a: &ExportArgs) -> Result<Outcome> {
-    let runs = store.list(&a.filter.filter(None)?)?;
     let mut sink = crate::output::Sink::to(a.output.as_deref())?;
-    match a.format {
-        ExportFormat::Jsonl => {
-            for r in &runs {
-                let mut line = serde_json::to_string(&store.run(r.id)?)?;
-                line.push('\n');
-                sink.put(&line)?;
-            }
-        }
-        ExportFormat::Csv => {
-            sink.put(&csv_line(CSV_COLUMNS)?)?;
-            for r in &runs {
-                let o = |v: Option<i64>| v.map(|n| n.to_string()).unwrap_or_default();
-                let row = [
-                    r.id.to_string(),
-                    r.created_at.clone(),
-                    r.status.to_string(),
-                    r.prompt.clone(),
-                    r.prompt_version.clone(),
-                    r.provider.clone(),
-                    r.model.clone(),
-                    r.finish_reason.map(|f| f.to_string()).unwrap_or_default(),
-                    o(r.objects),
-                    o(r.dropped),
-                    r.truncated.map(|t| t.to_string()).unwrap_or_default(),
-                    o(r.prompt_tokens),
-                    o(r.completion_tokens),
-                    r.cost_usd.map(|c| c.to_string()).unwrap_or_default(),
-                    r.attempts.to_string(),
-                    o(r.experiment),
-                    r.tags.join(" "),
-                    r.note.clone().unwrap_or_default(),
-                ];
-                sink.put(&csv_line(row.iter().map(|c| spreadsheet_safe(c)))?)?;
-            }
-        }
+    let format = match a.format {
+        ExportFormat::Jsonl => kerf_api::history::ExportFormat::Jsonl,
+        ExportFormat::Csv => kerf_api::history::ExportFormat::Csv,
+    };
+    let mut failed = None;
+    let written = kerf_api::history::export(store, &a.filter.filter(None)?, format, &mut |line| {
+        sink.put(line).map_err(|e| {
+            let message = format!("{e:#}");
+            failed = Some(e);
+            kerf_api::ApiError::new(kerf_api::Code::Io, message)
+        })
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
+    let written = written?;
     sink.finish()?;
     if let Some(p) = &a.output {
-        eprintln!("kerf: wrote {} run(s) to {}", runs.len(), p.display());
+        eprintln!("kerf: wrote {written} run(s) to {}", p.display());
     }
     Ok(Outcome::Ok)
 }
 
-/// One CSV record (quoted by the `csv` crate where a cell needs it), newline-terminated.
-fn csv_line<I, C>(cells: I) -> Result<String>
-where
-    I: IntoIterator<Item = C>,
-    C: AsRef<str>,
-{
-    let mut w = csv::WriterBuilder::new()
-        .terminator(csv::Terminator::Any(b'\n'))
-        .from_writer(Vec::new());
-    w.write_record(cells.into_iter().map(|c| c.as_ref().to_owned()))?;
-    Ok(String::from_utf8(w.into_inner()?)?)
-}
-
-const CSV_COLUMNS: [&str; 18] = [
-    "id",
-    "created_at",
-    "status",
-    "prompt",
-    "prompt_version",
-    "provider",
-    "model",
-    "finish_reason",
-    "objects",
-    "dropped",
-    "truncated",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost_usd",
-    "attempts",
-    "experiment",
-    "tags",
-    "note",
-];
-
-/// A cell a spreadsheet will not run: text starting with `=`, `+`, `-`, `@`, a tab or a carriage
-/// return is a formula to Excel, LibreOffice and Sheets (a note or tag someone wrote, a prompt
-/// id from an imported bundle), so it gets a leading `'`, which they show as text. Kerf's own
-/// numbers never start with one of those.
-fn spreadsheet_safe(cell: &str) -> std::borrow::Cow<'_, str> {
-    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        std::borrow::Cow::Owned(format!("'{cell}"))
-    } else {
-        std::borrow::Cow::Borrowed(cell)
-    }
-}
-
 fn experiments(store: &Store, a: &ExperimentsArgs) -> Result<Outcome> {
-    let list = store.experiments(Some(a.limit).filter(|n| *n > 0))?;
+    let list = kerf_api::history::experiments(store, Some(a.limit).filter(|n| *n > 0))?;
     if a.json {
         print_json(&serde_json::to_value(&list)?);
         return Ok(Outcome::Ok);

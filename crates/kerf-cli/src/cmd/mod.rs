@@ -28,12 +28,43 @@ pub fn load_prompt(path: &Path) -> Result<kerf_core::Prompt> {
     Ok(kerf_core::Prompt::from_loaded(loaded, path)?)
 }
 
-/// A prompt file as an eval or a test runs it: compiled, with its source as the history keeps
-/// it.
-pub fn load_subject(path: &Path) -> Result<kerf_api::eval::Subject> {
-    let prompt = load_prompt(path)?;
-    let source = crate::record::prompt_source(&prompt, path)?;
-    Ok(kerf_api::eval::Subject { prompt, source })
+/// A prompt file as every run, compare, eval and test runs it (kerf-api's one loader: one read,
+/// the text kept as the prompt version), its warnings printed.
+pub fn load_subject(path: &Path) -> Result<kerf_api::experiments::Subject> {
+    let subject = kerf_api::experiments::Subject::load(path)?;
+    crate::output::warn_all(&subject.prompt.warnings);
+    Ok(subject)
+}
+
+/// What an experiment may send: a plan over 2,000 requests is refused without one of these.
+#[derive(clap::Args, Clone, Copy)]
+pub struct AllowArgs {
+    /// The most requests the whole plan may send; a larger plan is refused before anything is
+    /// sent (needed, or --yes, when a plan would send more than 2,000). Not --max-requests:
+    /// that is the ceiling of one run, repairs included.
+    #[arg(long, value_name = "N")]
+    pub allow_requests: Option<u64>,
+    /// Start a plan of any size (it is still announced first).
+    #[arg(long)]
+    pub yes: bool,
+    /// Announce the plan (cells, requests, token and cost bounds) and stop: nothing is stored
+    /// or sent.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl AllowArgs {
+    pub fn allowance(&self) -> kerf_api::experiments::plan::Allowance {
+        kerf_api::experiments::plan::Allowance {
+            max_requests: self.allow_requests,
+            yes: self.yes,
+        }
+    }
+}
+
+/// The plan's size, said before its first request: on stderr, so `--json` stays one object.
+pub fn announce(size: &kerf_api::experiments::plan::Size) {
+    eprintln!("kerf: {} plan: {}", size.kind.as_str(), size.line());
 }
 
 /// How to read a reply: a prompt file, or a response type with an optional schema. Shared by

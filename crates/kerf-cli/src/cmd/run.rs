@@ -5,9 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 pub use kerf_api::runs::Outcomes;
-use kerf_api::runs::{
-    RunEvent, RunJob, RunParams, RunSettings, flash_attn_name, gpu_layers_name, parse_flash_attn,
-};
+use kerf_api::runs::{RunEvent, RunJob, RunParams, RunSettings, parse_flash_attn};
 use kerf_api::workbench::Workbench;
 use kerf_core::Prompt;
 use kerf_llama::GpuLayers;
@@ -132,64 +130,6 @@ impl ModelArgs {
             constrain: constrain == ConstrainArg::Auto,
         }
     }
-
-    /// These flags as `kerf run` takes them (an experiment's spec keeps them).
-    pub fn to_argv(&self) -> Vec<String> {
-        argv_of(&self.settings())
-    }
-}
-
-/// Run settings as the `kerf run` flags that give them: how `kerf history rerun` lays a stored
-/// run's parameters under the user's overrides, both parsed by the same clap definitions.
-pub fn argv_of(s: &RunSettings) -> Vec<String> {
-    let mut a: Vec<String> = Vec::new();
-    let mut flag = |name: &str, value: String| {
-        a.push(format!("--{name}"));
-        a.push(value);
-    };
-    flag("provider", s.provider.clone());
-    if let Some(m) = &s.model {
-        flag("model", m.clone());
-    }
-    if let Some(m) = s.structured {
-        flag("structured", m.as_str().to_string());
-    }
-    if let Some(t) = s.temperature {
-        flag("temperature", t.to_string());
-    }
-    if let Some(p) = s.top_p {
-        flag("top-p", p.to_string());
-    }
-    if let Some(e) = s.reasoning_effort {
-        flag("reasoning-effort", e.as_str().to_string());
-    }
-    if let Some(b) = s.thinking_budget {
-        flag("thinking-budget", b.to_string());
-    }
-    if let Some(seed) = s.seed {
-        flag("seed", seed.to_string());
-    }
-    for stop in &s.stop {
-        flag("stop", stop.clone());
-    }
-    flag("gpu-layers", gpu_layers_name(s.gpu_layers));
-    flag("main-gpu", s.main_gpu.to_string());
-    if let Some(t) = s.threads {
-        flag("threads", t.to_string());
-    }
-    flag("flash-attn", flash_attn_name(s.flash_attention).to_string());
-    if let Some(c) = s.context {
-        flag("context", c.to_string());
-    }
-    if let Some(t) = &s.chat_template {
-        flag("chat-template", t.clone());
-    }
-    flag("max-requests", s.limits.max_requests.to_string());
-    flag("max-run-tokens", s.limits.max_run_tokens.to_string());
-    if s.gbnf {
-        a.push("--gbnf".into());
-    }
-    a
 }
 
 /// Constrain to the prompt's schema when asked (`auto`) and the format allows it.
@@ -281,13 +221,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
-    let prompt = super::load_prompt(&args.prompt)?;
-    let rendering = args.input.render(&prompt, &args.prompt)?;
+    let subject = super::load_subject(&args.prompt)?;
+    let rendering = args.input.render(&subject.prompt, &args.prompt)?;
     let params = args.model.run_params(args.max_tokens, args.constrain);
     let provider = params.settings.provider(wb)?;
-    let source = crate::record::prompt_source(&prompt, &args.prompt)?;
     let history = crate::record::open(wb, globals)?;
-    let job = RunJob::new(&prompt, &source, &rendering, &provider, &params);
+    let job = subject.job(&rendering, &provider, &params);
     run_job(&job, args.json, history.as_ref())
 }
 

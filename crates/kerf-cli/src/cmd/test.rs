@@ -43,6 +43,8 @@ pub struct Args {
     /// runs one at a time).
     #[arg(long, default_value_t = kerf_api::eval::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub allow: super::AllowArgs,
 }
 
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
@@ -63,6 +65,17 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         max_tokens: args.max_tokens,
         constrain: true,
     };
+    let size = tests::plan(
+        &subjects,
+        &provider,
+        &params,
+        args.concurrency,
+        args.allow.allowance(),
+    )?;
+    super::announce(&size);
+    if args.allow.dry_run {
+        return Ok(Outcome::Ok);
+    }
     let history = crate::record::open(wb, globals)?;
     let cancel = interrupt_token();
     let results: Vec<TestResult> = tests::run(

@@ -1263,3 +1263,164 @@ fn a_rate_limited_provider_is_waited_for_and_no_row_is_lost() {
         .sum();
     assert_eq!(waited, 5, "every 429 retried once it was allowed");
 }
+
+/// `kerf eval` of the three rows with both prompts on the server, with `extra` flags.
+fn eval_with(dir: &Path, data: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "eval",
+        data.to_str().unwrap(),
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--prompt",
+        "prompts/agent-kg-extract-array.json",
+        "--provider",
+        "srv",
+        "--constrain",
+        "none",
+    ];
+    args.extend_from_slice(extra);
+    kerf_in(dir, &args)
+}
+
+#[test]
+fn a_plan_past_a_limit_is_refused_by_its_flag_before_any_request_and_leaves_nothing() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, data) = setup(&model, &rows);
+    let refused = |o: &Output, says: &str| {
+        let err = stderr(o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            (err.contains("error[usage]") || err.contains("error[plan_too_large]"))
+                && err.contains(says),
+            "{says}: {err}"
+        );
+    };
+    // The run-away plans of the issue: each refused by the flag that would make it.
+    refused(
+        &eval_with(dir.path(), &data, &["--repeat", "4294967295"]),
+        "--repeat 4294967295: give 1 to 100 runs of each cell",
+    );
+    refused(
+        &eval_with(dir.path(), &data, &["--concurrency", "10000"]),
+        "--concurrency 10000: give 1 to 256 requests in flight at once",
+    );
+    // 3 rows × 2 prompts × 4 budgets × 100 repeats: 2,400 requests need to be allowed.
+    let big = ["--max-tokens", "40,80,160,1000", "--repeat", "100"];
+    refused(
+        &eval_with(dir.path(), &data, &big),
+        "the plan may send 2,400 requests (2,400 cell(s) · 2,400 request(s) at most",
+    );
+    let o = eval_with(dir.path(), &data, &big);
+    refused(&o, "needs --allow-requests 2400 (or --yes) to start");
+    assert!(
+        stderr(&o).contains("error[plan_too_large]"),
+        "{}",
+        stderr(&o)
+    );
+    let mut low = big.to_vec();
+    low.extend(["--allow-requests", "2000"]);
+    refused(
+        &eval_with(dir.path(), &data, &low),
+        "more than --allow-requests 2,000",
+    );
+    refused(
+        &eval_with(dir.path(), &data, &["--max-tokens", "200000"]),
+        "--max-tokens 200000 is above --max-run-tokens 100000",
+    );
+    // Allowed, a dry run says what it would send, and sends and stores nothing.
+    let mut dry = big.to_vec();
+    dry.extend(["--allow-requests", "2400", "--dry-run"]);
+    let o = eval_with(dir.path(), &data, &dry);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("kerf: eval plan: 2,400 cell(s) · 2,400 request(s) at most · ≤ ")
+            && stderr(&o).contains(" input and ≤ 768,000 output tokens"),
+        "{}",
+        stderr(&o)
+    );
+    // compare and test are held to the same limits.
+    let o = kerf_in(
+        dir.path(),
+        &[
+            "compare",
+            "prompts/agent-kg-extract.json",
+            "prompts/agent-kg-extract-array.json",
+            "--sample",
+            "--provider",
+            "srv",
+            "--concurrency",
+            "300",
+        ],
+    );
+    refused(&o, "--concurrency 300");
+    let many = dir.path().join("many.json");
+    let tests: Vec<Value> = (0..1001)
+        .map(|i| json!({"name": format!("t{i}"), "input": "x", "expected": []}))
+        .collect();
+    std::fs::write(
+        &many,
+        json!({"prompt": "{{ text }}", "response-type": "jsonl", "tests": tests}).to_string(),
+    )
+    .unwrap();
+    let o = kerf_in(
+        dir.path(),
+        &["test", many.to_str().unwrap(), "--provider", "srv"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("1001 tests, more than the 1000 one prompt file may hold"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(model.requests(), 0, "no request before a plan is accepted");
+    let h = kerf_in(dir.path(), &["history", "experiments", "--json"]);
+    assert_eq!(
+        stdout_json(&h),
+        json!([]),
+        "a refused plan leaves nothing behind"
+    );
+}
+
+#[test]
+fn an_eval_announces_its_plan_before_its_first_request() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    // The first request waits: what the eval said by then, it said before sending anything.
+    model.hold_from(0);
+    let (dir, data) = setup(&model, &rows);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["eval", data.to_str().unwrap()])
+        .args(&EVAL[..EVAL.len() - 2])
+        .args(["--concurrency", "1"])
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir.path())
+        .env("KERF_DATA_DIR", dir.path())
+        .env("KERF_KEYRING", "kernel")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    model.wait_held(1);
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    model.release();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{line}{rest}");
+    // 3 rows × 2 prompts × 2 budgets; the output bound is every request's budget.
+    assert!(
+        line.starts_with("kerf: eval plan: 12 cell(s) · 12 request(s) at most · ≤ ")
+            && line.ends_with(" input and ≤ 6,240 output tokens\n"),
+        "{line}"
+    );
+    assert_eq!(model.requests(), 12);
+    // The spec keeps it: `show --json` and the window read it back.
+    let store = kerf_store::Store::open(&dir.path().join(kerf_store::FILE_NAME)).unwrap();
+    let e = store.latest_experiment("eval").unwrap().unwrap();
+    let spec = store.experiment(e).unwrap().spec;
+    assert_eq!(spec["plan"]["requests"], 12, "{spec}");
+    assert_eq!(spec["plan"]["output_tokens_max"], 6_240, "{spec}");
+}

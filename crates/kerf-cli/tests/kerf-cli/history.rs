@@ -979,3 +979,79 @@ fn bug_b_a_cli_run_reruns_from_the_window_with_every_setting() {
         "the same seed and settings gave another reply"
     );
 }
+
+/// Issue 35: a rerun's flags are a typed patch on the stored parameters. Each given flag
+/// replaces one setting; the rest stay as they ran; values that begin with `-` are values.
+#[test]
+fn a_rerun_replaces_only_the_settings_given_and_takes_values_beginning_with_a_dash() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let reply = "{\"type\": \"definition\", \"entity\": \"DNA\", \"definition\": \"a molecule\"}\n";
+    let server = Server::start(
+        (0..2)
+            .map(|_| {
+                let mut pieces = openai_pieces(reply);
+                pieces.push(openai_end("stop"));
+                Act::sse(200, pieces)
+            })
+            .collect(),
+    );
+    super::eval::add_server(dir, "srv", &server.base_url(), "loopback");
+    let first = run_out(kerf_in_config(
+        dir,
+        &[
+            "run",
+            "prompts/agent-kg-extract.json",
+            "--sample",
+            "--provider",
+            "srv",
+            "--temperature",
+            "0.5",
+            "--seed",
+            "7",
+            "--stop",
+            "END",
+            "--max-tokens",
+            "300",
+            "--json",
+        ],
+    ));
+    let id = first["history_id"].as_i64().unwrap().to_string();
+    let again = run_out(kerf_in_config(
+        dir,
+        &[
+            "history",
+            "rerun",
+            &id,
+            "--stop",
+            "-->",
+            "--max-tokens",
+            "128",
+            "--json",
+        ],
+    ));
+    let rerun = again["history_id"].as_i64().unwrap();
+    let (before, after) = (
+        stored_params(dir, id.parse().unwrap()),
+        stored_params(dir, rerun),
+    );
+    assert_eq!(after["stop"], serde_json::json!(["-->"]));
+    assert_eq!(after["max_tokens"], 128);
+    // Everything else as it ran.
+    for key in [
+        "temperature",
+        "seed",
+        "constrain",
+        "max_requests",
+        "max_run_tokens",
+    ] {
+        assert_eq!(after[key], before[key], "{key}");
+    }
+    assert_eq!(after["temperature"], 0.5);
+    // And what was sent says so.
+    let sent: Value = serde_json::from_slice(&server.requests()[1].body).unwrap();
+    assert_eq!(sent["stop"], serde_json::json!(["-->"]), "{sent}");
+    assert_eq!(sent["max_tokens"], 128, "{sent}");
+    assert_eq!(sent["temperature"], 0.5, "{sent}");
+    assert_eq!(sent["seed"], 7, "{sent}");
+}

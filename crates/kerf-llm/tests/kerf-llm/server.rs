@@ -1,6 +1,6 @@
 //! A loopback HTTP/1.1 server that plays one scripted act per connection and records each
 //! request, so tests see exactly what a provider sent and exactly how it reacted.
-#![allow(dead_code)] // shared by the kerf-llm and kerf-cli tests; each uses part of it
+#![allow(dead_code)] // shared by the kerf-llm, kerf-api and kerf-cli tests; each uses part of it
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

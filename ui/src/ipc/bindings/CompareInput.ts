@@ -9,4 +9,13 @@ export type CompareInput = {
 /**
  * Two or more prompt files.
  */
-prompts: Array<string>, input: string, budgets: Array<number>, constrain: ConstrainMode, options: RunOptions, };
+prompts: Array<string>, input: string, budgets: Array<number>, constrain: ConstrainMode, options: RunOptions, 
+/**
+ * Requests in flight at once (cloud providers; default 4; the local engine runs one at a
+ * time).
+ */
+concurrency?: number, 
+/**
+ * The person confirmed a compare of more than 2,000 requests.
+ */
+confirmed?: boolean, };

@@ -3,4 +3,4 @@
 /**
  * Where a run stands.
  */
-export type RunStatus = "running" | "ok" | "truncated" | "interrupted" | "error";
+export type RunStatus = "running" | "submitted" | "ok" | "truncated" | "interrupted" | "error";

@@ -1,0 +1,527 @@
+//! Experiments from the use-case layer (no terminal, no window): every plan kind through the one
+//! cell runner on a scripted provider, in milliseconds; the limits a plan is held to, refused
+//! with nothing stored; the desktop's Compare running its cells at once against a loopback
+//! server; one prompt version for a file whichever front end runs it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kerf_api::compare::{self, ConstrainMode, wire::CompareInput};
+use kerf_api::eval::{self, Pace, Plan};
+use kerf_api::experiments::plan::{Allowance, MAX_CONCURRENCY, MAX_REPEAT};
+use kerf_api::experiments::{ExperimentKind, Subject};
+use kerf_api::runs::wire::RunOptions;
+use kerf_api::runs::{Chosen, RunParams, RunSettings};
+use kerf_api::workbench::Workbench;
+use kerf_api::{ApiError, Code};
+use kerf_core::eval::dataset::{self, Dataset};
+use kerf_llm::CancelToken;
+use kerf_llm::scripted::{Reply, Scripted};
+use kerf_store::Store;
+
+use crate::server::{Act, Latch, Server};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn subject(name: &str) -> Subject {
+    Subject::load(&repo().join("prompts").join(name)).unwrap()
+}
+
+/// The shipped dataset's first `rows` rows.
+fn rows(rows: usize) -> Dataset {
+    let mut d = dataset::load(&repo().join("datasets/knowledge-graph.jsonl")).unwrap();
+    d.rows.truncate(rows);
+    d
+}
+
+fn scripted(replies: usize) -> Chosen {
+    let reply = r#"{"type":"definition","entity":"Photosynthesis","definition":"The process by which green plants turn light energy into chemical energy"}"#;
+    Chosen::Scripted(Box::new(Scripted::new(
+        (0..replies).map(|_| Reply::text(reply, 16)),
+    )))
+}
+
+fn params() -> RunParams {
+    RunParams {
+        settings: RunSettings {
+            provider: "scripted".into(),
+            ..RunSettings::default()
+        },
+        max_tokens: 0,
+        constrain: false,
+    }
+}
+
+fn plan(budgets: &[u32], repeat: u32, concurrency: usize, allowed: Allowance) -> Plan<'_> {
+    Plan {
+        budgets,
+        constrain: ConstrainMode::None,
+        repeat,
+        cache: false,
+        concurrency,
+        allowed,
+    }
+}
+
+fn begin(store: &Store, p: &Plan<'_>, provider: &Chosen) -> kerf_api::Result<eval::Eval> {
+    eval::begin(
+        store,
+        rows(2),
+        vec![subject("agent-kg-extract.json")],
+        p,
+        params(),
+        provider,
+        &mut |_| {},
+    )
+}
+
+#[test]
+fn an_eval_runs_through_the_cell_runner_and_knows_its_size_first() {
+    let store = Store::in_memory().unwrap();
+    let provider = scripted(8);
+    let mut announced = Vec::new();
+    let e = eval::begin(
+        &store,
+        rows(2),
+        vec![
+            subject("agent-kg-extract.json"),
+            subject("agent-kg-extract-array.json"),
+        ],
+        &plan(&[64, 256], 1, 4, Allowance::default()),
+        params(),
+        &provider,
+        &mut |size| announced.push(size.clone()),
+    )
+    .unwrap();
+    // Announced once, before a request: 2 prompts × 2 budgets × 2 rows.
+    let Chosen::Scripted(s) = &provider else {
+        unreachable!()
+    };
+    assert_eq!(announced.len(), 1);
+    let size = &announced[0];
+    assert_eq!(size.kind, ExperimentKind::Eval);
+    assert_eq!((size.cells, size.requests), (8, 8));
+    assert_eq!(size.output_tokens_max, 4 * (64 + 256));
+    assert!(size.input_tokens_max > 8 * 200, "{size:?}");
+    assert_eq!(size.cost_max_usd, None, "a scripted provider has no price");
+    assert!(s.requests().is_empty(), "nothing sent while planning");
+    assert_eq!(e.spec.plan.as_ref(), Some(size), "the spec keeps the plan");
+    let mut last = None;
+    eval::run_cells(
+        &store,
+        &e,
+        &provider,
+        Pace {
+            concurrency: 4,
+            retry_errors: false,
+        },
+        &CancelToken::new(),
+        &mut |p| last = Some(p.clone()),
+    )
+    .unwrap();
+    let last = last.unwrap();
+    assert_eq!((last.done, last.total, last.failed), (8, 8, 0));
+    assert_eq!(s.requests().len(), 8);
+    let report = eval::finish(&store, &e, false, eval::Options::default()).unwrap();
+    assert_eq!(report.cells.len(), 8);
+    assert!(report.cells.iter().all(|c| c.run.is_some()));
+    // The JSONL prompt found, at each budget, the one record the reply holds for the
+    // photosynthesis row; the array prompt's parser took nothing from a JSONL reply.
+    let tp: Vec<(&str, u32, u64)> = report
+        .summary
+        .iter()
+        .map(|l| (l.prompt.as_str(), l.max_tokens, l.micro.tp))
+        .collect();
+    assert_eq!(
+        tp,
+        [
+            ("agent-kg-extract", 64, 1),
+            ("agent-kg-extract", 256, 1),
+            ("agent-kg-extract-array", 64, 0),
+            ("agent-kg-extract-array", 256, 0),
+        ]
+    );
+}
+
+#[test]
+fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
+    // Compare: 2 prompts × 3 budgets, on the scripted provider, recorded as one experiment.
+    let store = Store::in_memory().unwrap();
+    let provider = scripted(6);
+    let contenders: Vec<compare::Contender> =
+        ["agent-kg-extract.json", "agent-kg-extract-array.json"]
+            .iter()
+            .map(|name| {
+                let subject = subject(name);
+                let rendering = kerf_api::runs::Rendering::of_input(
+                    &subject.prompt,
+                    "Photosynthesis turns light into chemical energy.",
+                    &serde_json::Map::new(),
+                )
+                .unwrap();
+                compare::Contender { subject, rendering }
+            })
+            .collect();
+    let settings = params().settings;
+    let job = compare::CompareJob {
+        contenders: &contenders,
+        budgets: &[256, 64, 128],
+        constrain: ConstrainMode::None,
+        settings: &settings,
+        concurrency: 3,
+        allowed: Allowance::default(),
+    };
+    let mut sizes = Vec::new();
+    let compared = compare::compare(
+        Some(&store),
+        &job,
+        &provider,
+        &CancelToken::new(),
+        &mut |s| sizes.push(s.clone()),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(sizes.len(), 1);
+    assert_eq!(
+        (sizes[0].kind, sizes[0].cells),
+        (ExperimentKind::Compare, 6)
+    );
+    let report = compared.report(&contenders);
+    // Rows in the plan's order (budget, then prompt), whatever order the cells ended in.
+    let order: Vec<(u32, &str)> = report
+        .rows
+        .iter()
+        .map(|r| (r.max_tokens, r.prompt.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            (64, "agent-kg-extract"),
+            (64, "agent-kg-extract-array"),
+            (128, "agent-kg-extract"),
+            (128, "agent-kg-extract-array"),
+            (256, "agent-kg-extract"),
+            (256, "agent-kg-extract-array"),
+        ]
+    );
+    let e = store.experiment(report.experiment.unwrap()).unwrap();
+    assert_eq!(e.summary.kind, "compare");
+    assert_eq!(e.run_list.len(), 6);
+
+    // Tests: a prompt file's tests, planned then run (repair as the prompt asks).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("defs.json");
+    std::fs::write(
+        &path,
+        serde_json::json!({
+            "prompt": "Define the terms in: {{ text }}",
+            "response-type": "jsonl",
+            "tests": [
+                {"name": "one", "input": "Photosynthesis.", "expected": [
+                    {"type": "definition", "entity": "Photosynthesis",
+                     "definition": "The process by which green plants turn light energy into chemical energy"}],
+                 "min": {"recall": 1.0}},
+                {"name": "two", "input": "Light.", "expected": [{"entity": "Light"}],
+                 "min": {"recall": 1.0}, "max-tokens": 32}
+            ]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let s = Subject::load(&path).unwrap();
+    let data = eval::tests::check(&s).unwrap();
+    let suites = vec![(s, data)];
+    let provider = scripted(2);
+    let test_params = RunParams {
+        max_tokens: 512,
+        ..params()
+    };
+    let size =
+        eval::tests::plan(&suites, &provider, &test_params, 2, Allowance::default()).unwrap();
+    assert_eq!(
+        (size.kind, size.cells, size.requests),
+        (ExperimentKind::Test, 2, 2)
+    );
+    assert_eq!(size.output_tokens_max, 512 + 32);
+    let results = eval::tests::run(
+        Some(&store),
+        &suites,
+        &provider,
+        &test_params,
+        2,
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let verdicts: Vec<_> = results
+        .iter()
+        .map(|r| (r.name.as_str(), r.verdict))
+        .collect();
+    use kerf_api::eval::tests::Verdict;
+    assert_eq!(
+        verdicts,
+        [("one", Verdict::Passed), ("two", Verdict::Failed)]
+    );
+}
+
+/// The error's code and message, for a plan that must be refused.
+fn refused<T>(r: kerf_api::Result<T>) -> ApiError {
+    match r {
+        Ok(_) => panic!("the plan was accepted"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn each_limit_refuses_the_plan_with_its_flag_and_stores_nothing() {
+    let store = Store::in_memory().unwrap();
+    let provider = scripted(0);
+    let none = Allowance::default();
+    let budgets = [64];
+
+    let e = refused(begin(
+        &store,
+        &plan(&budgets, MAX_REPEAT + 1, 4, none),
+        &provider,
+    ));
+    assert_eq!(e.code, Code::Usage);
+    assert!(e.message.contains("--repeat 101"), "{}", e.message);
+    let e = refused(begin(
+        &store,
+        &plan(&budgets, 4_294_967_295, 4, none),
+        &provider,
+    ));
+    assert!(e.message.contains("--repeat 4294967295"), "{}", e.message);
+
+    let e = refused(begin(
+        &store,
+        &plan(&budgets, 1, MAX_CONCURRENCY + 1, none),
+        &provider,
+    ));
+    assert!(e.message.contains("--concurrency 257"), "{}", e.message);
+    let e = refused(begin(&store, &plan(&budgets, 1, 0, none), &provider));
+    assert!(e.message.contains("--concurrency 0"), "{}", e.message);
+
+    // 2 rows × 11 budgets × 100 repeats = 2,200 requests: past 2,000 it must be allowed.
+    let many: Vec<u32> = (1..=11).map(|b| b * 8).collect();
+    let e = refused(begin(&store, &plan(&many, 100, 4, none), &provider));
+    assert_eq!(e.code, Code::PlanTooLarge);
+    // The window asks with the size the error carries.
+    assert_eq!(e.details.as_ref().unwrap()["requests"], 2_200);
+    assert!(
+        e.message.contains("2,200 requests") && e.message.contains("--allow-requests 2200"),
+        "{}",
+        e.message
+    );
+    let low = Allowance {
+        max_requests: Some(2_199),
+        yes: false,
+    };
+    let e = refused(begin(&store, &plan(&many, 100, 4, low), &provider));
+    assert!(
+        e.message.contains("more than --allow-requests 2,199"),
+        "{}",
+        e.message
+    );
+    // A plan too large to hold is refused before a row is rendered.
+    let huge: Vec<u32> = (1..=5_001).collect();
+    let yes = Allowance {
+        max_requests: None,
+        yes: true,
+    };
+    let e = refused(begin(&store, &plan(&huge, 100, 4, yes), &provider));
+    assert!(e.message.contains("1,000,200 cells"), "{}", e.message);
+    // A budget one run may not spend.
+    let e = refused(begin(&store, &plan(&[200_000], 1, 4, none), &provider));
+    assert!(
+        e.message
+            .contains("--max-tokens 200000 is above --max-run-tokens 100000"),
+        "{}",
+        e.message
+    );
+    assert!(
+        store.experiments(None).unwrap().is_empty(),
+        "a refused plan leaves nothing behind"
+    );
+    let Chosen::Scripted(s) = &provider else {
+        unreachable!()
+    };
+    assert!(s.requests().is_empty());
+
+    // Allowed, the same large plan starts.
+    let enough = Allowance {
+        max_requests: Some(2_200),
+        yes: false,
+    };
+    let e = begin(&store, &plan(&many, 100, 4, enough), &provider).unwrap();
+    assert_eq!(e.spec.plan.as_ref().map(|p| p.requests), Some(2_200));
+}
+
+/// A workbench whose provider `srv` is `server`, an OpenAI-compatible server needing no key.
+fn workbench_with(server: &Server) -> (tempfile::TempDir, Workbench) {
+    let dir = tempfile::tempdir().unwrap();
+    let wb = Workbench::at(
+        &dir.path().join("data"),
+        &dir.path().join("config"),
+        &dir.path().join("models"),
+        None,
+    );
+    let mut def = kerf_llm::providers::ProviderDef::new(
+        "srv",
+        kerf_llm::providers::Kind::Openai,
+        Some(&server.base_url()),
+        "loopback",
+    );
+    def.no_key = true;
+    kerf_llm::providers::Registry::update(&wb.providers, |r| {
+        r.upsert(def);
+        Ok(())
+    })
+    .unwrap();
+    (dir, wb)
+}
+
+/// An OpenAI chat completion streamed: one JSONL record, then the end.
+fn completion(entity: &str) -> Vec<Vec<u8>> {
+    let content = serde_json::to_string(&format!(
+        "{{\"type\":\"definition\",\"entity\":\"{entity}\",\"definition\":\"a thing\"}}"
+    ))
+    .unwrap();
+    vec![
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{content}}}}}]}}\n\n")
+            .into_bytes(),
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}\n\ndata: [DONE]\n\n"
+            .as_bytes()
+            .to_vec(),
+    ]
+}
+
+/// The window's Compare of the two shipped formats at three budgets: six cells.
+fn compare_input(concurrency: u32) -> CompareInput {
+    let prompts = ["agent-kg-extract.json", "agent-kg-extract-array.json"];
+    CompareInput {
+        prompts: prompts
+            .iter()
+            .map(|p| repo().join("prompts").join(p).display().to_string())
+            .collect(),
+        input: "Photosynthesis turns light into chemical energy.".into(),
+        budgets: vec![64, 128, 256],
+        constrain: ConstrainMode::None,
+        options: RunOptions {
+            provider: "srv".into(),
+            model: None,
+            max_tokens: 0,
+            constrain: false,
+            temperature: None,
+            seed: None,
+            gpu_layers: "auto".into(),
+            max_requests: 10,
+            max_run_tokens: 100_000,
+        },
+        concurrency: Some(concurrency),
+        confirmed: None,
+    }
+}
+
+#[test]
+fn the_windows_compare_has_all_six_cells_in_flight_at_once() {
+    // Each reply's end waits until the test lets go, which it does only once the server holds
+    // all six requests: a compare that ran its cells one at a time would leave five unsent.
+    let latch = Latch::default();
+    let server = Server::start(
+        (0..6)
+            .map(|i| Act::sse(200, completion(&format!("E{i}"))).last_waits_for(&latch))
+            .collect(),
+    );
+    let (_dir, wb) = workbench_with(&server);
+    let report = std::thread::scope(|scope| {
+        let compare = scope.spawn(|| {
+            compare::compare_files(&wb, &compare_input(6), &CancelToken::new(), &mut |_| {})
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.requests().len() < 6 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let together = server.requests().len();
+        latch.open();
+        let report = compare.join().unwrap();
+        assert_eq!(together, 6, "requests in flight at once");
+        report
+    })
+    .unwrap();
+    assert_eq!(report.rows.len(), 6);
+    // The reply is one JSONL record: the JSONL prompt keeps it at every budget.
+    let jsonl: Vec<usize> = report
+        .rows
+        .iter()
+        .filter(|r| r.prompt == "agent-kg-extract")
+        .map(|r| r.objects)
+        .collect();
+    assert_eq!(jsonl, [1, 1, 1], "{:?}", report.rows);
+    assert_eq!(report.sweeps.len(), 2);
+}
+
+#[test]
+fn the_windows_compare_of_six_300_ms_cells_takes_about_one_cell() {
+    // The figure the issue asks for: six cells whose server answers after 300 ms each. One at a
+    // time they take at least 1.8 s; at once, about 300 ms. Printed, not asserted against a
+    // clock (the in-flight test above proves the overlap whatever the machine's speed).
+    let server = Server::start(
+        (0..6)
+            .map(|i| {
+                Act::sse(200, completion(&format!("E{i}"))).delay_head(Duration::from_millis(300))
+            })
+            .collect(),
+    );
+    let (_dir, wb) = workbench_with(&server);
+    let start = Instant::now();
+    let mut cells_done = None;
+    let report = compare::compare_files(&wb, &compare_input(6), &CancelToken::new(), &mut |p| {
+        if p.done == 6 && cells_done.is_none() {
+            cells_done = Some(start.elapsed());
+        }
+    })
+    .unwrap();
+    let cells = cells_done.unwrap();
+    println!(
+        "the window's compare: 6 cells of 300 ms each ran in {} ms (one at a time: at least 1800 ms); with the sweeps, {} ms",
+        cells.as_millis(),
+        start.elapsed().as_millis()
+    );
+    assert_eq!(report.rows.len(), 6);
+}
+
+#[test]
+fn a_prompt_file_is_one_version_from_the_window_and_from_the_cli() {
+    let path = repo().join("prompts/agent-kg-extract.json");
+    // The CLI: the file as it is on disk.
+    let cli = Subject::load(&path).unwrap();
+    assert_eq!(cli.source.text, std::fs::read_to_string(&path).unwrap());
+    // The window: the file opened as a draft, compiled, unchanged.
+    let doc = kerf_api::prompts::open(&path).unwrap();
+    let path_str = path.display().to_string();
+    let prompt = kerf_api::prompts::compile_draft(&doc.draft, Some(&path_str)).unwrap();
+    let window = Subject::of(prompt, Some(&path_str));
+    assert_eq!(window.source.text, cli.source.text);
+    let store = Store::in_memory().unwrap();
+    let version = |s: &Subject| {
+        store
+            .put_prompt_version(
+                &s.source.name,
+                s.source.path.as_deref(),
+                s.prompt.file.response_type.as_str(),
+                &s.source.text,
+            )
+            .unwrap()
+    };
+    assert_eq!(version(&window), version(&cli));
+    // An edited draft is what ran: its own composed text, another version.
+    let mut edited = doc.draft.clone();
+    edited.template.push_str("\nBe brief.");
+    let prompt = kerf_api::prompts::compile_draft(&edited, Some(&path_str)).unwrap();
+    let draft = Subject::of(prompt, Some(&path_str));
+    assert!(draft.source.text.contains("Be brief."));
+    assert_ne!(version(&draft), version(&cli));
+}
