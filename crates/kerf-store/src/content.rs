@@ -8,8 +8,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::read::json_col;
 use crate::store::Store;
+use crate::store::json_col;
 
 /// A prompt file as it was run, addressed by the SHA-256 of its text.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -5,8 +5,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::read::{Filter, RunSummary, json_col};
+use crate::read::{Filter, RunSummary};
 use crate::store::Store;
+use crate::store::json_col;
 
 /// One line of `kerf history experiments`.
 #[derive(Debug, Clone, PartialEq, Serialize)]

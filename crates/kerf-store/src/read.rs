@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::content::Input;
 use crate::error::{Error, Result};
 use crate::status::Status;
-use crate::store::Store;
+use crate::store::{Store, json_col};
 
 /// One line of `kerf history list`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -133,11 +133,6 @@ fn summary_from(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
 /// A column of JSON typed as `T`; `None` when absent or not of that shape.
 fn typed_col<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T> {
     text.and_then(|t| serde_json::from_str(&t).ok())
-}
-
-pub(crate) fn json_col(text: Option<String>) -> Value {
-    text.and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null)
 }
 
 impl Store {

@@ -245,6 +245,12 @@ fn identify(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A column of JSON text as a value (`null` when absent or unreadable).
+pub(crate) fn json_col(text: Option<String>) -> serde_json::Value {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
