@@ -12,14 +12,8 @@
 pub mod cells;
 pub mod plan;
 
-use std::path::Path;
-
-use kerf_core::Prompt;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
-
-use crate::error::Result;
-use crate::runs::{PromptSource, RunJob};
 
 /// What an experiment is: how its cells are planned and what is made of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
@@ -47,48 +41,5 @@ impl ExperimentKind {
     }
 }
 
-/// One prompt of an experiment: compiled, and as the history keeps it.
-pub struct Subject {
-    pub prompt: Prompt,
-    pub source: PromptSource,
-}
-
-impl Subject {
-    /// A prompt file as every front end runs it: read once, compiled (its warnings kept on the
-    /// prompt, for the caller to show), its exact text kept as the prompt version.
-    pub fn load(path: &Path) -> Result<Subject> {
-        let (loaded, text) = kerf_core::PromptFile::load_with_text(path)?;
-        let prompt = Prompt::from_loaded(loaded, path)?;
-        Ok(Subject {
-            source: PromptSource {
-                name: prompt.id().to_string(),
-                path: Some(path.display().to_string()),
-                text,
-            },
-            prompt,
-        })
-    }
-
-    /// A compiled prompt (the window's draft, or a file's), kept as [`Subject::load`] would
-    /// keep its file when it is that file unchanged — so a prompt run from the window and from
-    /// the CLI is one prompt version — and as its composed text otherwise (what ran).
-    pub fn of(prompt: Prompt, path: Option<&str>) -> Subject {
-        let saved = path.and_then(|p| Subject::load(Path::new(p)).ok());
-        let source = match saved {
-            Some(s) if s.prompt.file == prompt.file => s.source,
-            _ => PromptSource::of(&prompt, path),
-        };
-        Subject { prompt, source }
-    }
-
-    /// A run of this subject, rendered as `rendering`, on `provider` with `params` (recorded on
-    /// its own, with its repair loop; see [`RunJob::new`]).
-    pub fn job<'a>(
-        &'a self,
-        rendering: &'a crate::runs::Rendering,
-        provider: &'a crate::runs::Chosen,
-        params: &'a crate::runs::RunParams,
-    ) -> RunJob<'a> {
-        RunJob::new(&self.prompt, &self.source, rendering, provider, params)
-    }
-}
+/// One prompt of an experiment (kept with the runs: a single run loads its prompt the same way).
+pub use crate::runs::Subject;

@@ -8,10 +8,12 @@
 
 mod patch;
 mod relay;
+mod subject;
 pub mod wire;
 
 pub use patch::Overrides;
 pub use relay::relay_run;
+pub use subject::Subject;
 
 use std::path::PathBuf;
 
@@ -946,7 +948,7 @@ pub fn run_draft(
     let store = wb.store()?;
     let prompt = crate::prompts::compile_draft(&input.draft, input.path.as_deref())?;
     // Kept as the CLI keeps the same file: one prompt version, wherever it ran.
-    let subject = crate::experiments::Subject::of(prompt, input.path.as_deref());
+    let subject = Subject::of(prompt, input.path.as_deref());
     let rendering = Rendering::of_input(&subject.prompt, &input.input, &input.vars)?;
     let params = options.params()?;
     let provider = params.settings.provider(wb)?;
