@@ -10,42 +10,8 @@ use kerf_core::report::DropKind;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::report::{CellLine, Report, SummaryLine};
-
-/// How a prompt × budget × constraint line holds up over repeats (`--repeat` 2 or more).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RepeatStats {
-    /// Micro F1 of each repeat over the dataset, in repeat order (null: nothing to score).
-    pub f1_by_repeat: Vec<Option<f64>>,
-    pub f1_mean: Option<f64>,
-    /// Sample standard deviation of `f1_by_repeat`.
-    pub f1_sd: Option<f64>,
-    /// Per row, the mean Jaccard index between the repeats' sets of extracted records (by
-    /// identity, as matching compares them); then the mean over rows. 1: every repeat
-    /// extracted the same records.
-    pub jaccard_mean: Option<f64>,
-    /// Distinct outputs per row (object lists as parsed): the mean and the most over rows.
-    pub distinct_outputs_mean: Option<f64>,
-    pub distinct_outputs_max: usize,
-    /// Expected records found by every repeat, by some, by none.
-    pub found_always: usize,
-    pub found_sometimes: usize,
-    pub found_never: usize,
-    /// Per expected record, the share of repeats that found it (rows with measured repeats).
-    pub find_rate: Vec<FindRate>,
-}
-
-/// One expected record's find rate over repeats.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FindRate {
-    pub row: String,
-    /// Its index in the row's expected records.
-    pub expected: usize,
-    /// Its identity as matching compares it (`definition · stroma`).
-    pub identity: String,
-    pub found: u32,
-    pub of: u32,
-}
+use super::lines::{CellLine, SummaryLine};
+pub use super::lines::{FindRate, RepeatStats};
 
 /// Repeat statistics for the cells of one line (`None` with one repeat).
 pub fn repeat_stats(
@@ -379,55 +345,6 @@ pub fn compare(a: (Side, &[&CellLine]), b: (Side, &[&CellLine])) -> Comparison {
 pub fn identities(m: &Matcher, objects: &[Value]) -> Vec<String> {
     let set: BTreeSet<String> = objects.iter().map(|o| identity(m, o)).collect();
     set.into_iter().collect()
-}
-
-impl CellLine {
-    /// Whether the cell's run finished (ended on its own or was cut by its budget): a
-    /// measurement, scored.
-    pub fn measured(&self) -> bool {
-        matches!(
-            self.status,
-            Some(kerf_store::Status::Ok | kerf_store::Status::Truncated)
-        )
-    }
-}
-
-/// Two evals compared line by line: each prompt × budget × constraint of `a` with the same
-/// line of `b`, rows paired by id. Evals of one prompt each (two versions of a prompt under
-/// different ids, or two prompts) pair by budget and constraint alone.
-pub fn compare_reports(a: &Report, b: &Report) -> Vec<Comparison> {
-    let prompts =
-        |r: &Report| -> BTreeSet<String> { r.summary.iter().map(|l| l.prompt.clone()).collect() };
-    let (pa, pb) = (prompts(a), prompts(b));
-    let by_budget_only = pa.is_disjoint(&pb) && pa.len() == 1 && pb.len() == 1;
-    let mut out = Vec::new();
-    for la in &a.summary {
-        let Some(lb) = b.summary.iter().find(|lb| {
-            (by_budget_only || lb.prompt == la.prompt)
-                && lb.max_tokens == la.max_tokens
-                && lb.constrained == la.constrained
-        }) else {
-            continue;
-        };
-        let (ca, cb) = (line_cells(&a.cells, la), line_cells(&b.cells, lb));
-        out.push(compare(
-            (Side::of(a.experiment, la), &ca),
-            (Side::of(b.experiment, lb), &cb),
-        ));
-    }
-    out
-}
-
-/// The cells of a summary line (its prompt, budget and constraint).
-pub(crate) fn line_cells<'r>(cells: &'r [CellLine], line: &SummaryLine) -> Vec<&'r CellLine> {
-    cells
-        .iter()
-        .filter(|c| {
-            c.prompt == line.prompt
-                && c.max_tokens == line.max_tokens
-                && c.constrained == line.constrained
-        })
-        .collect()
 }
 
 #[cfg(test)]

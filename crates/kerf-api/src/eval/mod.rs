@@ -12,6 +12,7 @@
 //!   what the history keeps as the experiment's result).
 
 pub mod analysis;
+pub mod lines;
 pub mod report;
 pub mod tests;
 
@@ -32,7 +33,8 @@ use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::{ExperimentKind, Subject};
 use crate::runs::{Chosen, PromptSource, Rendering, RunParams, RunSettings};
 
-pub use report::{CellLine, Options, Replies, Report, SummaryLine, report};
+pub use lines::{CellLine, SummaryLine};
+pub use report::{Options, Replies, Report, compare_reports, report};
 
 /// A prompt as an eval's spec names it: its id, file, and the exact version that ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

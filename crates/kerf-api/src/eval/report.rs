@@ -3,99 +3,22 @@
 //! from the stored replies, so `kerf eval show` and `kerf eval rescore` print what `kerf eval`
 //! printed, bit for bit.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use kerf_core::DropCounts;
 use kerf_core::eval::dataset::Row;
-use kerf_core::eval::{Grounding, Matcher, Scored, Scores, Tally, TypeTotals, identity, score};
+use kerf_core::eval::{Grounding, Matcher, Tally, identity, score};
 use kerf_core::{ParseReport, Prompt};
 use kerf_llm::{FinishReason, RunDetails};
 use kerf_store::{Status, Store, StoredReply};
 use serde::Serialize;
-use serde_json::Value;
 
 use super::Eval;
 use super::analysis::{
-    Advice, BudgetPoint, Comparison, Drops, RepeatStats, Side, advise, compare, f1_interval,
-    line_cells, repeat_stats,
+    Advice, BudgetPoint, Comparison, Drops, Side, advise, compare, f1_interval, repeat_stats,
 };
+use super::lines::{CellLine, SummaryLine, line_cells};
 use crate::error::Result;
-
-/// One cell of the matrix, scored. The first fifteen keys are an interface (`kerf eval --json`);
-/// the rest are additions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CellLine {
-    pub row: String,
-    pub prompt: String,
-    pub max_tokens: u32,
-    pub constrained: bool,
-    pub repeat: u32,
-    /// The run's id in the history.
-    pub run: Option<i64>,
-    pub finish_reason: Option<FinishReason>,
-    pub objects: usize,
-    /// Null when the row has no expected records for this prompt, or the cell has no finished
-    /// run.
-    pub tp: Option<u64>,
-    pub fp: Option<u64>,
-    #[serde(rename = "fn")]
-    pub fn_: Option<u64>,
-    pub precision: Option<f64>,
-    pub recall: Option<f64>,
-    pub f1: Option<f64>,
-    /// Expected records this prompt matched at a larger budget (same constraint, same repeat)
-    /// on a reply that ended on its own, but not here: what the cut cost.
-    pub lost_to_cut: Option<u64>,
-    pub status: Option<Status>,
-    pub dropped: DropCounts,
-    /// Extracted records whose identity fields are not found in the document.
-    pub ungrounded: Option<usize>,
-    pub completion_tokens: Option<i64>,
-    pub cost_usd: Option<f64>,
-    /// Measured by a reply an earlier eval bought (`--cache`): its run is that eval's.
-    pub cached: bool,
-    /// The scoring in full (pairs, misses, agreement), for the summaries, `lost_to_cut`,
-    /// repeats and the report's side-by-side view.
-    #[serde(skip)]
-    pub scored: Option<Scored>,
-    /// The records the reply gave, and their identities (for repeats and comparisons).
-    #[serde(skip)]
-    pub extracted: Vec<Value>,
-    #[serde(skip)]
-    pub identities: Vec<String>,
-}
-
-/// One prompt × budget × constraint over the dataset. The first eleven keys are an interface.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SummaryLine {
-    pub prompt: String,
-    pub max_tokens: u32,
-    pub constrained: bool,
-    /// Cells measured (their run ended on its own or was cut by its budget).
-    pub cells: usize,
-    #[serde(flatten)]
-    pub micro: Scores,
-    pub macro_f1: Option<f64>,
-    /// Cells whose run failed, or that have not run to the end yet.
-    pub failed: usize,
-    pub unfinished: usize,
-    /// Measured cells cut by their budget.
-    pub truncated: usize,
-    pub lost_to_cut: u64,
-    /// The share of extracted records not found in their document (null: nothing extracted).
-    pub ungrounded: Option<f64>,
-    pub completion_tokens: i64,
-    /// What the line's replies cost when they were bought (cached ones included).
-    pub cost_usd: Option<f64>,
-    /// Measured cells whose reply came from the cache.
-    pub cached: usize,
-    pub by_type: BTreeMap<String, TypeTotals>,
-    pub agreement: BTreeMap<String, Option<f64>>,
-    /// A 95% bootstrap interval of `f1` over the rows (each row's repeats pooled).
-    pub f1_ci: Option<[f64; 2]>,
-    /// With `--repeat` 2 or more: how the line holds up over repeats.
-    pub repeats: Option<RepeatStats>,
-}
 
 /// An eval's result: what `kerf eval --json` prints and the history keeps. `experiment`,
 /// `summary` and `cells` are an interface; the rest are additions.
@@ -435,6 +358,32 @@ fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
                 }),
             });
         }
+    }
+    out
+}
+
+/// Two evals compared line by line: each prompt × budget × constraint of `a` with the same
+/// line of `b`, rows paired by id. Evals of one prompt each (two versions of a prompt under
+/// different ids, or two prompts) pair by budget and constraint alone.
+pub fn compare_reports(a: &Report, b: &Report) -> Vec<Comparison> {
+    let prompts =
+        |r: &Report| -> BTreeSet<String> { r.summary.iter().map(|l| l.prompt.clone()).collect() };
+    let (pa, pb) = (prompts(a), prompts(b));
+    let by_budget_only = pa.is_disjoint(&pb) && pa.len() == 1 && pb.len() == 1;
+    let mut out = Vec::new();
+    for la in &a.summary {
+        let Some(lb) = b.summary.iter().find(|lb| {
+            (by_budget_only || lb.prompt == la.prompt)
+                && lb.max_tokens == la.max_tokens
+                && lb.constrained == la.constrained
+        }) else {
+            continue;
+        };
+        let (ca, cb) = (line_cells(&a.cells, la), line_cells(&b.cells, lb));
+        out.push(compare(
+            (Side::of(a.experiment, la), &ca),
+            (Side::of(b.experiment, lb), &cb),
+        ));
     }
     out
 }

@@ -545,7 +545,7 @@ fn compare(args: &CompareArgs, store: &Store) -> Result<Outcome> {
     let options = eval::Options::default();
     let a = eval::report(store, &eval::stored(store, args.a)?, options)?;
     let b = eval::report(store, &eval::stored(store, args.b)?, options)?;
-    let comparisons = eval::analysis::compare_reports(&a, &b);
+    let comparisons = eval::compare_reports(&a, &b);
     if comparisons.is_empty() {
         anyhow::bail!(ApiError::new(
             Code::Usage,

@@ -1,0 +1,146 @@
+//! The lines an eval's report is made of — each cell scored, each prompt × budget ×
+//! constraint summed, a line's repeat statistics — apart from the code that makes them
+//! (`report`) and the code that reads them (`analysis`), so neither imports the other's data.
+
+use std::collections::BTreeMap;
+
+use kerf_core::DropCounts;
+use kerf_core::eval::{Scored, Scores, TypeTotals};
+use kerf_llm::FinishReason;
+use kerf_store::Status;
+use serde::Serialize;
+use serde_json::Value;
+
+/// One cell of the matrix, scored. The first fifteen keys are an interface (`kerf eval --json`);
+/// the rest are additions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellLine {
+    pub row: String,
+    pub prompt: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub repeat: u32,
+    /// The run's id in the history.
+    pub run: Option<i64>,
+    pub finish_reason: Option<FinishReason>,
+    pub objects: usize,
+    /// Null when the row has no expected records for this prompt, or the cell has no finished
+    /// run.
+    pub tp: Option<u64>,
+    pub fp: Option<u64>,
+    #[serde(rename = "fn")]
+    pub fn_: Option<u64>,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    pub f1: Option<f64>,
+    /// Expected records this prompt matched at a larger budget (same constraint, same repeat)
+    /// on a reply that ended on its own, but not here: what the cut cost.
+    pub lost_to_cut: Option<u64>,
+    pub status: Option<Status>,
+    pub dropped: DropCounts,
+    /// Extracted records whose identity fields are not found in the document.
+    pub ungrounded: Option<usize>,
+    pub completion_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
+    /// Measured by a reply an earlier eval bought (`--cache`): its run is that eval's.
+    pub cached: bool,
+    /// The scoring in full (pairs, misses, agreement), for the summaries, `lost_to_cut`,
+    /// repeats and the report's side-by-side view.
+    #[serde(skip)]
+    pub scored: Option<Scored>,
+    /// The records the reply gave, and their identities (for repeats and comparisons).
+    #[serde(skip)]
+    pub extracted: Vec<Value>,
+    #[serde(skip)]
+    pub identities: Vec<String>,
+}
+
+/// One prompt × budget × constraint over the dataset. The first eleven keys are an interface.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryLine {
+    pub prompt: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    /// Cells measured (their run ended on its own or was cut by its budget).
+    pub cells: usize,
+    #[serde(flatten)]
+    pub micro: Scores,
+    pub macro_f1: Option<f64>,
+    /// Cells whose run failed, or that have not run to the end yet.
+    pub failed: usize,
+    pub unfinished: usize,
+    /// Measured cells cut by their budget.
+    pub truncated: usize,
+    pub lost_to_cut: u64,
+    /// The share of extracted records not found in their document (null: nothing extracted).
+    pub ungrounded: Option<f64>,
+    pub completion_tokens: i64,
+    /// What the line's replies cost when they were bought (cached ones included).
+    pub cost_usd: Option<f64>,
+    /// Measured cells whose reply came from the cache.
+    pub cached: usize,
+    pub by_type: BTreeMap<String, TypeTotals>,
+    pub agreement: BTreeMap<String, Option<f64>>,
+    /// A 95% bootstrap interval of `f1` over the rows (each row's repeats pooled).
+    pub f1_ci: Option<[f64; 2]>,
+    /// With `--repeat` 2 or more: how the line holds up over repeats.
+    pub repeats: Option<RepeatStats>,
+}
+
+/// How a prompt × budget × constraint line holds up over repeats (`--repeat` 2 or more).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatStats {
+    /// Micro F1 of each repeat over the dataset, in repeat order (null: nothing to score).
+    pub f1_by_repeat: Vec<Option<f64>>,
+    pub f1_mean: Option<f64>,
+    /// Sample standard deviation of `f1_by_repeat`.
+    pub f1_sd: Option<f64>,
+    /// Per row, the mean Jaccard index between the repeats' sets of extracted records (by
+    /// identity, as matching compares them); then the mean over rows. 1: every repeat
+    /// extracted the same records.
+    pub jaccard_mean: Option<f64>,
+    /// Distinct outputs per row (object lists as parsed): the mean and the most over rows.
+    pub distinct_outputs_mean: Option<f64>,
+    pub distinct_outputs_max: usize,
+    /// Expected records found by every repeat, by some, by none.
+    pub found_always: usize,
+    pub found_sometimes: usize,
+    pub found_never: usize,
+    /// Per expected record, the share of repeats that found it (rows with measured repeats).
+    pub find_rate: Vec<FindRate>,
+}
+
+/// One expected record's find rate over repeats.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FindRate {
+    pub row: String,
+    /// Its index in the row's expected records.
+    pub expected: usize,
+    /// Its identity as matching compares it (`definition · stroma`).
+    pub identity: String,
+    pub found: u32,
+    pub of: u32,
+}
+
+impl CellLine {
+    /// Whether the cell's run finished (ended on its own or was cut by its budget): a
+    /// measurement, scored.
+    pub fn measured(&self) -> bool {
+        matches!(
+            self.status,
+            Some(kerf_store::Status::Ok | kerf_store::Status::Truncated)
+        )
+    }
+}
+
+/// The cells of a summary line (its prompt, budget and constraint).
+pub fn line_cells<'r>(cells: &'r [CellLine], line: &SummaryLine) -> Vec<&'r CellLine> {
+    cells
+        .iter()
+        .filter(|c| {
+            c.prompt == line.prompt
+                && c.max_tokens == line.max_tokens
+                && c.constrained == line.constrained
+        })
+        .collect()
+}
