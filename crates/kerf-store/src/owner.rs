@@ -27,8 +27,9 @@ impl Owner {
     ///
     /// The lock file is created and locked under a staging name, then renamed into place, so
     /// another process never sees `<id>.lock` unlocked (it would judge the owner dead and remove
-    /// the file). Another owner's drop may remove the folder between our `create_dir_all` and our
-    /// open; that shows as `NotFound`, and a fresh attempt succeeds.
+    /// the file). No owner removes the folder, and a sweep leaves a young staging file alone, so
+    /// nothing another process does takes a file from under a claim; a claim that still meets
+    /// `NotFound` (the folder removed by hand, or by an older Kerf) tries again.
     pub fn claim(dir: &Path) -> std::io::Result<Self> {
         let mut attempt = 0;
         loop {
@@ -77,13 +78,16 @@ impl Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        // The folder stays (empty when no one else holds a claim): removing it raced every
+        // claim between its `create_dir_all` and its open, and under load a claim could lose
+        // that race again and again (seen: 16 times in a row, on a loaded 2-core machine).
         let _ = std::fs::remove_file(&self.path);
-        // The folder goes too when no other process holds a claim in it.
-        if let Some(dir) = self.path.parent() {
-            let _ = std::fs::remove_dir(dir);
-        }
     }
 }
+
+/// How old a staging file must be before a sweep takes it as a dead claimant's: a live one
+/// locks and renames its file within microseconds, but may be descheduled in between.
+const STAGING_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Whether the process that claimed `id` in `dir` is still running. An owner whose lock file is
 /// gone or can be locked has died; its file is removed.
@@ -104,8 +108,8 @@ pub fn is_alive(dir: &Path, id: &str) -> bool {
 }
 
 /// Remove lock files left by owners that died with no run in progress, and staging files left
-/// by a process that died while claiming. (A live claimant's staging file taken here, before it
-/// locked it, only makes its rename fail with `NotFound`, and it claims again.)
+/// by a process that died while claiming (only those older than [`STAGING_GRACE`]: a live
+/// claimant's file, not yet locked, is never taken from under it).
 pub fn sweep_dead(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -115,6 +119,11 @@ pub fn sweep_dead(dir: &Path) {
         if let Some(id) = name.strip_suffix(".lock") {
             is_alive(dir, id);
         } else if name.ends_with(".claim")
+            && e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= STAGING_GRACE)
             && let Ok(file) = OpenOptions::new().write(true).open(e.path())
             && file.try_lock().is_ok()
         {
