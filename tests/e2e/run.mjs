@@ -345,6 +345,29 @@ try {
     await shot("compare");
   });
 
+  await scenario("a compare too large to send unasked asks first, and the at-once limit is named", async () => {
+    await (await $t("nav-compare")).click();
+    // 2 prompts × 501 budgets × constrained and not: 2,004 requests, past the 2,000 sent unasked.
+    const many = Array.from({ length: 501 }, (_, i) => String(i + 1)).join(",");
+    await (await $t("budgets")).setValue(many);
+    await (await $t("compare-constrain")).selectByAttribute("value", "both");
+    await (await $t("compare-run")).click();
+    const confirm = await $t("compare-confirm");
+    await confirm.waitForDisplayed({ timeout: UI });
+    assert.equal(await (await $t("compare-error")).getAttribute("data-code"), "plan_too_large");
+    assert.match(await confirm.getText(), /Send all 2,004 requests/);
+    // Nothing was sent or stored: no progress, no rows.
+    assert.equal((await browser.$$('[data-testid="compare-row"]')).length, 0, "a refused plan drew rows");
+    // More than 256 at once is refused, naming the limit; nothing runs.
+    await (await $t("budgets")).setValue("48");
+    await (await $t("compare-concurrency")).setValue("300");
+    await (await $t("compare-run")).click();
+    await browser.waitUntil(async () => /256/.test(await text("compare-error").catch(() => "")), { timeout: UI, timeoutMsg: "no error naming the 256 limit" });
+    assert.equal(await (await $t("compare-error")).getAttribute("data-code"), "usage");
+    await (await $t("compare-concurrency")).setValue("4");
+    await (await $t("compare-constrain")).selectByAttribute("value", "both");
+  });
+
   await scenario("find the runs in History and diff them", async () => {
     await (await $t("nav-history")).click();
     await (await $t("filter-prompt")).setValue("agent-kg-extract-array");

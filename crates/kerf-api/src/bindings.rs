@@ -6,7 +6,7 @@
 
 use ts_rs::{Config, TS};
 
-use crate::{compare, export, history, models, prompts, providers, runs};
+use crate::{compare, experiments, export, history, meta, models, prompts, providers, runs};
 
 /// `(file name, contents)` for each of `$ty`.
 macro_rules! declarations {
@@ -40,6 +40,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         kerf_llm::providers::Kind,
         kerf_llm::providers::Structured,
         kerf_llm::providers::Api,
+        kerf_llm::ReasoningEffort,
         kerf_store::Status,
         // Runs.
         runs::wire::RunOptions,
@@ -47,8 +48,26 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         runs::wire::RunMessage,
         runs::wire::Drop,
         runs::wire::RunDone,
+        runs::StoredParams,
+        runs::StoredConstrain,
+        // The window's lists.
+        meta::Meta,
+        meta::ProviderKindMeta,
+        meta::ExportTargetMeta,
+        // Experiments.
+        experiments::ExperimentKind,
+        experiments::ConstrainMode,
+        experiments::plan::Size,
+        experiments::spec::ExperimentSpec,
+        experiments::spec::SpecSettings,
+        experiments::spec::SpecPrompt,
+        experiments::spec::CompareSpec,
+        experiments::spec::EvalSpec,
+        experiments::spec::SweepSpec,
+        experiments::spec::SweptReply,
+        experiments::spec::CutUnit,
+        experiments::spec::TestSpec,
         // Compare.
-        compare::ConstrainMode,
         compare::wire::CompareInput,
         compare::wire::CompareProgress,
         compare::wire::CompareRow,

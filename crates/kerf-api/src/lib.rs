@@ -15,14 +15,19 @@
 //! - [`compare`] — formats side by side under real budgets, recorded as one experiment, with
 //!   each format's complete reply swept; [`compare::Report`] is what every front end shows.
 //! - [`experiments`] — many runs as one plan: [`experiments::Subject::load`], the one cell
-//!   runner ([`experiments::cells::run_cells`]) every compare, eval and test goes through, and
-//!   what a plan costs before it starts ([`experiments::plan::Size`]).
+//!   runner ([`experiments::cells::run_cells`]) every compare, eval and test goes through, what
+//!   a plan costs before it starts ([`experiments::plan::Size`]), the one record every kind
+//!   keeps ([`experiments::ExperimentSpec`]) and sweeps ([`experiments::sweep`]).
+//! - [`eval`] — datasets scored against prompts: the plan, its use cases ([`eval::flow`]:
+//!   start, resume, a pass and how it ends), reports, comparisons, and a prompt file's tests.
 //! - [`history`] — a stored run in full, what changed between two runs, and
 //!   [`history::replay`]: a stored run made ready to run again (both front ends' rerun).
 //! - [`prompts`] — prompt folders, drafts inspected as the user types, saved atomically, imports.
 //! - [`providers`] — cloud providers and servers: definitions, keys into the keyring, probes.
 //! - [`export`] — prompts in production shapes.
 //! - [`models`] — local models, providers and devices a run can use.
+//! - [`meta`] — the closed lists the window offers (modes, targets, statuses, run defaults),
+//!   declared once.
 //! - [`workbench`] — the composition root.
 //! - [`bindings`] — the generated TypeScript for every wire type (`ui/src/ipc/bindings/`).
 //! - [`error`] — [`ApiError`] `{code, message, details?}` with a closed [`Code`].
@@ -34,9 +39,11 @@ pub mod eval;
 pub mod experiments;
 pub mod export;
 pub mod history;
+pub mod meta;
 pub mod models;
 pub mod prompts;
 pub mod providers;
+mod recovery;
 pub mod runs;
 pub mod workbench;
 

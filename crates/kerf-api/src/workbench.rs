@@ -70,11 +70,11 @@ impl Workbench {
     }
 
     /// A connection to the history (each caller its own: a run streams through one while the
-    /// History screen reads through another), opened as [`crate::history::open`] does.
+    /// History screen reads through another), opened as [`crate::recovery::open`] does.
     pub fn store(&self) -> Result<Option<Store>> {
         self.history
             .as_deref()
-            .map(crate::history::open)
+            .map(crate::recovery::open)
             .transpose()
             .map_err(Into::into)
     }

@@ -26,6 +26,45 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Openai, Kind::Anthropic, Kind::Gemini];
+
+    /// The structured-output modes a provider of this kind takes (`auto` picks among the others;
+    /// the README's provider table says what each sends).
+    pub fn modes(self) -> &'static [Structured] {
+        match self {
+            Kind::Openai => &[
+                Structured::Auto,
+                Structured::None,
+                Structured::JsonObject,
+                Structured::JsonObjectSchema,
+                Structured::JsonSchema,
+                Structured::Grammar,
+            ],
+            Kind::Anthropic => &[
+                Structured::Auto,
+                Structured::None,
+                Structured::JsonSchema,
+                Structured::Tool,
+            ],
+            Kind::Gemini => &[
+                Structured::Auto,
+                Structured::None,
+                Structured::JsonObject,
+                Structured::JsonSchema,
+                Structured::ResponseSchema,
+            ],
+        }
+    }
+
+    /// A model of this kind's own service, as an example of what to write.
+    pub fn example_model(self) -> &'static str {
+        match self {
+            Kind::Openai => "gpt-4o-mini",
+            Kind::Anthropic => "claude-sonnet-4-5",
+            Kind::Gemini => "gemini-2.5-flash",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Openai => "openai",

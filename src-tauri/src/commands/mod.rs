@@ -12,6 +12,7 @@ use std::path::Path;
 use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison};
 use kerf_api::export::{ExportTarget, wire::ExportView};
 use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
+use kerf_api::meta::Meta;
 use kerf_api::models::wire::Models;
 use kerf_api::prompts::wire::{Inspection, PromptDoc, PromptDraft, PromptEntry};
 use kerf_api::providers::wire::{ProviderInfo, ProviderSpec, ProvidersView};
@@ -227,6 +228,10 @@ async fn prompts_import<R: Runtime>(
     .await
 }
 
+async fn meta<R: Runtime>(_cx: Cx<'_, R>) -> Result<Meta> {
+    Ok(kerf_api::meta::meta())
+}
+
 async fn models_list<R: Runtime>(cx: Cx<'_, R>) -> Result<Models> {
     let wb = cx.state.workbench.clone();
     blocking(move || Ok(models::models(&wb))).await
@@ -376,10 +381,10 @@ async fn history_experiments<R: Runtime>(cx: Cx<'_, R>) -> Result<Vec<Experiment
     let wb = cx.state.workbench.clone();
     blocking(move || {
         let store = wb.store_required()?;
-        Ok(history::experiments(&store, Some(50))?
+        history::experiments(&store, Some(50))?
             .into_iter()
-            .map(ExperimentRow::from)
-            .collect())
+            .map(ExperimentRow::try_from)
+            .collect::<Result<Vec<_>>>()
     })
     .await
 }

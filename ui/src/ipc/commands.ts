@@ -10,6 +10,7 @@ import type { ExportTarget } from "./bindings/ExportTarget";
 import type { ExportView } from "./bindings/ExportView";
 import type { HistoryFilter } from "./bindings/HistoryFilter";
 import type { Inspection } from "./bindings/Inspection";
+import type { Meta } from "./bindings/Meta";
 import type { Models } from "./bindings/Models";
 import type { PromptDoc } from "./bindings/PromptDoc";
 import type { PromptDraft } from "./bindings/PromptDraft";
@@ -24,6 +25,14 @@ import type { RunInput } from "./bindings/RunInput";
 import type { RunMessage } from "./bindings/RunMessage";
 import type { RunOptions } from "./bindings/RunOptions";
 import type { RunRow } from "./bindings/RunRow";
+
+/**
+ * The closed lists the window offers (provider kinds with their modes and defaults, export
+ * targets, statuses, response types, the run panel's defaults), declared once in Rust.
+ */
+export function meta(): Promise<Meta> {
+  return call<Meta>("meta", {});
+}
 
 /**
  * The prompts in Kerf's folders: the shipped ones, then the user's.

@@ -1,8 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { count, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, modelName, errorTitle } from "./format";
+import { count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, modelName, errorTitle } from "./format";
 import type { RunRow } from "../ipc/bindings/RunRow";
 
 describe("format", () => {
+  it("groups thousands whatever the locale", () => {
+    expect(grouped(0)).toBe("0");
+    expect(grouped(999)).toBe("999");
+    expect(grouped(2004)).toBe("2,004");
+    expect(grouped(1234567)).toBe("1,234,567");
+  });
   it("reads durations as people do", () => {
     expect(seconds(0.0423)).toBe("42 ms");
     expect(seconds(3.14159)).toBe("3.14 s");

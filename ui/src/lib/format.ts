@@ -18,6 +18,12 @@ export function usd(x: number | null | undefined): string {
   return x < 0.01 ? `$${x.toFixed(5)}` : `$${x.toFixed(2)}`;
 }
 
+/** A whole number with its thousands grouped by commas ("2,004"), as the CLI prints it: the
+ * window's locale may be C, where `toLocaleString` groups nothing. */
+export function grouped(n: number): string {
+  return Math.trunc(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
 export function count(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }

@@ -6,6 +6,7 @@ import type { PromptDraft } from "../ipc/bindings/PromptDraft";
 import type { PromptEntry } from "../ipc/bindings/PromptEntry";
 import type { RunOptions } from "../ipc/bindings/RunOptions";
 import type { Models } from "../ipc/bindings/Models";
+import type { Meta } from "../ipc/bindings/Meta";
 
 export type Screen = "prompts" | "run" | "compare" | "history" | "export" | "providers";
 
@@ -16,18 +17,11 @@ export const app = $state({
   draft: null as PromptDraft | null,
   input: "",
   models: null as Models | null,
-  options: {
-    provider: "local",
-    model: null,
-    maxTokens: 512,
-    constrain: true,
-    temperature: null,
-    seed: null,
-    gpuLayers: "auto",
-    // Ceilings on one run's spend, repairs included (the CLI's --max-requests, --max-run-tokens).
-    maxRequests: 10,
-    maxRunTokens: 100000,
-  } as RunOptions,
+  // The closed lists the screens offer and the run panel's defaults, from Rust (`meta`): no
+  // screen keeps its own copy. Loaded before any screen is drawn (App.svelte).
+  meta: null as Meta | null,
+  // Set to `meta.runDefaults` before any screen is drawn.
+  options: undefined as unknown as RunOptions,
 });
 
 /** Whether the draft differs from the file it was opened from. */

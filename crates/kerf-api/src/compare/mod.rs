@@ -6,65 +6,26 @@
 
 use std::path::Path;
 
-use kerf_core::sweep::{Sweep, Unit};
-use kerf_core::{DropCounts, Prompt, ResponseType};
+use kerf_core::sweep::Sweep;
+use kerf_core::{DropCounts, ResponseType};
 use kerf_llm::{CancelToken, FinishReason};
 use kerf_store::Store;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
-use ts_rs::TS;
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, Hooks, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
-use crate::experiments::{ExperimentKind, Subject};
+use crate::experiments::spec::{CompareSpec, SpecSettings};
+use crate::experiments::{ExperimentKind, ExperimentSpec, Subject};
+
+pub use crate::experiments::sweep::token_unit;
+pub use crate::experiments::{ConstrainMode, variants};
 use crate::runs::{Chosen, Outcomes, Rendering, RunParams, RunSettings};
 
 pub mod wire;
 
 use wire::CompareProgress;
-
-/// Which passes each prompt gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
-#[serde(rename_all = "lowercase")]
-pub enum ConstrainMode {
-    /// With and without its schema constraint (where it has one).
-    Both,
-    /// Constrained where it can be.
-    Auto,
-    None,
-}
-
-impl ConstrainMode {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "both" => Some(Self::Both),
-            "auto" => Some(Self::Auto),
-            "none" => Some(Self::None),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Both => "both",
-            Self::Auto => "auto",
-            Self::None => "none",
-        }
-    }
-}
-
-/// The passes a prompt gets: constrained and/or not, as asked and as the provider allows. A
-/// cloud provider with no structured mode for the prompt's format gets only the unconstrained
-/// pass: a "constrained" row would be the same request under a false label.
-pub fn variants(mode: ConstrainMode, prompt: &Prompt, provider: &Chosen) -> Vec<bool> {
-    let can = provider.can_constrain(prompt);
-    match mode {
-        ConstrainMode::Both if can => vec![true, false],
-        ConstrainMode::Auto if can => vec![true],
-        _ => vec![false],
-    }
-}
 
 /// One prompt in a compare: the subject, rendered with the shared input.
 pub struct Contender {
@@ -165,23 +126,6 @@ pub struct Compared {
     pub sweeps: Vec<FormatSweep>,
 }
 
-/// Token cuts from a named tiktoken vocabulary, or from a GGUF model's own tokenizer (a path
-/// ending in `.gguf`: cuts fall where that model's tokens end).
-pub fn token_unit(tokenizer: &str, text: &str) -> Result<Unit> {
-    if tokenizer.ends_with(".gguf") {
-        let path = Path::new(tokenizer);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| tokenizer.to_string());
-        return Ok(Unit::Token {
-            name,
-            boundaries: kerf_llama::token_boundaries(path, text)?,
-        });
-    }
-    Ok(kerf_core::sweep::token_unit(tokenizer, text)?)
-}
-
 /// Run the compare, recorded as one experiment when `history` is given (finished with its
 /// result, or its error). Its plan is checked first ([`CompareJob::plan`]) and handed to
 /// `on_plan` before anything is stored or sent; `on_progress` hears as each run starts and
@@ -208,19 +152,25 @@ pub fn compare(
                 max_tokens: 0,
                 constrain: false,
             };
-            let spec = json!({
-                "prompts": job.contenders.iter()
-                    .map(|c| c.subject.source.path.clone().unwrap_or_else(|| c.subject.source.name.clone()))
-                    .collect::<Vec<_>>(),
-                "max_tokens": budgets,
-                "constrain": job.constrain.as_str(),
-                "provider": provider.name(),
-                "model": provider.as_provider().model(),
-                "concurrency": job.concurrency,
-                "params": shared.to_stored(),
-                "plan": size,
+            let spec = ExperimentSpec::Compare(CompareSpec {
+                prompts: job
+                    .contenders
+                    .iter()
+                    .map(|c| {
+                        c.subject
+                            .source
+                            .path
+                            .clone()
+                            .unwrap_or_else(|| c.subject.source.name.clone())
+                    })
+                    .collect(),
+                max_tokens: budgets.clone(),
+                constrain: job.constrain,
+                settings: SpecSettings::of(provider, &shared),
+                concurrency: job.concurrency,
+                plan: Some(size),
             });
-            Some(store.begin_experiment(ExperimentKind::Compare.as_str(), &spec)?)
+            Some(spec.begin(store)?)
         }
         None => None,
     };

@@ -10,11 +10,15 @@
 //!   never bought again, whether the eval was stopped with Ctrl-C or killed.
 //! - [`report`] scores the stored replies ([`Report`] is what `kerf eval --json` prints and
 //!   what the history keeps as the experiment's result).
+//! - [`flow`] — the use cases both front ends call: start (or a dry run), resume, and a pass
+//!   that runs what remains and says how the eval stands; [`threshold`] — CI's minimums.
 
 pub mod analysis;
+pub mod flow;
 pub mod lines;
 pub mod report;
 pub mod tests;
+pub mod threshold;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -23,67 +27,27 @@ use kerf_core::Prompt;
 use kerf_core::eval::dataset::{self, Dataset, Row};
 use kerf_llm::CancelToken;
 use kerf_store::{EvalCell, Store};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::compare::{ConstrainMode, variants};
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, Hooks, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
-use crate::experiments::{ExperimentKind, Subject};
+use crate::experiments::spec::SpecSettings;
+use crate::experiments::{ConstrainMode, ExperimentKind, ExperimentSpec, Subject, variants};
 use crate::runs::{Chosen, PromptSource, Rendering, RunParams, RunSettings};
 
+pub use flow::{Ending, Finished, StartInput};
 pub use lines::{CellLine, SummaryLine};
 pub use report::{Options, Replies, Report, compare_reports, report};
+pub use threshold::{Metric, Threshold};
 
-/// A prompt as an eval's spec names it: its id, file, and the exact version that ran.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpecPrompt {
-    pub id: String,
-    pub path: Option<String>,
-    /// The prompt version's id in the history (the SHA-256 of its text).
-    pub version: String,
-}
-
-/// What an eval was asked: kept as the experiment's spec, and all `resume` needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Spec {
-    pub dataset: String,
-    pub prompts: Vec<SpecPrompt>,
-    pub max_tokens: Vec<u32>,
-    pub constrain: ConstrainMode,
-    pub repeat: u32,
-    pub provider: String,
-    pub model: String,
-    /// The run parameters every cell shares (its budget and constraint aside), in the
-    /// history's stored form.
-    pub params: Value,
-    /// The matrix's size: prompts × budgets × constraint variants × repeats × rows.
-    pub cells: usize,
-    /// Reuse replies earlier evals bought for the same cell (`--cache`; a resume keeps it).
-    #[serde(default)]
-    pub cache: bool,
-    /// Requests in flight at once (`--concurrency`); a resume keeps it unless told otherwise.
-    #[serde(default = "default_concurrency")]
-    pub concurrency: usize,
-    /// What the eval was announced to cost before its first request (evals stored before it
-    /// was kept have none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<Size>,
-}
-
-/// Requests in flight at once when `--concurrency` is not given (and for evals stored before
-/// the spec kept it).
-pub const DEFAULT_CONCURRENCY: usize = 4;
-
-fn default_concurrency() -> usize {
-    DEFAULT_CONCURRENCY
-}
+pub use crate::experiments::spec::{DEFAULT_CONCURRENCY, EvalSpec, SpecPrompt};
 
 /// An eval as it starts or resumes: its prompts, rows and matrix.
 pub struct Eval {
     pub experiment: i64,
-    pub spec: Spec,
+    pub spec: EvalSpec,
     pub subjects: Vec<Subject>,
     pub rows: Vec<Row>,
     /// What every cell runs with (each cell sets its budget and constraint).
@@ -234,39 +198,22 @@ pub fn begin(
         ..
     } = *plan;
     let budgets = sorted(budgets);
-    let spec_prompts = subjects
-        .iter()
-        .map(|s| {
-            Ok(SpecPrompt {
-                id: s.prompt.id().to_string(),
-                // Absolute, so `rescore` finds the file from anywhere.
-                path: s.source.path.as_deref().map(|p| {
-                    std::fs::canonicalize(p).map_or(p.to_string(), |c| c.display().to_string())
-                }),
-                version: store.put_prompt_version(
-                    &s.source.name,
-                    s.source.path.as_deref(),
-                    s.prompt.file.response_type.as_str(),
-                    &s.source.text,
-                )?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let spec = Spec {
+    let spec = EvalSpec {
         cells: size.cells as usize,
         dataset: dataset.path.display().to_string(),
-        prompts: spec_prompts,
+        prompts: subjects
+            .iter()
+            .map(|s| SpecPrompt::keep(store, s))
+            .collect::<Result<_>>()?,
         max_tokens: budgets,
         constrain,
         repeat,
-        provider: provider.name(),
-        model: provider.as_provider().model(),
-        params: params.to_stored(),
+        settings: SpecSettings::of(provider, &params),
         cache,
         concurrency,
         plan: Some(size),
     };
-    let experiment = store.begin_experiment(ExperimentKind::Eval.as_str(), &to_json(&spec)?)?;
+    let experiment = ExperimentSpec::Eval(spec.clone()).begin(store)?;
     let rows: Vec<(String, Value)> = dataset
         .rows
         .iter()
@@ -305,8 +252,10 @@ pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
             format!("eval {experiment}'s {what} is not what Kerf wrote: {err}"),
         )
     };
-    let spec: Spec =
-        serde_json::from_value(e.spec.clone()).map_err(|err| corrupt("spec", err.to_string()))?;
+    let ExperimentSpec::Eval(spec) = ExperimentSpec::read(experiment, &e.summary.kind, &e.spec)?
+    else {
+        return Err(corrupt("spec", "not an eval's".into()));
+    };
     let subjects = spec
         .prompts
         .iter()
@@ -339,7 +288,7 @@ pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
                 .map_err(|err| corrupt(&format!("row {i}"), err.to_string()))
         })
         .collect::<Result<Vec<_>>>()?;
-    let params = RunParams::from_stored(&spec.params, &spec.provider, &spec.model)?;
+    let params = spec.settings.run_params()?;
     Ok(Eval {
         experiment,
         spec,
@@ -381,6 +330,46 @@ impl Eval {
     /// The settings the eval's cells run with (a resume builds its provider from them).
     pub fn settings(&self) -> &RunSettings {
         &self.params.settings
+    }
+
+    /// The cells a pass runs, with their prompts' indexes (those without a finished run; failed
+    /// ones only when `retry_errors`), and how many it skips as already measured.
+    fn todo(
+        &self,
+        store: &Store,
+        provider: &Chosen,
+        retry_errors: bool,
+    ) -> Result<(usize, Vec<(usize, EvalCell)>)> {
+        let stored = store.eval_cells(self.experiment)?;
+        let keep: BTreeSet<&EvalCell> = stored
+            .iter()
+            .filter(|c| {
+                c.finished() || (!retry_errors && c.status == Some(kerf_store::Status::Error))
+            })
+            .map(|c| &c.cell)
+            .collect();
+        let matrix = self.matrix(provider);
+        let skipped = matrix.iter().filter(|(_, c)| keep.contains(c)).count();
+        let todo = matrix
+            .into_iter()
+            .filter(|(_, c)| !keep.contains(c))
+            .collect();
+        Ok((skipped, todo))
+    }
+
+    /// What a pass over the cells still to run will send, at most: a resume announces it before
+    /// its first request, as a start does.
+    pub fn remaining(&self, store: &Store, provider: &Chosen, retry_errors: bool) -> Result<Size> {
+        let (_, todo) = self.todo(store, provider, retry_errors)?;
+        let rows: std::collections::HashMap<&str, &Row> =
+            self.rows.iter().map(|r| (r.id.as_str(), r)).collect();
+        let mut size = Size::new(ExperimentKind::Eval);
+        for (subject, cell) in &todo {
+            let r = rendering(&self.subjects[*subject].prompt, rows[cell.row.as_str()])?;
+            let bytes = r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
+            size.add(1, bytes as u64, cell.max_tokens, 0, 0);
+        }
+        size.priced(provider)
     }
 
     /// Every cell of the matrix, with its prompt's index: prompt × budget × constraint variant
@@ -433,20 +422,7 @@ pub fn run_cells(
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<()> {
     plan::check_concurrency(pace.concurrency)?;
-    let stored = store.eval_cells(eval.experiment)?;
-    let keep: BTreeSet<&EvalCell> = stored
-        .iter()
-        .filter(|c| {
-            c.finished() || (!pace.retry_errors && c.status == Some(kerf_store::Status::Error))
-        })
-        .map(|c| &c.cell)
-        .collect();
-    let matrix = eval.matrix(provider);
-    let skipped = matrix.iter().filter(|(_, c)| keep.contains(c)).count();
-    let todo: Vec<(usize, EvalCell)> = matrix
-        .into_iter()
-        .filter(|(_, c)| !keep.contains(c))
-        .collect();
+    let (skipped, todo) = eval.todo(store, provider, pace.retry_errors)?;
     let progress = RefCell::new(Progress {
         total: todo.len(),
         skipped,

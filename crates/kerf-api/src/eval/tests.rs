@@ -6,17 +6,18 @@ use kerf_core::eval::dataset::{self, Dataset};
 use kerf_core::eval::{Scores, score};
 use kerf_llm::{CancelToken, FinishReason};
 use kerf_store::Store;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::rendering;
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
-use crate::experiments::{ExperimentKind, Subject};
+use crate::experiments::spec::{SpecPrompt, SpecSettings, TestSpec};
+use crate::experiments::{ExperimentKind, ExperimentSpec, Subject};
 use crate::runs::{Chosen, RunParams};
 
 /// How a test came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Measured, and every minimum reached.
@@ -28,7 +29,7 @@ pub enum Verdict {
 }
 
 /// One test's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestResult {
     /// The prompt's id.
     pub prompt: String,
@@ -45,6 +46,37 @@ pub struct TestResult {
     pub missed: Vec<String>,
     /// Why the run failed.
     pub error: Option<String>,
+}
+
+/// Every test's outcome, in the files' order: what `kerf test --json` prints and the history
+/// keeps as the experiment's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestReport {
+    pub passed: usize,
+    pub failed: usize,
+    pub errors: usize,
+    pub tests: Vec<TestResult>,
+}
+
+impl TestReport {
+    fn of(tests: Vec<TestResult>) -> Self {
+        let count = |v: Verdict| tests.iter().filter(|r| r.verdict == v).count();
+        TestReport {
+            passed: count(Verdict::Passed),
+            failed: count(Verdict::Failed),
+            errors: count(Verdict::Error),
+            tests,
+        }
+    }
+}
+
+/// Prompt files' tests to run: each suite a prompt and its tests, checked ([`check`]).
+pub struct TestJob<'a> {
+    pub suites: &'a [(Subject, Dataset)],
+    /// What every test runs with; a test's own `max-tokens` replaces the budget.
+    pub params: &'a RunParams,
+    /// Tests in flight at once (cloud providers; the local engine runs one at a time).
+    pub concurrency: usize,
 }
 
 /// The subject's tests as a dataset, checked against its prompt (every problem named) and each
@@ -78,13 +110,12 @@ pub fn check(subject: &Subject) -> Result<Dataset> {
 
 /// What the tests of every suite will send, checked against the limits (each test's
 /// `max-tokens` as a run's budget is), before any is run.
-pub fn plan(
-    suites: &[(Subject, Dataset)],
-    provider: &Chosen,
-    params: &RunParams,
-    concurrency: usize,
-    allowed: Allowance,
-) -> Result<Size> {
+pub fn plan(job: &TestJob<'_>, provider: &Chosen, allowed: Allowance) -> Result<Size> {
+    let TestJob {
+        suites,
+        params,
+        concurrency,
+    } = *job;
     plan::check_concurrency(concurrency)?;
     let mut size = Size::new(ExperimentKind::Test);
     for (subject, data) in suites {
@@ -121,20 +152,65 @@ pub fn plan(
 }
 
 /// Run the tests of every suite (a prompt and its checked tests, from [`check`]) on `provider`,
-/// `concurrency` at a time (the local engine one at a time), each kept in `history` when given
-/// and run at its own `max-tokens` or `params`' budget, with the repair loop its prompt asks
-/// for (a test runs as a run of the prompt would). `on_done` sees each result as it ends;
-/// they come back in the files' order. Ctrl-C (`cancel`) stops starting tests, lets those in
+/// `concurrency` at a time (the local engine one at a time), each run at its own `max-tokens` or
+/// the job's budget, with the repair loop its prompt asks for (a test runs as a run of the prompt
+/// would). With a `history`, the tests are one experiment there (its spec keeps `size`, the plan
+/// announced) and each test's run belongs to it. `on_done` sees each result as it ends; the
+/// report lists them in the files' order. Ctrl-C (`cancel`) stops starting tests, lets those in
 /// flight end, and returns `cancelled`.
 pub fn run(
     history: Option<&Store>,
-    suites: &[(Subject, Dataset)],
+    job: &TestJob<'_>,
     provider: &Chosen,
-    params: &RunParams,
-    concurrency: usize,
+    size: &Size,
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
-) -> Result<Vec<TestResult>> {
+) -> Result<TestReport> {
+    let experiment = match history {
+        Some(store) => Some(
+            ExperimentSpec::Test(TestSpec {
+                prompts: job
+                    .suites
+                    .iter()
+                    .map(|(s, _)| SpecPrompt::keep(store, s))
+                    .collect::<Result<_>>()?,
+                tests: job.suites.iter().map(|(_, d)| d.rows.len()).sum(),
+                max_tokens: job.params.max_tokens,
+                settings: SpecSettings::of(provider, job.params),
+                concurrency: job.concurrency,
+                plan: Some(size.clone()),
+            })
+            .begin(store)?,
+        ),
+        None => None,
+    };
+    let result = run_tests(history, job, provider, experiment, cancel, on_done);
+    if let (Some(store), Some(id)) = (history, experiment) {
+        match &result {
+            Ok(report) => {
+                let value = serde_json::to_value(report)
+                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
+                store.finish_experiment(id, &value, None)?
+            }
+            Err(e) => store.finish_experiment(id, &serde_json::Value::Null, Some(&e.message))?,
+        }
+    }
+    result
+}
+
+fn run_tests(
+    history: Option<&Store>,
+    job: &TestJob<'_>,
+    provider: &Chosen,
+    experiment: Option<i64>,
+    cancel: &CancelToken,
+    on_done: &mut dyn FnMut(&TestResult),
+) -> Result<TestReport> {
+    let TestJob {
+        suites,
+        params,
+        concurrency,
+    } = *job;
     let todo: Vec<_> = suites
         .iter()
         .flat_map(|(subject, data)| {
@@ -150,7 +226,7 @@ pub fn run(
     let runner = Runner {
         store: history,
         provider,
-        experiment: None,
+        experiment,
         width: cells::width(provider, concurrency),
         repair: true,
         cache: false,
@@ -194,7 +270,7 @@ pub fn run(
         return Err(ApiError::new(Code::Cancelled, "stopped"));
     }
     out.sort_by_key(|(i, _)| *i);
-    Ok(out.into_iter().map(|(_, r)| r).collect())
+    Ok(TestReport::of(out.into_iter().map(|(_, r)| r).collect()))
 }
 
 /// One test's run held to its minimums. A failed run is a result (`error`); an error here

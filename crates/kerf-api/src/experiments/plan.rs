@@ -3,6 +3,7 @@
 //! in memory — before anything is stored or sent, so a refused plan leaves nothing behind.
 
 use serde::{Deserialize, Serialize};
+use ts_rs::TS;
 
 use super::ExperimentKind;
 use crate::error::{ApiError, Code, Result};
@@ -26,7 +27,8 @@ pub const TEMPLATE_TOKENS: u64 = 32;
 
 /// A plan's size, announced before its first request: `kerf eval`, `compare` and `test` print
 /// it (and `--json` holds it), the window shows it before it asks to start.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[ts(rename = "PlanSize")]
 pub struct Size {
     pub kind: ExperimentKind,
     /// Cells the plan runs now (a resume: those still to run).

@@ -48,6 +48,18 @@ impl ExportTarget {
         }
     }
 
+    /// The target's name in the window's list.
+    pub fn label(self) -> &'static str {
+        match self {
+            ExportTarget::TrustgraphBundle => "TrustGraph prompt config (bundle)",
+            ExportTarget::TrustgraphTemplate => "TrustGraph template object",
+            ExportTarget::Openai => "OpenAI response_format",
+            ExportTarget::Anthropic => "Anthropic tool schema",
+            ExportTarget::Gbnf => "GBNF grammar (llama.cpp)",
+            ExportTarget::Lark => "Lark grammar (llguidance)",
+        }
+    }
+
     /// What the target is, in a line (`kerf export --help` lists them).
     pub fn description(self) -> &'static str {
         match self {

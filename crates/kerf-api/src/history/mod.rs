@@ -3,8 +3,6 @@
 //! (its `--json` is their serialisation), the History screen gets [`wire`] types built from
 //! them.
 
-use std::path::Path;
-
 use kerf_core::Prompt;
 use kerf_llm::CancelToken;
 use kerf_store::{PromptVersion, RunRecord, Store};
@@ -19,7 +17,10 @@ use crate::workbench::Workbench;
 mod manage;
 pub mod wire;
 
+pub use crate::recovery::{open, parse_interrupted};
 pub use manage::{CSV_COLUMNS, ExportFormat, Query, experiments, export, note, tag};
+
+use crate::recovery::compile_version;
 
 /// A stored run in full, with the prompt version it ran. `kerf history show --json` is its
 /// serialisation: the record's fields, then the version's `prompt_text` and `prompt_path`.
@@ -45,44 +46,6 @@ impl Serialize for Detail {
         }
         .serialize(s)
     }
-}
-
-/// Open the history at `path`, as every front end does: the store marks the runs of dead
-/// processes interrupted, then their text is parsed here with the prompt version each ran
-/// ([`parse_interrupted`]). A parse that cannot be kept (a full disk) is logged, never fatal:
-/// the text is safe and the next open tries again.
-pub fn open(path: &Path) -> kerf_store::Result<Store> {
-    let store = Store::open(path)?;
-    if let Err(e) = parse_interrupted(&store) {
-        tracing::warn!("the interrupted runs' text could not be parsed yet: {e}");
-    }
-    Ok(store)
-}
-
-/// Parse every interrupted run's text that has no report yet, as its prompt version would, with
-/// its variables; keep the report. Returns how many were parsed. A run whose stored prompt no
-/// longer compiles (it always did when it ran) keeps its text without a report.
-pub fn parse_interrupted(store: &Store) -> kerf_store::Result<usize> {
-    let mut parsed = 0;
-    for id in store.runs_without_report()? {
-        let record = store.run(id)?;
-        let version = store.prompt_version(&record.summary.prompt_version)?;
-        let Some(prompt) = compile_version(&version, id).ok() else {
-            continue;
-        };
-        let vars = record.input.vars.as_object().cloned().unwrap_or_default();
-        if store.set_report(id, &prompt.parse(&record.raw, &vars))? {
-            parsed += 1;
-        }
-    }
-    Ok(parsed)
-}
-
-/// A stored prompt version compiled, named in errors as run `id`'s prompt.
-fn compile_version(version: &PromptVersion, id: i64) -> Result<Prompt> {
-    let place = format!("run {id}'s prompt (version {})", &version.id[..12]);
-    let loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
-    Ok(Prompt::compile(loaded.file, &place)?)
 }
 
 /// Run `id` as the history keeps it.

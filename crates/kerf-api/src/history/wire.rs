@@ -147,29 +147,43 @@ impl HistoryFilter {
     }
 }
 
-/// A stored experiment (compare or sweep) in the History list.
+/// A stored experiment (a compare, eval, sweep or test) in the History list.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ExperimentRow {
     pub id: i64,
-    pub kind: String,
-    /// `running`, `ok`, `error` or `interrupted` (its process stopped).
-    pub status: String,
+    pub kind: crate::experiments::ExperimentKind,
+    /// `running`, `submitted` (awaited from a provider's batch), `ok`, `error` or `interrupted`
+    /// (its process stopped).
+    pub status: kerf_store::Status,
     pub created_at: String,
     pub runs: i64,
     pub note: Option<String>,
 }
 
-impl From<kerf_store::ExperimentSummary> for ExperimentRow {
-    fn from(e: kerf_store::ExperimentSummary) -> Self {
-        ExperimentRow {
+impl TryFrom<kerf_store::ExperimentSummary> for ExperimentRow {
+    type Error = crate::ApiError;
+
+    fn try_from(e: kerf_store::ExperimentSummary) -> crate::Result<Self> {
+        let corrupt = |what: &str, value: &str| {
+            crate::ApiError::new(
+                crate::Code::StoreCorrupt,
+                format!(
+                    "experiment {}'s {what} `{value}` is not one Kerf writes",
+                    e.id
+                ),
+            )
+        };
+        Ok(ExperimentRow {
             id: e.id,
-            kind: e.kind,
-            status: e.status,
+            kind: crate::experiments::ExperimentKind::parse(&e.kind)
+                .ok_or_else(|| corrupt("kind", &e.kind))?,
+            status: kerf_store::Status::parse(&e.status)
+                .ok_or_else(|| corrupt("status", &e.status))?,
             created_at: e.created_at,
             runs: e.runs,
             note: e.note,
-        }
+        })
     }
 }
 

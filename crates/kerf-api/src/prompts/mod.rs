@@ -549,3 +549,17 @@ pub fn compile_draft(draft: &PromptDraft, path: Option<&str>) -> Result<Prompt> 
     prompt.path = path.map(PathBuf::from);
     Ok(prompt)
 }
+
+/// The constraint a prompt's output can be held to: its schema as one JSON value, or as JSONL
+/// lines; none for text and delimited replies (or a prompt without a schema).
+pub fn constraint_for(prompt: &Prompt) -> kerf_llm::Constraint {
+    use kerf_core::ResponseType;
+    use kerf_llm::Constraint;
+    let schema = prompt.file.schema.clone();
+    match (prompt.file.response_type, schema) {
+        (ResponseType::Json, Some(s)) => Constraint::Json(s),
+        (ResponseType::Jsonl, Some(s)) => Constraint::Jsonl(s),
+        (ResponseType::Jsonl, None) => Constraint::Jsonl(serde_json::json!({"type": "object"})),
+        _ => Constraint::None,
+    }
+}

@@ -261,7 +261,7 @@ pub fn probe(
 ) -> Result<(kerf_llm::providers::Probe, Structured, String)> {
     // The probe talks to the server without holding the registry's lock; storing it takes it.
     let provider = cloud_provider(Registry::load(registry)?.get(name)?.clone())?;
-    let target = prompt.map(crate::runs::constraint_for);
+    let target = prompt.map(crate::prompts::constraint_for);
     if let Some(kerf_llm::Constraint::None) = target {
         return Err(ApiError::new(
             Code::Usage,

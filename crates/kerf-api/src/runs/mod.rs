@@ -8,11 +8,14 @@
 
 mod patch;
 mod relay;
+mod stored;
 mod subject;
 pub mod wire;
 
+pub use crate::prompts::constraint_for;
 pub use patch::Overrides;
 pub use relay::relay_run;
+pub use stored::{StoredConstrain, StoredParams};
 pub use subject::Subject;
 
 use std::path::PathBuf;
@@ -200,32 +203,41 @@ impl RunParams {
 
     /// The parameters as the history keeps them: readable keys (the History screen and
     /// `history diff` compare them), every setting included.
-    pub fn to_stored(&self) -> Value {
+    pub fn stored(&self) -> StoredParams {
         let s = &self.settings;
         // f32 settings as typed (0.7, not 0.699999988…).
         let f = |x: f32| x.to_string().parse::<f64>().ok();
-        json!({
-            "params_version": Self::VERSION,
-            "max_tokens": self.max_tokens,
-            "constrain": if self.constrain { "auto" } else { "none" },
-            "requested_model": s.model,
-            "temperature": s.temperature.and_then(f),
-            "top_p": s.top_p.and_then(f),
-            "reasoning_effort": s.reasoning_effort,
-            "thinking_budget": s.thinking_budget,
-            "seed": s.seed,
-            "stop": s.stop,
-            "structured": s.structured.map(|m| m.as_str()),
-            "gpu_layers": gpu_layers_name(s.gpu_layers),
-            "main_gpu": s.main_gpu,
-            "threads": s.threads,
-            "context": s.context,
-            "flash_attn": flash_attn_name(s.flash_attention),
-            "chat_template": s.chat_template,
-            "gbnf": s.gbnf,
-            "max_requests": s.limits.max_requests,
-            "max_run_tokens": s.limits.max_run_tokens,
-        })
+        StoredParams {
+            params_version: Some(Self::VERSION),
+            max_tokens: Some(self.max_tokens),
+            constrain: Some(if self.constrain {
+                StoredConstrain::Auto
+            } else {
+                StoredConstrain::None
+            }),
+            requested_model: s.model.clone(),
+            temperature: s.temperature.and_then(f),
+            top_p: s.top_p.and_then(f),
+            reasoning_effort: s.reasoning_effort,
+            thinking_budget: s.thinking_budget,
+            seed: s.seed,
+            stop: s.stop.clone(),
+            structured: s.structured,
+            gpu_layers: Some(gpu_layers_name(s.gpu_layers)),
+            main_gpu: Some(s.main_gpu),
+            threads: s.threads,
+            context: s.context,
+            flash_attn: Some(flash_attn_name(s.flash_attention).to_string()),
+            chat_template: s.chat_template.clone(),
+            gbnf: s.gbnf,
+            max_requests: Some(s.limits.max_requests),
+            max_run_tokens: Some(s.limits.max_run_tokens),
+        }
+    }
+
+    /// [`stored`](Self::stored) as the JSON a run's row keeps.
+    pub fn to_stored(&self) -> Value {
+        serde_json::to_value(self.stored()).unwrap_or(Value::Null)
     }
 
     /// The parameters of a stored run (`provider` and `model` are the run's columns). Runs
@@ -419,18 +431,6 @@ impl Chosen {
             Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?.estimate(&p.def.model, &f.usage),
             Chosen::Local(_) | Chosen::Scripted(_) => None,
         })
-    }
-}
-
-/// The constraint a prompt's output can be held to: its schema as one JSON value, or as JSONL
-/// lines; none for text and delimited replies (or a prompt without a schema).
-pub fn constraint_for(prompt: &Prompt) -> Constraint {
-    let schema = prompt.file.schema.clone();
-    match (prompt.file.response_type, schema) {
-        (ResponseType::Json, Some(s)) => Constraint::Json(s),
-        (ResponseType::Jsonl, Some(s)) => Constraint::Jsonl(s),
-        (ResponseType::Jsonl, None) => Constraint::Jsonl(json!({"type": "object"})),
-        _ => Constraint::None,
     }
 }
 

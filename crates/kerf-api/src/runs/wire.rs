@@ -33,6 +33,29 @@ pub struct RunOptions {
     pub max_run_tokens: u64,
 }
 
+/// The budget of a run that names none (`kerf run`'s `--max-tokens` default and the run
+/// panel's first value).
+pub const DEFAULT_MAX_TOKENS: u32 = 512;
+
+impl Default for RunOptions {
+    /// What the run panel starts with: the bundled model, greedy, held to the schema, within
+    /// the same per-run ceilings as the CLI's defaults.
+    fn default() -> Self {
+        let limits = RunLimits::default();
+        RunOptions {
+            provider: "local".into(),
+            model: None,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            constrain: true,
+            temperature: None,
+            seed: None,
+            gpu_layers: "auto".into(),
+            max_requests: limits.max_requests,
+            max_run_tokens: limits.max_run_tokens,
+        }
+    }
+}
+
 impl RunOptions {
     /// The run panel's settings as the run use case takes them.
     pub fn settings(&self) -> Result<RunSettings> {

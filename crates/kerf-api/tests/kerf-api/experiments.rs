@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kerf_api::compare::{self, ConstrainMode, wire::CompareInput};
 use kerf_api::eval::{self, Pace, Plan};
 use kerf_api::experiments::plan::{Allowance, MAX_CONCURRENCY, MAX_REPEAT};
-use kerf_api::experiments::{ExperimentKind, Subject};
+use kerf_api::experiments::{ExperimentKind, ExperimentSpec, Subject};
 use kerf_api::runs::wire::RunOptions;
 use kerf_api::runs::{Chosen, RunParams, RunSettings};
 use kerf_api::workbench::Workbench;
@@ -209,6 +209,17 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
     let e = store.experiment(report.experiment.unwrap()).unwrap();
     assert_eq!(e.summary.kind, "compare");
     assert_eq!(e.run_list.len(), 6);
+    // Its spec reads back as the typed record the window and `history show` use.
+    match ExperimentSpec::read(e.summary.id, &e.summary.kind, &e.spec).unwrap() {
+        ExperimentSpec::Compare(c) => {
+            assert_eq!(c.max_tokens, [64, 128, 256]);
+            assert_eq!(c.concurrency, 3);
+            assert_eq!(c.settings.provider, provider.name());
+            assert_eq!(c.plan.as_ref(), Some(&sizes[0]));
+            assert_eq!(c.settings.run_params().unwrap().settings, settings);
+        }
+        other => panic!("a compare's spec read as {:?}", other.kind()),
+    }
 
     // Tests: a prompt file's tests, planned then run (repair as the prompt asks).
     let dir = tempfile::tempdir().unwrap();
@@ -238,24 +249,28 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
         max_tokens: 512,
         ..params()
     };
-    let size =
-        eval::tests::plan(&suites, &provider, &test_params, 2, Allowance::default()).unwrap();
+    let job = eval::tests::TestJob {
+        suites: &suites,
+        params: &test_params,
+        concurrency: 2,
+    };
+    let size = eval::tests::plan(&job, &provider, Allowance::default()).unwrap();
     assert_eq!(
         (size.kind, size.cells, size.requests),
         (ExperimentKind::Test, 2, 2)
     );
     assert_eq!(size.output_tokens_max, 512 + 32);
-    let results = eval::tests::run(
+    let report = eval::tests::run(
         Some(&store),
-        &suites,
+        &job,
         &provider,
-        &test_params,
-        2,
+        &size,
         &CancelToken::new(),
         &mut |_| {},
     )
     .unwrap();
-    let verdicts: Vec<_> = results
+    let verdicts: Vec<_> = report
+        .tests
         .iter()
         .map(|r| (r.name.as_str(), r.verdict))
         .collect();
@@ -264,6 +279,76 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
         verdicts,
         [("one", Verdict::Passed), ("two", Verdict::Failed)]
     );
+    assert_eq!((report.passed, report.failed, report.errors), (1, 1, 0));
+    // The tests are one experiment of their own, its runs and verdicts kept.
+    let id = store
+        .latest_experiment("test")
+        .unwrap()
+        .expect("a test experiment");
+    let e = store.experiment(id).unwrap();
+    assert_eq!((e.summary.status.as_str(), e.run_list.len()), ("ok", 2));
+    match ExperimentSpec::read(id, &e.summary.kind, &e.spec).unwrap() {
+        ExperimentSpec::Test(t) => {
+            assert_eq!((t.tests, t.max_tokens, t.concurrency), (2, 512, 2));
+            assert_eq!(t.prompts.len(), 1);
+            assert_eq!(t.plan, Some(size));
+        }
+        other => panic!("a test's spec read as {:?}", other.kind()),
+    }
+    assert_eq!(e.result.unwrap()["failed"], 1);
+}
+
+#[test]
+fn a_sweep_of_two_replies_is_one_experiment_with_a_typed_spec() {
+    use kerf_api::experiments::spec::CutUnit;
+    use kerf_api::experiments::sweep::{self, Reply, SweepReport};
+    let store = Store::in_memory().unwrap();
+    let jsonl = "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n";
+    let array = "[{\"a\":1},{\"a\":2},{\"a\":3}]";
+    let replies = vec![
+        Reply {
+            name: "lines".into(),
+            parser: kerf_core::Parser::new(kerf_core::ResponseType::Jsonl),
+            text: jsonl.into(),
+        },
+        Reply {
+            name: "array".into(),
+            parser: kerf_core::Parser::new(kerf_core::ResponseType::Json),
+            text: array.into(),
+        },
+    ];
+    let mut steps = Vec::new();
+    let (sweeps, report) = sweep::sweep(
+        Some(&store),
+        &replies,
+        CutUnit::Byte,
+        "o200k_base",
+        &CancelToken::new(),
+        &mut |r, step| steps.push((r.name.clone(), step)),
+    )
+    .unwrap();
+    assert_eq!(steps.len(), 4, "two steps per reply");
+    // Every object of both replies counted once whole.
+    assert_eq!((sweeps[0].total, sweeps[1].total), (3, 3));
+    assert!(
+        sweeps.iter().all(|s| s.score > 0.0 && s.score < 1.0),
+        "a cut before the end loses objects: {sweeps:?}"
+    );
+    let SweepReport::Compare { compare } = &report else {
+        panic!("two replies are compared")
+    };
+    assert_eq!(compare[1].name, "array");
+    let id = store.latest_experiment("sweep").unwrap().expect("kept");
+    let e = store.experiment(id).unwrap();
+    match ExperimentSpec::read(id, &e.summary.kind, &e.spec).unwrap() {
+        ExperimentSpec::Sweep(spec) => {
+            assert_eq!(spec.unit, CutUnit::Byte);
+            assert_eq!(spec.replies[0].bytes, jsonl.len());
+            assert_eq!(spec.replies[1].response_type, kerf_core::ResponseType::Json);
+        }
+        other => panic!("a sweep's spec read as {:?}", other.kind()),
+    }
+    assert_eq!(e.result.unwrap(), serde_json::to_value(&report).unwrap());
 }
 
 /// The error's code and message, for a plan that must be refused.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_api::eval::{self, Pace, Progress, Report};
+use kerf_api::eval::{self, Pace, Progress, Report, Threshold};
 use kerf_api::workbench::Workbench;
 use kerf_api::{ApiError, Code};
 use kerf_store::Store;
@@ -115,7 +115,7 @@ pub struct OutArgs {
     pub json: bool,
     /// Exit 1 unless every prompt × budget × constraint line reaches these figures
     /// (comma-separated: f1=0.8,recall=0.7; metrics: f1, precision, recall, macro_f1).
-    #[arg(long, value_delimiter = ',', value_parser = parse_threshold)]
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(Threshold))]
     pub fail_under: Vec<Threshold>,
     /// Also write the figures as JUnit XML: a test case per prompt × budget × constraint line,
     /// failed when it misses a --fail-under threshold, an error when cells failed.
@@ -186,63 +186,6 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
-/// A figure a summary line must reach.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Threshold {
-    pub metric: Metric,
-    pub min: f64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    F1,
-    Precision,
-    Recall,
-    MacroF1,
-}
-
-impl Metric {
-    fn name(self) -> &'static str {
-        match self {
-            Metric::F1 => "f1",
-            Metric::Precision => "precision",
-            Metric::Recall => "recall",
-            Metric::MacroF1 => "macro_f1",
-        }
-    }
-
-    fn of(self, line: &eval::SummaryLine) -> Option<f64> {
-        match self {
-            Metric::F1 => line.micro.f1,
-            Metric::Precision => line.micro.precision,
-            Metric::Recall => line.micro.recall,
-            Metric::MacroF1 => line.macro_f1,
-        }
-    }
-}
-
-fn parse_threshold(s: &str) -> std::result::Result<Threshold, String> {
-    let (name, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}`: write METRIC=VALUE, e.g. f1=0.8"))?;
-    let metric = [
-        Metric::F1,
-        Metric::Precision,
-        Metric::Recall,
-        Metric::MacroF1,
-    ]
-    .into_iter()
-    .find(|m| m.name() == name.trim())
-    .ok_or_else(|| format!("`{name}`: the metrics are f1, precision, recall, macro_f1"))?;
-    let min: f64 = value
-        .trim()
-        .parse()
-        .ok()
-        .filter(|v: &f64| (0.0..=1.0).contains(v))
-        .ok_or_else(|| format!("`{value}`: a threshold is a number from 0 to 1"))?;
-    Ok(Threshold { metric, min })
-}
-
 impl Args {
     pub fn json(&self) -> bool {
         match &self.command {
@@ -302,42 +245,20 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     }
 }
 
-/// The eval named, or the latest.
 fn which(store: &Store, id: Option<i64>) -> Result<i64> {
-    match id {
-        Some(id) => Ok(id),
-        None => store.latest_experiment("eval")?.ok_or_else(|| {
-            ApiError::new(
-                Code::NotFound,
-                "the history has no eval yet (start one with `kerf eval DATASET --prompt P.json`)",
-            )
-            .into()
-        }),
-    }
+    Ok(eval::flow::which(store, id)?)
 }
 
 fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
-    let Some(path) = &args.dataset else {
+    let Some(dataset) = args.dataset else {
         anyhow::bail!(ApiError::new(Code::Usage, "give the dataset to run"));
     };
-    let mut dataset = kerf_core::eval::dataset::load(path)?;
-    if let Some(n) = args.limit {
-        dataset.rows.truncate(n);
-    }
-    let subjects = args
-        .prompts
-        .iter()
-        .map(|path| super::load_subject(path))
-        .collect::<Result<Vec<_>>>()?;
-    let settings = args.model.settings();
-    let provider = settings.provider(wb)?;
-    let params = kerf_api::runs::RunParams {
-        settings,
-        max_tokens: 0,
-        constrain: false,
-    };
-    let plan = eval::Plan {
-        budgets: &args.max_tokens,
+    let input = eval::StartInput {
+        dataset,
+        limit: args.limit,
+        prompts: args.prompts,
+        settings: args.model.settings(),
+        max_tokens: args.max_tokens,
         constrain: args.constrain.into(),
         repeat: args.repeat,
         cache: args.cache,
@@ -345,34 +266,17 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         allowed: args.allow.allowance(),
     };
     if args.allow.dry_run {
-        let size = eval::plan(&dataset, &subjects, &plan, &params, &provider)?;
-        super::announce(&size);
+        super::announce(&eval::flow::dry_run(wb, &input)?);
         return Ok(Outcome::Ok);
     }
-    let e = eval::begin(
-        store,
-        dataset,
-        subjects,
-        &plan,
-        params,
-        &provider,
-        &mut super::announce,
-    )?;
+    let (e, provider) = eval::flow::start(wb, store, &input, &mut super::announce)?;
     go(store, &e, &provider, &args.pace, &args.out)
 }
 
 fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
     let id = which(store, args.experiment)?;
-    let e = eval::stored(store, id)?;
-    let provider = e.settings().provider(wb)?;
-    if !store.resume_experiment(id)? {
-        anyhow::bail!(ApiError::new(
-            Code::Conflict,
-            format!(
-                "eval {id} is still running in another Kerf process; let it finish, or stop it (Ctrl-C) and resume then"
-            )
-        ));
-    }
+    let (e, provider) =
+        eval::flow::resume(wb, store, id, args.pace.retry_errors, &mut super::announce)?;
     go(store, &e, &provider, &args.pace, &args.out)
 }
 
@@ -396,8 +300,7 @@ fn go(
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar.set_prefix(e.experiment.to_string());
-    let cancel = interrupt_token();
-    let ran = eval::run_cells(
+    let finished = eval::flow::go(
         store,
         e,
         provider,
@@ -405,7 +308,8 @@ fn go(
             concurrency: pace.concurrency.unwrap_or(e.spec.concurrency),
             retry_errors: pace.retry_errors,
         },
-        &cancel,
+        &interrupt_token(),
+        out.options(),
         &mut |p: &Progress| {
             bar.set_length(p.total as u64);
             bar.set_position(p.done as u64);
@@ -413,21 +317,10 @@ fn go(
         },
     );
     bar.finish_and_clear();
-    let stopped = cancel.is_cancelled();
-    let report = eval::finish(store, e, stopped || ran.is_err(), out.options())?;
-    ran?;
-    let outcome = conclude(&report, out, stopped.then_some(e.experiment))?;
-    // Cells this pass could not measure (a failed or cut-off run): the eval is not whole, and
-    // CI must not read it as a result.
-    let failed: usize = report.summary.iter().map(|l| l.failed).sum();
-    if outcome == Outcome::Ok && (failed > 0 || report.pending > 0) {
-        eprintln!(
-            "kerf: eval {} is not whole: {} cell(s) without a finished run ({failed} failed); `kerf eval resume {}{}` runs them",
-            e.experiment,
-            report.pending,
-            e.experiment,
-            if failed > 0 { " --retry-errors" } else { "" }
-        );
+    let finished = finished?;
+    let outcome = conclude(&finished.report, out, finished.stopped())?;
+    if let (Outcome::Ok, Some(why)) = (outcome, finished.not_whole()) {
+        eprintln!("kerf: {why}");
         return Ok(Outcome::CouldNotRun);
     }
     Ok(outcome)
@@ -455,20 +348,14 @@ fn progress_message(p: &Progress) -> String {
 
 /// Print the report, then judge it: a stopped eval is an error naming how to finish it; a
 /// missed threshold exits 1.
-fn conclude(report: &Report, out: &OutArgs, stopped: Option<i64>) -> Result<Outcome> {
+fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result<Outcome> {
     if out.json {
         print_json(&serde_json::to_value(report)?);
     } else {
         print_table(report);
     }
-    if let Some(id) = stopped {
-        anyhow::bail!(ApiError::new(
-            Code::Cancelled,
-            format!(
-                "eval {id} stopped with {} cell(s) left; what finished is kept: `kerf eval resume {id}` runs the rest",
-                report.pending
-            )
-        ));
+    if let Some(e) = stopped {
+        anyhow::bail!(e);
     }
     let mut missed = Vec::new();
     let mut cases = std::collections::BTreeMap::<String, Vec<junit::Case>>::new();
@@ -483,18 +370,11 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<i64>) -> Result<Outc
                 ""
             }
         );
-        let mut mine = Vec::new();
-        for t in &out.fail_under {
-            let got = t.metric.of(line);
-            if got.is_none_or(|v| v < t.min) {
-                mine.push(format!(
-                    "{} {} < {}",
-                    t.metric.name(),
-                    got.map_or("null".to_string(), |v| format!("{v:.3}")),
-                    t.min
-                ));
-            }
-        }
+        let mine: Vec<String> = out
+            .fail_under
+            .iter()
+            .filter_map(|t| t.missed(line))
+            .collect();
         let outcome = if !mine.is_empty() {
             junit::Outcome::Failed(mine.join("; "))
         } else if line.failed + line.unfinished > 0 {

@@ -719,7 +719,9 @@ fn experiments(store: &Store, a: &ExperimentsArgs) -> Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     if list.is_empty() {
-        crate::outln!("No experiments yet: `kerf compare` and `kerf sweep` record one each.");
+        crate::outln!(
+            "No experiments yet: `kerf compare`, `eval`, `sweep` and `test` record one each."
+        );
     }
     for e in &list {
         crate::outln!(

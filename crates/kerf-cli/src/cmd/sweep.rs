@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use kerf_core::Parser;
-use kerf_core::sweep::{self, Sweep, Unit};
-use serde_json::json;
+use kerf_api::experiments::spec::CutUnit;
+use kerf_api::experiments::sweep::{Reply, Step};
+use kerf_core::sweep::Sweep;
 
 use super::parse::TypeArg;
 use crate::Outcome;
@@ -57,15 +57,8 @@ pub struct Args {
     pub json: bool,
 }
 
-/// One reply to sweep: its name, parser and text.
-struct Subject {
-    name: String,
-    parser: Parser,
-    text: String,
-}
-
 /// `FILE:TYPE[:SCHEMA_OR_PROMPT]`; a third part that is a prompt file supplies schema and rules.
-fn subject_from_spec(spec: &str) -> Result<Subject> {
+fn subject_from_spec(spec: &str) -> Result<Reply> {
     let parts: Vec<&str> = spec.splitn(3, ':').collect();
     let (file, t) = match parts.as_slice() {
         [f, t, ..] => (*f, *t),
@@ -101,7 +94,7 @@ fn subject_from_spec(spec: &str) -> Result<Subject> {
         }
         None => super::parser_for(Some(t.into()), None, None, false)?,
     };
-    Ok(Subject {
+    Ok(Reply {
         name: format!("{file} ({})", parser.response_type()),
         parser,
         text: read_reply(Path::new(file))?.text,
@@ -111,25 +104,14 @@ fn subject_from_spec(spec: &str) -> Result<Subject> {
 /// Replies at least this large get a progress bar.
 const PROGRESS_FROM_BYTES: u64 = 8 * 1024 * 1024;
 
-fn args_unit_name(args: &Args) -> &'static str {
-    match args.unit {
-        UnitArg::Byte => "byte",
-        UnitArg::Char => "char",
-        UnitArg::Token => "token",
+impl From<UnitArg> for CutUnit {
+    fn from(u: UnitArg) -> Self {
+        match u {
+            UnitArg::Byte => CutUnit::Byte,
+            UnitArg::Char => CutUnit::Char,
+            UnitArg::Token => CutUnit::Token,
+        }
     }
-}
-
-fn unit_for(args: &Args, text: &str) -> Result<Unit> {
-    Ok(match args.unit {
-        UnitArg::Byte => Unit::Byte,
-        UnitArg::Char => Unit::Char,
-        UnitArg::Token => token_unit(&args.tokenizer, text)?,
-    })
-}
-
-/// Token cuts from a named tiktoken vocabulary, or a GGUF model's own tokenizer.
-pub fn token_unit(tokenizer: &str, text: &str) -> Result<Unit> {
-    Ok(kerf_api::compare::token_unit(tokenizer, text)?)
 }
 
 pub fn run(
@@ -139,10 +121,10 @@ pub fn run(
 ) -> Result<Outcome> {
     // Opened first: a history that cannot be written fails before the work, not after it.
     let history = crate::record::open(wb, globals)?;
-    let subjects: Vec<Subject> = if args.compare.is_empty() {
+    let subjects: Vec<Reply> = if args.compare.is_empty() {
         let file = args.file.clone().unwrap_or_default();
         let parser = args.reply.parser()?;
-        vec![Subject {
+        vec![Reply {
             name: format!("{} ({})", file.display(), parser.response_type()),
             parser,
             text: read_reply(&file)?.text,
@@ -153,8 +135,6 @@ pub fn run(
             .map(|s| subject_from_spec(s))
             .collect::<Result<_>>()?
     };
-    let vars = serde_json::Map::new();
-    let mut sweeps = Vec::new();
     // Long replies (tens of MB, or token units) take seconds: show progress on a terminal.
     let total_bytes: u64 = subjects.iter().map(|s| s.text.len() as u64).sum();
     let progress = if total_bytes >= PROGRESS_FROM_BYTES {
@@ -166,25 +146,22 @@ pub fn run(
         indicatif::ProgressStyle::with_template("{spinner} sweeping [{bar:30}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    for s in &subjects {
-        progress.set_message(format!(
-            "{}: cutting into {}s",
-            s.name,
-            args_unit_name(&args)
-        ));
-        let unit = unit_for(&args, &s.text)?;
-        progress.inc(1);
-        progress.set_message(format!("{}: parsing once, counting every cut", s.name));
-        // Ctrl-C stops a long sweep between the prefixes it evaluates (exit code of `cancelled`).
-        sweeps.push(sweep::sweep(
-            &s.parser,
-            &s.text,
-            &vars,
-            &unit,
-            &super::run::interrupt_token(),
-        )?);
-        progress.inc(1);
-    }
+    let unit = CutUnit::from(args.unit);
+    // Ctrl-C stops a long sweep between the prefixes it evaluates (exit code of `cancelled`).
+    let (sweeps, report) = kerf_api::experiments::sweep::sweep(
+        history.as_ref(),
+        &subjects,
+        unit,
+        &args.tokenizer,
+        &super::run::interrupt_token(),
+        &mut |r, step| {
+            progress.inc(1);
+            progress.set_message(match step {
+                Step::Cutting => format!("{}: cutting into {}s", r.name, unit_name(unit)),
+                Step::Counting => format!("{}: parsing once, counting every cut", r.name),
+            });
+        },
+    )?;
     progress.finish_and_clear();
     if let Some(path) = &args.csv {
         let mut csv = String::from("format,offset,fraction,objects\n");
@@ -210,36 +187,8 @@ pub fn run(
             eprintln!("kerf: wrote {}", path.display());
         }
     }
-    let one =
-        |w: &Sweep| json!({"total": w.total, "points": w.points, "score": w.score, "unit": w.unit});
-    let result = if sweeps.len() == 1 {
-        one(&sweeps[0])
-    } else {
-        let all: Vec<_> = subjects
-            .iter()
-            .zip(&sweeps)
-            .map(|(s, w)| json!({"name": s.name, "sweep": one(w)}))
-            .collect();
-        json!({"compare": all})
-    };
-    // Kept in the history as an experiment: which replies (by name, size and hash), how they were
-    // cut, and the curves.
-    if let Some(store) = &history {
-        let replies: Vec<_> = subjects
-            .iter()
-            .map(|s| {
-                json!({"name": s.name, "bytes": s.text.len(), "response_type": s.parser.response_type().to_string(),
-                       "sha256": kerf_store::sha256_hex(s.text.as_bytes())})
-            })
-            .collect();
-        let id = store.begin_experiment(
-            "sweep",
-            &json!({"replies": replies, "unit": args_unit_name(&args), "tokenizer": args.tokenizer}),
-        )?;
-        store.finish_experiment(id, &result, None)?;
-    }
     if args.json {
-        print_json(&result);
+        print_json(&serde_json::to_value(&report)?);
     } else {
         let rows: Vec<(String, &Sweep)> = subjects
             .iter()
@@ -321,5 +270,13 @@ pub fn print_table(rows: &[(String, &Sweep)]) {
             w.unit,
             w.length + 1
         );
+    }
+}
+
+fn unit_name(u: CutUnit) -> &'static str {
+    match u {
+        CutUnit::Byte => "byte",
+        CutUnit::Char => "char",
+        CutUnit::Token => "token",
     }
 }

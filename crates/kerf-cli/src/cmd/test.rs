@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_api::eval::tests::{self, TestResult, Verdict};
+use kerf_api::eval::tests::{self, TestReport, TestResult, Verdict};
 use kerf_api::workbench::Workbench;
 
 use super::run::{ModelArgs, interrupt_token};
@@ -65,25 +65,23 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         max_tokens: args.max_tokens,
         constrain: true,
     };
-    let size = tests::plan(
-        &subjects,
-        &provider,
-        &params,
-        args.concurrency,
-        args.allow.allowance(),
-    )?;
+    let job = tests::TestJob {
+        suites: &subjects,
+        params: &params,
+        concurrency: args.concurrency,
+    };
+    let size = tests::plan(&job, &provider, args.allow.allowance())?;
     super::announce(&size);
     if args.allow.dry_run {
         return Ok(Outcome::Ok);
     }
     let history = crate::record::open(wb, globals)?;
     let cancel = interrupt_token();
-    let results: Vec<TestResult> = tests::run(
+    let report = tests::run(
         history.as_ref(),
-        &subjects,
+        &job,
         &provider,
-        &params,
-        args.concurrency,
+        &size,
         &cancel,
         &mut |r| {
             if !args.json {
@@ -91,15 +89,16 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
             }
         },
     )?;
-    let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
-    let (passed, failed, errors) = (
-        count(Verdict::Passed),
-        count(Verdict::Failed),
-        count(Verdict::Error),
-    );
+    let TestReport {
+        passed,
+        failed,
+        errors,
+        tests: results,
+    } = &report;
+    let (passed, failed, errors) = (*passed, *failed, *errors);
     if let Some(path) = &args.junit {
         let mut suites: Vec<(String, Vec<junit::Case>)> = Vec::new();
-        for r in &results {
+        for r in results {
             let case = junit::Case {
                 name: r.name.clone(),
                 outcome: match r.verdict {
@@ -117,9 +116,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         junit::write(path, "kerf test", suites)?;
     }
     if args.json {
-        print_json(&serde_json::json!({
-            "passed": passed, "failed": failed, "errors": errors, "tests": results,
-        }));
+        print_json(&serde_json::to_value(&report)?);
     } else {
         crate::outln!("{passed} passed, {failed} failed, {errors} could not run");
     }

@@ -1423,4 +1423,14 @@ fn an_eval_announces_its_plan_before_its_first_request() {
     let spec = store.experiment(e).unwrap().spec;
     assert_eq!(spec["plan"]["requests"], 12, "{spec}");
     assert_eq!(spec["plan"]["output_tokens_max"], 6_240, "{spec}");
+    assert_eq!(spec["kind"], "eval", "{spec}");
+    // A resume announces what remains: here nothing, and nothing is sent.
+    let o = kerf_in(dir.path(), &["eval", "resume"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("kerf: eval plan: 0 cell(s) · 0 request(s) at most"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(model.requests(), 12);
 }

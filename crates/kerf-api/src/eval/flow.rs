@@ -1,0 +1,228 @@
+//! The eval's use cases as both front ends call them: [`start`] (or [`dry_run`]), [`resume`],
+//! then [`go`], which runs what remains, ends the experiment with its report and says how the
+//! eval stands ([`Ending`]). The CLI parses flags into a [`StartInput`] and prints what comes
+//! back; the window will fill in the same input.
+
+use std::path::PathBuf;
+
+use kerf_core::eval::dataset::{self, Dataset};
+use kerf_llm::CancelToken;
+use kerf_store::Store;
+
+use super::{Eval, Options, Pace, Plan, Progress, Report};
+use crate::error::{ApiError, Code, Result};
+use crate::experiments::plan::{Allowance, Size};
+use crate::experiments::{ConstrainMode, ExperimentKind, Subject};
+use crate::runs::{Chosen, RunParams, RunSettings};
+use crate::workbench::Workbench;
+
+/// An eval to start: the dataset, the prompts and the matrix's axes.
+#[derive(Debug, Clone)]
+pub struct StartInput {
+    /// A `.jsonl` or `.csv` file, or a folder of `.txt` documents.
+    pub dataset: PathBuf,
+    /// The first N rows only.
+    pub limit: Option<usize>,
+    pub prompts: Vec<PathBuf>,
+    pub settings: RunSettings,
+    pub max_tokens: Vec<u32>,
+    pub constrain: ConstrainMode,
+    pub repeat: u32,
+    pub cache: bool,
+    pub concurrency: usize,
+    pub allowed: Allowance,
+}
+
+/// The dataset, prompts, provider and parameters a [`StartInput`] names, loaded and checked.
+struct Loaded {
+    dataset: Dataset,
+    subjects: Vec<Subject>,
+    provider: Chosen,
+    params: RunParams,
+}
+
+impl StartInput {
+    fn load(&self, wb: &Workbench) -> Result<Loaded> {
+        let mut dataset = dataset::load(&self.dataset)?;
+        if let Some(n) = self.limit {
+            dataset.rows.truncate(n);
+        }
+        let subjects = self
+            .prompts
+            .iter()
+            .map(|p| Subject::load(p))
+            .collect::<Result<Vec<_>>>()?;
+        let provider = self.settings.provider(wb)?;
+        Ok(Loaded {
+            dataset,
+            subjects,
+            provider,
+            params: RunParams {
+                settings: self.settings.clone(),
+                max_tokens: 0,
+                constrain: false,
+            },
+        })
+    }
+
+    fn plan(&self) -> Plan<'_> {
+        Plan {
+            budgets: &self.max_tokens,
+            constrain: self.constrain,
+            repeat: self.repeat,
+            cache: self.cache,
+            concurrency: self.concurrency,
+            allowed: self.allowed,
+        }
+    }
+}
+
+/// The eval's size, every row checked against every prompt, with nothing stored or sent
+/// (`kerf eval --dry-run`).
+pub fn dry_run(wb: &Workbench, input: &StartInput) -> Result<Size> {
+    let l = input.load(wb)?;
+    super::plan(
+        &l.dataset,
+        &l.subjects,
+        &input.plan(),
+        &l.params,
+        &l.provider,
+    )
+}
+
+/// Check the eval's plan, hand its size to `on_plan`, and start it in `store`: ready for [`go`].
+pub fn start(
+    wb: &Workbench,
+    store: &Store,
+    input: &StartInput,
+    on_plan: &mut dyn FnMut(&Size),
+) -> Result<(Eval, Chosen)> {
+    let l = input.load(wb)?;
+    let e = super::begin(
+        store,
+        l.dataset,
+        l.subjects,
+        &input.plan(),
+        l.params,
+        &l.provider,
+        on_plan,
+    )?;
+    Ok((e, l.provider))
+}
+
+/// The eval `id` names, or the latest one.
+pub fn which(store: &Store, id: Option<i64>) -> Result<i64> {
+    match id {
+        Some(id) => Ok(id),
+        None => store
+            .latest_experiment(ExperimentKind::Eval.as_str())?
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::NotFound,
+                    "the history has no eval yet (start one with `kerf eval DATASET --prompt P.json`)",
+                )
+            }),
+    }
+}
+
+/// Take eval `id` up again where it stopped: claimed by this process (an eval another live
+/// process runs is a conflict), its provider built from its stored settings, and what the pass
+/// will send handed to `on_plan` before anything is.
+pub fn resume(
+    wb: &Workbench,
+    store: &Store,
+    id: i64,
+    retry_errors: bool,
+    on_plan: &mut dyn FnMut(&Size),
+) -> Result<(Eval, Chosen)> {
+    let e = super::stored(store, id)?;
+    let provider = e.settings().provider(wb)?;
+    if !store.resume_experiment(id)? {
+        return Err(ApiError::new(
+            Code::Conflict,
+            format!(
+                "eval {id} is still running in another Kerf process; let it finish, or stop it (Ctrl-C) and resume then"
+            ),
+        ));
+    }
+    on_plan(&e.remaining(store, &provider, retry_errors)?);
+    Ok((e, provider))
+}
+
+/// How an eval stands after a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Every cell measured.
+    Whole,
+    /// Stopped (Ctrl-C, or the window's Stop) with cells left.
+    Stopped,
+    /// Cells the pass could not measure (a failed or cut-off run): the eval's figures are not a
+    /// result, and CI must not read them as one.
+    NotWhole { pending: usize, failed: usize },
+}
+
+/// A pass's end: the eval's report and how it stands.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub report: Report,
+    pub ending: Ending,
+}
+
+impl Finished {
+    /// The error a stopped eval ends with, naming how to finish it.
+    pub fn stopped(&self) -> Option<ApiError> {
+        let id = self.report.experiment;
+        (self.ending == Ending::Stopped).then(|| {
+            ApiError::new(
+                Code::Cancelled,
+                format!(
+                    "eval {id} stopped with {} cell(s) left; what finished is kept: `kerf eval resume {id}` runs the rest",
+                    self.report.pending
+                ),
+            )
+        })
+    }
+
+    /// Why the eval is not whole, and how to finish it (`None`: whole, or stopped).
+    pub fn not_whole(&self) -> Option<String> {
+        let id = self.report.experiment;
+        match self.ending {
+            Ending::NotWhole { pending, failed } => Some(format!(
+                "eval {id} is not whole: {pending} cell(s) without a finished run ({failed} failed); `kerf eval resume {id}{}` runs them",
+                if failed > 0 { " --retry-errors" } else { "" }
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Run what `eval` still needs at `pace`, then end its experiment with its report (`ok`, or
+/// `interrupted` when stopped): `on_progress` hears as each cell ends. An error is one the pass
+/// could not go on from (the history could not keep what was bought); the experiment is ended
+/// first, so what finished is kept.
+pub fn go(
+    store: &Store,
+    eval: &Eval,
+    provider: &Chosen,
+    pace: Pace,
+    cancel: &CancelToken,
+    options: Options,
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Result<Finished> {
+    let ran = super::run_cells(store, eval, provider, pace, cancel, on_progress);
+    let stopped = cancel.is_cancelled();
+    let report = super::finish(store, eval, stopped || ran.is_err(), options)?;
+    ran?;
+    let failed: usize = report.summary.iter().map(|l| l.failed).sum();
+    let ending = if stopped {
+        Ending::Stopped
+    } else if failed > 0 || report.pending > 0 {
+        Ending::NotWhole {
+            pending: report.pending,
+            failed,
+        }
+    } else {
+        Ending::Whole
+    };
+    Ok(Finished { report, ending })
+}

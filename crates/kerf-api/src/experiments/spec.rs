@@ -1,0 +1,214 @@
+//! What an experiment was asked, as the history keeps it: one typed record for every kind
+//! ([`ExperimentSpec`]), written when the experiment begins and read back by `resume`, `rescore`
+//! and the window. Its JSON is the `spec` column; the `kind` column says which variant it is.
+
+use kerf_core::ResponseType;
+use kerf_store::Store;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use ts_rs::TS;
+
+use super::plan::Size;
+use super::{ConstrainMode, ExperimentKind, Subject};
+use crate::error::{ApiError, Code, Result};
+use crate::runs::{Chosen, RunParams, StoredParams};
+
+/// What an experiment was asked: which prompts, on which model, over which axes, and what its
+/// plan was announced to cost. One type for every kind, so the window reads any experiment the
+/// way the CLI wrote it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ExperimentSpec {
+    Compare(CompareSpec),
+    Eval(EvalSpec),
+    Sweep(SweepSpec),
+    Test(TestSpec),
+}
+
+/// The model side of an experiment that calls one: the provider and model its cells ran on, and
+/// the parameters they share (each cell sets its own budget and constraint).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct SpecSettings {
+    pub provider: String,
+    pub model: String,
+    /// In the history's stored form (absent from compares recorded before it was kept).
+    #[serde(default)]
+    pub params: StoredParams,
+}
+
+impl SpecSettings {
+    pub fn of(provider: &Chosen, params: &RunParams) -> Self {
+        SpecSettings {
+            provider: provider.name(),
+            model: provider.as_provider().model(),
+            params: params.stored(),
+        }
+    }
+
+    /// The parameters every cell starts from, read back the way a stored run's are.
+    pub fn run_params(&self) -> Result<RunParams> {
+        let params = serde_json::to_value(&self.params)
+            .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
+        RunParams::from_stored(&params, &self.provider, &self.model)
+    }
+}
+
+/// A prompt as a spec names it: its id, file, and the exact version that ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct SpecPrompt {
+    pub id: String,
+    pub path: Option<String>,
+    /// The prompt version's id in the history (the SHA-256 of its text).
+    pub version: String,
+}
+
+impl SpecPrompt {
+    /// `subject` as a spec names it, its text kept in the history as a prompt version (the same
+    /// text from either front end is the same version).
+    pub fn keep(store: &Store, subject: &Subject) -> Result<Self> {
+        Ok(SpecPrompt {
+            id: subject.prompt.id().to_string(),
+            // Absolute, so `rescore` finds the file from anywhere.
+            path: subject.source.path.as_deref().map(|p| {
+                std::fs::canonicalize(p).map_or(p.to_string(), |c| c.display().to_string())
+            }),
+            version: store.put_prompt_version(
+                &subject.source.name,
+                subject.source.path.as_deref(),
+                subject.prompt.file.response_type.as_str(),
+                &subject.source.text,
+            )?,
+        })
+    }
+}
+
+/// Formats side by side under real budgets (`kerf compare`, the window's Compare).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct CompareSpec {
+    /// Each contender's prompt file (or its name, for a draft from the window).
+    pub prompts: Vec<String>,
+    pub max_tokens: Vec<u32>,
+    pub constrain: ConstrainMode,
+    #[serde(flatten)]
+    pub settings: SpecSettings,
+    /// Requests in flight at once (compares recorded before it was kept ran one at a time).
+    #[serde(default = "one")]
+    pub concurrency: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Size>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// Prompts over a dataset, scored against its expected records (`kerf eval`): all `resume`
+/// needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct EvalSpec {
+    pub dataset: String,
+    pub prompts: Vec<SpecPrompt>,
+    pub max_tokens: Vec<u32>,
+    pub constrain: ConstrainMode,
+    pub repeat: u32,
+    #[serde(flatten)]
+    pub settings: SpecSettings,
+    /// The matrix's size: prompts × budgets × constraint variants × repeats × rows.
+    pub cells: usize,
+    /// Reuse replies earlier evals bought for the same cell (`--cache`; a resume keeps it).
+    #[serde(default)]
+    pub cache: bool,
+    /// Requests in flight at once (`--concurrency`); a resume keeps it unless told otherwise.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// What the eval was announced to cost before its first request (evals stored before it
+    /// was kept have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Size>,
+}
+
+/// Requests in flight at once when none is given (and for evals stored before the spec kept it).
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+fn default_concurrency() -> usize {
+    DEFAULT_CONCURRENCY
+}
+
+/// Replies cut at every offset (`kerf sweep`): which replies (by name, size and hash) and how
+/// they were cut.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct SweepSpec {
+    pub replies: Vec<SweptReply>,
+    pub unit: CutUnit,
+    /// The tokenizer of token cuts (a vocabulary's name or a GGUF model's path).
+    pub tokenizer: String,
+}
+
+/// One reply a sweep cut.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct SweptReply {
+    pub name: String,
+    pub bytes: usize,
+    pub response_type: ResponseType,
+    pub sha256: String,
+}
+
+/// Where a sweep may cut a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum CutUnit {
+    /// Every byte (a cut inside a character counts as the boundary before it).
+    Byte,
+    Char,
+    /// A tokenizer's token boundaries.
+    Token,
+}
+
+/// A prompt file's own tests, held to their minimums (`kerf test`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct TestSpec {
+    pub prompts: Vec<SpecPrompt>,
+    /// Tests in all, over every prompt.
+    pub tests: usize,
+    /// The budget of tests that set no `max-tokens`.
+    pub max_tokens: u32,
+    #[serde(flatten)]
+    pub settings: SpecSettings,
+    pub concurrency: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Size>,
+}
+
+impl ExperimentSpec {
+    pub fn kind(&self) -> ExperimentKind {
+        match self {
+            Self::Compare(_) => ExperimentKind::Compare,
+            Self::Eval(_) => ExperimentKind::Eval,
+            Self::Sweep(_) => ExperimentKind::Sweep,
+            Self::Test(_) => ExperimentKind::Test,
+        }
+    }
+
+    /// Start the experiment in `store` under this spec; its runs name the returned id.
+    pub fn begin(&self, store: &Store) -> Result<i64> {
+        let spec =
+            serde_json::to_value(self).map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
+        Ok(store.begin_experiment(self.kind().as_str(), &spec)?)
+    }
+
+    /// Experiment `id`'s spec as stored under `kind` (specs recorded before the spec carried its
+    /// kind are read by the column's). A spec Kerf did not write is an error naming the
+    /// experiment.
+    pub fn read(id: i64, kind: &str, spec: &Value) -> Result<Self> {
+        let mut spec = spec.clone();
+        if let Value::Object(map) = &mut spec {
+            map.entry("kind").or_insert_with(|| Value::from(kind));
+        }
+        serde_json::from_value(spec).map_err(|err| {
+            ApiError::new(
+                Code::StoreCorrupt,
+                format!("experiment {id}'s spec is not what Kerf wrote: {err}"),
+            )
+        })
+    }
+}
