@@ -342,6 +342,18 @@ try {
       assert.ok(Number(drawn) >= (id === "sweep-chart" ? 2 : 1), `${id} drew ${drawn} series`);
       assert.ok(await (await browser.$(`[data-testid="${id}"] canvas`)).isDisplayed(), `${id} has no canvas`);
     }
+    // "Save SVG" writes the chart Rust specified, drawn as `kerf sweep --svg` draws: one
+    // document with every format's curve named.
+    const svgPath = path.join(work, "exported", "sweep.svg");
+    fs.mkdirSync(path.dirname(svgPath), { recursive: true });
+    answerDialogs(svgPath);
+    await (await browser.$('[data-testid="sweep-chart"]').parentElement().$("button=Save SVG")).click();
+    await browser.waitUntil(() => fs.existsSync(svgPath), { timeout: UI, timeoutMsg: "no SVG written" });
+    const svg = fs.readFileSync(svgPath, "utf8");
+    assert.ok(svg.startsWith("<svg"), svg.slice(0, 80));
+    for (const name of ["agent-kg-extract (jsonl", "agent-kg-extract-array (json", "fraction of the reply emitted"]) {
+      assert.ok(svg.includes(name), `the saved SVG lacks "${name}"`);
+    }
     await shot("compare");
   });
 

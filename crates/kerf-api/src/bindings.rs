@@ -6,7 +6,9 @@
 
 use ts_rs::{Config, TS};
 
-use crate::{compare, experiments, export, history, meta, models, prompts, providers, runs};
+use crate::{
+    charts, compare, experiments, export, history, meta, models, prompts, providers, runs,
+};
 
 /// `(file name, contents)` for each of `$ty`.
 macro_rules! declarations {
@@ -50,6 +52,12 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         runs::wire::RunDone,
         runs::StoredParams,
         runs::StoredConstrain,
+        // Charts.
+        charts::Chart,
+        charts::Axis,
+        charts::Scale,
+        charts::Ticks,
+        charts::Series,
         // The window's lists.
         meta::Meta,
         meta::ProviderKindMeta,

@@ -26,6 +26,7 @@
 //! - [`providers`] — cloud providers and servers: definitions, keys into the keyring, probes.
 //! - [`export`] — prompts in production shapes.
 //! - [`models`] — local models, providers and devices a run can use.
+//! - [`charts`] — one chart specification, built by the areas, drawn by the window and as SVG.
 //! - [`meta`] — the closed lists the window offers (modes, targets, statuses, run defaults),
 //!   declared once.
 //! - [`workbench`] — the composition root.
@@ -33,6 +34,7 @@
 //! - [`error`] — [`ApiError`] `{code, message, details?}` with a closed [`Code`].
 
 pub mod bindings;
+pub mod charts;
 pub mod compare;
 pub mod error;
 pub mod eval;

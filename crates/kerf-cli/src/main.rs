@@ -3,7 +3,6 @@
 //! Exit codes (documented in the README and in `kerf --help`):
 //! 0 success · 1 the input failed (parse, validation, template or lint errors) · 2 usage or I/O error.
 
-mod chart;
 mod cmd;
 mod junit;
 mod output;

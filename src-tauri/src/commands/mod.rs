@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use kerf_api::charts::Chart;
 use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison};
 use kerf_api::export::{ExportTarget, wire::ExportView};
 use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
@@ -226,6 +227,10 @@ async fn prompts_import<R: Runtime>(
         Ok(written.iter().map(|p| p.display().to_string()).collect())
     })
     .await
+}
+
+async fn chart_svg<R: Runtime>(_cx: Cx<'_, R>, chart: Chart) -> Result<String> {
+    blocking(move || kerf_api::charts::svg(&chart, 900, 520)).await
 }
 
 async fn meta<R: Runtime>(_cx: Cx<'_, R>) -> Result<Meta> {

@@ -2,6 +2,7 @@
 // commands; do not edit (`KERF_BLESS=1 cargo test -p kerf-desktop --test commands`
 // rewrites it, and that test fails when it drifts).
 import { call, channel } from "./call";
+import type { Chart } from "./bindings/Chart";
 import type { CompareInput } from "./bindings/CompareInput";
 import type { CompareProgress } from "./bindings/CompareProgress";
 import type { Comparison } from "./bindings/Comparison";
@@ -77,6 +78,13 @@ export function promptRenameSchemaKey(draft: PromptDraft): Promise<PromptDraft> 
  */
 export function promptsImport(file: string, overwrite: boolean): Promise<Array<string>> {
   return call<Array<string>>("prompts_import", { file, overwrite });
+}
+
+/**
+ * A chart as the SVG file its "Save SVG" writes: drawn as the CLI draws its charts.
+ */
+export function chartSvg(chart: Chart): Promise<string> {
+  return call<string>("chart_svg", { chart });
 }
 
 /**

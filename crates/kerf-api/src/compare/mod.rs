@@ -13,6 +13,7 @@ use kerf_store::Store;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::charts::{Axis, BudgetCurve, BudgetPoint, Chart, Scale, Ticks};
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, Hooks, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
@@ -401,6 +402,62 @@ pub struct Report {
     pub experiment: Option<i64>,
     pub rows: Vec<ReportRow>,
     pub sweeps: Vec<ReportSweep>,
+}
+
+/// A prompt's pass as a chart names it: `kg (jsonl, constrained)`.
+fn pass_name(prompt: &str, response_type: ResponseType, constrained: bool) -> String {
+    format!(
+        "{prompt} ({response_type}{})",
+        if constrained { ", constrained" } else { "" }
+    )
+}
+
+impl Report {
+    /// Objects recovered against the budget: a line per prompt and pass.
+    pub fn budget_chart(&self) -> Chart {
+        let mut curves = Vec::new();
+        for r in &self.rows {
+            BudgetCurve::add(
+                &mut curves,
+                pass_name(&r.prompt, r.response_type, r.constrained),
+                BudgetPoint {
+                    budget: r.max_tokens,
+                    value: r.objects as f64,
+                    band: None,
+                },
+            );
+        }
+        Chart::budgets(
+            "Objects recovered vs max_tokens",
+            Axis::new("objects", Scale::Linear, Ticks::Count),
+            &curves,
+        )
+    }
+
+    /// Each format's best reply cut at every unit (`None`: no reply had objects to sweep).
+    pub fn sweep_chart(&self) -> Option<Chart> {
+        let curves: Vec<(String, &Sweep)> = self
+            .sweeps
+            .iter()
+            .map(|f| {
+                let name = pass_name(&f.prompt, f.response_type, f.constrained);
+                // A reply that did not end on its own is labelled so: its curve stops where the
+                // budget did.
+                let name = if f.cut_by_budget {
+                    format!("{name}, cut by its budget")
+                } else {
+                    name
+                };
+                (name, &f.sweep)
+            })
+            .collect();
+        (!curves.is_empty()).then(|| {
+            Chart::sweeps(
+                "If each format's best reply were cut at every token",
+                &curves,
+            )
+        })
+    }
 }
 
 impl Compared {

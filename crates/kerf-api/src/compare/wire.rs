@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use super::{ConstrainMode, Report, ReportRow, ReportSweep};
+use crate::charts::Chart;
 use crate::runs::wire::RunOptions;
 
 /// One run of a compare: a prompt at a budget, constrained or not.
@@ -98,6 +99,10 @@ pub struct Comparison {
     pub experiment: Option<i64>,
     pub rows: Vec<CompareRow>,
     pub sweeps: Vec<SweepCurve>,
+    /// Objects recovered against the budget, a line per prompt and pass.
+    pub budget_chart: Chart,
+    /// Each format's best reply cut at every token (none when no reply had objects).
+    pub sweep_chart: Option<Chart>,
 }
 
 impl From<&Report> for Comparison {
@@ -107,6 +112,8 @@ impl From<&Report> for Comparison {
             experiment: r.experiment,
             rows: r.rows.iter().map(CompareRow::from).collect(),
             sweeps: r.sweeps.iter().map(SweepCurve::from).collect(),
+            budget_chart: r.budget_chart(),
+            sweep_chart: r.sweep_chart(),
         }
     }
 }

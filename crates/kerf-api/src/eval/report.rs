@@ -18,6 +18,7 @@ use super::analysis::{
     Advice, BudgetPoint, Comparison, Drops, Side, advise, compare, f1_interval, repeat_stats,
 };
 use super::lines::{CellLine, SummaryLine, line_cells};
+use crate::charts::{self, Axis, BudgetCurve, Chart, Scale, Ticks};
 use crate::error::Result;
 
 /// An eval's result: what `kerf eval --json` prints and the history keeps. `experiment`,
@@ -386,4 +387,58 @@ pub fn compare_reports(a: &Report, b: &Report) -> Vec<Comparison> {
         ));
     }
     out
+}
+
+impl Report {
+    /// F1 and recall against the budget, a line per prompt and constraint pass: F1 with its
+    /// band (the spread over repeats, else its bootstrap interval). What the HTML report draws
+    /// and the window will.
+    pub fn budget_charts(&self) -> Vec<Chart> {
+        let mut charts = Vec::new();
+        for (metric, title) in [
+            ("F1", "F1 against the budget"),
+            ("recall", "Recall against the budget"),
+        ] {
+            let mut curves = Vec::new();
+            for l in self.summary.iter().filter(|l| l.cells > 0) {
+                let name = format!(
+                    "{}{}",
+                    l.prompt,
+                    if l.constrained { " (constrained)" } else { "" }
+                );
+                let (value, band) = if metric == "F1" {
+                    let band = match &l.repeats {
+                        Some(r) => {
+                            let f: Vec<f64> = r.f1_by_repeat.iter().flatten().copied().collect();
+                            let lo = f.iter().copied().fold(f64::INFINITY, f64::min);
+                            let hi = f.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                            (!f.is_empty()).then_some([lo, hi])
+                        }
+                        None => l.f1_ci,
+                    };
+                    (l.micro.f1, band)
+                } else {
+                    (l.micro.recall, None)
+                };
+                let Some(value) = value else { continue };
+                BudgetCurve::add(
+                    &mut curves,
+                    name,
+                    charts::BudgetPoint {
+                        budget: l.max_tokens,
+                        value,
+                        band,
+                    },
+                );
+            }
+            if !curves.is_empty() {
+                charts.push(Chart::budgets(
+                    title,
+                    Axis::new(metric, Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
+                    &curves,
+                ));
+            }
+        }
+        charts
+    }
 }

@@ -1,5 +1,5 @@
 //! `kerf eval report --html`: one self-contained HTML file — the summary, F1 and recall
-//! against the budget (SVG, drawn by plotters, inline), budget advice, repeats, comparisons,
+//! against the budget (the report's charts as SVG, inline), budget advice, repeats, comparisons,
 //! the drop-reason histogram with its rows, and every row's expected and extracted records side
 //! by side, marked matched / partial / missed / spurious. A minijinja template, auto-escaped.
 
@@ -11,52 +11,16 @@ use kerf_api::{ApiError, Code};
 use kerf_core::eval::score::without_aliases;
 use serde_json::{Value, json};
 
-use crate::chart::{BudgetCurve, budget_svg};
-
 const TEMPLATE: &str = include_str!("../eval-report.html");
 
 /// Write `report` (of `eval`) to `path` as HTML.
 pub fn write(path: &Path, eval: &Eval, report: &Report) -> Result<()> {
     let repeated = report.summary.iter().any(|l| l.repeats.is_some());
-    let mut charts = Vec::new();
-    for (metric, title) in [
-        ("F1", "F1 against the budget"),
-        ("recall", "Recall against the budget"),
-    ] {
-        let mut curves: Vec<BudgetCurve> = Vec::new();
-        for l in report.summary.iter().filter(|l| l.cells > 0) {
-            let name = format!(
-                "{}{}",
-                l.prompt,
-                if l.constrained { " (constrained)" } else { "" }
-            );
-            let (value, band) = if metric == "F1" {
-                let band = match &l.repeats {
-                    Some(r) => {
-                        let f: Vec<f64> = r.f1_by_repeat.iter().flatten().copied().collect();
-                        let lo = f.iter().copied().fold(f64::INFINITY, f64::min);
-                        let hi = f.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                        (!f.is_empty()).then_some([lo, hi])
-                    }
-                    None => l.f1_ci,
-                };
-                (l.micro.f1, band)
-            } else {
-                (l.micro.recall, None)
-            };
-            let Some(value) = value else { continue };
-            match curves.iter_mut().find(|c| c.name == name) {
-                Some(c) => c.points.push((l.max_tokens, value, band)),
-                None => curves.push(BudgetCurve {
-                    name,
-                    points: vec![(l.max_tokens, value, band)],
-                }),
-            }
-        }
-        if !curves.is_empty() {
-            charts.push(budget_svg(title, metric, &curves)?);
-        }
-    }
+    let charts = report
+        .budget_charts()
+        .iter()
+        .map(|c| kerf_api::charts::svg(c, 760, 380))
+        .collect::<kerf_api::Result<Vec<_>>>()?;
     let rows: Vec<Value> = eval
         .rows
         .iter()

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use kerf_api::charts::Chart;
 use kerf_api::experiments::spec::CutUnit;
 use kerf_api::experiments::sweep::{Reply, Step};
 use kerf_core::sweep::Sweep;
@@ -180,9 +181,15 @@ pub fn run(
         let curves: Vec<(String, &Sweep)> = subjects
             .iter()
             .zip(&sweeps)
-            .map(|(s, w)| (s.name.clone(), w))
+            .map(|(s, w)| {
+                (
+                    format!("{}: {} objects, score {:.3}", s.name, w.total, w.score),
+                    w,
+                )
+            })
             .collect();
-        crate::chart::sweep_svg(path, &curves)?;
+        let chart = Chart::sweeps("Objects recovered if the reply is cut off", &curves);
+        write_file(path, &kerf_api::charts::svg(&chart, 900, 520)?)?;
         if !args.json {
             eprintln!("kerf: wrote {}", path.display());
         }

@@ -1,0 +1,475 @@
+//! One chart specification ([`Chart`]) for every chart Kerf draws: the areas build it from their
+//! results (a compare's budget and sweep curves, an eval's figures against the budget, `kerf
+//! sweep`'s curves), the window draws it interactively (uPlot), and [`svg`] draws it as a file —
+//! `kerf sweep --svg`, the eval's HTML report and the window's "Save SVG" alike. So a chart's
+//! points, labels, scales and colours are decided once, here and in the builders.
+
+use kerf_core::sweep::Sweep;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use crate::error::{ApiError, Code, Result};
+
+/// A chart: series sampled at shared x values, their axes and title.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Chart {
+    pub title: String,
+    pub x: Axis,
+    pub y: Axis,
+    /// The x values every series is sampled at, ascending.
+    pub xs: Vec<f64>,
+    pub series: Vec<Series>,
+    /// Each value holds until the next x (a sweep's counts), instead of a line between points.
+    pub stepped: bool,
+}
+
+/// An axis: its label, scale, how its ticks read, and its range where fixed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(rename = "ChartAxis")]
+pub struct Axis {
+    pub label: String,
+    pub scale: Scale,
+    pub ticks: Ticks,
+    /// Fixed ends (`None`: from the data).
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+#[ts(rename = "ChartScale")]
+pub enum Scale {
+    Linear,
+    /// Token budgets: each doubling the same width.
+    Log,
+}
+
+/// How tick labels read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+#[ts(rename = "ChartTicks")]
+pub enum Ticks {
+    /// Whole numbers only (objects, tokens).
+    Count,
+    /// A fraction as a percentage (0.5 → 50%).
+    Percent,
+    /// A figure from 0 to 1, one decimal.
+    Decimal,
+}
+
+/// One line of a chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(rename = "ChartSeries")]
+pub struct Series {
+    pub name: String,
+    /// `#rrggbb`, readable on white and distinct for common colour blindness.
+    pub color: String,
+    /// One value per x (`None`: no point there).
+    pub ys: Vec<Option<f64>>,
+    /// A shaded range per x (an interval, or repeats' spread), where known.
+    pub band: Option<Vec<Option<[f64; 2]>>>,
+    /// Mark each point (a few measured budgets), not only the line.
+    pub marks: bool,
+}
+
+/// One line of a budget chart, as an area measured it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetCurve {
+    pub name: String,
+    pub points: Vec<BudgetPoint>,
+}
+
+/// A value measured at a budget, and its range where known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetPoint {
+    pub budget: u32,
+    pub value: f64,
+    pub band: Option<[f64; 2]>,
+}
+
+impl BudgetCurve {
+    /// `value` at `budget` (with its `band`) on the curve named `name`, started if new.
+    pub fn add(curves: &mut Vec<BudgetCurve>, name: String, point: BudgetPoint) {
+        match curves.iter_mut().find(|c| c.name == name) {
+            Some(c) => c.points.push(point),
+            None => curves.push(BudgetCurve {
+                name,
+                points: vec![point],
+            }),
+        }
+    }
+}
+
+/// The colours series take in turn (Okabe–Ito).
+const PALETTE: [(u8, u8, u8); 6] = [
+    (0, 114, 178),
+    (213, 94, 0),
+    (0, 158, 115),
+    (204, 121, 167),
+    (86, 180, 233),
+    (230, 159, 0),
+];
+
+/// The `i`th series' colour.
+pub fn color(i: usize) -> String {
+    let (r, g, b) = PALETTE[i % PALETTE.len()];
+    format!("#{r:02x}{g:02x}{b:02x}")
+}
+
+impl Axis {
+    pub fn new(label: impl Into<String>, scale: Scale, ticks: Ticks) -> Self {
+        Axis {
+            label: label.into(),
+            scale,
+            ticks,
+            min: None,
+            max: None,
+        }
+    }
+
+    pub fn range(mut self, min: f64, max: f64) -> Self {
+        self.min = Some(min);
+        self.max = Some(max);
+        self
+    }
+}
+
+impl Chart {
+    /// Curves of objects recovered against the fraction of a reply emitted before the cut: one
+    /// step curve per `(name, sweep)`, sampled exactly at every point where any count changes.
+    pub fn sweeps(title: &str, curves: &[(String, &Sweep)]) -> Chart {
+        let fraction = |s: &Sweep, o: usize| o as f64 / s.length.max(1) as f64;
+        let mut xs: Vec<f64> = curves
+            .iter()
+            .flat_map(|(_, s)| s.points.iter().map(move |&(o, _)| fraction(s, o)))
+            .chain([0.0, 1.0])
+            .collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        // `token:o200k_base` cuts at each token (of that tokenizer): the axis names the kind.
+        let unit = curves
+            .first()
+            .map(|(_, s)| s.unit.split(':').next().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        let series = curves
+            .iter()
+            .enumerate()
+            .map(|(i, (name, s))| Series {
+                name: name.clone(),
+                color: color(i),
+                ys: xs
+                    .iter()
+                    .map(|&x| {
+                        // The count at x: the last change at or before it.
+                        let n = s
+                            .points
+                            .iter()
+                            .take_while(|&&(o, _)| fraction(s, o) <= x + 1e-12)
+                            .last()
+                            .map_or(0, |&(_, n)| n);
+                        Some(n as f64)
+                    })
+                    .collect(),
+                band: None,
+                marks: false,
+            })
+            .collect();
+        Chart {
+            title: title.to_string(),
+            x: Axis::new(
+                format!("fraction of the reply emitted (cut at each {unit})"),
+                Scale::Linear,
+                Ticks::Percent,
+            )
+            .range(0.0, 1.0),
+            y: Axis::new("objects recovered", Scale::Linear, Ticks::Count),
+            xs,
+            series,
+            stepped: true,
+        }
+    }
+
+    /// Values against the token budget: each curve a line through its measured budgets, with a
+    /// band where one is known.
+    pub fn budgets(title: &str, y: Axis, curves: &[BudgetCurve]) -> Chart {
+        let mut budgets: Vec<u32> = curves
+            .iter()
+            .flat_map(|c| c.points.iter().map(|p| p.budget))
+            .collect();
+        budgets.sort_unstable();
+        budgets.dedup();
+        let series = curves
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let at = |b: u32| c.points.iter().find(|p| p.budget == b);
+                let band: Vec<Option<[f64; 2]>> = budgets
+                    .iter()
+                    .map(|&b| at(b).and_then(|p| p.band))
+                    .collect();
+                Series {
+                    name: c.name.clone(),
+                    color: color(i),
+                    ys: budgets.iter().map(|&b| at(b).map(|p| p.value)).collect(),
+                    band: band.iter().any(Option::is_some).then_some(band),
+                    marks: true,
+                }
+            })
+            .collect();
+        Chart {
+            title: title.to_string(),
+            x: Axis::new("max_tokens (log scale)", Scale::Log, Ticks::Count),
+            y,
+            xs: budgets.iter().map(|&b| f64::from(b)).collect(),
+            series,
+            stepped: false,
+        }
+    }
+}
+
+/// `chart` as a standalone SVG document, `width` × `height` pixels.
+pub fn svg(chart: &Chart, width: u32, height: u32) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
+        draw(chart, &root).map_err(|e| ApiError::new(Code::Internal, format!("chart: {e}")))?;
+    }
+    Ok(out)
+}
+
+type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// Where `x` is drawn: a log scale is drawn as a linear one in log₂ x, so both scales take the
+/// one path below (and a log axis's ticks fall on powers of two).
+fn place(scale: Scale, x: f64) -> f64 {
+    match scale {
+        Scale::Linear => x,
+        Scale::Log => x.max(f64::MIN_POSITIVE).log2(),
+    }
+}
+
+fn rgb(hex: &str) -> RGBColor {
+    let c = |i: usize| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("00"), 16).unwrap_or(0);
+    RGBColor(c(1), c(3), c(5))
+}
+
+fn draw(chart: &Chart, root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Drawn {
+    root.fill(&WHITE)?;
+    let scale = chart.x.scale;
+    let (x0, x1) = x_range(chart);
+    let y_max = chart.y.max.unwrap_or_else(|| {
+        let top = chart
+            .series
+            .iter()
+            .flat_map(|s| s.ys.iter().flatten())
+            .copied()
+            .fold(0.0, f64::max);
+        top.max(1.0) * 1.05
+    });
+    let y_min = chart.y.min.unwrap_or(0.0);
+    let mut c = ChartBuilder::on(root)
+        .caption(&chart.title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(place(scale, x0)..place(scale, x1), y_min..y_max)?;
+    let x_tick = |v: &f64| match scale {
+        Scale::Log if (v - v.round()).abs() < 1e-6 => tick(chart.x.ticks, v.round().exp2()),
+        Scale::Log => String::new(),
+        Scale::Linear => tick(chart.x.ticks, *v),
+    };
+    let y_tick = |v: &f64| tick(chart.y.ticks, *v);
+    c.configure_mesh()
+        .x_desc(chart.x.label.as_str())
+        .y_desc(chart.y.label.as_str())
+        .x_labels(8)
+        .light_line_style(WHITE)
+        .x_label_formatter(&x_tick)
+        .y_label_formatter(&y_tick)
+        .axis_desc_style(("sans-serif", 14))
+        .draw()?;
+    for s in &chart.series {
+        let colour = rgb(&s.color);
+        if let Some(band) = &s.band {
+            let known: Vec<(f64, [f64; 2])> = chart
+                .xs
+                .iter()
+                .zip(band)
+                .filter_map(|(&x, r)| r.map(|r| (place(scale, x), r)))
+                .collect();
+            if known.len() >= 2 {
+                let mut outline: Vec<(f64, f64)> = known.iter().map(|(x, r)| (*x, r[1])).collect();
+                outline.extend(known.iter().rev().map(|(x, r)| (*x, r[0])));
+                c.draw_series(std::iter::once(Polygon::new(
+                    outline,
+                    colour.mix(0.18).filled(),
+                )))?;
+            } else if let Some((x, r)) = known.first() {
+                c.draw_series(std::iter::once(PathElement::new(
+                    vec![(*x, r[0]), (*x, r[1])],
+                    colour.mix(0.4).stroke_width(6),
+                )))?;
+            }
+        }
+        // A line through the known points: one missing at a shared x (a budget this curve was
+        // not measured at) is passed over, as the window draws it.
+        let mut line: Vec<(f64, f64)> = Vec::new();
+        for (&x, y) in chart.xs.iter().zip(&s.ys) {
+            let Some(y) = *y else { continue };
+            let x = place(scale, x);
+            if chart.stepped
+                && let Some(&(_, before)) = line.last()
+            {
+                // The count holds until this change.
+                line.push((x, before));
+            }
+            line.push((x, y));
+        }
+        if s.marks {
+            c.draw_series(line.iter().map(|&p| Circle::new(p, 4, colour.filled())))?;
+        }
+        c.draw_series(LineSeries::new(line, colour.stroke_width(3)))?
+            .label(s.name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3))
+            });
+    }
+    c.configure_series_labels()
+        .position(if chart.stepped {
+            SeriesLabelPosition::UpperLeft
+        } else {
+            SeriesLabelPosition::LowerRight
+        })
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// The x range: fixed, or the data's — with a little room either side on a log scale (a third
+/// of a doubling), so the end points are not on the frame.
+fn x_range(chart: &Chart) -> (f64, f64) {
+    let lo = chart.xs.first().copied().unwrap_or(0.0);
+    let hi = chart.xs.last().copied().unwrap_or(1.0);
+    let (lo, hi) = match chart.x.scale {
+        Scale::Log => {
+            let lo = lo.max(1.0);
+            (lo / 1.25, hi.max(lo * 2.0) * 1.25)
+        }
+        Scale::Linear if hi > lo => (lo, hi),
+        Scale::Linear => (lo, lo + 1.0),
+    };
+    (chart.x.min.unwrap_or(lo), chart.x.max.unwrap_or(hi))
+}
+
+fn tick(ticks: Ticks, v: f64) -> String {
+    match ticks {
+        Ticks::Count if (v - v.round()).abs() < 1e-9 => format!("{v:.0}"),
+        Ticks::Count => String::new(),
+        Ticks::Percent => format!("{:.0}%", v * 100.0),
+        Ticks::Decimal => format!("{v:.1}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(points: Vec<(usize, usize)>, length: usize) -> Sweep {
+        Sweep {
+            total: points.last().map_or(0, |p| p.1),
+            points,
+            score: 0.5,
+            unit: "token:o200k_base".into(),
+            length,
+        }
+    }
+
+    #[test]
+    fn a_sweep_is_a_step_curve_sampled_at_every_change_of_any_series() {
+        let a = sweep(vec![(0, 0), (10, 1), (20, 2), (40, 3)], 40);
+        let b = sweep(vec![(0, 0), (50, 2), (100, 2)], 100);
+        let chart = Chart::sweeps("cut", &[("a".into(), &a), ("b".into(), &b)]);
+        assert_eq!(chart.xs, [0.0, 0.25, 0.5, 1.0]);
+        assert_eq!(
+            chart.series[0].ys,
+            [Some(0.0), Some(1.0), Some(2.0), Some(3.0)]
+        );
+        assert_eq!(
+            chart.series[1].ys,
+            [Some(0.0), Some(0.0), Some(2.0), Some(2.0)]
+        );
+        assert!(chart.stepped);
+        assert_eq!(
+            chart.x.label,
+            "fraction of the reply emitted (cut at each token)"
+        );
+        assert_ne!(chart.series[0].color, chart.series[1].color);
+    }
+
+    fn curves(points: &[(&str, u32, f64, Option<[f64; 2]>)]) -> Vec<BudgetCurve> {
+        let mut curves = Vec::new();
+        for &(name, budget, value, band) in points {
+            BudgetCurve::add(
+                &mut curves,
+                name.into(),
+                BudgetPoint {
+                    budget,
+                    value,
+                    band,
+                },
+            );
+        }
+        curves
+    }
+
+    #[test]
+    fn budget_curves_share_the_sorted_budgets_and_keep_their_gaps_and_bands() {
+        let chart = Chart::budgets(
+            "F1",
+            Axis::new("F1", Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
+            &curves(&[
+                ("kg", 128, 0.9, Some([0.8, 1.0])),
+                ("kg", 32, 0.5, None),
+                ("kg-array", 32, 0.1, None),
+            ]),
+        );
+        assert_eq!(chart.xs, [32.0, 128.0]);
+        assert_eq!(chart.series[0].ys, [Some(0.5), Some(0.9)]);
+        assert_eq!(chart.series[1].ys, [Some(0.1), None]);
+        assert_eq!(chart.series[0].band, Some(vec![None, Some([0.8, 1.0])]));
+        assert_eq!(chart.series[1].band, None);
+        assert_eq!(chart.x.scale, Scale::Log);
+    }
+
+    #[test]
+    fn the_svg_is_one_document_with_every_series_named_and_escaped() {
+        let a = sweep(vec![(0, 0), (10, 1), (40, 3)], 40);
+        let chart = Chart::sweeps(
+            "Objects <cut> & kept",
+            &[("a & b".into(), &a), ("c".into(), &a)],
+        );
+        let doc = svg(&chart, 760, 380).expect("drawn");
+        assert!(doc.starts_with("<svg"), "{}", &doc[..60]);
+        assert!(doc.contains("Objects &lt;cut&gt; &amp; kept"));
+        // plotters writes each text on a line of its own.
+        assert!(
+            doc.contains("\na &amp; b\n") && doc.contains("\nc\n"),
+            "{doc}"
+        );
+        // A budget chart on a log scale: its ticks fall on powers of two.
+        let budgets = Chart::budgets(
+            "recall",
+            Axis::new("recall", Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
+            &curves(&[("kg", 64, 0.5, None), ("kg", 512, 0.9, None)]),
+        );
+        let doc = svg(&budgets, 760, 380).expect("drawn");
+        assert!(doc.contains("\n128\n") && doc.contains("\n256\n"), "{doc}");
+    }
+}
