@@ -7,7 +7,7 @@
 use ts_rs::{Config, TS};
 
 use crate::{
-    charts, compare, experiments, export, history, meta, models, prompts, providers, runs,
+    charts, compare, eval, experiments, export, history, meta, models, prompts, providers, runs,
 };
 
 /// `(file name, contents)` for each of `$ty`.
@@ -52,6 +52,21 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         runs::wire::RunDone,
         runs::StoredParams,
         runs::StoredConstrain,
+        // Eval.
+        kerf_core::eval::Scores,
+        kerf_core::eval::TypeTotals,
+        eval::wire::Progress,
+        eval::wire::Report,
+        eval::wire::SummaryLine,
+        eval::wire::CellLine,
+        eval::wire::RepeatStats,
+        eval::wire::FindRate,
+        eval::wire::Advice,
+        eval::wire::Drops,
+        eval::wire::DropBar,
+        eval::wire::Comparison,
+        eval::wire::Side,
+        eval::wire::RowDiff,
         // Charts.
         charts::Chart,
         charts::Axis,

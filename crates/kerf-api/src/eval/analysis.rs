@@ -9,6 +9,7 @@ use kerf_core::eval::{Counts, Matcher, identity};
 use kerf_core::report::DropKind;
 use serde::Serialize;
 use serde_json::Value;
+use ts_rs::TS;
 
 use super::lines::{CellLine, SummaryLine};
 pub use super::lines::{FindRate, RepeatStats};
@@ -117,7 +118,7 @@ pub fn f1_interval(cells: &[&CellLine]) -> Option<[f64; 2]> {
 }
 
 /// The budget to pick for one prompt and constraint.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct Advice {
     pub prompt: String,
     pub constrained: bool,
@@ -177,7 +178,7 @@ pub fn advise(
 
 /// One bar of a prompt's drop histogram: a reason, how many pieces it dropped, in how many
 /// cells, and the rows they came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct DropBar {
     pub kind: DropKind,
     pub objects: usize,
@@ -187,7 +188,7 @@ pub struct DropBar {
 
 /// Why one prompt's replies lost pieces, over the whole dataset (every budget, constraint and
 /// repeat).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct Drops {
     pub prompt: String,
     pub bars: Vec<DropBar>,
@@ -225,7 +226,8 @@ pub fn drops(prompt: &str, cells: &[&CellLine]) -> Drops {
 }
 
 /// One side of a comparison: an eval's prompt at a budget and constraint.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[ts(rename = "EvalSide")]
 pub struct Side {
     pub experiment: i64,
     pub prompt: String,
@@ -249,7 +251,7 @@ impl Side {
 }
 
 /// One row of a comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct RowDiff {
     pub row: String,
     pub f1_a: Option<f64>,
@@ -258,13 +260,16 @@ pub struct RowDiff {
     pub diff: Option<f64>,
     /// The first repeat's records only `b` extracted, only `a` did, and those both extracted
     /// with some fields different (the history's object diff).
+    #[ts(type = "unknown[]")]
     pub gained: Vec<Value>,
+    #[ts(type = "unknown[]")]
     pub lost: Vec<Value>,
     pub changed: usize,
 }
 
 /// Two prompts (or two evals) on the same rows: the paired difference of their F1.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[ts(rename = "EvalComparison")]
 pub struct Comparison {
     pub a: Side,
     pub b: Side,

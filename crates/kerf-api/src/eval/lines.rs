@@ -10,10 +10,11 @@ use kerf_llm::FinishReason;
 use kerf_store::Status;
 use serde::Serialize;
 use serde_json::Value;
+use ts_rs::TS;
 
 /// One cell of the matrix, scored. The first fifteen keys are an interface (`kerf eval --json`);
 /// the rest are additions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct CellLine {
     pub row: String,
     pub prompt: String,
@@ -37,6 +38,7 @@ pub struct CellLine {
     /// on a reply that ended on its own, but not here: what the cut cost.
     pub lost_to_cut: Option<u64>,
     pub status: Option<Status>,
+    #[ts(as = "std::collections::HashMap<kerf_core::DropKind, usize>")]
     pub dropped: DropCounts,
     /// Extracted records whose identity fields are not found in the document.
     pub ungrounded: Option<usize>,
@@ -56,7 +58,7 @@ pub struct CellLine {
 }
 
 /// One prompt × budget × constraint over the dataset. The first eleven keys are an interface.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct SummaryLine {
     pub prompt: String,
     pub max_tokens: u32,
@@ -88,7 +90,7 @@ pub struct SummaryLine {
 }
 
 /// How a prompt × budget × constraint line holds up over repeats (`--repeat` 2 or more).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct RepeatStats {
     /// Micro F1 of each repeat over the dataset, in repeat order (null: nothing to score).
     pub f1_by_repeat: Vec<Option<f64>>,
@@ -111,7 +113,7 @@ pub struct RepeatStats {
 }
 
 /// One expected record's find rate over repeats.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct FindRate {
     pub row: String,
     /// Its index in the row's expected records.

@@ -19,6 +19,7 @@ pub mod lines;
 pub mod report;
 pub mod tests;
 pub mod threshold;
+pub mod wire;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -29,6 +30,7 @@ use kerf_llm::CancelToken;
 use kerf_store::{EvalCell, Store};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use ts_rs::TS;
 
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, Hooks, Ran, Runner};
@@ -80,7 +82,8 @@ pub struct Pace {
 }
 
 /// Where an eval stands, as it goes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, TS)]
+#[ts(rename = "EvalProgress")]
 pub struct Progress {
     /// Cells finished in this pass (ok, cut by their budget, or failed).
     pub done: usize,

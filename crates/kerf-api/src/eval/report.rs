@@ -12,6 +12,7 @@ use kerf_core::{ParseReport, Prompt};
 use kerf_llm::{FinishReason, RunDetails};
 use kerf_store::{Status, Store, StoredReply};
 use serde::Serialize;
+use ts_rs::TS;
 
 use super::Eval;
 use super::analysis::{
@@ -23,7 +24,8 @@ use crate::error::Result;
 
 /// An eval's result: what `kerf eval --json` prints and the history keeps. `experiment`,
 /// `summary` and `cells` are an interface; the rest are additions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[ts(rename = "EvalReport")]
 pub struct Report {
     pub experiment: i64,
     pub summary: Vec<SummaryLine>,

@@ -27,6 +27,7 @@ pub struct Totals {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct TypeTotals {
     #[serde(flatten)]
     pub micro: Scores,

@@ -68,6 +68,7 @@ impl Counts {
 
 /// Counts with their figures, as every `--json` prints them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Scores {
     pub tp: u64,
     pub fp: u64,
