@@ -55,6 +55,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         // Eval.
         kerf_core::eval::Scores,
         kerf_core::eval::TypeTotals,
+        eval::wire::EvalInput,
         eval::wire::Progress,
         eval::wire::Report,
         eval::wire::SummaryLine,

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use kerf_api::charts::Chart;
 use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison};
+use kerf_api::eval::wire::{EvalInput, Progress as EvalProgress, Report as EvalReport};
 use kerf_api::export::{ExportTarget, wire::ExportView};
 use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
 use kerf_api::meta::Meta;
@@ -18,7 +19,7 @@ use kerf_api::models::wire::Models;
 use kerf_api::prompts::wire::{Inspection, PromptDoc, PromptDraft, PromptEntry};
 use kerf_api::providers::wire::{ProviderInfo, ProviderSpec, ProvidersView};
 use kerf_api::runs::wire::{RunDone, RunInput, RunMessage, RunOptions};
-use kerf_api::{ApiError, Code, compare, export, history, models, prompts, providers, runs};
+use kerf_api::{ApiError, Code, compare, eval, export, history, models, prompts, providers, runs};
 use kerf_llm::CancelToken;
 use serde_json::Map;
 use tauri::ipc::Channel;
@@ -373,6 +374,38 @@ async fn compare_start<R: Runtime>(
             let _ = on_progress.send(p);
         })?;
         Ok(Comparison::from(&report))
+    })
+    .await
+}
+
+async fn eval_start<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    input: EvalInput,
+    on_progress: Channel<EvalProgress>,
+) -> Result<EvalReport> {
+    cx.state.access.check(&input.dataset, Use::Read)?;
+    cx.state.access.check_all(&input.prompts, Use::Read)?;
+    check_model(cx.state, &input.options)?;
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        let store = wb.store_required()?;
+        let finished = eval::flow::run(
+            &wb,
+            &store,
+            &input.start_input()?,
+            &token,
+            eval::Options::default(),
+            &mut |_| {},
+            &mut |p| {
+                let _ = on_progress.send(p.clone());
+            },
+        )?;
+        match finished.stopped() {
+            Some(e) => Err(e),
+            None => Ok(finished.report),
+        }
     })
     .await
 }

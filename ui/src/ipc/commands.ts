@@ -6,6 +6,9 @@ import type { Chart } from "./bindings/Chart";
 import type { CompareInput } from "./bindings/CompareInput";
 import type { CompareProgress } from "./bindings/CompareProgress";
 import type { Comparison } from "./bindings/Comparison";
+import type { EvalInput } from "./bindings/EvalInput";
+import type { EvalProgress } from "./bindings/EvalProgress";
+import type { EvalReport } from "./bindings/EvalReport";
 import type { ExperimentRow } from "./bindings/ExperimentRow";
 import type { ExportTarget } from "./bindings/ExportTarget";
 import type { ExportView } from "./bindings/ExportView";
@@ -174,6 +177,16 @@ export function runCancel(id: string): Promise<null> {
  */
 export function compareStart(id: string, input: CompareInput, onProgress: (message: CompareProgress) => void): Promise<Comparison> {
   return call<Comparison>("compare_start", { id, input, onProgress: channel(onProgress) });
+}
+
+/**
+ * Evaluate prompts over a dataset as `kerf eval` does (one experiment in the history; cells
+ * reused from earlier evals of either front end with `cache`), reporting each cell's end;
+ * its report, as `kerf eval --json` prints it. `run_cancel(id)` stops it: what finished is
+ * kept, and `kerf eval resume` runs the rest.
+ */
+export function evalStart(id: string, input: EvalInput, onProgress: (message: EvalProgress) => void): Promise<EvalReport> {
+  return call<EvalReport>("eval_start", { id, input, onProgress: channel(onProgress) });
 }
 
 /**

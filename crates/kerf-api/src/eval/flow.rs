@@ -110,6 +110,25 @@ pub fn start(
     Ok((e, l.provider))
 }
 
+/// Start an eval and run it whole: [`start`], then [`go`] at the concurrency it was started
+/// with — what the window's `eval_start` does.
+pub fn run(
+    wb: &Workbench,
+    store: &Store,
+    input: &StartInput,
+    cancel: &CancelToken,
+    options: Options,
+    on_plan: &mut dyn FnMut(&Size),
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Result<Finished> {
+    let (eval, provider) = start(wb, store, input, on_plan)?;
+    let pace = Pace {
+        concurrency: input.concurrency,
+        retry_errors: false,
+    };
+    go(store, &eval, &provider, pace, cancel, options, on_progress)
+}
+
 /// The eval `id` names, or the latest one.
 pub fn which(store: &Store, id: Option<i64>) -> Result<i64> {
     match id {

@@ -15,6 +15,7 @@
 
 pub mod analysis;
 pub mod flow;
+pub mod html;
 pub mod lines;
 pub mod report;
 pub mod tests;

@@ -1,8 +1,77 @@
-//! What a front end receives of an eval: its progress as it goes, and its report — the very
-//! types `kerf eval --json` prints (snake_case: the CLI's `--json` is an interface kept
-//! exactly, so the window reads the same names), exported to TypeScript.
+//! What a front end sends to start an eval ([`EvalInput`]) and receives: its progress as it
+//! goes, and its report — the very types `kerf eval --json` prints (snake_case: the CLI's
+//! `--json` is an interface kept exactly, so the window reads the same names). All exported to
+//! TypeScript.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use super::StartInput;
+use crate::error::Result;
+use crate::experiments::ConstrainMode;
+use crate::experiments::plan::Allowance;
+use crate::runs::wire::RunOptions;
 
 pub use super::Progress;
 pub use super::analysis::{Advice, Comparison, DropBar, Drops, RowDiff, Side};
 pub use super::lines::{CellLine, FindRate, RepeatStats, SummaryLine};
 pub use super::report::Report;
+
+/// What the window sends to start an eval: the CLI's `kerf eval` flags, as the run panel and the
+/// Evaluate form fill them in. [`EvalInput::start_input`] makes the same [`StartInput`] the CLI
+/// makes, so an eval started in either front end plans, records and caches the same cells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct EvalInput {
+    /// A `.jsonl` or `.csv` file, or a folder of `.txt` documents.
+    pub dataset: String,
+    /// The first N rows only.
+    #[serde(default)]
+    #[ts(optional)]
+    pub limit: Option<u32>,
+    /// One or more prompt files.
+    pub prompts: Vec<String>,
+    pub options: RunOptions,
+    pub budgets: Vec<u32>,
+    pub constrain: ConstrainMode,
+    /// Runs of each cell (default 1).
+    #[serde(default)]
+    #[ts(optional)]
+    pub repeat: Option<u32>,
+    /// Reuse replies earlier evals bought for the same cell (from either front end).
+    #[serde(default)]
+    pub cache: bool,
+    /// Requests in flight at once (default 4; the local engine runs one at a time).
+    #[serde(default)]
+    #[ts(optional)]
+    pub concurrency: Option<u32>,
+    /// The person confirmed an eval of more than 2,000 requests.
+    #[serde(default)]
+    #[ts(optional)]
+    pub confirmed: Option<bool>,
+}
+
+impl EvalInput {
+    /// The eval these fields ask for, as `kerf eval` would start it.
+    pub fn start_input(&self) -> Result<StartInput> {
+        Ok(StartInput {
+            dataset: PathBuf::from(&self.dataset),
+            limit: self.limit.map(|n| n as usize),
+            prompts: self.prompts.iter().map(PathBuf::from).collect(),
+            settings: self.options.settings()?,
+            max_tokens: self.budgets.clone(),
+            constrain: self.constrain,
+            repeat: self.repeat.unwrap_or(1),
+            cache: self.cache,
+            concurrency: self
+                .concurrency
+                .map_or(super::DEFAULT_CONCURRENCY, |n| n as usize),
+            allowed: Allowance {
+                max_requests: None,
+                yes: self.confirmed == Some(true),
+            },
+        })
+    }
+}

@@ -225,7 +225,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
                 ..eval::Options::default()
             };
             let report = eval::report(&store, &e, options)?;
-            super::eval_html::write(&a.html, &e, &report)?;
+            crate::output::write_file(&a.html, &eval::html::html(&e, &report)?)?;
             crate::outln!("eval {id}: wrote {}", a.html.display());
             Ok(Outcome::Ok)
         }

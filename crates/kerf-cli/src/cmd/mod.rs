@@ -3,7 +3,6 @@
 pub mod check;
 pub mod compare;
 pub mod eval;
-mod eval_html;
 pub mod export;
 pub mod history;
 pub mod import;

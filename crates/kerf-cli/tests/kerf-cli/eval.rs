@@ -996,6 +996,65 @@ fn the_cache_reuses_only_replies_that_ended_on_their_own_for_the_same_cell() {
     assert_eq!(model.requests(), 30 + 18);
 }
 
+/// The window's eval, as its Evaluate form sends it (`eval_start` runs this): the run panel's
+/// defaults from `meta` with the provider picked, over the same history and providers file the
+/// CLI uses.
+fn window_eval(dir: &Path, data: &Path, cache: bool) -> kerf_api::eval::Report {
+    use kerf_api::eval::{self, wire::EvalInput};
+    let mut options = serde_json::to_value(kerf_api::meta::meta().run_defaults).unwrap();
+    options["provider"] = json!("srv");
+    let input: EvalInput = serde_json::from_value(json!({
+        "dataset": data,
+        "prompts": [
+            repo().join("prompts/agent-kg-extract.json"),
+            repo().join("prompts/agent-kg-extract-array.json"),
+        ],
+        "options": options,
+        "budgets": [40, 1000],
+        "constrain": "none",
+        "cache": cache,
+        "concurrency": 4,
+    }))
+    .unwrap();
+    let wb = kerf_api::workbench::Workbench::at(dir, dir, &dir.join("models"), None);
+    let store = wb.store_required().unwrap();
+    let finished = eval::flow::run(
+        &wb,
+        &store,
+        &input.start_input().unwrap(),
+        &kerf_llm::CancelToken::new(),
+        eval::Options::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(finished.ending, eval::Ending::Whole);
+    finished.report
+}
+
+#[test]
+fn an_eval_cache_hits_across_the_window_and_the_cli() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, data) = setup(&model, &rows);
+    // The window buys every cell.
+    let first = window_eval(dir.path(), &data, false);
+    assert_eq!((first.cached, model.requests()), (0, 12));
+    // The CLI, with the cache, reuses the window's roomy cells: the same prompt versions, input,
+    // provider, model and parameters, whichever front end bought them.
+    let o = eval(dir.path(), &data, &["--cache", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout_json(&o)["cached"], 6, "{}", stderr(&o));
+    assert_eq!(model.requests(), 12 + 6);
+    // And the window reuses the CLI's.
+    let third = window_eval(dir.path(), &data, true);
+    assert_eq!((third.cached, model.requests()), (6, 18 + 6));
+    // The same figures whichever front end measured them.
+    for (a, b) in first.summary.iter().zip(&third.summary) {
+        assert_eq!((a.micro, a.lost_to_cut), (b.micro, b.lost_to_cut));
+    }
+}
+
 #[test]
 fn kerf_test_runs_a_prompt_files_tests_and_holds_them_to_their_minimums() {
     let rows = rows();

@@ -1,26 +1,25 @@
-//! `kerf eval report --html`: one self-contained HTML file — the summary, F1 and recall
+//! An eval as one self-contained HTML page (`kerf eval report --html`, and the window's "Save
+//! the HTML report"): the summary, F1 and recall
 //! against the budget (the report's charts as SVG, inline), budget advice, repeats, comparisons,
 //! the drop-reason histogram with its rows, and every row's expected and extracted records side
 //! by side, marked matched / partial / missed / spurious. A minijinja template, auto-escaped.
 
-use std::path::Path;
-
-use anyhow::Result;
-use kerf_api::eval::{CellLine, Eval, Report};
-use kerf_api::{ApiError, Code};
 use kerf_core::eval::score::without_aliases;
 use serde_json::{Value, json};
 
-const TEMPLATE: &str = include_str!("../eval-report.html");
+use super::{CellLine, Eval, Report};
+use crate::error::{ApiError, Code, Result};
 
-/// Write `report` (of `eval`) to `path` as HTML.
-pub fn write(path: &Path, eval: &Eval, report: &Report) -> Result<()> {
+const TEMPLATE: &str = include_str!("report.html");
+
+/// `report` (of `eval`) as one HTML page, nothing fetched and no script.
+pub fn html(eval: &Eval, report: &Report) -> Result<String> {
     let repeated = report.summary.iter().any(|l| l.repeats.is_some());
     let charts = report
         .budget_charts()
         .iter()
-        .map(|c| kerf_api::charts::svg(c, 760, 380))
-        .collect::<kerf_api::Result<Vec<_>>>()?;
+        .map(|c| crate::charts::svg(c, 760, 380))
+        .collect::<Result<Vec<_>>>()?;
     let rows: Vec<Value> = eval
         .rows
         .iter()
@@ -75,17 +74,9 @@ pub fn write(path: &Path, eval: &Eval, report: &Report) -> Result<()> {
     env.add_function("money", |v: Option<f64>| {
         v.map_or("–".into(), |v| format!("${v:.5}"))
     });
-    let html = env
-        .template_from_named_str("eval-report.html", TEMPLATE)
+    env.template_from_named_str("eval-report.html", TEMPLATE)
         .and_then(|t| t.render(context))
-        .map_err(|e| ApiError::new(Code::Internal, format!("the HTML report: {e:#}")))?;
-    std::fs::write(path, html).map_err(|e| {
-        ApiError::new(
-            Code::Io,
-            format!("{}: cannot write the report: {e}", path.display()),
-        )
-    })?;
-    Ok(())
+        .map_err(|e| ApiError::new(Code::Internal, format!("the HTML report: {e:#}")))
 }
 
 /// A cell's expected and extracted records, each with its mark.
