@@ -324,6 +324,11 @@ fn the_window_reads_and_writes_only_files_the_user_chose() {
         json!({"id": "e", "input": {"dataset": secret, "prompts": [], "budgets": [8],
             "constrain": "none", "options": options}, "onProgress": "__CHANNEL__:3"}),
     );
+    forbidden(
+        "tests_start",
+        json!({"id": "t", "input": {"prompts": [secret], "options": options},
+            "onResult": "__CHANNEL__:4"}),
+    );
     assert!(!elsewhere.join("x.txt").exists() && !elsewhere.join("p.json").exists());
     // Nothing in the user's prompt folder is written by being refused either.
     assert!(!dir.path().join("prompts").exists());

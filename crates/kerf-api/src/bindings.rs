@@ -68,6 +68,11 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         eval::wire::Comparison,
         eval::wire::Side,
         eval::wire::RowDiff,
+        // Tests.
+        eval::tests::TestsInput,
+        eval::tests::TestResult,
+        eval::tests::TestReport,
+        eval::tests::Verdict,
         // Charts.
         charts::Chart,
         charts::Axis,

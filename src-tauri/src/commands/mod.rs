@@ -11,6 +11,7 @@ use std::path::Path;
 
 use kerf_api::charts::Chart;
 use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison};
+use kerf_api::eval::tests::{TestReport, TestResult, TestsInput};
 use kerf_api::eval::wire::{EvalInput, Progress as EvalProgress, Report as EvalReport};
 use kerf_api::export::{ExportTarget, wire::ExportView};
 use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
@@ -406,6 +407,25 @@ async fn eval_start<R: Runtime>(
             Some(e) => Err(e),
             None => Ok(finished.report),
         }
+    })
+    .await
+}
+
+async fn tests_start<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    input: TestsInput,
+    on_result: Channel<TestResult>,
+) -> Result<TestReport> {
+    cx.state.access.check_all(&input.prompts, Use::Read)?;
+    check_model(cx.state, &input.options)?;
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        let store = wb.store()?;
+        eval::tests::run_input(&wb, store.as_ref(), &input, &token, &mut |r| {
+            let _ = on_result.send(r.clone());
+        })
     })
     .await
 }

@@ -29,6 +29,9 @@ import type { RunInput } from "./bindings/RunInput";
 import type { RunMessage } from "./bindings/RunMessage";
 import type { RunOptions } from "./bindings/RunOptions";
 import type { RunRow } from "./bindings/RunRow";
+import type { TestReport } from "./bindings/TestReport";
+import type { TestResult } from "./bindings/TestResult";
+import type { TestsInput } from "./bindings/TestsInput";
 
 /**
  * The closed lists the window offers (provider kinds with their modes and defaults, export
@@ -187,6 +190,14 @@ export function compareStart(id: string, input: CompareInput, onProgress: (messa
  */
 export function evalStart(id: string, input: EvalInput, onProgress: (message: EvalProgress) => void): Promise<EvalReport> {
   return call<EvalReport>("eval_start", { id, input, onProgress: channel(onProgress) });
+}
+
+/**
+ * Run prompt files' tests as `kerf test` does (one experiment in the history), each result
+ * sent as it ends; every result, in the files' order.
+ */
+export function testsStart(id: string, input: TestsInput, onResult: (message: TestResult) => void): Promise<TestReport> {
+  return call<TestReport>("tests_start", { id, input, onResult: channel(onResult) });
 }
 
 /**

@@ -7,6 +7,7 @@ use kerf_core::eval::{Scores, score};
 use kerf_llm::{CancelToken, FinishReason};
 use kerf_store::Store;
 use serde::{Deserialize, Serialize};
+use ts_rs::TS;
 
 use super::rendering;
 use crate::error::{ApiError, Code, Result};
@@ -17,8 +18,9 @@ use crate::experiments::{ExperimentKind, ExperimentSpec, Subject};
 use crate::runs::{Chosen, RunParams};
 
 /// How a test came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]
+#[ts(rename = "TestVerdict")]
 pub enum Verdict {
     /// Measured, and every minimum reached.
     Passed,
@@ -29,7 +31,7 @@ pub enum Verdict {
 }
 
 /// One test's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 pub struct TestResult {
     /// The prompt's id.
     pub prompt: String,
@@ -50,7 +52,7 @@ pub struct TestResult {
 
 /// Every test's outcome, in the files' order: what `kerf test --json` prints and the history
 /// keeps as the experiment's result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 pub struct TestReport {
     pub passed: usize,
     pub failed: usize,
@@ -68,6 +70,70 @@ impl TestReport {
             tests,
         }
     }
+}
+
+/// What the window sends to run prompt files' tests: `kerf test`'s arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct TestsInput {
+    pub prompts: Vec<String>,
+    /// The model, its settings, and the budget of tests that set no `max-tokens`.
+    pub options: crate::runs::wire::RunOptions,
+    /// Tests in flight at once (default 4; the local engine runs one at a time).
+    #[serde(default)]
+    #[ts(optional)]
+    pub concurrency: Option<u32>,
+    /// The person confirmed a run of more than 2,000 requests.
+    #[serde(default)]
+    #[ts(optional)]
+    pub confirmed: Option<bool>,
+}
+
+/// Each prompt file loaded and its tests checked against it (every problem named), before
+/// anything runs: the suites of a [`TestJob`].
+pub fn suites(paths: &[std::path::PathBuf]) -> Result<Vec<(Subject, Dataset)>> {
+    paths
+        .iter()
+        .map(|path| {
+            let subject = Subject::load(path)?;
+            let data = check(&subject)?;
+            Ok((subject, data))
+        })
+        .collect()
+}
+
+/// The tests `input` names, planned and run as `kerf test` runs them (a `test` experiment in
+/// `history`, held to each test's minimums): the window's `tests_start`.
+pub fn run_input(
+    wb: &crate::workbench::Workbench,
+    history: Option<&Store>,
+    input: &TestsInput,
+    cancel: &CancelToken,
+    on_done: &mut dyn FnMut(&TestResult),
+) -> Result<TestReport> {
+    let paths: Vec<std::path::PathBuf> = input.prompts.iter().map(Into::into).collect();
+    let suites = suites(&paths)?;
+    let settings = input.options.settings()?;
+    let provider = settings.provider(wb)?;
+    let params = RunParams {
+        settings,
+        max_tokens: input.options.max_tokens,
+        // As `kerf test`: each reply held to its schema where it can be.
+        constrain: true,
+    };
+    let job = TestJob {
+        suites: &suites,
+        params: &params,
+        concurrency: input
+            .concurrency
+            .map_or(super::DEFAULT_CONCURRENCY, |n| n as usize),
+    };
+    let allowed = Allowance {
+        max_requests: None,
+        yes: input.confirmed == Some(true),
+    };
+    let size = plan(&job, &provider, allowed)?;
+    run(history, &job, &provider, &size, cancel, on_done)
 }
 
 /// Prompt files' tests to run: each suite a prompt and its tests, checked ([`check`]).

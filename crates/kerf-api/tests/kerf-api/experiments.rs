@@ -610,3 +610,66 @@ fn a_prompt_file_is_one_version_from_the_window_and_from_the_cli() {
     assert!(draft.source.text.contains("Be brief."));
     assert_ne!(version(&draft), version(&cli));
 }
+
+#[test]
+fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
+    // One test whose expected record the server's reply holds, one whose it does not.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("defs.json");
+    std::fs::write(
+        &path,
+        serde_json::json!({
+            "prompt": "Define the terms in: {{ text }}",
+            "response-type": "jsonl",
+            "tests": [
+                {"name": "found", "input": "Photosynthesis.",
+                 "expected": [{"type": "definition", "entity": "E0", "definition": "a thing"}],
+                 "min": {"recall": 1.0}},
+                {"name": "missed", "input": "Light.",
+                 "expected": [{"type": "definition", "entity": "Light", "definition": "a thing"}],
+                 "min": {"recall": 1.0}}
+            ]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        Act::sse(200, completion("E0")),
+        Act::sse(200, completion("E1")),
+    ]);
+    let (_dir, wb) = workbench_with(&server);
+    // As the window sends it: the run panel's defaults with the provider picked.
+    let mut options = kerf_api::meta::meta().run_defaults;
+    options.provider = "srv".into();
+    let input = eval::tests::TestsInput {
+        prompts: vec![path.display().to_string()],
+        options,
+        concurrency: Some(1),
+        confirmed: None,
+    };
+    let store = wb.store_required().unwrap();
+    let mut heard = Vec::new();
+    let report = eval::tests::run_input(
+        &wb,
+        Some(&store),
+        &input,
+        &CancelToken::new(),
+        &mut |r| heard.push(r.name.clone()),
+    )
+    .unwrap();
+    use kerf_api::eval::tests::Verdict;
+    let verdicts: Vec<_> = report
+        .tests
+        .iter()
+        .map(|r| (r.name.as_str(), r.verdict))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [("found", Verdict::Passed), ("missed", Verdict::Failed)]
+    );
+    assert_eq!(heard.len(), 2, "each result is sent as it ends");
+    assert_eq!(server.requests().len(), 2);
+    let id = store.latest_experiment("test").unwrap().expect("kept");
+    assert_eq!(store.experiment(id).unwrap().run_list.len(), 2);
+}
+

@@ -49,15 +49,10 @@ pub struct Args {
 
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
     // Every prompt and test checked before anything is bought.
-    let subjects = args
-        .prompts
-        .iter()
-        .map(|path| {
-            let subject = super::load_subject(path)?;
-            let data = tests::check(&subject)?;
-            Ok((subject, data))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let subjects = tests::suites(&args.prompts)?;
+    for (s, _) in &subjects {
+        crate::output::warn_all(&s.prompt.warnings);
+    }
     let settings = args.model.settings();
     let provider = settings.provider(wb)?;
     let params = kerf_api::runs::RunParams {
