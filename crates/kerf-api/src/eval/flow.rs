@@ -78,16 +78,22 @@ impl StartInput {
 }
 
 /// The eval's size, every row checked against every prompt, with nothing stored or sent
-/// (`kerf eval --dry-run`).
-pub fn dry_run(wb: &Workbench, input: &StartInput) -> Result<Size> {
+/// (`kerf eval --dry-run`); and the prompts' warnings, as a start has them in its subjects.
+pub fn dry_run(wb: &Workbench, input: &StartInput) -> Result<(Size, Vec<String>)> {
     let l = input.load(wb)?;
-    super::plan(
+    let size = super::plan(
         &l.dataset,
         &l.subjects,
         &input.plan(),
         &l.params,
         &l.provider,
-    )
+    )?;
+    let warnings = l
+        .subjects
+        .into_iter()
+        .flat_map(|s| s.prompt.warnings)
+        .collect();
+    Ok((size, warnings))
 }
 
 /// Check the eval's plan, hand its size to `on_plan`, and start it in `store`: ready for [`go`].

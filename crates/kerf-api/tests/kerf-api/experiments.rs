@@ -649,13 +649,9 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     };
     let store = wb.store_required().unwrap();
     let mut heard = Vec::new();
-    let report = eval::tests::run_input(
-        &wb,
-        Some(&store),
-        &input,
-        &CancelToken::new(),
-        &mut |r| heard.push(r.name.clone()),
-    )
+    let report = eval::tests::run_input(&wb, Some(&store), &input, &CancelToken::new(), &mut |r| {
+        heard.push(r.name.clone())
+    })
     .unwrap();
     use kerf_api::eval::tests::Verdict;
     let verdicts: Vec<_> = report
@@ -672,4 +668,3 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     let id = store.latest_experiment("test").unwrap().expect("kept");
     assert_eq!(store.experiment(id).unwrap().run_list.len(), 2);
 }
-

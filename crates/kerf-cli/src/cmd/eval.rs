@@ -266,10 +266,15 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         allowed: args.allow.allowance(),
     };
     if args.allow.dry_run {
-        super::announce(&eval::flow::dry_run(wb, &input)?);
+        let (size, warnings) = eval::flow::dry_run(wb, &input)?;
+        crate::output::warn_all(&warnings);
+        super::announce(&size);
         return Ok(Outcome::Ok);
     }
     let (e, provider) = eval::flow::start(wb, store, &input, &mut super::announce)?;
+    for s in &e.subjects {
+        crate::output::warn_all(&s.prompt.warnings);
+    }
     go(store, &e, &provider, &args.pace, &args.out)
 }
 

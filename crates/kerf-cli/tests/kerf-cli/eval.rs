@@ -996,6 +996,43 @@ fn the_cache_reuses_only_replies_that_ended_on_their_own_for_the_same_cell() {
     assert_eq!(model.requests(), 30 + 18);
 }
 
+#[test]
+fn an_eval_prints_its_prompts_warnings_on_a_dry_run_and_a_start() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, data) = setup(&model, &rows);
+    // The shipped prompt with a key Kerf does not know.
+    let mut prompt: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
+    )
+    .unwrap();
+    prompt["colour"] = json!("blue");
+    let path = dir.path().join("agent-kg-extract.json");
+    std::fs::write(&path, prompt.to_string()).unwrap();
+    for extra in [&["--dry-run"][..], &["--json"][..]] {
+        let mut args = vec![
+            "eval",
+            data.to_str().unwrap(),
+            "--prompt",
+            path.to_str().unwrap(),
+            "--provider",
+            "srv",
+            "--max-tokens",
+            "1000",
+        ];
+        args.extend_from_slice(extra);
+        let o = kerf_in(dir.path(), &args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("kerf: warning:") && stderr(&o).contains("unknown key `colour`"),
+            "{extra:?}: {}",
+            stderr(&o)
+        );
+    }
+    // The dry run sent nothing; the start sent its 3 rows.
+    assert_eq!(model.requests(), 3);
+}
+
 /// The window's eval, as its Evaluate form sends it (`eval_start` runs this): the run panel's
 /// defaults from `meta` with the provider picked, over the same history and providers file the
 /// CLI uses.
