@@ -834,14 +834,27 @@ pub async fn probe(
         if mode != Structured::None {
             req.constraint = constraint.clone();
         }
+        // A connection dropped under the request (a server closing a kept-alive connection as
+        // it is reused, a fresh-clone test run saw it once) says nothing about the mode: it is
+        // asked once more before it is judged. A probe is a few hundred tokens, and the verdict
+        // decides what `auto` sends from then on.
         let mut text = String::new();
-        let outcome = probe_provider
-            .run(&req, cancel, &mut |e| {
-                if let Event::Text(t) = e {
-                    text.push_str(t);
-                }
-            })
-            .await;
+        let mut again = false;
+        let outcome = loop {
+            text.clear();
+            let outcome = probe_provider
+                .run(&req, cancel, &mut |e| {
+                    if let Event::Text(t) = e {
+                        text.push_str(t);
+                    }
+                })
+                .await;
+            if !again && matches!(outcome, Err(Error::Network(_))) && !cancel.is_cancelled() {
+                again = true;
+                continue;
+            }
+            break outcome;
+        };
         let (result, detail) = match outcome {
             // A 4xx refuses the request; some servers (llama-cpp-python) answer a validation
             // failure with a 500 whose message names the field.
@@ -885,6 +898,11 @@ pub async fn probe(
                     format!("{} · reply {shown:?}", f.reason.as_str()),
                 )
             }
+        };
+        let detail = if again {
+            format!("asked again after a dropped connection · {detail}")
+        } else {
+            detail
         };
         // One line, short: servers' error messages can carry whole tracebacks.
         let mut detail = detail.split_whitespace().collect::<Vec<_>>().join(" ");

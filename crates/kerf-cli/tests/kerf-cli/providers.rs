@@ -845,23 +845,31 @@ fn repairing_prompt(cfg: &Path, attempts: u32) -> std::path::PathBuf {
 /// Provider `srv`: an OpenAI-compatible server at `url` serving `model`, needing no key.
 /// `kerf run PROMPT --sample` on the configured server `srv`, in `mode`, at `budget`: its JSON.
 fn server_run(cfg: &Path, prompt: &str, mode: &str, budget: &str) -> Value {
-    let o = kerf_env(
-        cfg,
-        &[],
-        &[
-            "run",
-            prompt,
-            "--sample",
-            "--provider",
-            "srv",
-            "--structured",
-            mode,
-            "--max-tokens",
-            budget,
-            "--json",
-        ],
-        None,
-    );
+    server_run_with(cfg, prompt, mode, budget, &[])
+}
+
+/// `kerf run` on the server with a sampling seed: the server samples at its own temperature,
+/// and a seed makes what it samples the same every time (one of the 135M model's replies
+/// repeats a record until the budget runs out; which one depends on the draw).
+fn server_run_seeded(cfg: &Path, prompt: &str, mode: &str, budget: &str, seed: u64) -> Value {
+    server_run_with(cfg, prompt, mode, budget, &["--seed", &seed.to_string()])
+}
+
+fn server_run_with(cfg: &Path, prompt: &str, mode: &str, budget: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "run",
+        prompt,
+        "--sample",
+        "--provider",
+        "srv",
+        "--structured",
+        mode,
+        "--max-tokens",
+        budget,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = kerf_env(cfg, &[], &args, None);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", everything(&o));
     stdout_json(&o)
 }
@@ -906,14 +914,16 @@ fn a_real_llama_server_holds_json_to_its_schema_and_jsonl_to_a_grammar() {
     // json_schema on the json prompt: one array, every object valid, nothing dropped. The
     // server samples, and this small model sometimes repeats one record until the budget runs
     // out (a fresh-clone run saw it): a reply cut that way may only lose its unfinished end,
-    // and one of three replies must end on its own, wrapped and unwrapped.
+    // and one of three seeded draws must end on its own, wrapped and unwrapped. Seeded, the
+    // draws are the same every time (unseeded, 1 run in 15 drew three cut replies).
     let mut stopped = None;
-    for _ in 0..3 {
-        let v = server_run(
+    for seed in 1..=3 {
+        let v = server_run_seeded(
             cfg,
             "prompts/agent-kg-extract-array.json",
             "json_schema",
             "600",
+            seed,
         );
         assert_eq!(v["details"]["structured"]["mode"], "json_schema", "{v}");
         assert_eq!(v["details"]["wrapped_in"], "items", "{v}");
@@ -930,12 +940,12 @@ fn a_real_llama_server_holds_json_to_its_schema_and_jsonl_to_a_grammar() {
     assert!(!v["objects"].as_array().unwrap().is_empty(), "{v}");
 
     // grammar on the jsonl prompt, at a budget that ends it mid-line, then at a roomy one (up
-    // to three times, should the sampled model spend the budget inside one string): every
-    // whole line valid, and whole lines must come.
-    let v = server_run(cfg, "prompts/agent-kg-extract.json", "grammar", "120");
+    // to three seeded draws, should one spend the budget inside one string): every whole line
+    // valid, and whole lines must come.
+    let v = server_run_seeded(cfg, "prompts/agent-kg-extract.json", "grammar", "120", 1);
     let mut whole = assert_every_jsonl_line_valid(&v);
-    for _ in 0..3 {
-        let v = server_run(cfg, "prompts/agent-kg-extract.json", "grammar", "400");
+    for seed in 1..=3 {
+        let v = server_run_seeded(cfg, "prompts/agent-kg-extract.json", "grammar", "400", seed);
         whole += assert_every_jsonl_line_valid(&v);
         if whole > 0 {
             break;
@@ -971,7 +981,7 @@ fn a_real_llama_server_holds_json_to_its_schema_and_jsonl_to_a_grammar() {
         .unwrap();
     assert_eq!(grammar["result"], "honoured", "{p}");
     assert_eq!(p["auto_mode"], "grammar", "{p}");
-    let v = server_run(cfg, "prompts/agent-kg-extract.json", "auto", "200");
+    let v = server_run_seeded(cfg, "prompts/agent-kg-extract.json", "auto", "200", 1);
     assert_every_jsonl_line_valid(&v);
     assert!(
         v["details"]["structured"]["why"]

@@ -1176,3 +1176,61 @@ fn json_object_without_the_word_json_is_flagged_before_sending() {
     let e = run(&own, &json_request()).result.unwrap_err();
     assert!(e.to_string().contains("needs the word \"JSON\""), "{e}");
 }
+
+/// An OpenAI-compatible stream whose reply is `text`, ended on its own.
+fn openai_reply(text: &str) -> Vec<Vec<u8>> {
+    let content = serde_json::to_string(text).unwrap();
+    vec![
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{content}}}}}]}}\n\n")
+            .into_bytes(),
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+            .to_vec(),
+    ]
+}
+
+/// A connection dropped under one probe request (seen once with llama-server, a kept-alive
+/// connection closed as it was reused) says nothing about the mode: the probe asks once more,
+/// says so, and judges the second answer. A second drop is judged `failed`.
+#[test]
+fn a_probe_asks_a_mode_again_once_when_its_connection_drops() {
+    let probe_word = r#"{"probe":"kerf"}"#;
+    let server = Server::start(vec![
+        // none
+        Act::sse(200, openai_reply("hello")),
+        // json_object: dropped, then answered
+        Act::hang_up(),
+        Act::sse(200, openai_reply(probe_word)),
+        // json_object_schema: dropped twice
+        Act::hang_up(),
+        Act::hang_up(),
+        // json_schema, grammar
+        Act::sse(200, openai_reply(probe_word)),
+        Act::sse(200, openai_reply(probe_word)),
+    ]);
+    let mut p = provider(&server, Kind::Openai);
+    p.grammar = Some(|_, _| Ok("root ::= \"x\"".into()));
+    let probe = kerf_llm::runtime::block_on(kerf_llm::cloud::probe(&p, None, &CancelToken::new()));
+    let mode = |m: Structured| {
+        probe
+            .modes
+            .iter()
+            .find(|x| x.mode == m)
+            .unwrap_or_else(|| panic!("{m:?} not probed: {probe:?}"))
+    };
+    let asked_again = mode(Structured::JsonObject);
+    assert_eq!(asked_again.result, "honoured", "{probe:?}");
+    assert!(
+        asked_again
+            .detail
+            .starts_with("asked again after a dropped connection"),
+        "{probe:?}"
+    );
+    assert_eq!(
+        mode(Structured::JsonObjectSchema).result,
+        "failed",
+        "{probe:?}"
+    );
+    assert_eq!(mode(Structured::JsonSchema).result, "honoured", "{probe:?}");
+    assert_eq!(mode(Structured::None).result, "honoured", "{probe:?}");
+    assert_eq!(server.requests().len(), 7);
+}
