@@ -52,11 +52,7 @@ pub fn write(path: &Path, name: &str, suites: Vec<(String, Vec<Case>)>) -> Resul
     let xml = report
         .to_string()
         .map_err(|e| ApiError::new(Code::Internal, format!("JUnit XML: {e}")))?;
-    std::fs::write(path, xml).map_err(|e| {
-        ApiError::new(
-            Code::Io,
-            format!("{}: cannot write the JUnit report: {e}", path.display()),
-        )
-    })?;
-    Ok(())
+    // As every file Kerf writes: a temporary beside it, then a rename (a link at the target is
+    // replaced, never written through).
+    crate::output::write_file(path, &xml)
 }

@@ -545,13 +545,20 @@ fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
     assert_eq!(stdout_json(&resumed), v);
     assert_eq!(model.requests(), 12);
     // The table for people, and a threshold that the tight budget misses: exit 1, named.
+    // Review 2, item 18: the report files are written through a temporary and a rename; a link
+    // at the target is replaced, and what it pointed at is untouched.
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "not a report").unwrap();
     let junit = dir.path().join("eval.xml");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&victim, &junit).unwrap();
     let o = eval(
         dir.path(),
         &data,
         &["--fail-under", "f1=0.9", "--junit", junit.to_str().unwrap()],
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&junit).unwrap().is_file());
     // JUnit for CI: a case per line, the tight ones failed with the figure that missed.
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(
@@ -579,6 +586,8 @@ fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
     );
     // The report for people: one file, charts inline, every row's records side by side.
     let html = dir.path().join("eval.html");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&victim, &html).unwrap();
     let o = kerf_in(
         dir.path(),
         &[
@@ -590,6 +599,8 @@ fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&html).unwrap().is_file());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "not a report");
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(
         page.matches("<svg").count(),

@@ -416,6 +416,14 @@ fn read_vars(path: &Path, problems: &mut Vec<String>) -> Result<Map<String, Valu
     if !path.exists() {
         return Ok(Map::new());
     }
+    let size = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
+    let max = limits::max_row_bytes();
+    if size > max {
+        problems.push(too_large(&path.display().to_string(), 1, size));
+        return Ok(Map::new());
+    }
     let text = crate::error::read_text(path)?;
     match serde_json::from_str(&text) {
         Ok(Value::Object(m)) => Ok(m),
@@ -438,14 +446,42 @@ fn read_vars(path: &Path, problems: &mut Vec<String>) -> Result<Map<String, Valu
     }
 }
 
+/// Whether `path` (in the dataset folder whose real path is `base`) may be read: a regular file
+/// whose real path stays inside the folder. A link out of it (a checkout or an archive can carry
+/// one to `/proc/self/environ`, the environment's keys) or to a device is a problem naming it,
+/// and is never opened.
+fn readable_inside(base: &Path, path: &Path, problems: &mut Vec<String>) -> bool {
+    let ok = match (path.canonicalize(), std::fs::metadata(path)) {
+        (Ok(real), Ok(meta)) => real.starts_with(base) && meta.is_file(),
+        _ => false,
+    };
+    if !ok {
+        problems.push(format!(
+            "{}: not a regular file inside the dataset folder (a link out of it, or a device); refused unread",
+            path.display()
+        ));
+    }
+    ok
+}
+
 fn load_folder(dir: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
+    let base = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
     let mut docs: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "txt") && p.is_file())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .filter(|p| readable_inside(&base, p, problems))
         .collect();
     docs.sort();
-    let shared = read_vars(&dir.join("vars.json"), problems)?;
+    // The companions of a document (and the folder's shared variables), when present.
+    let companion = |path: PathBuf, problems: &mut Vec<String>| -> Option<PathBuf> {
+        let present = std::fs::symlink_metadata(&path).is_ok();
+        (present && readable_inside(&base, &path, problems)).then_some(path)
+    };
+    let shared = match companion(dir.join("vars.json"), problems) {
+        Some(p) => read_vars(&p, problems)?,
+        None => Map::new(),
+    };
     let max = limits::max_row_bytes();
     let mut rows = Vec::new();
     for doc in docs {
@@ -462,16 +498,18 @@ fn load_folder(dir: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
             continue;
         }
         let mut vars = shared.clone();
-        vars.extend(read_vars(&dir.join(format!("{id}.vars.json")), problems)?);
-        let expected_path = dir.join(format!("{id}.expected.jsonl"));
-        let expected = if expected_path.exists() {
-            let (records, lines) = records_in(&expected_path, problems)?.into_iter().unzip();
-            Some((
-                Expected::All(records),
-                (expected_path.display().to_string(), lines),
-            ))
-        } else {
-            None
+        if let Some(p) = companion(dir.join(format!("{id}.vars.json")), problems) {
+            vars.extend(read_vars(&p, problems)?);
+        }
+        let expected = match companion(dir.join(format!("{id}.expected.jsonl")), problems) {
+            Some(expected_path) => {
+                let (records, lines) = records_in(&expected_path, problems)?.into_iter().unzip();
+                Some((
+                    Expected::All(records),
+                    (expected_path.display().to_string(), lines),
+                ))
+            }
+            None => None,
         };
         let (expected, expected_lines) = expected.unzip();
         rows.push(Row {

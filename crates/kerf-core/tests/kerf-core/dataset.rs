@@ -211,3 +211,66 @@ fn the_shipped_dataset_checks_against_its_prompts_and_is_grounded() {
         }
     }
 }
+
+/// Review 2, item 1: a folder dataset reads only regular files that stay inside the folder. A
+/// link out of it (a checkout or archive can carry one: `/proc/self/environ` held the API keys)
+/// is refused by name, and its text reaches no row; a link to a device is refused unread; a
+/// link that stays inside is followed.
+#[cfg(unix)]
+#[test]
+fn a_folder_dataset_refuses_files_linked_out_of_the_folder() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "OPENAI_API_KEY=sk-planted").unwrap();
+    let outside = dir.path().join("outside.jsonl");
+    std::fs::write(&outside, "{\"type\": \"definition\"}\n").unwrap();
+    let folder = dir.path().join("docs");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("ada.txt"), "Ada wrote notes.").unwrap();
+    symlink(&secret, folder.join("leak.txt")).unwrap();
+    symlink("/dev/zero", folder.join("ada.vars.json")).unwrap();
+    symlink(&outside, folder.join("ada.expected.jsonl")).unwrap();
+    symlink("/dev/zero", folder.join("zero.txt")).unwrap();
+    // A link that stays inside is a document like any other.
+    std::fs::write(folder.join("notes.md"), "Babbage built engines.").unwrap();
+    symlink(folder.join("notes.md"), folder.join("babbage.txt")).unwrap();
+    let p = problems(dataset::load(&folder).unwrap_err());
+    for refused in [
+        "leak.txt",
+        "ada.vars.json",
+        "ada.expected.jsonl",
+        "zero.txt",
+    ] {
+        assert!(
+            p.iter().any(|m| m.contains(refused)
+                && m.contains("not a regular file inside the dataset folder")),
+            "{refused} not refused by name: {p:#?}"
+        );
+    }
+    assert_eq!(p.len(), 4, "{p:#?}");
+    assert!(p.iter().all(|m| !m.contains("sk-planted")), "{p:#?}");
+
+    // Without the links out, the folder loads, the link inside followed.
+    for name in [
+        "leak.txt",
+        "ada.vars.json",
+        "ada.expected.jsonl",
+        "zero.txt",
+    ] {
+        std::fs::remove_file(folder.join(name)).unwrap();
+    }
+    let d = dataset::load(&folder).unwrap();
+    let texts: Vec<_> = d
+        .rows
+        .iter()
+        .map(|r| (r.id.as_str(), r.input.as_deref()))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("ada", Some("Ada wrote notes.")),
+            ("babbage", Some("Babbage built engines."))
+        ]
+    );
+}
