@@ -235,18 +235,22 @@ impl Scanner {
                 }
                 None => {
                     if at_eof {
+                        // After the completion delimiter, a last piece that is no record (a
+                        // separator line of `#`, a sentence) cannot be a cut one: it is prose.
+                        // Before it, the reply is cut off whatever its last piece.
+                        let cut = !self.complete || could_be_record(rest, format);
                         let dropped = report.dropped.len();
                         take_record(
                             rest,
                             pos,
-                            None,
+                            (!cut).then_some(text.len()),
                             format,
                             text,
                             &mut self.lines,
                             acceptor,
                             report,
                         );
-                        self.cut_at_end = report.dropped.len() > dropped;
+                        self.cut_at_end = cut && report.dropped.len() > dropped;
                         self.pos = text.len();
                     }
                     return;
@@ -268,6 +272,26 @@ impl Scanner {
             ));
         }
     }
+}
+
+/// Whether `piece`, the text after the last delimiter, could be a record cut short: it opens
+/// like one (a parenthesis or quote of the older form), holds a field delimiter, or is (the
+/// beginning of) a record tag. A line of `#` or of prose is none of these.
+fn could_be_record(piece: &str, format: &DelimitedFormat) -> bool {
+    let p = piece.trim();
+    if p.is_empty() {
+        return false;
+    }
+    if p.starts_with(['(', '"']) || p.contains(&format.tuple) {
+        return true;
+    }
+    let head = p.to_ascii_lowercase();
+    format.records.iter().any(|(tag, _)| {
+        let tag = tag.to_ascii_lowercase();
+        head.starts_with(&tag) || tag.starts_with(&head)
+    }) || RELATION_TAGS
+        .iter()
+        .any(|t| head.starts_with(*t) || t.starts_with(head.as_str()))
 }
 
 #[allow(clippy::too_many_arguments)]

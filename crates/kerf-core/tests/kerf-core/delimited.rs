@@ -118,6 +118,21 @@ fn relation_and_relationship_are_one_tag(
     "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>\nThat is all.\n",
     1, vec![(3, "prose")], false, None
 )]
+// Review 2, item 19: LightRAG's own examples end with a separator line after the completion
+// delimiter, no newline after it. A line that is no record cannot be a cut record.
+#[case::a_separator_line_last(
+    "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>\n######################",
+    1, vec![(3, "prose")], false, None
+)]
+#[case::prose_last_without_a_newline(
+    "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>\nThat is all.",
+    1, vec![(3, "prose")], false, None
+)]
+// A record cut before its first field delimiter is still a cut record.
+#[case::a_tag_cut_after_completion(
+    "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>\nenti",
+    1, vec![(3, "truncated")], true, None
+)]
 fn records_after_the_completion_delimiter(
     #[case] text: &str,
     #[case] objects: usize,
@@ -207,5 +222,36 @@ fn custom_delimiters_from_a_prompt_file() {
     assert_eq!(
         r.objects,
         vec![json!({"type": "person", "name": "Ada", "role": "programmer"})]
+    );
+}
+
+/// Review 2, item 19, in LightRAG's own shape: its prompt asks the model to "output
+/// {completion_delimiter}######################" when finished, so the run of `#` follows the
+/// completion delimiter on the same line — in the older form an odd run leaves one `#` after the
+/// last `##`. Neither form's reply is cut off.
+#[rstest]
+#[case::current(
+    DelimiterPreset::Lightrag,
+    "entity<|#|>A<|#|>person<|#|>first\n<|COMPLETE|>######################"
+)]
+#[case::older_even(
+    DelimiterPreset::LightragLegacy,
+    "(\"entity\"<|>A<|>person<|>first)##<|COMPLETE|>######################"
+)]
+#[case::older_odd(
+    DelimiterPreset::LightragLegacy,
+    "(\"entity\"<|>A<|>person<|>first)##<|COMPLETE|>#######################"
+)]
+fn lightrags_closing_separator_is_not_a_cut_record(
+    #[case] preset: DelimiterPreset,
+    #[case] text: &str,
+) {
+    let r = parse_with(preset, text);
+    assert_eq!(r.objects.len(), 1, "{:?}", r.objects);
+    assert!(!r.truncated, "{:?}", r.dropped);
+    assert!(
+        r.dropped.iter().all(|d| d.kind.as_str() == "prose"),
+        "{:?}",
+        r.dropped
     );
 }
