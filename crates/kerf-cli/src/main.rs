@@ -124,7 +124,7 @@ fn main() -> ExitCode {
                     (code.as_str(), if code.is_input_failure() { 1 } else { 2 })
                 }
             };
-            eprintln!("kerf: error[{code}]: {err:#}");
+            crate::errln!("kerf: error[{code}]: {err:#}");
             if json {
                 output::print_json(
                     &serde_json::json!({"error": {"code": code, "message": format!("{err:#}")}}),

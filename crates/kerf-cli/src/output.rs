@@ -25,9 +25,25 @@ pub fn write_stdout(args: std::fmt::Arguments<'_>) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        eprintln!("kerf: error[io]: writing to standard output: {e}");
+        crate::errln!("kerf: error[io]: writing to standard output: {e}");
         std::process::exit(2);
     }
+}
+
+/// Write a line to standard error with every control character but newline and tab escaped,
+/// on every stream: what Kerf says there quotes what came from outside (a server's error body, a
+/// dataset's row id, a prompt's name), and a terminal — or a CI log viewer — would obey an
+/// escape sequence in it (set the title, write the clipboard). Errors writing it are ignored:
+/// there is nowhere left to report them.
+pub fn write_stderr(args: std::fmt::Arguments<'_>) {
+    let text = args.to_string();
+    let _ = writeln!(std::io::stderr().lock(), "{}", escape_controls(&text));
+}
+
+/// `eprintln!` with the outside's control characters escaped (see [`write_stderr`]).
+#[macro_export]
+macro_rules! errln {
+    ($($t:tt)*) => { $crate::output::write_stderr(format_args!($($t)*)) };
 }
 
 /// `text` with every control character but newline and tab written as an escape.
@@ -185,7 +201,7 @@ pub fn compact(v: &Value, max: usize) -> String {
 /// Print warnings on standard error.
 pub fn warn_all(warnings: &[String]) {
     for w in warnings {
-        eprintln!("kerf: warning: {w}");
+        crate::errln!("kerf: warning: {w}");
     }
 }
 

@@ -233,7 +233,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
             let id = which(&store, a.experiment)?;
             let mut e = eval::stored(&store, id)?;
             for p in eval::rematch(&mut e)? {
-                eprintln!("kerf: {p}: scored with the `match` settings its file has now");
+                crate::errln!("kerf: {p}: scored with the `match` settings its file has now");
             }
             let options = eval::Options {
                 replies: eval::Replies::Reread,
@@ -325,7 +325,7 @@ fn go(
     let finished = finished?;
     let outcome = conclude(&finished.report, out, finished.stopped())?;
     if let (Outcome::Ok, Some(why)) = (outcome, finished.not_whole()) {
-        eprintln!("kerf: {why}");
+        crate::errln!("kerf: {why}");
         return Ok(Outcome::CouldNotRun);
     }
     Ok(outcome)
@@ -417,7 +417,7 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result
         )?;
     }
     for m in &missed {
-        eprintln!("kerf: below --fail-under: {m}");
+        crate::errln!("kerf: below --fail-under: {m}");
     }
     Ok(if missed.is_empty() {
         Outcome::Ok

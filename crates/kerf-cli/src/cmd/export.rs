@@ -44,12 +44,12 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Outcome> {
     let exported = kerf_api::export::export(&args.prompts, args.to, args.system.as_deref())?;
     for n in &exported.notes {
-        eprintln!("kerf: note: {n}");
+        crate::errln!("kerf: note: {n}");
     }
     match &args.out {
         Some(path) => {
             write_file(path, &exported.text)?;
-            eprintln!("kerf: wrote {}", path.display());
+            crate::errln!("kerf: wrote {}", path.display());
         }
         None => crate::out!("{}", exported.text),
     }

@@ -340,7 +340,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &Globals) -> Result<Outcome> {
         Sub::Tag(a) => {
             let id = run_id(&store, &a.run)?;
             let tags = kerf_api::history::tag(&store, id, &a.tags, a.remove)?;
-            eprintln!(
+            crate::errln!(
                 "kerf: run {id} tags: {}",
                 if tags.is_empty() {
                     "(none)".into()
@@ -675,9 +675,10 @@ fn rerun(store: &Store, a: RerunArgs, wb: &Workbench, globals: &Globals) -> Resu
     a.overrides.overrides().apply(&mut replay.params);
     let provider = replay.params.settings.provider(wb)?;
     if !a.json {
-        eprintln!(
+        crate::errln!(
             "kerf: rerunning run {id} ({}, {})",
-            replay.record.summary.prompt, replay.record.summary.created_at
+            replay.record.summary.prompt,
+            replay.record.summary.created_at
         );
     }
     let history = crate::record::open(wb, globals)?;
@@ -707,7 +708,7 @@ fn export(store: &Store, a: &ExportArgs) -> Result<Outcome> {
     let written = written?;
     sink.finish()?;
     if let Some(p) = &a.output {
-        eprintln!("kerf: wrote {written} run(s) to {}", p.display());
+        crate::errln!("kerf: wrote {written} run(s) to {}", p.display());
     }
     Ok(Outcome::Ok)
 }
@@ -759,9 +760,12 @@ fn delete(store: &Store, a: &DeleteArgs) -> Result<Outcome> {
             .into());
         }
         for r in &runs {
-            eprintln!(
+            crate::errln!(
                 "  run {} · {} · {} · {}",
-                r.summary.id, r.summary.prompt, r.summary.status, r.summary.created_at
+                r.summary.id,
+                r.summary.prompt,
+                r.summary.status,
+                r.summary.created_at
             );
         }
         eprint!(
@@ -771,13 +775,13 @@ fn delete(store: &Store, a: &DeleteArgs) -> Result<Outcome> {
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer)?;
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("kerf: nothing deleted");
+            crate::errln!("kerf: nothing deleted");
             return Ok(Outcome::Ok);
         }
     }
     for id in ids {
         store.delete(id)?;
     }
-    eprintln!("kerf: deleted {} run(s)", runs.len());
+    crate::errln!("kerf: deleted {} run(s)", runs.len());
     Ok(Outcome::Ok)
 }

@@ -63,7 +63,7 @@ impl AllowArgs {
 
 /// The plan's size, said before its first request: on stderr, so `--json` stays one object.
 pub fn announce(size: &kerf_api::experiments::plan::Size) {
-    eprintln!("kerf: {} plan: {}", size.kind.as_str(), size.line());
+    crate::errln!("kerf: {} plan: {}", size.kind.as_str(), size.line());
 }
 
 /// How to read a reply: a prompt file, or a response type with an optional schema. Shared by

@@ -52,7 +52,7 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
         Action::Fetch { json } => {
             let path = kerf_api::models::fetch(wb, &mut |line| {
                 if !json {
-                    eprintln!("kerf: {line}");
+                    crate::errln!("kerf: {line}");
                 }
             })?;
             if json {

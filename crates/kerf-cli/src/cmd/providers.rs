@@ -244,9 +244,10 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                 key_dropped,
             } = providers::add(&path, &spec)?;
             if key_dropped {
-                eprintln!(
+                crate::errln!(
                     "kerf: the stored key of `{}` was removed: it was given for another endpoint (set it again with `kerf providers set-key {}`, or re-add with --keep-key)",
-                    def.name, def.name
+                    def.name,
+                    def.name
                 );
             }
             if json_out {

@@ -170,13 +170,13 @@ pub fn print_events(json_out: bool) -> impl FnMut(RunEvent<'_>) {
                 let _ = stdout.flush();
             }
         }
-        RunEvent::Warning(w) => eprintln!("kerf: warning: {w}"),
+        RunEvent::Warning(w) => crate::errln!("kerf: warning: {w}"),
         RunEvent::Repair {
             attempt,
             max,
             problems,
         } => {
-            eprintln!(
+            crate::errln!(
                 "kerf: repair: reply {} of at most {max} failed ({problems}); sending its problems back",
                 attempt - 1
             );

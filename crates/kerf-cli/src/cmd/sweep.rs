@@ -191,7 +191,7 @@ pub fn run(
         let chart = Chart::sweeps("Objects recovered if the reply is cut off", &curves);
         write_file(path, &kerf_api::charts::svg(&chart, 900, 520)?)?;
         if !args.json {
-            eprintln!("kerf: wrote {}", path.display());
+            crate::errln!("kerf: wrote {}", path.display());
         }
     }
     if args.json {

@@ -1044,6 +1044,34 @@ fn an_eval_prints_its_prompts_warnings_on_a_dry_run_and_a_start() {
     assert_eq!(model.requests(), 3);
 }
 
+/// Review 2, item 4: an error line quotes what came from outside (here a dataset's row id) with
+/// its control characters escaped, on any stream: an escape sequence in a row id cannot set the
+/// terminal's title or write its clipboard.
+#[test]
+fn an_error_line_escapes_the_control_characters_it_quotes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("hostile.jsonl");
+    let id = "\u{1b}]0;pwned\u{7}\u{1b}]52;c;ZXZpbA==\u{7}";
+    let row = json!({"id": id, "input": "Ada wrote notes."}).to_string();
+    std::fs::write(&data, format!("{row}\n{row}\n")).unwrap();
+    let o = kerf_in(
+        dir.path(),
+        &[
+            "eval",
+            data.to_str().unwrap(),
+            "--prompt",
+            "prompts/agent-kg-extract.json",
+            "--dry-run",
+        ],
+    );
+    // Bad input: exit 1.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("kerf: error["), "{err}");
+    assert!(err.contains("\\x1b]0;pwned\\x07"), "{err}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+}
+
 /// The window's eval, as its Evaluate form sends it (`eval_start` runs this): the run panel's
 /// defaults from `meta` with the provider picked, over the same history and providers file the
 /// CLI uses.
