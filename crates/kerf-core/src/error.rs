@@ -80,7 +80,7 @@ pub enum Error {
 
     /// A dataset with problems: every one found, each naming its row (id and line) and the JSON
     /// pointer or column. Nothing is run until there are none.
-    #[error("{place}: {} problem{} in the dataset:\n{}", problems.len(), if problems.len() == 1 { "" } else { "s" }, problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    #[error("{place}: {} problem{} in the dataset:\n{}", problems.len(), if problems.len() == 1 { "" } else { "s" }, listed(problems))]
     Dataset {
         place: String,
         problems: Vec<String>,
@@ -209,4 +209,37 @@ pub fn read_text(path: &std::path::Path) -> Result<String> {
         place: path.display().to_string(),
         offset: e.utf8_error().valid_up_to(),
     })
+}
+
+/// Problems listed at most, each on its line; the rest are counted (a dataset with thousands of
+/// bad rows gets a readable message, not thousands of lines).
+pub const PROBLEMS_SHOWN: usize = 50;
+
+fn listed(problems: &[String]) -> String {
+    let mut out: Vec<String> = problems
+        .iter()
+        .take(PROBLEMS_SHOWN)
+        .map(|p| format!("  - {p}"))
+        .collect();
+    if problems.len() > PROBLEMS_SHOWN {
+        out.push(format!(
+            "  … and {} more problem(s)",
+            problems.len() - PROBLEMS_SHOWN
+        ));
+    }
+    out.join("\n")
+}
+
+/// Characters of a user's value a message quotes at most: an 8 MB row id quoted in every one of
+/// a dataset's problems once took 2 GB.
+pub const QUOTED_CHARS: usize = 60;
+
+/// `value` as a message quotes it: whole when short, else its first characters and its size.
+pub fn quoted(value: &str) -> std::borrow::Cow<'_, str> {
+    match value.char_indices().nth(QUOTED_CHARS) {
+        None => std::borrow::Cow::Borrowed(value),
+        Some((cut, _)) => {
+            std::borrow::Cow::Owned(format!("{}… ({} bytes)", &value[..cut], value.len()))
+        }
+    }
 }

@@ -70,10 +70,11 @@ impl Row {
 
     /// `FILE:LINE, row ID`: how problems name the row.
     pub fn place(&self) -> String {
+        let id = crate::error::quoted(&self.id);
         if self.line == 0 {
-            return format!("{}, row `{}`", self.file, self.id);
+            return format!("{}, row `{id}`", self.file);
         }
-        format!("{}:{}, row `{}`", self.file, self.line, self.id)
+        format!("{}:{}, row `{id}`", self.file, self.line)
     }
 
     /// The expected records for `prompt` (by its id, then its twin's), and the JSON pointer
@@ -167,7 +168,7 @@ pub fn load(path: &Path) -> Result<Dataset> {
             problems.push(format!(
                 "{}: id `{}` is also the id of the row at {}:{}",
                 r.place(),
-                r.id,
+                crate::error::quoted(&r.id),
                 first.file,
                 first.line
             ));
@@ -673,7 +674,11 @@ pub fn check(dataset: &Dataset, prompts: &[&Prompt]) -> Result<()> {
                 // The place, and the pointer of the record within it.
                 let (place, base) = match &row.expected_lines {
                     Some((file, lines)) => (
-                        format!("{file}:{}, row `{}`", lines[i], row.id),
+                        format!(
+                            "{file}:{}, row `{}`",
+                            lines[i],
+                            crate::error::quoted(&row.id)
+                        ),
                         String::new(),
                     ),
                     None => (row.place(), format!("{pointer}/{i}")),

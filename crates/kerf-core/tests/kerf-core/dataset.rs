@@ -274,3 +274,20 @@ fn a_folder_dataset_refuses_files_linked_out_of_the_folder() {
         ]
     );
 }
+
+/// Review 2, item 3: a message quotes a user's value short, and lists a bounded number of
+/// problems. 200 rows sharing one 100 KB id once made a message of 200 × 2 × 100 KB.
+#[test]
+fn a_datasets_problems_quote_long_values_short_and_are_listed_up_to_a_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    let id = "x".repeat(100_000);
+    let row = json!({"id": id, "input": "Ada."}).to_string();
+    std::fs::write(&data, format!("{row}\n").repeat(200)).unwrap();
+    let e = dataset::load(&data).unwrap_err();
+    let message = e.to_string();
+    assert!(message.contains("199 problems in the dataset"), "{}", &message[..200]);
+    assert!(message.contains("… and 149 more problem(s)"), "{}", &message[message.len() - 200..]);
+    assert!(message.contains("xxx… (100000 bytes)"), "{}", &message[..400]);
+    assert!(message.len() < 30_000, "{} bytes", message.len());
+}
