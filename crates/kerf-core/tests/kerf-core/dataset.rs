@@ -286,8 +286,20 @@ fn a_datasets_problems_quote_long_values_short_and_are_listed_up_to_a_bound() {
     std::fs::write(&data, format!("{row}\n").repeat(200)).unwrap();
     let e = dataset::load(&data).unwrap_err();
     let message = e.to_string();
-    assert!(message.contains("199 problems in the dataset"), "{}", &message[..200]);
-    assert!(message.contains("… and 149 more problem(s)"), "{}", &message[message.len() - 200..]);
-    assert!(message.contains("xxx… (100000 bytes)"), "{}", &message[..400]);
+    assert!(
+        message.contains("199 problems in the dataset"),
+        "{}",
+        &message[..200]
+    );
+    assert!(
+        message.contains("… and 149 more problem(s)"),
+        "{}",
+        &message[message.len() - 200..]
+    );
+    assert!(
+        message.contains("xxx… (100000 bytes)"),
+        "{}",
+        &message[..400]
+    );
     assert!(message.len() < 30_000, "{} bytes", message.len());
 }
