@@ -115,12 +115,7 @@ pub fn run_input(
     let suites = suites(&paths)?;
     let settings = input.options.settings()?;
     let provider = settings.provider(wb)?;
-    let params = RunParams {
-        settings,
-        max_tokens: input.options.max_tokens,
-        // As `kerf test`: each reply held to its schema where it can be.
-        constrain: true,
-    };
+    let params = params(settings, input.options.max_tokens);
     let job = TestJob {
         suites: &suites,
         params: &params,
@@ -134,6 +129,16 @@ pub fn run_input(
     };
     let size = plan(&job, &provider, allowed)?;
     run(history, &job, &provider, &size, cancel, on_done)
+}
+
+/// What every test runs with, from either front end: `settings`, `max_tokens` for tests that set
+/// none, and each reply held to its prompt's schema where the format and provider allow.
+pub fn params(settings: crate::runs::RunSettings, max_tokens: u32) -> RunParams {
+    RunParams {
+        settings,
+        max_tokens,
+        constrain: true,
+    }
 }
 
 /// Prompt files' tests to run: each suite a prompt and its tests, checked ([`check`]).

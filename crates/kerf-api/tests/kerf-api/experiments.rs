@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kerf_api::compare::{self, ConstrainMode, wire::CompareInput};
+use kerf_api::eval::tests::Verdict;
 use kerf_api::eval::{self, Pace, Plan};
 use kerf_api::experiments::plan::{Allowance, MAX_CONCURRENCY, MAX_REPEAT};
 use kerf_api::experiments::{ExperimentKind, ExperimentSpec, Subject};
@@ -41,6 +42,15 @@ fn scripted(replies: usize) -> Chosen {
     Chosen::Scripted(Box::new(Scripted::new(
         (0..replies).map(|_| Reply::text(reply, 16)),
     )))
+}
+
+/// Each test's name and verdict, in the report's order.
+fn verdicts(report: &kerf_api::eval::tests::TestReport) -> Vec<(&str, Verdict)> {
+    report
+        .tests
+        .iter()
+        .map(|r| (r.name.as_str(), r.verdict))
+        .collect()
 }
 
 fn params() -> RunParams {
@@ -269,14 +279,8 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
         &mut |_| {},
     )
     .unwrap();
-    let verdicts: Vec<_> = report
-        .tests
-        .iter()
-        .map(|r| (r.name.as_str(), r.verdict))
-        .collect();
-    use kerf_api::eval::tests::Verdict;
     assert_eq!(
-        verdicts,
+        verdicts(&report),
         [("one", Verdict::Passed), ("two", Verdict::Failed)]
     );
     assert_eq!((report.passed, report.failed, report.errors), (1, 1, 0));
@@ -653,14 +657,8 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
         heard.push(r.name.clone())
     })
     .unwrap();
-    use kerf_api::eval::tests::Verdict;
-    let verdicts: Vec<_> = report
-        .tests
-        .iter()
-        .map(|r| (r.name.as_str(), r.verdict))
-        .collect();
     assert_eq!(
-        verdicts,
+        verdicts(&report),
         [("found", Verdict::Passed), ("missed", Verdict::Failed)]
     );
     assert_eq!(heard.len(), 2, "each result is sent as it ends");

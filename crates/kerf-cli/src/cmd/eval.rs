@@ -211,14 +211,14 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         None => start(args.start, wb, &store),
         Some(Sub::Resume(a)) => resume(a, wb, &store),
         Some(Sub::Show(a)) => {
-            let id = which(&store, a.experiment)?;
+            let id = eval::flow::which(&store, a.experiment)?;
             let e = eval::stored(&store, id)?;
             let report = eval::report(&store, &e, a.out.options())?;
             conclude(&report, &a.out, None)
         }
         Some(Sub::Compare(a)) => compare(&a, &store),
         Some(Sub::Report(a)) => {
-            let id = which(&store, a.experiment)?;
+            let id = eval::flow::which(&store, a.experiment)?;
             let e = eval::stored(&store, id)?;
             let options = eval::Options {
                 advise_within: a.advise_within / 100.0,
@@ -230,7 +230,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
             Ok(Outcome::Ok)
         }
         Some(Sub::Rescore(a)) => {
-            let id = which(&store, a.experiment)?;
+            let id = eval::flow::which(&store, a.experiment)?;
             let mut e = eval::stored(&store, id)?;
             for p in eval::rematch(&mut e)? {
                 crate::errln!("kerf: {p}: scored with the `match` settings its file has now");
@@ -243,10 +243,6 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
             conclude(&report, &a.out, None)
         }
     }
-}
-
-fn which(store: &Store, id: Option<i64>) -> Result<i64> {
-    Ok(eval::flow::which(store, id)?)
 }
 
 fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
@@ -279,7 +275,7 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
 }
 
 fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
-    let id = which(store, args.experiment)?;
+    let id = eval::flow::which(store, args.experiment)?;
     let (e, provider) =
         eval::flow::resume(wb, store, id, args.pace.retry_errors, &mut super::announce)?;
     go(store, &e, &provider, &args.pace, &args.out)

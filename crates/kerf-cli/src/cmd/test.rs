@@ -55,11 +55,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     }
     let settings = args.model.settings();
     let provider = settings.provider(wb)?;
-    let params = kerf_api::runs::RunParams {
-        settings,
-        max_tokens: args.max_tokens,
-        constrain: true,
-    };
+    let params = tests::params(settings, args.max_tokens);
     let job = tests::TestJob {
         suites: &subjects,
         params: &params,
