@@ -38,36 +38,75 @@ pub enum SseError<E> {
 /// the decoder stops at the first bad line, so it is always inside.
 const WINDOW: usize = 16 * 1024;
 
-/// The last bytes of the stream, whole lines only, and how many lines came before them.
+/// The last bytes of the stream and how many lines came before them. The window starts at a line
+/// start, or inside a line longer than the window: then the line's first bytes are kept apart,
+/// so a refused line is still named by its field. Each byte is scanned a bounded number of
+/// times and the window never holds more than `2 * WINDOW` bytes, whatever the line lengths (a
+/// 200 MB `data:` line without a newline costs the same per byte as short lines).
 #[derive(Default)]
 struct Recent {
     bytes: Vec<u8>,
+    /// Whole lines dropped before the window (a line cut by the window's start is not counted).
     lines_before: usize,
+    /// The first bytes of the line the window starts inside, when it does.
+    cut_line_head: Option<Vec<u8>>,
 }
+
+/// How much of a line cut by the window's start is kept to name it.
+const HEAD: usize = 128;
 
 impl Recent {
     fn push(&mut self, b: &[u8]) {
         self.bytes.extend_from_slice(b);
-        if self.bytes.len() > 2 * WINDOW {
-            let excess = self.bytes.len() - WINDOW;
-            // Drop whole lines only, so the window starts at a line start.
-            if let Some(cut) = self.bytes[..excess].iter().rposition(|&c| c == b'\n') {
+        if self.bytes.len() <= 2 * WINDOW {
+            return;
+        }
+        let excess = self.bytes.len() - WINDOW;
+        match memchr::memrchr2(b'\n', b'\r', &self.bytes[..excess]) {
+            // Drop whole lines: the window then starts at a line start (after a whole CRLF).
+            Some(cut) => {
+                let cut = if self.bytes[cut] == b'\r' && self.bytes.get(cut + 1) == Some(&b'\n') {
+                    cut + 1
+                } else {
+                    cut
+                };
                 self.lines_before += lines(&self.bytes[..=cut]).count();
+                self.cut_line_head = None;
                 self.bytes.drain(..=cut);
+            }
+            // One line longer than the window: keep its head, drop the middle.
+            None => {
+                if self.cut_line_head.is_none() {
+                    self.cut_line_head = Some(self.bytes[..excess.min(HEAD)].to_vec());
+                }
+                self.bytes.drain(..excess);
             }
         }
     }
 
     /// The first line in the window that is not an SSE field: its number and text.
     fn refused_line(&self) -> Option<(usize, String)> {
-        lines(&self.bytes).enumerate().find_map(|(i, l)| {
-            let text = String::from_utf8_lossy(l);
-            let field = text.split(':').next().unwrap_or("");
-            let ok = l.is_empty()
-                || text.starts_with(':')
-                || matches!(field, "data" | "event" | "id" | "retry");
-            (!ok).then(|| (self.lines_before + i + 1, text.chars().take(80).collect()))
-        })
+        let mut window = lines(&self.bytes);
+        let first = match &self.cut_line_head {
+            // The cut line's own first bytes say which field it is; its tail is in the window.
+            Some(head) => {
+                window.next();
+                Some(head.as_slice())
+            }
+            None => None,
+        };
+        first
+            .into_iter()
+            .chain(window)
+            .enumerate()
+            .find_map(|(i, l)| {
+                let text = String::from_utf8_lossy(l);
+                let field = text.split(':').next().unwrap_or("");
+                let ok = l.is_empty()
+                    || text.starts_with(':')
+                    || matches!(field, "data" | "event" | "id" | "retry");
+                (!ok).then(|| (self.lines_before + i + 1, text.chars().take(80).collect()))
+            })
     }
 }
 
@@ -217,5 +256,41 @@ mod tests {
             err.contains("line 10001") && err.contains("Bad Gateway"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_line_longer_than_the_window_is_decoded_and_named_in_any_pieces() {
+        // A data line without a newline for far longer than the window: the window keeps its
+        // head, so the events and the refused line after it are the same in any pieces.
+        let long = "x".repeat(5 * WINDOW + 17);
+        let body = format!("data: {long}\n\nBad Gateway\n");
+        for step in [1000, 4096, 2 * WINDOW + 1, body.len()] {
+            let pieces: Vec<&[u8]> = body.as_bytes().chunks(step).collect();
+            let (events, end) = decode(&pieces);
+            assert_eq!(events.len(), 1);
+            assert_eq!(events[0].data, long);
+            let err = end.unwrap_err();
+            assert!(
+                err.contains("line 3") && err.contains("Bad Gateway"),
+                "{step}: {err}"
+            );
+        }
+        // The long line is itself the refused one: named by its first bytes.
+        let body = format!("data: ok\n\n<html>{long}\n");
+        let pieces: Vec<&[u8]> = body.as_bytes().chunks(3000).collect();
+        let err = decode(&pieces).1.unwrap_err();
+        assert!(
+            err.contains("line 3") && err.contains("`<html>xxx"),
+            "{err}"
+        );
+        // CR-only line ends are lines too, however long the stream.
+        let mut body = String::new();
+        for i in 0..3000 {
+            body.push_str(&format!("data: {i}\r\r"));
+        }
+        body.push_str("oops\r");
+        let pieces: Vec<&[u8]> = body.as_bytes().chunks(700).collect();
+        let err = decode(&pieces).1.unwrap_err();
+        assert!(err.contains("line 6001") && err.contains("oops"), "{err}");
     }
 }
