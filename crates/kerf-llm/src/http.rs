@@ -40,9 +40,10 @@ pub struct HttpConfig {
     /// The most reply bytes read: past it the reply is cut there, as a broken stream with what
     /// arrived kept. `KERF_MAX_REPLY_MIB` (default 64).
     pub max_reply_bytes: u64,
-    /// The longest a reply may take from its first byte: past it the reply is cut there (a
-    /// server sending one byte a minute would otherwise hold a run forever).
-    /// `KERF_MAX_RUN_SECONDS` (default 600).
+    /// The longest a run may take, from its first attempt to its reply's last byte, retries
+    /// and their waits included: past it the reply is cut there (a server sending one byte a
+    /// minute would otherwise hold a run forever; one trickling a 503 would hold it that long
+    /// on every attempt). `KERF_MAX_RUN_SECONDS` (default 600).
     pub max_duration: Duration,
 }
 
@@ -105,7 +106,7 @@ pub struct Response {
     pub retries: Vec<Retry>,
     inner: reqwest::Response,
     idle: Duration,
-    /// When the reply must be over (`HttpConfig::max_duration` from its head).
+    /// When the reply must be over (`HttpConfig::max_duration` from the run's first attempt).
     deadline: Instant,
     max_duration: Duration,
     /// Bytes still allowed (`HttpConfig::max_reply_bytes`).
@@ -359,11 +360,13 @@ async fn attempt(
     config: &HttpConfig,
     req: &HttpRequest,
     cancel: &CancelToken,
+    deadline: Instant,
 ) -> std::result::Result<Response, Failure> {
     let mut r = client.post(&req.url).body(req.body.clone());
     for (k, v) in &req.headers {
         r = r.header(k.as_str(), v.as_str());
     }
+    // The run's deadline is checked by `post`, which races every attempt and wait against it.
     let resp = match tokio::time::timeout(config.first_byte_timeout, r.send()).await {
         Err(_) => {
             return Err(Failure::Transport {
@@ -408,7 +411,7 @@ async fn attempt(
         headers,
         inner: resp,
         idle: config.idle_timeout,
-        deadline: Instant::now() + config.max_duration,
+        deadline,
         max_duration: config.max_duration,
         room: config.max_reply_bytes,
         max_bytes: config.max_reply_bytes,
@@ -440,6 +443,9 @@ pub async fn post(
     on_retry: &mut dyn FnMut(&Retry),
 ) -> Result<Response> {
     let client = client(config)?;
+    // One deadline for the whole run: every attempt, every wait between attempts and the reply
+    // that finally streams share it, so retries cannot multiply the time limit.
+    let deadline = Instant::now() + config.max_duration;
     let retries = RefCell::new(Vec::<Retry>::new());
     let backoff = ExponentialBuilder::default()
         .with_min_delay(config.backoff_base)
@@ -447,7 +453,7 @@ pub async fn post(
         .with_factor(2.0)
         .with_max_times(config.max_retries as usize)
         .with_jitter();
-    let sending = (|| attempt(&client, config, req, cancel))
+    let sending = (|| attempt(&client, config, req, cancel, deadline))
         .retry(backoff)
         .sleep(tokio::time::sleep)
         .when(|f: &Failure| f.retryable(config))
@@ -474,6 +480,22 @@ pub async fn post(
     let outcome = tokio::select! {
         biased;
         () = cancel.cancelled() => return Err(Error::Cancelled),
+        () = tokio::time::sleep_until(deadline) => {
+            let retries = retries.borrow();
+            let tried = match retries.last() {
+                Some(last) => format!(
+                    " after {} retries (the last for {})",
+                    retries.len(),
+                    last.why
+                ),
+                None => String::new(),
+            };
+            return Err(Error::Timeout(format!(
+                "{}: no reply within the run's time limit of {} s (KERF_MAX_RUN_SECONDS){tried}",
+                req.url,
+                config.max_duration.as_secs_f64()
+            )));
+        }
         r = sending => r,
     };
     match outcome {

@@ -461,6 +461,32 @@ fn a_reply_past_its_size_or_time_limit_is_cut_there_keeping_what_arrived() {
     assert!(took >= limit && took < PATIENT, "{took:?}");
 }
 
+/// Issue 36, item 16: a 503 whose body trickles in was read for the whole time limit on every
+/// attempt (26 s at a 5 s limit). The limit is the run's, across its retries.
+#[test]
+fn retries_share_the_runs_one_time_limit() {
+    let err = b"{\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}";
+    // Each attempt's error body arrives a byte at a time, for longer than the run's limit.
+    let trickle = || {
+        Act::sse(503, err.chunks(1).map(<[u8]>::to_vec).collect())
+            .header("content-type", "application/json")
+            .gap(Duration::from_millis(100))
+    };
+    let server = Server::start(vec![trickle(), trickle(), trickle()]);
+    let mut p = provider(&server, Kind::Openai);
+    p.http.max_duration = Duration::from_millis(1500);
+    let r = run(&p, &json_request());
+    let e = r.result.unwrap_err();
+    assert_eq!(e.code(), "timeout", "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("time limit of 1.5 s") && msg.contains("KERF_MAX_RUN_SECONDS"),
+        "{msg}"
+    );
+    // The first attempt used up the run's time: no second one was sent.
+    assert_eq!(server.requests().len(), 1);
+}
+
 #[test]
 fn malformed_event_streams_and_html_bodies_are_clear_errors() {
     let server = Server::start(vec![
