@@ -21,6 +21,10 @@ pub enum FinishReason {
     /// The stream broke off part-way (network, idle timeout, server): the text received is kept.
     Interrupted,
     Error,
+    /// Kerf's own limit on a reply's size (`KERF_MAX_REPLY_MIB`) cut it: like a token budget, a
+    /// finished measurement of a truncated reply (asking again would buy the same bytes), not a
+    /// broken stream.
+    SizeLimit,
 }
 
 impl FinishReason {
@@ -34,10 +38,11 @@ impl FinishReason {
                 | FinishReason::Cancelled
                 | FinishReason::Interrupted
                 | FinishReason::ContentFilter
+                | FinishReason::SizeLimit
         )
     }
 
-    pub const ALL: [FinishReason; 7] = [
+    pub const ALL: [FinishReason; 8] = [
         FinishReason::Stop,
         FinishReason::Length,
         FinishReason::Cancelled,
@@ -45,6 +50,7 @@ impl FinishReason {
         FinishReason::Refusal,
         FinishReason::Interrupted,
         FinishReason::Error,
+        FinishReason::SizeLimit,
     ];
 
     /// A reason as it is written (`stop`, `content_filter`, …); `None` for any other text.
@@ -61,6 +67,7 @@ impl FinishReason {
             FinishReason::Refusal => "refusal",
             FinishReason::Interrupted => "interrupted",
             FinishReason::Error => "error",
+            FinishReason::SizeLimit => "size_limit",
         }
     }
 }

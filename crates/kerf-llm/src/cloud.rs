@@ -389,6 +389,12 @@ async fn drive(
                 Err(SseError::Body(Chunk::Cancelled)) => {
                     reply.finish = Some(FinishReason::Cancelled)
                 }
+                // Kerf's own limit, not the server's failure: a finished (truncated)
+                // measurement, which a resume must not buy again.
+                Err(SseError::Body(limit @ Chunk::TooLarge(_))) => {
+                    reply.finish = Some(FinishReason::SizeLimit);
+                    on_event(Event::Warning(&limit.to_string()));
+                }
                 Err(SseError::Body(Chunk::Idle(d))) => {
                     cut = Some(format!(
                         "the stream stalled: no byte for {} s",

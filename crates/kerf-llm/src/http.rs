@@ -127,6 +127,9 @@ pub enum Chunk {
     Idle(Duration),
     /// The connection broke mid-body.
     Broken(String),
+    /// The body passed Kerf's own size limit (`HttpConfig::max_reply_bytes`, in MiB here): the
+    /// bytes before it were delivered; the rest is not read.
+    TooLarge(u64),
 }
 
 impl std::fmt::Display for Chunk {
@@ -137,6 +140,10 @@ impl std::fmt::Display for Chunk {
             Chunk::Cancelled => f.write_str("cancelled"),
             Chunk::Idle(d) => write!(f, "no byte for {} s", d.as_secs_f64()),
             Chunk::Broken(e) => f.write_str(e),
+            Chunk::TooLarge(mib) => write!(
+                f,
+                "the reply passed the {mib} MiB limit (KERF_MAX_REPLY_MIB); what arrived before it is kept"
+            ),
         }
     }
 }
@@ -169,10 +176,7 @@ impl Response {
                         // Kerf's limit, not the transport's: crossing it keeps what arrived (a
                         // cut reply) instead of failing the read.
                         b.truncate(self.room as usize);
-                        self.after = Some(Chunk::Broken(format!(
-                            "the reply passed the {} MiB limit (KERF_MAX_REPLY_MIB); what arrived before it is kept",
-                            self.max_bytes >> 20
-                        )));
+                        self.after = Some(Chunk::TooLarge(self.max_bytes >> 20));
                     }
                     self.room -= b.len() as u64;
                     if b.is_empty() {
@@ -216,6 +220,10 @@ impl Response {
                 }
                 Chunk::Broken(e) => {
                     return Err(Error::Network(format!("the reply broke off: {e}")));
+                }
+                // A whole (non-streamed) body cut short cannot be read as JSON at all.
+                too_large @ Chunk::TooLarge(_) => {
+                    return Err(Error::Protocol(too_large.to_string()));
                 }
             }
         }

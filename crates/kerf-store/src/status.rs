@@ -16,7 +16,7 @@ pub enum Status {
     Submitted,
     /// Ended on its own (the model stopped, refused, or was filtered).
     Ok,
-    /// Cut off by its token budget: never a complete answer.
+    /// Cut off by its token budget (or Kerf's reply size limit): never a complete answer.
     Truncated,
     /// Stopped part-way: cancelled, the stream broke, or the process died. The text is kept.
     Interrupted,
@@ -52,7 +52,7 @@ impl Status {
     /// The status of a run that ended with `reason`.
     pub fn for_finish(reason: FinishReason) -> Self {
         match reason {
-            FinishReason::Length => Status::Truncated,
+            FinishReason::Length | FinishReason::SizeLimit => Status::Truncated,
             FinishReason::Cancelled | FinishReason::Interrupted => Status::Interrupted,
             FinishReason::Error => Status::Error,
             FinishReason::Stop | FinishReason::ContentFilter | FinishReason::Refusal => Status::Ok,

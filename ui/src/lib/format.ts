@@ -45,6 +45,7 @@ const FINISH_WORDS: Record<FinishReason, string> = {
   refusal: "the model refused",
   interrupted: "stream broke off",
   error: "failed",
+  size_limit: "cut by Kerf's reply size limit",
 };
 
 /** A finish reason in words. */

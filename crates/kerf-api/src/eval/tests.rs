@@ -379,7 +379,7 @@ fn verdict(
             result.finish_reason = Some(r.out.finish.reason);
             if matches!(
                 r.out.finish.reason,
-                FinishReason::Stop | FinishReason::Length
+                FinishReason::Stop | FinishReason::Length | FinishReason::SizeLimit
             ) {
                 let s = score(&p.matcher(), &test.expected, &r.out.report.objects)
                     .counts

@@ -376,6 +376,8 @@ fn print_cloud_summary(f: &Finish, d: &CloudDetails) {
             kerf_llm::FinishReason::Length => " (the budget ran out: raise --max-tokens)",
             kerf_llm::FinishReason::Interrupted =>
                 " (the stream broke off: what arrived is parsed)",
+            kerf_llm::FinishReason::SizeLimit =>
+                " (the reply passed KERF_MAX_REPLY_MIB: what arrived is parsed)",
             _ => "",
         },
         tokens,

@@ -112,6 +112,9 @@ enum Again {
     Unsure,
     /// The first requests are refused with 429 and `retry-after: 1` (a rate limit reached).
     Limited(usize),
+    /// Every reply goes on after its records with this many MiB of blank lines (a model that
+    /// never stops), more than Kerf reads of a reply.
+    Endless(usize),
 }
 
 impl Model {
@@ -279,8 +282,12 @@ fn answer(
         } else {
             (full.as_str(), "stop")
         };
+        let (text, piece) = match again {
+            Again::Endless(mib) => (format!("{text}{}", "\n".repeat(mib << 20)), 4096),
+            _ => (text.to_string(), 16),
+        };
         let mut sse = String::new();
-        for piece in text.as_bytes().chunks(16) {
+        for piece in text.as_bytes().chunks(piece) {
             let s = String::from_utf8_lossy(piece);
             let ev =
                 json!({"choices": [{"index": 0, "delta": {"content": s}, "finish_reason": null}]});
@@ -730,6 +737,56 @@ fn repeats_show_which_records_a_model_is_unsure_of() {
         table.contains("Over 2 repeats") && table.contains("F1 0.900 ± 0.141"),
         "{table}"
     );
+}
+
+/// Issue 36, item 14: a reply cut by Kerf's own size limit was counted as unmeasured, so every
+/// `resume` bought it again. It is a finished measurement of a truncated reply, with its own
+/// finish reason; a resume leaves it.
+#[test]
+fn a_reply_cut_by_the_size_limit_is_measured_and_not_bought_again() {
+    let rows = rows();
+    let model = Model::start_with(rows.clone(), Duration::ZERO, Again::Endless(2));
+    let (dir, data) = setup(&model, &rows);
+    let kerf = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(args)
+            .current_dir(repo())
+            .env("KERF_CONFIG_DIR", dir.path())
+            .env("KERF_DATA_DIR", dir.path())
+            .env("KERF_MAX_REPLY_MIB", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = kerf(&[
+        "eval",
+        data.to_str().unwrap(),
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--provider",
+        "srv",
+        "--max-tokens",
+        "1000",
+        "--constrain",
+        "none",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3);
+    for c in cells {
+        assert_eq!(c["finish_reason"], "size_limit", "{c}");
+        // Measured and scored: the records before the endless tail are all found.
+        assert_eq!(c["fn"], 0, "{c}");
+        assert!(c["tp"].as_u64().unwrap() > 0, "{c}");
+    }
+    assert_eq!(v["pending"], 0);
+    assert_eq!(model.requests(), 3);
+    let again = kerf(&["eval", "resume", "--json"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert_eq!(stdout_json(&again)["pending"], 0);
+    assert_eq!(model.requests(), 3, "a resume bought a measured cell again");
 }
 
 #[test]

@@ -3,4 +3,4 @@
 /**
  * Why a run ended.
  */
-export type FinishReason = "stop" | "length" | "cancelled" | "content_filter" | "refusal" | "interrupted" | "error";
+export type FinishReason = "stop" | "length" | "cancelled" | "content_filter" | "refusal" | "interrupted" | "error" | "size_limit";
