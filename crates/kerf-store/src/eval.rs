@@ -38,6 +38,15 @@ pub struct StoredCell {
     pub status: Option<Status>,
 }
 
+/// Where a run's reply came from, beyond the provider's name: for a cloud or server provider,
+/// the API it speaks and its base URL, as the run's details record them (`None` for the local
+/// engine, whose model file's hash already names what answered).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    pub protocol: Option<String>,
+    pub base_url: Option<String>,
+}
+
 impl StoredCell {
     /// A measurement: its run ended on its own or was cut by its budget. Never run again.
     pub fn finished(&self) -> bool {
@@ -177,15 +186,24 @@ impl Store {
 
     /// A reply an earlier eval bought for exactly this cell (`kerf eval --cache`): a run of the
     /// same prompt version, input, provider, model (and model file) and parameters, measuring the
-    /// same repeat index, that ended on its own — a reply cut by its budget is never reused.
-    /// The newest such run.
-    pub fn cached_eval_run(&self, run: &NewRun, repeat: u32) -> Result<Option<i64>> {
+    /// same repeat index, that ended on its own — a reply cut by its budget is never reused —
+    /// from the same `endpoint` (a provider's name can be re-pointed at another server, whose
+    /// replies are not the old one's). The newest such run.
+    pub fn cached_eval_run(
+        &self,
+        run: &NewRun,
+        repeat: u32,
+        endpoint: &Endpoint,
+    ) -> Result<Option<i64>> {
         self.conn
             .query_row(
                 "SELECT r.id FROM runs r JOIN eval_cells c ON c.run_id = r.id
+                   JOIN run_bodies b ON b.run_id = r.id
                  WHERE r.prompt_version = ?1 AND r.input_id = ?2 AND r.provider = ?3
                    AND r.model = ?4 AND r.model_sha256 IS ?5 AND r.params = ?6
                    AND c.repeat = ?7 AND r.status = 'ok' AND r.finish_reason = 'stop'
+                   AND json_extract(b.details, '$.protocol') IS ?8
+                   AND json_extract(b.details, '$.base_url') IS ?9
                  ORDER BY r.id DESC LIMIT 1",
                 params![
                     run.prompt_version,
@@ -194,7 +212,9 @@ impl Store {
                     run.model,
                     run.model_sha256,
                     run.params.to_string(),
-                    repeat
+                    repeat,
+                    endpoint.protocol,
+                    endpoint.base_url,
                 ],
                 |r| r.get(0),
             )

@@ -130,7 +130,7 @@ async fn one(
         (runner.cache, runner.store, runner.experiment, &eval_cell)
     {
         let new = crate::runs::new_run(store, &job.meta, &params, runner.provider)?;
-        if let Some(run) = store.cached_eval_run(&new, c.repeat)? {
+        if let Some(run) = store.cached_eval_run(&new, c.repeat, &runner.provider.endpoint())? {
             store.put_eval_cell(experiment, c, run)?;
             return Ok(Ran::Cached(run));
         }

@@ -389,6 +389,18 @@ impl Chosen {
         }
     }
 
+    /// Where its replies come from, as its runs' details record it: the cache
+    /// (`kerf eval --cache`) reuses only replies from the same endpoint.
+    pub fn endpoint(&self) -> kerf_store::Endpoint {
+        match self {
+            Chosen::Cloud(p) => kerf_store::Endpoint {
+                protocol: Some(p.def.kind.as_str().to_string()),
+                base_url: Some(p.def.base_url.clone()),
+            },
+            Chosen::Local(_) | Chosen::Scripted(_) => kerf_store::Endpoint::default(),
+        }
+    }
+
     /// The GGUF file of a local run (its tokenizer cuts sweeps at the model's token boundaries).
     pub fn gguf(&self) -> Option<PathBuf> {
         match self {

@@ -1064,6 +1064,34 @@ fn the_cache_reuses_only_replies_that_ended_on_their_own_for_the_same_cell() {
     assert_eq!(model.requests(), 30 + 18);
 }
 
+/// Issue 36, item 15: the cache matched on the provider's name, so a provider re-pointed at
+/// another server was served the old server's replies. The endpoint is part of the key.
+#[test]
+fn the_cache_does_not_serve_another_servers_replies_under_the_same_name() {
+    let rows = rows();
+    let old = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, data) = setup(&old, &rows);
+    let first = eval(dir.path(), &data, &["--json"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert_eq!(old.requests(), 12);
+    // The same name, model and everything else, now pointing at another server.
+    let new = Model::start(rows.clone(), Duration::ZERO);
+    add_server(dir.path(), "srv", &new.url(), "loopback");
+    let o = eval(dir.path(), &data, &["--cache", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout_json(&o)["cached"], 0);
+    assert_eq!(
+        new.requests(),
+        12,
+        "every cell was bought from the new server"
+    );
+    assert_eq!(old.requests(), 12);
+    // Its own replies that ended on their own are reused from then on.
+    let o = eval(dir.path(), &data, &["--cache", "--json"]);
+    assert_eq!(stdout_json(&o)["cached"], 6, "{}", stderr(&o));
+    assert_eq!(new.requests(), 18);
+}
+
 #[test]
 fn an_eval_prints_its_prompts_warnings_on_a_dry_run_and_a_start() {
     let rows = rows();
