@@ -44,7 +44,19 @@ enum Command {
     History(cmd::history::Args),
 }
 
-/// How a command ended when it did not fail outright.
+/// How a command ended when it did not fail outright. With the errors' codes, this is the exit
+/// code table in the README ("Exit codes"), the same for every command:
+///
+/// | exit | meaning |
+/// | 0 | done |
+/// | 1 | the input failed (a template, schema, prompt, dataset error; nothing usable parsed; a
+///       minimum missed) |
+/// | 2 | could not run: usage, I/O, a provider or network error, a run that failed, work left
+///       undone |
+/// | 3 | the reply was cut short (its budget, Kerf's size limit, a broken stream) and what it
+///       held is printed |
+/// | 4 | conflict: another process is running the same work |
+/// | 130 | cancelled (Ctrl-C) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Ok,
@@ -53,6 +65,32 @@ pub enum Outcome {
     /// Some of the work could not be done and was reported as such (exit 2), e.g. a test whose
     /// run failed.
     CouldNotRun,
+    /// The reply was cut short; what it held was parsed and printed (exit 3).
+    Cut,
+    /// Stopped by Ctrl-C; what finished is printed (exit 130).
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn exit_status(self) -> u8 {
+        match self {
+            Outcome::Ok => 0,
+            Outcome::InputFailed => 1,
+            Outcome::CouldNotRun => 2,
+            Outcome::Cut => 3,
+            Outcome::Cancelled => 130,
+        }
+    }
+}
+
+/// The exit status of a command that failed with `code`.
+fn exit_status(code: kerf_api::Code) -> u8 {
+    match code {
+        kerf_api::Code::Cancelled => Outcome::Cancelled.exit_status(),
+        kerf_api::Code::Conflict => 4,
+        c if c.is_input_failure() => Outcome::InputFailed.exit_status(),
+        _ => Outcome::CouldNotRun.exit_status(),
+    }
 }
 
 fn main() -> ExitCode {
@@ -110,20 +148,13 @@ fn main() -> ExitCode {
         Command::History(a) => cmd::history::run(a, wb, globals),
     };
     match result {
-        Ok(Outcome::Ok) => ExitCode::SUCCESS,
-        Ok(Outcome::InputFailed) => ExitCode::from(1),
-        Ok(Outcome::CouldNotRun) => ExitCode::from(2),
+        Ok(outcome) => ExitCode::from(outcome.exit_status()),
         Err(err) => {
-            let (code, status) = match err.downcast_ref::<kerf_api::ApiError>() {
-                Some(e) => (
-                    e.code.as_str(),
-                    if e.code.is_input_failure() { 1 } else { 2 },
-                ),
-                None => {
-                    let code = classify(&err);
-                    (code.as_str(), if code.is_input_failure() { 1 } else { 2 })
-                }
+            let code = match err.downcast_ref::<kerf_api::ApiError>() {
+                Some(e) => e.code,
+                None => classify(&err),
             };
+            let (code, status) = (code.as_str(), exit_status(code));
             crate::errln!("kerf: error[{code}]: {err:#}");
             if json {
                 output::print_json(

@@ -199,10 +199,16 @@ pub struct Added {
 /// stays the same (or `keep_key` re-confirms it): the key was given for that server.
 pub fn add(registry: &Path, spec: &ProviderSpec) -> Result<Added> {
     let mut def = definition(spec)?;
-    let (moved, config) = Registry::update(registry, |registry| {
-        let mut moved = false;
+    let (key_dropped, config) = Registry::update(registry, |registry| {
+        let mut key_dropped = false;
         if let Ok(old) = registry.get(&def.name) {
-            moved = old.base_url != def.base_url;
+            let moved = old.base_url != def.base_url;
+            if moved && !spec.keep_key {
+                // Before the new endpoint is written: a key that cannot be removed (a keyring
+                // that fails) leaves the provider where it was, instead of sending the key to
+                // the new host.
+                key_dropped = secrets::delete_key(&def.name)?;
+            }
             if !moved && old.kind == def.kind {
                 // Verdicts are per model: the prompt probes keep theirs, the toy probe only
                 // while the model stays.
@@ -213,9 +219,8 @@ pub fn add(registry: &Path, spec: &ProviderSpec) -> Result<Added> {
             }
         }
         registry.upsert(def.clone());
-        Ok((moved, registry.path.display().to_string()))
+        Ok((key_dropped, registry.path.display().to_string()))
     })?;
-    let key_dropped = moved && !spec.keep_key && secrets::delete_key(&def.name).unwrap_or(false);
     Ok(Added {
         def,
         config,

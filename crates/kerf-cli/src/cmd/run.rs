@@ -289,11 +289,32 @@ pub fn run_job(
             crate::outln!("   history: run {id} (kerf history show {id})");
         }
     }
-    Ok(if out.report.failed() {
-        Outcome::InputFailed
+    // A text prompt's reply is the text itself; others are what their parser accepted.
+    let kept_nothing = if prompt.parser.response_type() == kerf_core::ResponseType::Text {
+        out.raw.trim().is_empty()
     } else {
-        Outcome::Ok
-    })
+        out.report.objects.is_empty()
+    };
+    Ok(outcome(
+        out.finish.reason,
+        out.report.failed(),
+        kept_nothing,
+    ))
+}
+
+/// How a run ends the command (the README's exit code table): a reply that failed, or was cut
+/// with nothing usable in it, is a run that failed; one cut short with objects in it is cut;
+/// one that ended on its own is judged by its parse.
+fn outcome(reason: kerf_llm::FinishReason, parse_failed: bool, kept_nothing: bool) -> Outcome {
+    use kerf_llm::FinishReason as F;
+    match reason {
+        F::Cancelled => Outcome::Cancelled,
+        F::Error => Outcome::CouldNotRun,
+        r if r.cut_short() && kept_nothing => Outcome::CouldNotRun,
+        r if r.cut_short() => Outcome::Cut,
+        _ if parse_failed => Outcome::InputFailed,
+        _ => Outcome::Ok,
+    }
 }
 
 fn print_summary(prompt: &Prompt, out: &Outcomes) {

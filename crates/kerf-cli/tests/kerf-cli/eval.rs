@@ -820,7 +820,7 @@ fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
     model.wait_held(2);
     // While it runs, a resume would buy the same cells twice: refused, naming why.
     let twice = kerf_in(dir.path(), &["eval", "resume"]);
-    assert_eq!(twice.status.code(), Some(2), "{}", stderr(&twice));
+    assert_eq!(twice.status.code(), Some(4), "{}", stderr(&twice));
     assert!(
         stderr(&twice).contains("error[conflict]") && stderr(&twice).contains("still running"),
         "{}",

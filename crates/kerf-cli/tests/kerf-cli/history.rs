@@ -55,11 +55,14 @@ fn run_json(dir: &Path, model: &str, extra: &[&str]) -> Value {
     run_out(kerf_in(dir, &args))
 }
 
-/// The JSON of a `kerf run`-like command. Exit 1 means the reply yielded no objects (a tiny
-/// budget); the JSON is printed all the same.
+/// The JSON of a `kerf run`-like command, whose exit code follows the README's table for the
+/// way its reply ended (a tiny budget cuts it: 3, or 2 with nothing whole in it); the JSON is
+/// printed all the same.
 fn run_out(o: Output) -> Value {
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
-    stdout_json(&o)
+    assert!(matches!(o.status.code(), Some(0..=3)), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_eq!(o.status.code(), Some(super::run_exit_code(&v)), "{v}");
+    v
 }
 
 /// Everything a user does with the history, on the bundled model.
@@ -601,6 +604,8 @@ fn ctrl_c_mid_stream_stops_the_run_and_keeps_what_arrived() {
         "KERF_TEST_SEED={seed}: {out}\n{}",
         stderr(&o)
     );
+    // Cancelled, by the exit code table.
+    assert_eq!(o.status.code(), Some(130), "KERF_TEST_SEED={seed}");
     let run = runs_oldest_first(dir).pop().unwrap();
     assert_eq!(run["status"], "interrupted", "KERF_TEST_SEED={seed}: {run}");
     let full = ok_json(kerf_in(

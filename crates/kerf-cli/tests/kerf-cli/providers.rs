@@ -56,6 +56,120 @@ fn openai_stream(text: &str, finish: &str) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// An OpenAI stream of `text` that breaks off before its finish event.
+fn unfinished(text: &str) -> Vec<u8> {
+    let whole = String::from_utf8(openai_stream(text, "stop")).unwrap();
+    let finish = whole.find("\"finish_reason\":\"stop\"").unwrap();
+    whole[..whole[..finish].rfind("data:").unwrap()]
+        .as_bytes()
+        .to_vec()
+}
+
+/// Issue 36, item 17: `kerf run` exited 0 when its reply failed. Each way a reply can end gets
+/// the exit code of the README's table.
+#[test]
+fn kerf_run_exits_by_the_table_for_every_way_a_reply_ends() {
+    let config = tempfile::tempdir().unwrap();
+    let cfg = config.path();
+    let line = json!({"type": "definition", "entity": "Stroma", "definition": "The fluid inside a chloroplast"}).to_string();
+    let half = &line[..line.len() / 2];
+    let error_event = b"data: {\"error\": {\"message\": \"The server had an error\", \"type\": \"server_error\"}}\n\n".to_vec();
+    let cases: Vec<(&str, Act, i32)> = vec![
+        (
+            "ended on its own",
+            Act::sse(200, vec![openai_stream(&line, "stop")]),
+            0,
+        ),
+        (
+            "ended on its own, nothing parsed",
+            Act::sse(200, vec![openai_stream("Sorry, no.", "stop")]),
+            1,
+        ),
+        (
+            "cut by its budget with a record",
+            Act::sse(
+                200,
+                vec![openai_stream(&format!("{line}\n{half}"), "length")],
+            ),
+            3,
+        ),
+        (
+            "cut by its budget with nothing whole",
+            Act::sse(200, vec![openai_stream(half, "length")]),
+            2,
+        ),
+        ("an error mid-stream", Act::sse(200, vec![error_event]), 2),
+        (
+            "a malformed stream",
+            Act::sse(200, vec![b"<html>Bad Gateway</html>\n".to_vec()]),
+            2,
+        ),
+        (
+            "a stream cut with a record",
+            Act::sse(200, vec![unfinished(&format!("{line}\n{half}"))]).cut_off(),
+            3,
+        ),
+        (
+            "refused before replying",
+            Act::status(400, "{\"error\":{\"message\":\"bad request\"}}"),
+            2,
+        ),
+    ];
+    let (names, acts, codes): (Vec<_>, Vec<_>, Vec<_>) = cases.into_iter().fold(
+        (Vec::new(), Vec::new(), Vec::new()),
+        |(mut n, mut a, mut c), (name, act, code)| {
+            n.push(name);
+            a.push(act);
+            c.push(code);
+            (n, a, c)
+        },
+    );
+    let server = Server::start(acts);
+    let add = kerf_env(
+        cfg,
+        &[],
+        &[
+            "providers",
+            "add",
+            "replay",
+            "--kind",
+            "openai",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "replay-model",
+            "--no-key",
+            "--structured",
+            "none",
+        ],
+        None,
+    );
+    assert!(add.status.success(), "{}", everything(&add));
+    for (name, code) in names.iter().zip(codes) {
+        let run = kerf_env(
+            cfg,
+            &[],
+            &[
+                "run",
+                "prompts/agent-kg-extract.json",
+                "--sample",
+                "--provider",
+                "replay",
+                "--constrain",
+                "none",
+                "--json",
+            ],
+            None,
+        );
+        assert_eq!(
+            run.status.code(),
+            Some(code),
+            "{name}: {}",
+            everything(&run)
+        );
+    }
+}
+
 /// Security review, finding 2: for a provider with a custom `base_url`, the key fell back to
 /// `OPENAI_API_KEY` (or Anthropic's, Gemini's): a LAN or third-party server added without
 /// `--no-key` received the user's real key.
@@ -464,6 +578,62 @@ fn keys_go_to_the_keyring_from_standard_input_only() {
         "{v}"
     );
     assert!(!everything(&list).contains("PLANTED"));
+
+    // Issue 36, item 8: pointed at another host, the provider loses the key given for the old
+    // one (here in the kernel keyring, the fallback without a desktop keyring); no request
+    // carries it there.
+    let server = Server::start(vec![Act::sse(200, vec![openai_stream("{}", "stop")])]);
+    let moved = kerf_env(
+        cfg,
+        &[],
+        &[
+            "providers",
+            "add",
+            &name,
+            "--kind",
+            "openai",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--json",
+        ],
+        None,
+    );
+    assert!(moved.status.success(), "{}", everything(&moved));
+    assert_eq!(
+        stdout_json(&moved)["key_dropped"],
+        true,
+        "{}",
+        everything(&moved)
+    );
+    let list = kerf_env(cfg, &[], &["providers", "list", "--json"], None);
+    let v = stdout_json(&list);
+    assert_eq!(v["providers"][0]["key"], "MISSING", "{v}");
+    let run = kerf_env(
+        cfg,
+        &[("OPENAI_API_KEY", "")],
+        &[
+            "run",
+            "prompts/agent-kg-extract.json",
+            "--sample",
+            "--provider",
+            &name,
+        ],
+        None,
+    );
+    assert_eq!(run.status.code(), Some(2), "{}", everything(&run));
+    assert!(
+        server.requests().is_empty(),
+        "a request went to the new host"
+    );
+    let set = kerf_env(
+        cfg,
+        &[],
+        &["providers", "set-key", &name],
+        Some(format!("{PLANTED}\n").as_bytes()),
+    );
+    assert!(set.status.success(), "{}", everything(&set));
 
     let removed = kerf_env(cfg, &[], &["providers", "remove", &name, "--json"], None);
     assert_eq!(stdout_json(&removed)["key_removed"], true);

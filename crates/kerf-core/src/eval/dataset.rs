@@ -16,7 +16,7 @@
 //! and the field by JSON pointer or column; nothing runs until there are no problems.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -152,6 +152,13 @@ pub fn load(path: &Path) -> Result<Dataset> {
     let rows = if path.is_dir() {
         load_folder(path, &mut problems)?
     } else {
+        // A link to a device (`/dev/zero`) or a FIFO would be read forever.
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if !meta.is_file() {
+            return Err(Error::Usage(format!(
+                "{place}: not a regular file (a device, a pipe or a socket); a dataset is a .jsonl or .csv file, or a folder of .txt documents"
+            )));
+        }
         match path.extension().and_then(|e| e.to_str()) {
             Some("csv") => load_csv(path, &mut problems)?,
             Some("jsonl" | "ndjson") => load_jsonl(path, &mut problems)?,
@@ -331,10 +338,54 @@ fn expected_from(v: Value) -> std::result::Result<Expected, String> {
     }
 }
 
+/// The bytes a CSV reader may read past the start of the record it is in: the row limit, plus
+/// what its buffer reads ahead.
+const CSV_READ_AHEAD: u64 = 64 * 1024;
+
+/// A file that refuses to be read past a moving bound: the CSV reader holds a whole record in
+/// memory, so without it one 1 GB quoted cell (or a link to `/dev/zero`) would be read whole
+/// before its size could be checked.
+struct BoundedReads<R> {
+    inner: R,
+    read: u64,
+    bound: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+/// The marker of a read refused by [`BoundedReads`].
+#[derive(Debug)]
+struct PastTheRowLimit;
+
+impl std::fmt::Display for PastTheRowLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a record passes the row limit")
+    }
+}
+
+impl std::error::Error for PastTheRowLimit {}
+
+impl<R: Read> Read for BoundedReads<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let room = self.bound.get().saturating_sub(self.read);
+        if room == 0 {
+            return Err(std::io::Error::other(PastTheRowLimit));
+        }
+        let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let got = self.inner.read(&mut buf[..n])?;
+        self.read += got as u64;
+        Ok(got)
+    }
+}
+
 fn load_csv(path: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
     let file = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let max = limits::max_row_bytes();
+    let bound = std::rc::Rc::new(std::cell::Cell::new(max + CSV_READ_AHEAD));
+    let f = BoundedReads {
+        inner: f,
+        read: 0,
+        bound: bound.clone(),
+    };
     let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(f);
     let headers = match reader.headers() {
         Ok(h) => h.clone(),
@@ -351,6 +402,20 @@ fn load_csv(path: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
             Ok(true) => {}
             Err(e) => {
                 let line = e.position().map_or(0, |p| p.line() as usize);
+                if let csv::ErrorKind::Io(io) = e.kind()
+                    && io
+                        .get_ref()
+                        .is_some_and(|inner| inner.is::<PastTheRowLimit>())
+                {
+                    // Where the record that passed the limit starts: the line after the last
+                    // one read.
+                    let line = reader.position().line() as usize;
+                    problems.push(format!(
+                        "{file}:{line}: the row passes the limit of {} MiB (KERF_MAX_ROW_MIB); the rest of the file is not read",
+                        max >> 20
+                    ));
+                    break;
+                }
                 problems.push(format!("{file}:{line}: {e}"));
                 if matches!(
                     e.kind(),
@@ -361,6 +426,8 @@ fn load_csv(path: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
                 continue;
             }
         }
+        // The next record may read up to the limit past where this one ended.
+        bound.set(reader.position().byte() + max + CSV_READ_AHEAD);
         let line = record.position().map_or(0, |p| p.line() as usize);
         if record.as_slice().len() as u64 > max {
             problems.push(too_large(&file, line, record.as_slice().len() as u64));

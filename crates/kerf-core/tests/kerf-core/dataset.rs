@@ -140,6 +140,41 @@ fn an_oversized_row_is_refused_unread() {
     );
 }
 
+/// Issue 36, item 2: a CSV record was read whole before its size was checked (one 1,000 MB cell
+/// took 1.07 GB), and a dataset that is a link to `/dev/zero` was read until memory ran out.
+/// The CSV reader now stops a record at the limit, and only regular files are read.
+#[test]
+fn a_csv_cell_past_the_limit_stops_the_read_and_devices_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.csv");
+    // A quoted cell of 40 MiB with a newline in it, so the record cannot be skipped by lines.
+    let big = format!("{}\n{}", "x".repeat(20 << 20), "y".repeat(20 << 20));
+    std::fs::write(
+        &path,
+        format!("id,input\nsmall,fine\nbig,\"{big}\"\nafter,never read\n"),
+    )
+    .unwrap();
+    let p = problems(dataset::load(&path).unwrap_err());
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].ends_with(
+            "big.csv:3: the row passes the limit of 16 MiB (KERF_MAX_ROW_MIB); the rest of the file is not read"
+        ),
+        "{}",
+        p[0]
+    );
+
+    // A dataset named by a link to a device.
+    let zero = dir.path().join("zero.csv");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let e = dataset::load(&zero).unwrap_err().to_string();
+    assert!(e.contains("zero.csv: not a regular file"), "{e}");
+    let zero = dir.path().join("zero.jsonl");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let e = dataset::load(&zero).unwrap_err().to_string();
+    assert!(e.contains("zero.jsonl: not a regular file"), "{e}");
+}
+
 #[test]
 fn csv_and_folder_datasets_read_into_the_same_rows() {
     let dir = tempfile::tempdir().unwrap();
