@@ -162,6 +162,10 @@ pub(crate) struct Scanner {
     /// The text ended inside a record (dropped as `truncated`), even after a completion delimiter.
     cut_at_end: bool,
     lines: LineCounter,
+    /// No record delimiter and no newline starts in `text[pos..clear_to]`: a record waited on is
+    /// searched for its end only in the text that arrived since (so a long record still open
+    /// costs each byte once, not once per feed).
+    clear_to: usize,
 }
 
 impl Scanner {
@@ -187,16 +191,22 @@ impl Scanner {
         loop {
             let pos = self.pos;
             let rest = &text[pos..];
+            let from = floor_char_boundary(text, self.clear_to.max(pos));
             // Records end at the record delimiter; when that is not a newline, a newline ends a
             // record too (models often put `##` and a newline, or only the newline).
-            let mut end: Option<(usize, usize, bool)> = rest
+            let mut end: Option<(usize, usize, bool)> = text[from..]
                 .find(&format.record)
-                .map(|i| (pos + i, format.record.len(), false));
+                .map(|i| (from + i, format.record.len(), false));
             if format.record != "\n"
-                && let Some(i) = memchr::memchr(b'\n', rest.as_bytes())
-                && end.is_none_or(|(e, _, _)| pos + i < e)
+                && let Some(i) = memchr::memchr(b'\n', &text.as_bytes()[from..])
+                && end.is_none_or(|(e, _, _)| from + i < e)
             {
-                end = Some((pos + i, 1, false));
+                end = Some((from + i, 1, false));
+            }
+            if end.is_none() {
+                // A delimiter may yet be completed by text to come: search again from where
+                // its first byte could be.
+                self.clear_to = text.len() - (format.record.len() - 1).min(text.len());
             }
             if let Some(c) = self.completion_at
                 && end.is_none_or(|(e, _, _)| c <= e)
@@ -376,7 +386,8 @@ fn take_fields(
         );
         return;
     }
-    let mut object = Map::new();
+    // Exactly its fields: a report keeps every record's map.
+    let mut object = Map::with_capacity(names.len() + 1);
     object.insert("type".into(), Value::String(tag.clone()));
     for (name, value) in names.iter().zip(values) {
         object.insert(name.clone(), Value::String(value));

@@ -12,7 +12,10 @@
 
 use serde_json::{Map, Value};
 
-use super::lines::{LineIndex, excerpt, floor_char_boundary, line_end, next_line_start};
+use super::lines::{
+    LineIndex, excerpt, floor_char_boundary, line_end, line_of, line_start, next_line_start,
+};
+use super::value::Compact;
 use super::{Acceptor, Parser, coerce};
 use crate::error::strip_position;
 use crate::report::{DropKind, ParseReport};
@@ -34,18 +37,18 @@ fn first_fence(text: &str) -> Option<(usize, &str, bool)> {
 
 pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> ParseReport {
     let mut report = ParseReport::default();
-    let lines = LineIndex::new(text);
     let (offset, body) = match first_fence(text) {
         Some((start, content, true)) => (start, content),
         _ => (0, text),
     };
     let lead = body.len() - body.trim_start().len();
-    let body_line = lines.line_of(offset + lead);
+    // A line or two is all strict mode names: counted when needed, no index of every line.
+    let body_line = line_of(text, offset + lead);
     let mut value: Value = match serde_json::from_str(body.trim()) {
-        Ok(v) => v,
+        Ok(Compact(v)) => v,
         Err(e) => {
             let line = body_line + e.line().saturating_sub(1);
-            let at = lines.start_of(line, text.len());
+            let at = line_start(text, line);
             let err_at = floor_char_boundary(
                 text,
                 if e.line() <= 1 { offset + lead } else { at } + e.column().saturating_sub(1),
@@ -112,9 +115,7 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
     }
     let end = offset + lead + body.trim().len();
     match value {
-        Value::Array(items) => items
-            .into_iter()
-            .for_each(|v| acceptor.finish(&mut report, body_line, end, v)),
+        Value::Array(items) => acceptor.finish_all(&mut report, body_line, end, items),
         v => acceptor.finish(&mut report, body_line, end, v),
     }
     report
@@ -176,9 +177,9 @@ const MAX_CANDIDATES: usize = 64;
 impl Salvager<'_, '_> {
     fn read(&self, pos: usize, end: usize) -> Read {
         let mut stream =
-            serde_json::Deserializer::from_str(&self.text[pos..end]).into_iter::<Value>();
+            serde_json::Deserializer::from_str(&self.text[pos..end]).into_iter::<Compact>();
         match stream.next() {
-            Some(Ok(v)) => Read::Value(v, pos + stream.byte_offset()),
+            Some(Ok(Compact(v))) => Read::Value(v, pos + stream.byte_offset()),
             Some(Err(e)) if e.is_eof() => Read::CutOff,
             Some(Err(e)) => {
                 let at = if e.line() <= 1 {
@@ -301,11 +302,12 @@ impl Salvager<'_, '_> {
         let line = self.lines.line_of(at);
         if self.text.as_bytes()[at] == b'[' {
             let items = self.parser.items.as_ref();
-            let (elements, _) = self.walk_array(at, end, items);
-            for (v, e) in elements {
-                self.report.objects.push(v);
-                self.report.ends.push(e);
-            }
+            // The elements go straight into the report (no second vector of them).
+            let mut objects = std::mem::take(&mut self.report.objects);
+            let mut ends = std::mem::take(&mut self.report.ends);
+            self.walk_array(at, end, items, Some(&mut objects), &mut ends);
+            self.report.objects = objects;
+            self.report.ends = ends;
             return;
         }
         let drops_before = self.report.dropped.len();
@@ -324,16 +326,18 @@ impl Salvager<'_, '_> {
         acceptor.finish(self.report, line, end, Value::Object(object));
     }
 
-    /// Walk the array at `pos` element by element; returns the accepted elements and, when the
-    /// array was closed, the offset after its `]`. Each element goes through the acceptor with
-    /// `items` as its schema; a cut-off element is `truncated`.
+    /// Walk the array at `pos` element by element: the accepted elements are appended to
+    /// `values` (when wanted) and where their text ends to `ends`; returns, when the array was
+    /// closed, the offset after its `]`. Each element goes through the acceptor with `items` as
+    /// its schema; a cut-off element is `truncated`.
     fn walk_array(
         &mut self,
         pos: usize,
         end: usize,
         items: Option<&CompiledSchema>,
-    ) -> (Vec<(Value, usize)>, Option<usize>) {
-        let mut out = Vec::new();
+        mut values: Option<&mut Vec<Value>>,
+        ends: &mut Vec<usize>,
+    ) -> Option<usize> {
         let mut closed_at = None;
         let mut elements = ParseReport::default();
         let acceptor = Acceptor {
@@ -366,14 +370,12 @@ impl Salvager<'_, '_> {
             }
             match read {
                 Read::Value(v, next) => {
-                    let before = elements.objects.len();
                     acceptor.accept(&mut elements, line, next, v);
-                    out.extend(
-                        elements
-                            .objects
-                            .drain(before..)
-                            .zip(elements.ends.drain(before..)),
-                    );
+                    ends.append(&mut elements.ends);
+                    match values.as_deref_mut() {
+                        Some(values) => values.append(&mut elements.objects),
+                        None => elements.objects.clear(),
+                    }
                     pos = self.skip_ws(next, end);
                     match self.text.as_bytes().get(pos) {
                         Some(b',') if pos < end => pos += 1,
@@ -431,7 +433,7 @@ impl Salvager<'_, '_> {
             }
         }
         self.report.dropped.append(&mut elements.dropped);
-        (out, closed_at)
+        closed_at
     }
 
     /// After a broken element, continue at the next line that starts an element.
@@ -526,11 +528,16 @@ impl Salvager<'_, '_> {
             let items = prop.as_ref().and_then(schema::items_schema).and_then(|s| {
                 CompiledSchema::compile(&s, &format!("schema /properties/{key}/items")).ok()
             });
-            let (elements, closed_at) = self.walk_array(pos, end, items.as_ref());
-            out.insert(
-                key,
-                Value::Array(elements.into_iter().map(|(v, _)| v).collect()),
+            let mut elements = Vec::new();
+            let closed_at = self.walk_array(
+                pos,
+                end,
+                items.as_ref(),
+                Some(&mut elements),
+                &mut Vec::new(),
             );
+            elements.shrink_to_fit();
+            out.insert(key, Value::Array(elements));
             return match closed_at {
                 Some(next) => Step::Next(next),
                 None => {
@@ -802,14 +809,12 @@ impl SalvageSweep<'_, '_> {
     fn walk(&mut self, a: usize, end: usize) -> ArrayWalk {
         self.salvager.number_reads = Some(Vec::new());
         let items = self.salvager.parser.items.as_ref();
-        let (elements, _) = self.salvager.walk_array(a, end, items);
+        // Only where the elements end is kept, not the elements.
+        let mut ends = Vec::new();
+        self.salvager.walk_array(a, end, items, None, &mut ends);
         let reads = self.salvager.number_reads.take().unwrap_or_default();
         self.salvager.report.dropped.clear();
-        ArrayWalk {
-            at: a,
-            ends: elements.into_iter().map(|(_, e)| e).collect(),
-            reads,
-        }
+        ArrayWalk { at: a, ends, reads }
     }
 
     /// Walk the object at `a` over `[a, end)` once, noting at each step's start what the

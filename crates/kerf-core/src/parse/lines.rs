@@ -30,6 +30,22 @@ impl LineIndex {
     }
 }
 
+/// 1-based line containing byte `offset` of `text` ([`LineIndex::line_of`] without an index).
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    1 + memchr::memchr_iter(b'\n', &text.as_bytes()[..offset.min(text.len())]).count()
+}
+
+/// Byte offset where 1-based `line` of `text` starts, the text's length past the last line
+/// ([`LineIndex::start_of`] without an index).
+pub(crate) fn line_start(text: &str, line: usize) -> usize {
+    match line.checked_sub(2) {
+        None => 0,
+        Some(n) => memchr::memchr_iter(b'\n', text.as_bytes())
+            .nth(n)
+            .map_or(text.len(), |i| i + 1),
+    }
+}
+
 /// 1-based line numbers for offsets visited in increasing order, counting newlines as it goes
 /// (the bytes were just read by the parser, so this stays in cache; no index to build). It keeps
 /// no reference to the text, so a streaming parser can keep it while its buffer grows.
@@ -122,5 +138,31 @@ pub(crate) fn excerpt(s: &str) -> String {
         s.to_string()
     } else {
         format!("{}…", s.chars().take(MAX).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counted_lines_agree_with_the_index() {
+        for text in ["", "a", "\n", "ab\ncd\n\nef", "\n\nx\n"] {
+            let index = LineIndex::new(text);
+            for offset in 0..=text.len() {
+                assert_eq!(
+                    line_of(text, offset),
+                    index.line_of(offset),
+                    "{text:?} {offset}"
+                );
+            }
+            for line in 0..6 {
+                assert_eq!(
+                    line_start(text, line),
+                    index.start_of(line, text.len()),
+                    "{text:?} {line}"
+                );
+            }
+        }
     }
 }

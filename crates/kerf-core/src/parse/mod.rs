@@ -9,6 +9,7 @@ mod json;
 mod jsonl;
 pub(crate) mod lines;
 mod stream;
+mod value;
 
 pub use delimited::DelimitedFormat;
 pub(crate) use json::salvage_curve;
@@ -149,7 +150,43 @@ impl Acceptor<'_> {
 
     /// The rules that apply after validation: passthrough, drop, ensure.
     pub fn finish(&self, report: &mut ParseReport, line: usize, end: usize, mut value: Value) {
-        if let Value::Object(map) = &mut value {
+        match self.post_process(&mut value) {
+            Ok(()) => {
+                report.objects.push(value);
+                report.ends.push(end);
+            }
+            Err(detail) => report.drop(line, DropKind::MissingField, detail),
+        }
+    }
+
+    /// [`Acceptor::finish`] for the elements of an array, in place: the array becomes the
+    /// accepted objects (no second vector of them is built), the refused ones are reported in
+    /// order. Each element's text ends at `end`.
+    pub fn finish_all(
+        &self,
+        report: &mut ParseReport,
+        line: usize,
+        end: usize,
+        mut items: Vec<Value>,
+    ) {
+        items.retain_mut(|v| match self.post_process(v) {
+            Ok(()) => true,
+            Err(detail) => {
+                report.drop(line, DropKind::MissingField, detail);
+                false
+            }
+        });
+        report.ends.extend(std::iter::repeat_n(end, items.len()));
+        if report.objects.is_empty() {
+            report.objects = items;
+        } else {
+            report.objects.append(&mut items);
+        }
+    }
+
+    /// Passthrough and drop applied to `value`; the `ensure` rule's refusal, if any.
+    fn post_process(&self, value: &mut Value) -> Result<(), String> {
+        if let Value::Object(map) = value {
             for key in &self.post.passthrough {
                 if let Some(v) = self.vars.get(key) {
                     map.insert(key.clone(), v.clone());
@@ -171,15 +208,9 @@ impl Acceptor<'_> {
                 .map(|k| format!("`{k}`"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            report.drop(
-                line,
-                DropKind::MissingField,
-                format!("ensure: missing {names}"),
-            );
-            return;
+            return Err(format!("ensure: missing {names}"));
         }
-        report.objects.push(value);
-        report.ends.push(end);
+        Ok(())
     }
 }
 

@@ -192,3 +192,19 @@ fn simulated_truncation_jsonl_keeps_complete_lines_array_keeps_nothing() {
         assert!(a.truncated);
     }
 }
+
+#[test]
+fn objects_keep_their_key_order_and_the_last_of_a_repeated_key() {
+    let text =
+        "{\"z\": 1, \"a\": {\"y\": [3, 2, {\"q\": 0, \"b\": 1}], \"c\": 2}, \"m\": 0, \"z\": 9}\n";
+    for (t, text) in [
+        (Jsonl, text.to_string()),
+        (kerf_core::ResponseType::Json, format!("[{}]", text.trim())),
+    ] {
+        let r = parse(t, None, &text);
+        assert_eq!(
+            serde_json::to_string(&r.objects).unwrap(),
+            r#"[{"z":9,"a":{"y":[3,2,{"q":0,"b":1}],"c":2},"m":0}]"#
+        );
+    }
+}

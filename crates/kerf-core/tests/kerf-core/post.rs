@@ -139,3 +139,29 @@ fn rules_apply_to_delimited_records() {
         "/age: cannot coerce \"old\" to integer"
     );
 }
+
+#[test]
+fn ensure_drops_json_array_elements_in_order() {
+    let post = PostRules {
+        ensure: vec!["score".into()],
+        drop: vec!["n".into()],
+        ..Default::default()
+    };
+    let text = r#"[{"name": "a", "score": 1, "n": 0}, {"name": "b"}, {"name": "c", "score": 2}, {"name": "d", "n": 1}]"#;
+    for salvage in [false, true] {
+        let r = Parser::new(ResponseType::Json)
+            .with_post(post.clone())
+            .with_salvage(salvage)
+            .parse(text, &Map::new());
+        assert_eq!(
+            r.objects,
+            vec![
+                json!({"name": "a", "score": 1}),
+                json!({"name": "c", "score": 2})
+            ]
+        );
+        let details: Vec<&str> = r.dropped.iter().map(|d| d.detail.as_str()).collect();
+        assert_eq!(details, ["ensure: missing `score`"; 2]);
+        assert_eq!(r.ends.len(), 2);
+    }
+}

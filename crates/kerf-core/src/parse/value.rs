@@ -1,0 +1,162 @@
+//! JSON values read with no spare capacity, for the objects a report keeps.
+//!
+//! serde_json's own `Value` reader grows each object's map one key at a time: with
+//! `preserve_order` the map's entry vector follows its hash table's capacity (3, 7, 14, …), so an
+//! object of 4 keys keeps room for 7 entries of 104 bytes each, and arrays keep their doubling
+//! slack. A report holds every object of a reply until it is dropped, so that slack multiplies:
+//! [`Compact`] reads the very same value (same parser, same errors at the same offsets, same
+//! key order and duplicate-key rule) into maps and arrays of exactly their length.
+
+use std::cell::RefCell;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// A JSON value read as serde_json reads a [`Value`], without spare capacity.
+pub(crate) struct Compact(pub Value);
+
+impl<'de> de::Deserialize<'de> for Compact {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        ValueSeed.deserialize(deserializer).map(Compact)
+    }
+}
+
+thread_local! {
+    /// Buffers for the members of the maps being read (one per nesting level in use), kept
+    /// across values so that reading an object costs no allocation besides the value's own.
+    static MEMBERS: RefCell<Vec<Vec<(String, Value)>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer larger than this is not kept for the next value.
+const KEEP_MEMBERS: usize = 256;
+
+struct ValueSeed;
+
+impl<'de> DeserializeSeed<'de> for ValueSeed {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(ValueSeed)
+    }
+}
+
+/// The visits of serde_json's own `Value` visitor (for a JSON reader, without
+/// `arbitrary_precision` or `raw_value`), but for the two containers.
+impl<'de> Visitor<'de> for ValueSeed {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Value, E> {
+        let de = de::value::I128Deserializer::new(value);
+        de::Deserialize::deserialize(de).map(Value::Number)
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Value, E> {
+        let de = de::value::U128Deserializer::new(value);
+        de::Deserialize::deserialize(de).map(Value::Number)
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(String::from(value)))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        ValueSeed.deserialize(deserializer)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(ValueSeed)? {
+            items.push(item);
+        }
+        items.shrink_to_fit();
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = MEMBERS.with(|m| m.borrow_mut().pop()).unwrap_or_default();
+        let read = (|| -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                let value = map.next_value_seed(ValueSeed)?;
+                members.push((key, value));
+            }
+            Ok(())
+        })();
+        // Built with the exact capacity; a repeated key keeps its first place and takes the
+        // last value, as serde_json's `Map::insert` does.
+        let object = read.map(|()| Value::Object(members.drain(..).collect::<Map<_, _>>()));
+        members.clear();
+        if members.capacity() <= KEEP_MEMBERS {
+            MEMBERS.with(|m| m.borrow_mut().push(members));
+        }
+        object
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn both(text: &str) -> (Result<Value, String>, Result<Value, String>) {
+        let theirs = serde_json::from_str::<Value>(text).map_err(|e| e.to_string());
+        let ours = serde_json::from_str::<Compact>(text)
+            .map(|c| c.0)
+            .map_err(|e| e.to_string());
+        (theirs, ours)
+    }
+
+    #[test]
+    fn reads_what_serde_json_reads() {
+        for text in [
+            r#"{"b": 1, "a": [1, 2.5, -3, 1e400, true, null, "x\u00e9\n"], "c": {"d": {}}}"#,
+            r#"{"k": 1, "j": 2, "k": 3}"#,
+            r#"[{"a": 1}, [], {}, [[[]]], 18446744073709551615, -9223372036854775808]"#,
+            r#"{"a": 1, "b": 2, "c": 3, "d": 4, "e": {"f": [1, 2, 3, 4, 5]}}"#,
+            r#"{"a": x}"#,
+            r#"{"a": 1"#,
+            r#"{1: 2}"#,
+            r#"[1, 2,]"#,
+            "\"\\ud800\"",
+            &format!("{}1{}", "[".repeat(200), "]".repeat(200)),
+        ] {
+            let (theirs, ours) = both(text);
+            assert_eq!(ours, theirs, "{text}");
+            if let (Ok(a), Ok(b)) = (&theirs, &ours) {
+                // Same keys in the same order.
+                assert_eq!(a.to_string(), b.to_string());
+            }
+        }
+    }
+}
