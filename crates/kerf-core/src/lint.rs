@@ -635,6 +635,40 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
         // TrustGraph validates with the whole of JSON Schema (python-jsonschema).
         Provider::Trustgraph => {}
     }
+    // Kerf checks every reply against the schema whatever the provider: a pattern that needs
+    // backtracking makes that check cost per value, up to the step limit.
+    walk(schema, "", 0, &mut |node, p, _| {
+        let Value::Object(m) = node else { return };
+        let mut patterns: Vec<(String, &str)> = Vec::new();
+        if let Some(pat) = m.get("pattern").and_then(Value::as_str) {
+            patterns.push((p.to_string(), pat));
+        }
+        if let Some(Value::Object(props)) = m.get("patternProperties") {
+            patterns.extend(
+                props
+                    .keys()
+                    .map(|k| (format!("{p}/patternProperties"), k.as_str())),
+            );
+        }
+        for (pointer, pat) in patterns {
+            if !crate::schema::pattern_is_linear(pat) {
+                out.push(Finding {
+                    provider,
+                    severity: Severity::Note,
+                    pointer: if pointer.is_empty() { "/".into() } else { pointer },
+                    keyword: if m.contains_key("pattern") && m["pattern"] == pat {
+                        "pattern".into()
+                    } else {
+                        "patternProperties".into()
+                    },
+                    message: format!(
+                        "`{}` needs backtracking (lookaround or a backreference): Kerf checks it with a backtracking engine, slowly on long values, and a value it cannot decide within its step limit is dropped as `unchecked`; without those features every pattern of the schema is checked in linear time",
+                        crate::error::quoted(pat)
+                    ),
+                });
+            }
+        }
+    });
     out
 }
 

@@ -354,12 +354,35 @@ fn check_meta(schema: &Value, place: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether `pattern` compiles for a linear-time engine (the `regex` crate: no lookaround, no
+/// backreferences). Patterns that do not need backtracking features are checked in time linear
+/// in the value; the others go to a backtracking engine with a step limit (`kerf lint` names them).
+pub fn pattern_is_linear(pattern: &str) -> bool {
+    jsonschema::options()
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(&serde_json::json!({"pattern": pattern}))
+        .is_ok()
+}
+
 fn build_validator(schema: &Value, place: &str) -> Result<jsonschema::Validator> {
-    let mut options = jsonschema::options();
-    if schema.get("$schema").is_none() {
-        options = options.with_draft(jsonschema::Draft::Draft202012);
+    let options = || {
+        let mut options = jsonschema::options();
+        if schema.get("$schema").is_none() {
+            options = options.with_draft(jsonschema::Draft::Draft202012);
+        }
+        options
+    };
+    // A linear-time engine when every pattern allows it: a backtracking pattern then costs
+    // nothing per value (issue 36 measured 3.9 s per 100 objects with the backtracking engine).
+    // A schema with a pattern that needs lookaround or backreferences keeps the backtracking
+    // engine, whose step limit drops what it cannot decide as `unchecked`.
+    if let Ok(v) = options()
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(schema)
+    {
+        return Ok(v);
     }
-    options.build(schema).map_err(|e| Error::Schema {
+    options().build(schema).map_err(|e| Error::Schema {
         place: place.into(),
         pointer: {
             let p = e.schema_path().as_str().to_string();

@@ -262,3 +262,43 @@ fn a_pattern_past_the_regex_step_limit_is_unchecked_not_invalid() {
     );
     assert!(!kerf_core::DropKind::Unchecked.is_repairable());
 }
+
+/// Issue 36, item 6: a backtracking pattern cost 3.9 s per 100 objects before the step limit
+/// gave up on it. A pattern that needs no backtracking feature is now checked by a linear-time
+/// engine: decided (never `unchecked`), however the value is built; `kerf lint` names the
+/// patterns that do need backtracking.
+#[test]
+fn a_pattern_without_backtracking_features_is_decided_in_linear_time() {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "code": {"type": "string", "pattern": "^(a+)+$"}}});
+    let p = parser(kerf_core::ResponseType::Jsonl, Some(schema.clone()));
+    // The classic catastrophic case for a backtracking engine: many `a`s, then a mismatch.
+    let slow = format!("{{\"code\": \"{}b\"}}", "a".repeat(5000));
+    let r = p.parse(&format!("{slow}\n{{\"code\": \"aaa\"}}\n"), &Map::new());
+    assert_eq!(r.objects, vec![serde_json::json!({"code": "aaa"})]);
+    let kinds: Vec<&str> = r.dropped.iter().map(|d| d.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["schema"], "{:?}", r.dropped);
+    assert!(kerf_core::schema::pattern_is_linear("^(a+)+$"));
+    assert!(!kerf_core::schema::pattern_is_linear("^(a|a)*\\1b$"));
+    let lint = |schema: &serde_json::Value| {
+        kerf_core::lint::lint(schema, kerf_core::lint::Provider::Trustgraph)
+            .into_iter()
+            .filter(|f| f.message.contains("needs backtracking"))
+            .map(|f| (f.pointer, f.keyword))
+            .collect::<Vec<_>>()
+    };
+    assert!(lint(&schema).is_empty());
+    let backtracking = serde_json::json!({"type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^(?=a)\\w+$"}},
+        "patternProperties": {"^(x)\\1$": {"type": "string"}}});
+    assert_eq!(
+        lint(&backtracking),
+        vec![
+            (
+                "/patternProperties".to_string(),
+                "patternProperties".to_string()
+            ),
+            ("/properties/code".to_string(), "pattern".to_string())
+        ]
+    );
+}
