@@ -585,6 +585,10 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
                     }
                 }
             });
+            // What a run refuses, lint says: the `response_schema` mode's rewrite can explode.
+            for f in refusals(schema) {
+                add(f.severity, &f.pointer, &f.keyword, f.message);
+            }
         }
         Provider::Llamacpp => {
             walk(schema, "", 0, &mut |node, p, _| {
@@ -670,6 +674,29 @@ pub fn lint(schema: &Value, provider: Provider) -> Vec<Finding> {
         }
     });
     out
+}
+
+/// What a run refuses to send, whatever its mode allows otherwise: Gemini's `response_schema`
+/// mode (and `auto`'s fallback to it) inlines `$ref`s, and a recursive schema passes
+/// [`MAX_REWRITE_NODES`]. `kerf check` and `kerf lint --provider gemini` report these, so they
+/// say what the run will say.
+pub fn refusals(schema: &Value) -> Vec<Finding> {
+    let rewrite = gemini_schema(schema);
+    if !rewrite.too_large {
+        return Vec::new();
+    }
+    rewrite
+        .findings
+        .into_iter()
+        .filter(|f| f.severity == Severity::Error && f.keyword == "$ref")
+        .map(|f| Finding {
+            message: format!(
+                "a Gemini run in `response_schema` mode refuses this schema: {}",
+                f.message
+            ),
+            ..f
+        })
+        .collect()
 }
 
 /// Lint a prompt file for one provider: its schema (`lint`), and what the file's own shape means

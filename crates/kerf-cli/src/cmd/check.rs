@@ -27,14 +27,24 @@ pub struct Args {
 }
 
 fn check_one(path: &Path) -> Result<Vec<String>> {
-    if path.to_string_lossy().ends_with(".schema.json") {
+    let (schema, mut warnings) = if path.to_string_lossy().ends_with(".schema.json") {
         let schema = read_json(path)?;
         kerf_core::CompiledSchema::compile(&schema, &path.display().to_string())?;
-        Ok(Vec::new())
+        (Some(schema), Vec::new())
     } else {
         let prompt = kerf_core::Prompt::load(path)?;
-        Ok(prompt.warnings)
+        (prompt.file.schema.clone(), prompt.warnings)
+    };
+    // What a provider's run would refuse, said before any run does.
+    for f in schema.iter().flat_map(kerf_core::lint::refusals) {
+        warnings.push(format!(
+            "{} at {}: {}",
+            f.provider.as_str(),
+            f.pointer,
+            f.message
+        ));
     }
+    Ok(warnings)
 }
 
 pub fn run(args: Args) -> Result<Outcome> {

@@ -525,6 +525,47 @@ fn export_openai_and_anthropic() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Issue 36, item 7: `kerf check` and `kerf lint --provider gemini` said `ok` for a schema whose
+/// Gemini rewrite explodes, and the run then refused it. They now say what the run will say.
+#[test]
+fn check_and_lint_say_what_a_gemini_run_will_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree.schema.json");
+    // A node with three children of its own kind: inlining its `$ref`s never ends.
+    std::fs::write(
+        &tree,
+        r##"{"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"$ref": "#/$defs/node"}, "c": {"$ref": "#/$defs/node"}}}}}"##,
+    )
+    .unwrap();
+    let o = kerf(&["check", tree.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        out.contains(
+            "warning: gemini at /: a Gemini run in `response_schema` mode refuses this schema"
+        ),
+        "{out}"
+    );
+    let o = kerf(&[
+        "lint",
+        tree.to_str().unwrap(),
+        "--provider",
+        "gemini",
+        "--json",
+    ]);
+    let v = stdout_json(&o);
+    assert!(
+        v["findings"].as_array().unwrap().iter().any(|f| {
+            f["severity"] == "error"
+                && f["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("refuses this schema")
+        }),
+        "{v}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{v}");
+}
+
 #[test]
 fn lint_reports_per_provider_and_exits_1_on_errors() {
     // The shipped prompt: rewrites everywhere (Gemini's `responseJsonSchema` takes its `oneOf`
