@@ -60,9 +60,8 @@ fn openai_stream(text: &str, finish: &str) -> Vec<u8> {
 fn unfinished(text: &str) -> Vec<u8> {
     let whole = String::from_utf8(openai_stream(text, "stop")).unwrap();
     let finish = whole.find("\"finish_reason\":\"stop\"").unwrap();
-    whole[..whole[..finish].rfind("data:").unwrap()]
-        .as_bytes()
-        .to_vec()
+    let cut = whole[..finish].rfind("data:").unwrap();
+    whole.as_bytes()[..cut].to_vec()
 }
 
 /// Issue 36, item 17: `kerf run` exited 0 when its reply failed. Each way a reply can end gets
