@@ -4,8 +4,11 @@
 
 pub mod aggregate;
 pub mod dataset;
+pub(crate) mod distance;
 pub mod matching;
 pub mod normalize;
+#[cfg(test)]
+mod reference;
 pub mod score;
 pub mod stats;
 

@@ -266,3 +266,155 @@ fn micro_sums_and_macro_averages_skipping_null_rows() {
     assert_eq!(t.by_type["relationship"].micro.f1, None);
     assert_eq!(t.by_type["relationship"].macro_f1, None);
 }
+
+// Issue 36, item 9: hostile replies. These pin what the fast paths answer on the cases that
+// took minutes and gigabytes before (the speed itself is the `score` bench's to measure, not a
+// test's): the same figures the record-by-record definitions give.
+
+/// `n` copies of a record on both sides pair one to one, in order, and the copies beyond the
+/// other side's count are missed or spurious.
+#[test]
+fn identical_records_on_both_sides_pair_one_to_one_in_order() {
+    let m = agent_kg().matcher();
+    let expected = vec![def("Stroma", "fluid"); 3_002];
+    let actual = vec![def("the stroma", "a fluid"); 3_000];
+    let s = score(&m, &expected, &actual);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (3_000, 0, 2));
+    assert!(
+        s.matched
+            .iter()
+            .enumerate()
+            .all(|(i, p)| (p.expected, p.actual, p.similarity) == (i, i, 1.0))
+    );
+    assert_eq!(s.missed, [3_000, 3_001]);
+    // Agreement over every pair: "fluid" / "a fluid" (Sørensen–Dice of bigrams, spaces out).
+    let a = s.agreement["definition:definition"];
+    assert_eq!(a.pairs, 3_000);
+}
+
+/// Repeats among other candidates: the assignment stays optimal over classes. 400 "stroma"
+/// and one "stromas" expected; 400 "stroma" and one "stroma x" extracted, at `fuzzy` 0.7:
+/// "stromas" can only pair with a "stroma" (6/7) or "stroma x" (6/8), and taking a "stroma" for
+/// it would leave an expected "stroma" to "stroma x" (6/8) — the best total pairs every
+/// "stroma" exactly and "stromas" with "stroma x".
+#[test]
+fn repeats_among_fuzzy_candidates_keep_the_optimal_assignment() {
+    let m = with_spec(json!({"fuzzy": 0.7}));
+    let mut expected = vec![def("stroma", "a"); 400];
+    expected.push(def("stromas", "b"));
+    let mut actual = vec![def("stroma", "a"); 400];
+    actual.push(def("stroma x", "b"));
+    let s = score(&m, &expected, &actual);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (401, 0, 0));
+    let partial: Vec<_> = s.matched.iter().filter(|p| p.is_partial()).collect();
+    assert_eq!(partial.len(), 1);
+    assert_eq!((partial[0].expected, partial[0].actual), (400, 400));
+    assert!((partial[0].similarity - 0.75).abs() < 1e-12);
+}
+
+/// A made-up word over a syllable alphabet (xorshift64 from a fixed seed: the same every run).
+fn made_up_word(x: &mut u64) -> String {
+    const SYLLABLES: &[&str] = &[
+        "ka", "lo", "mi", "ren", "tor", "vas", "el", "qui", "dra", "sen", "po", "lu", "bar",
+    ];
+    let mut below = |n: usize| {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        (*x % n as u64) as usize
+    };
+    (0..2 + below(3))
+        .map(|_| SYLLABLES[below(SYLLABLES.len())])
+        .collect()
+}
+
+#[test]
+fn an_invented_long_name_is_ungrounded_and_a_near_copy_is_grounded() {
+    let m = agent_kg().matcher();
+    let mut x = 0x5eed_0001u64;
+    let vocabulary: Vec<String> = (0..300).map(|_| made_up_word(&mut x)).collect();
+    let pick = |x: &mut u64| {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        vocabulary[(*x % vocabulary.len() as u64) as usize].clone()
+    };
+    let mut document = String::new();
+    while document.len() < 12_000 {
+        let sentence: Vec<String> = (0..9).map(|_| pick(&mut x)).collect();
+        document.push_str(&sentence.join(" "));
+        document.push_str(". ");
+    }
+    let mut invented = String::new();
+    while invented.len() < 3_600 {
+        invented.push_str(&pick(&mut x));
+        invented.push(' ');
+    }
+    // 3.6 KB of the text itself from word 200 on, normalised, with one letter in 60 changed.
+    let words: Vec<&str> = document
+        .split([' ', '.'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut copied = String::new();
+    for w in &words[200..] {
+        if copied.len() >= 3_600 {
+            break;
+        }
+        copied.push_str(w);
+        copied.push(' ');
+    }
+    let near: String = copied
+        .trim_end()
+        .chars()
+        .enumerate()
+        .map(|(i, c)| if i % 60 == 59 { 'q' } else { c })
+        .collect();
+    let g = Grounding::new(&m, &document);
+    let actual = [def(&invented, "made up"), def(&near, "copied")];
+    assert_eq!(g.ungrounded(&m, &actual), [0]);
+    // Whole words, exactly: a run of the text is grounded without any distance.
+    assert!(g.contains(words[10..400].join(" ").as_str()));
+}
+
+/// 2,000 distinct random names expected; 2,000 extracted, every other one a gold name with one
+/// letter changed (similarity 15/16 ≥ 0.85) and the rest new random names (random 16-letter
+/// names are about 14 edits apart): exactly the changed ones pair, each with its own.
+#[test]
+fn many_distinct_names_pair_only_with_their_own_misspelling() {
+    let m = with_spec(json!({"fuzzy": 0.85}));
+    let mut x = 0x5eed_0003u64;
+    let mut below = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    let mut random_name = || -> String {
+        (0..16)
+            .map(|_| char::from(b'a' + below(26) as u8))
+            .collect()
+    };
+    let gold: Vec<String> = (0..2_000).map(|_| random_name()).collect();
+    let mut extracted = Vec::new();
+    for (i, g) in gold.iter().enumerate() {
+        if i % 2 == 0 {
+            let mut c: Vec<char> = g.chars().collect();
+            c[i % 16] = if c[i % 16] == 'z' { 'y' } else { 'z' };
+            extracted.push(c.into_iter().collect::<String>());
+        } else {
+            extracted.push(random_name());
+        }
+    }
+    let expected: Vec<Value> = gold.iter().map(|n| def(n, "x")).collect();
+    let actual: Vec<Value> = extracted.iter().map(|n| def(n, "x")).collect();
+    let s = score(&m, &expected, &actual);
+    assert_eq!(
+        (s.counts.tp, s.counts.fp, s.counts.fn_),
+        (1_000, 1_000, 1_000)
+    );
+    assert!(
+        s.matched
+            .iter()
+            .all(|p| p.expected == p.actual && p.expected % 2 == 0 && p.similarity == 15.0 / 16.0)
+    );
+}
