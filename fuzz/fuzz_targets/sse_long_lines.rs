@@ -1,6 +1,6 @@
 #![no_main]
-//! The server-sent-events reader on streams whose lines outgrow the window it keeps to name a
-//! refused line: a byte 0xFF followed by a byte n stands for n KiB of `x`, so a few input bytes
+//! The server-sent-events reader on streams of long lines and big pieces (what it keeps to name a
+//! refused line once lost a line that came in one piece with far more after it): a byte 0xFF followed by a byte n stands for n KiB of `x`, so a few input bytes
 //! make lines of hundreds of KiB. However the stream is split, the events and the error (its
 //! line number and text included) are the same, and no piece is rescanned.
 use libfuzzer_sys::fuzz_target;

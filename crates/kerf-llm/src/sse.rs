@@ -6,8 +6,8 @@
 //!
 //! - a final event the server closed without its blank line is still dispatched (servers that
 //!   close right after the last `data:` line are common; the spec would drop it);
-//! - a refused line is named by its line number and text, found in a window of the most recent
-//!   bytes (the crate says only "unknown field").
+//! - a refused line is named by its line number and text, found as the lines go by (the crate
+//!   says only "unknown field").
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -34,98 +34,75 @@ pub enum SseError<E> {
     Malformed(String),
 }
 
-/// How many recent bytes are kept to name a refused line: more than any sane event line, and
-/// the decoder stops at the first bad line, so it is always inside.
-const WINDOW: usize = 16 * 1024;
-
-/// The last bytes of the stream and how many lines came before them. The window starts at a line
-/// start, or inside a line longer than the window: then the line's first bytes are kept apart,
-/// so a refused line is still named by its field. Each byte is scanned a bounded number of
-/// times and the window never holds more than `2 * WINDOW` bytes, whatever the line lengths (a
-/// 200 MB `data:` line without a newline costs the same per byte as short lines).
-#[derive(Default)]
-struct Recent {
-    bytes: Vec<u8>,
-    /// Whole lines dropped before the window (a line cut by the window's start is not counted).
-    lines_before: usize,
-    /// The first bytes of the line the window starts inside, when it does.
-    cut_line_head: Option<Vec<u8>>,
-}
-
-/// How much of a line cut by the window's start is kept to name it.
+/// How much of a line is kept to name it.
 const HEAD: usize = 128;
 
-impl Recent {
-    fn push(&mut self, b: &[u8]) {
-        self.bytes.extend_from_slice(b);
-        if self.bytes.len() <= 2 * WINDOW {
-            return;
-        }
-        let excess = self.bytes.len() - WINDOW;
-        match memchr::memrchr2(b'\n', b'\r', &self.bytes[..excess]) {
-            // Drop whole lines: the window then starts at a line start (after a whole CRLF).
-            Some(cut) => {
-                let cut = if self.bytes[cut] == b'\r' && self.bytes.get(cut + 1) == Some(&b'\n') {
-                    cut + 1
-                } else {
-                    cut
-                };
-                self.lines_before += lines(&self.bytes[..=cut]).count();
-                self.cut_line_head = None;
-                self.bytes.drain(..=cut);
+/// Lines as they arrive, to name the line the decoder refuses. Everything before that line was
+/// accepted (the decoder stops at its first bad line), so it is the first line of the stream
+/// that is no SSE field: kept, with its number, as the bytes go by. Each byte is looked at once
+/// and only a line's first [`HEAD`] bytes are held, whatever the chunk sizes or line lengths (a
+/// window of recent bytes lost the line when one chunk carried it and far more after it, and
+/// rescanned a line that outgrew it).
+#[derive(Default)]
+struct Lines {
+    /// The 0-based number of the line being read.
+    current: usize,
+    /// Its first bytes.
+    head: Vec<u8>,
+    /// The last line ended with CR: an LF first in what comes next completes that CRLF.
+    after_cr: bool,
+    /// The first line that is no SSE field: its 1-based number and its start.
+    refused: Option<(usize, String)>,
+}
+
+impl Lines {
+    fn push(&mut self, mut b: &[u8]) {
+        while !b.is_empty() {
+            if std::mem::take(&mut self.after_cr) && b[0] == b'\n' {
+                b = &b[1..];
+                continue;
             }
-            // One line longer than the window: keep its head, drop the middle.
-            None => {
-                if self.cut_line_head.is_none() {
-                    self.cut_line_head = Some(self.bytes[..excess.min(HEAD)].to_vec());
-                }
-                self.bytes.drain(..excess);
-            }
+            let end = memchr::memchr2(b'\n', b'\r', b);
+            let piece = &b[..end.unwrap_or(b.len())];
+            let room = HEAD.saturating_sub(self.head.len());
+            self.head.extend_from_slice(&piece[..piece.len().min(room)]);
+            let Some(end) = end else { return };
+            self.end_line();
+            self.after_cr = b[end] == b'\r';
+            b = &b[end + 1..];
         }
     }
 
-    /// The first line in the window that is not an SSE field: its number and text.
+    fn end_line(&mut self) {
+        if self.refused.is_none() && !is_field(&self.head, self.current == 0) {
+            self.refused = Some((self.current + 1, shown(&self.head)));
+        }
+        self.current += 1;
+        self.head.clear();
+    }
+
+    /// The first line that is no SSE field, counting the last one even without its end.
     fn refused_line(&self) -> Option<(usize, String)> {
-        let mut window = lines(&self.bytes);
-        let first = match &self.cut_line_head {
-            // The cut line's own first bytes say which field it is; its tail is in the window.
-            Some(head) => {
-                window.next();
-                Some(head.as_slice())
-            }
-            None => None,
-        };
-        first
-            .into_iter()
-            .chain(window)
-            .enumerate()
-            .find_map(|(i, l)| {
-                let text = String::from_utf8_lossy(l);
-                let field = text.split(':').next().unwrap_or("");
-                let ok = l.is_empty()
-                    || text.starts_with(':')
-                    || matches!(field, "data" | "event" | "id" | "retry");
-                (!ok).then(|| (self.lines_before + i + 1, text.chars().take(80).collect()))
-            })
+        self.refused.clone().or_else(|| {
+            (!is_field(&self.head, self.current == 0))
+                .then(|| (self.current + 1, shown(&self.head)))
+        })
     }
 }
 
-/// The lines of `b` (ended by CR, LF or CRLF; a last line without its end counts too).
-fn lines(b: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut rest = b;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let end = rest.iter().position(|&c| c == b'\n' || c == b'\r');
-        let (line, next) = match end {
-            Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => (&rest[..i], i + 2),
-            Some(i) => (&rest[..i], i + 1),
-            None => (rest, rest.len()),
-        };
-        rest = &rest[next..];
-        Some(line)
-    })
+/// Whether a line (its start) is something an event stream may hold: blank, a comment, or one
+/// of the four fields (the first line may start with a byte-order mark).
+fn is_field(line: &[u8], first: bool) -> bool {
+    let line = match first {
+        true => line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line),
+        false => line,
+    };
+    let field = line.split(|&c| c == b':').next().unwrap_or_default();
+    line.is_empty() || line[0] == b':' || matches!(field, b"data" | b"event" | b"id" | b"retry")
+}
+
+fn shown(head: &[u8]) -> String {
+    String::from_utf8_lossy(head).chars().take(80).collect()
 }
 
 /// The events of `body`, in order. The stream ends after the first error.
@@ -134,7 +111,7 @@ where
     S: Stream<Item = Result<Bytes, E>>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let recent = Rc::new(RefCell::new(Recent::default()));
+    let recent = Rc::new(RefCell::new(Lines::default()));
     let tap = recent.clone();
     let body = body
         .inspect_ok(move |b| tap.borrow_mut().push(b))
@@ -262,6 +239,7 @@ mod tests {
     fn a_line_longer_than_the_window_is_decoded_and_named_in_any_pieces() {
         // A data line without a newline for far longer than the window: the window keeps its
         // head, so the events and the refused line after it are the same in any pieces.
+        const WINDOW: usize = 16 * 1024;
         let long = "x".repeat(5 * WINDOW + 17);
         let body = format!("data: {long}\n\nBad Gateway\n");
         for step in [1000, 4096, 2 * WINDOW + 1, body.len()] {
@@ -292,5 +270,19 @@ mod tests {
         let pieces: Vec<&[u8]> = body.as_bytes().chunks(700).collect();
         let err = decode(&pieces).1.unwrap_err();
         assert!(err.contains("line 6001") && err.contains("oops"), "{err}");
+    }
+
+    /// Found by the fuzz target `sse_long_lines`: a bad first line carried in one chunk with
+    /// 64 KiB after it was named as line 2 (the window of recent bytes had already dropped it),
+    /// but as line 1 when the same bytes came in 128-byte pieces.
+    #[test]
+    fn fuzz_crash_sse_long_lines_a_refused_line_is_named_however_big_the_chunk() {
+        let mut body = b"\0\n".to_vec();
+        body.resize(2 + 64 * 1024, b'x');
+        for step in [128, body.len()] {
+            let pieces: Vec<&[u8]> = body.chunks(step).collect();
+            let err = decode(&pieces).1.unwrap_err();
+            assert!(err.contains("line 1 of the event stream"), "{step}: {err}");
+        }
     }
 }
