@@ -412,6 +412,42 @@ impl Grounding {
     }
 }
 
+/// xorshift64 draws for the scoring tests, as the CLI's tests draw their moments: seeded by
+/// `KERF_TEST_SEED` (or the clock, printed) for randomised tests, or by a test's constant.
+pub(crate) struct Seeded {
+    pub seed: u64,
+    x: u64,
+}
+
+impl Seeded {
+    pub fn new(test: &str) -> Seeded {
+        let seed = std::env::var("KERF_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        eprintln!("{test}: KERF_TEST_SEED={seed}");
+        Seeded::fixed(seed)
+    }
+
+    /// The same draws on every run.
+    pub fn fixed(seed: u64) -> Seeded {
+        // xorshift's state must not be 0.
+        Seeded { seed, x: seed | 1 }
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.x ^= self.x << 13;
+        self.x ^= self.x >> 7;
+        self.x ^= self.x << 17;
+        (self.x % n.max(1) as u64) as usize
+    }
+}
+
 /// The fast scoring pinned to the oracle above on seeded random inputs: small documents must
 /// score identically in every figure and pair; large ones (whose groups go to the flow) in
 /// every count and in the total similarity, with every pair a real candidate. The seed is
@@ -425,34 +461,9 @@ mod tests {
     use super::super::score::{self as fast, Scored};
     use crate::CompiledSchema;
 
-    /// xorshift64, as the CLI's tests draw their moments.
-    struct Seeded {
-        seed: u64,
-        x: u64,
-    }
+    use super::Seeded;
 
     impl Seeded {
-        fn new(test: &str) -> Seeded {
-            let seed = std::env::var("KERF_TEST_SEED")
-                .ok()
-                .and_then(|s| s.parse::<u64>().ok())
-                .unwrap_or_else(|| {
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap()
-                        .as_nanos() as u64
-                });
-            eprintln!("{test}: KERF_TEST_SEED={seed}");
-            Seeded { seed, x: seed | 1 }
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            self.x ^= self.x << 13;
-            self.x ^= self.x >> 7;
-            self.x ^= self.x << 17;
-            (self.x % n.max(1) as u64) as usize
-        }
-
         fn chance(&mut self, percent: usize) -> bool {
             self.below(100) < percent
         }

@@ -312,33 +312,35 @@ fn repeats_among_fuzzy_candidates_keep_the_optimal_assignment() {
     assert!((partial[0].similarity - 0.75).abs() < 1e-12);
 }
 
-/// A made-up word over a syllable alphabet (xorshift64 from a fixed seed: the same every run).
-fn made_up_word(x: &mut u64) -> String {
+/// Draws from a fixed seed (xorshift64): the hostile inputs are the same on every run.
+struct Draws(u64);
+
+impl Draws {
+    /// A number in `0..n` (n > 0).
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// A made-up word over a syllable alphabet.
+fn made_up_word(x: &mut Draws) -> String {
     const SYLLABLES: &[&str] = &[
         "ka", "lo", "mi", "ren", "tor", "vas", "el", "qui", "dra", "sen", "po", "lu", "bar",
     ];
-    let mut below = |n: usize| {
-        *x ^= *x << 13;
-        *x ^= *x >> 7;
-        *x ^= *x << 17;
-        (*x % n as u64) as usize
-    };
-    (0..2 + below(3))
-        .map(|_| SYLLABLES[below(SYLLABLES.len())])
+    (0..2 + x.below(3))
+        .map(|_| SYLLABLES[x.below(SYLLABLES.len())])
         .collect()
 }
 
 #[test]
 fn an_invented_long_name_is_ungrounded_and_a_near_copy_is_grounded() {
     let m = agent_kg().matcher();
-    let mut x = 0x5eed_0001u64;
+    let mut x = Draws(0x5eed_0001);
     let vocabulary: Vec<String> = (0..300).map(|_| made_up_word(&mut x)).collect();
-    let pick = |x: &mut u64| {
-        *x ^= *x << 13;
-        *x ^= *x >> 7;
-        *x ^= *x << 17;
-        vocabulary[(*x % vocabulary.len() as u64) as usize].clone()
-    };
+    let pick = |x: &mut Draws| vocabulary[x.below(vocabulary.len())].clone();
     let mut document = String::new();
     while document.len() < 12_000 {
         let sentence: Vec<String> = (0..9).map(|_| pick(&mut x)).collect();
@@ -382,16 +384,10 @@ fn an_invented_long_name_is_ungrounded_and_a_near_copy_is_grounded() {
 #[test]
 fn many_distinct_names_pair_only_with_their_own_misspelling() {
     let m = with_spec(json!({"fuzzy": 0.85}));
-    let mut x = 0x5eed_0003u64;
-    let mut below = |n: usize| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x % n as u64) as usize
-    };
+    let mut x = Draws(0x5eed_0003);
     let mut random_name = || -> String {
         (0..16)
-            .map(|_| char::from(b'a' + below(26) as u8))
+            .map(|_| char::from(b'a' + x.below(26) as u8))
             .collect()
     };
     let gold: Vec<String> = (0..2_000).map(|_| random_name()).collect();

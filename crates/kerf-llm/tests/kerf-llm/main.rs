@@ -489,8 +489,9 @@ fn retries_share_the_runs_one_time_limit() {
         msg.contains("time limit of 1.5 s") && msg.contains("KERF_MAX_RUN_SECONDS"),
         "{msg}"
     );
-    // The first attempt used up the run's time: no second one was sent.
-    assert_eq!(server.requests().len(), 1);
+    // The first attempt used up the run's time: no second one was sent (on a machine too busy
+    // to send even the first within the limit, none was).
+    assert!(server.requests().len() <= 1, "{}", server.requests().len());
 }
 
 #[test]
