@@ -2,5 +2,8 @@
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
 fn main() {
+    // Before the window: a template's preview renders in a worker process (this executable,
+    // started again) whose memory is limited, so no template can abort the app.
+    kerf_core::render_worker::set_up();
     kerf_desktop::run();
 }

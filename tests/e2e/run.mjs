@@ -68,6 +68,14 @@ fs.writeFileSync(path.join(userPrompts, "repair-terms.json"), JSON.stringify({
   repair: { "max-attempts": 3 },
 }, null, 2) + "\n");
 
+// A prompt whose template doubles a string 64 times (a few hundred steps, far inside the fuel):
+// its render would need exabytes. The preview renders in a worker with a memory limit; the
+// window must show the error and go on.
+fs.writeFileSync(path.join(userPrompts, "grows-a-string.json"), JSON.stringify({
+  prompt: "{% set ns = namespace(s='grow') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }} {{ text }}",
+  "response-type": "text",
+}, null, 2) + "\n");
+
 /**
  * Answer the next native dialogs (WebDriver cannot drive GTK's): scripts/e2e starts the app with
  * KERF_E2E_DIALOGS naming this file; each dialog takes one line (a path, or yes/no).
@@ -242,6 +250,20 @@ try {
     await shot("schema-error");
     await (await $t("revert")).click();
     await waitText("problems", (s) => s.trim() === "none", UI, "the problems did not clear after Revert");
+  });
+
+  await scenario("a template that builds gigabytes is stopped with an error; the window goes on", async () => {
+    await (await $t("prompt-grows-a-string")).click();
+    await waitText("prompt-title", (s) => s === "grows-a-string", UI, "the prompt did not open");
+    await browser.waitUntil(async () => (await browser.$$('[data-testid="problem"][data-part="template"]')).length > 0,
+      { timeout: UI, timeoutMsg: "no template problem shown" });
+    const problem = await (await browser.$('[data-testid="problem"][data-part="template"]')).getText();
+    assert.match(problem, /the render built more than \d+ MiB \(KERF_RENDER_MEMORY_MIB\) and was stopped/);
+    await shot("template-memory");
+    // The same window, still answering: another prompt opens and previews.
+    await (await $t("prompt-extract-definitions")).click();
+    await waitText("prompt-title", (s) => s === "extract-definitions", UI, "the window stopped answering");
+    await waitText("preview", (s) => s.length > 100, UI, "no preview after the stopped render");
   });
 
   await scenario("a schema under object-schema is flagged for TrustGraph, renamed in one click, saved as schema", async () => {

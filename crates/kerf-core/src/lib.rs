@@ -31,6 +31,7 @@ pub mod lint;
 pub mod parse;
 pub mod prompt;
 pub mod python_str;
+pub mod render_worker;
 pub mod report;
 pub mod run;
 pub mod schema;

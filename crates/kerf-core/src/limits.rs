@@ -25,6 +25,13 @@ pub fn max_render_bytes() -> u64 {
     from_env("KERF_MAX_RENDER_MIB", 32).saturating_mul(1 << 20)
 }
 
+/// The most memory a render worker may hold (`KERF_RENDER_MEMORY_MIB`, default 512 MiB): the
+/// context (a document is at most `KERF_MAX_ROW_MIB`), the strings the template builds and the
+/// output. A template that builds more is stopped with an error instead of exhausting memory.
+pub fn render_memory_bytes() -> u64 {
+    from_env("KERF_RENDER_MEMORY_MIB", 512).saturating_mul(1 << 20)
+}
+
 /// The most bytes one dataset row may hold (`KERF_MAX_ROW_MIB`, default 16 MiB): a document far
 /// beyond any context window is a mistake, and is refused before it is read into memory.
 pub fn max_row_bytes() -> u64 {

@@ -142,8 +142,16 @@ impl Template {
         self.render_with_warnings(ctx).map(|(text, _)| text)
     }
 
-    /// Render with `ctx`, with the warnings of the render (a value Python could not print).
+    /// Render with `ctx`, with the warnings of the render (a value Python could not print): in a
+    /// render worker when the executable set them up (see `render_worker`), else here.
     pub fn render_with_warnings(&self, ctx: &Map<String, Value>) -> Result<(String, Vec<String>)> {
+        crate::render_worker::render(&self.name, &self.source, ctx)
+            .unwrap_or_else(|| self.render_here(ctx))
+    }
+
+    /// Render with `ctx` in this process: what a render worker does, and what the library does
+    /// when no worker was set up.
+    pub(crate) fn render_here(&self, ctx: &Map<String, Value>) -> Result<(String, Vec<String>)> {
         let warnings: Warnings = Arc::default();
         let env = environment(Some(warnings.clone()));
         let t = env

@@ -400,6 +400,44 @@ fn render_sample_and_undefined_variable() {
     );
 }
 
+/// A template that doubles a string in a loop needs exabytes in a few hundred steps, far inside
+/// the fuel. The render's worker meets its memory limit and the command says so; a document as
+/// large as a dataset row may be still renders under the default limit.
+#[test]
+fn a_template_that_builds_gigabytes_is_stopped_by_its_memory_limit() {
+    let (d, p) = tmp(
+        "grow.json",
+        br#"{"prompt": "{% set ns = namespace(s='grow') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}", "response-type": "text"}"#,
+    );
+    let home = tempfile::tempdir().unwrap();
+    let o = kerf_cmd(home.path())
+        .args(["render", p.to_str().unwrap()])
+        .env("KERF_RENDER_MEMORY_MIB", "96")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("error[template_render]: template `grow`: the render built more than 96 MiB (KERF_RENDER_MEMORY_MIB) and was stopped"),
+        "{e}"
+    );
+    assert!(o.stdout.is_empty(), "nothing rendered is printed");
+
+    // 15 MiB of document (the row limit is 16) renders whole with the default limit.
+    let doc = d.path().join("doc.txt");
+    std::fs::write(&doc, "word ".repeat(3 << 20)).unwrap();
+    let o = kerf(&[
+        "render",
+        "prompts/extract-definitions.json",
+        "--input",
+        doc.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let user = stdout_json(&o)["user"].as_str().unwrap().len();
+    assert!(user > 15 << 20, "{user}");
+}
+
 #[test]
 fn render_template_syntax_error_and_unknown_key_warning() {
     let (_d, p) = tmp(

@@ -1,0 +1,308 @@
+//! Templates render in a worker process with a memory limit, so that no template can take the
+//! app or the CLI down with it.
+//!
+//! Fuel bounds a render's steps, and the output is capped, but a few steps can build a string
+//! of gigabytes (`{% set ns.s = ns.s ~ ns.s %}` in a loop doubles it each time) and an allocation
+//! that fails aborts the whole process — the window, with the prompt still unsaved. minijinja has
+//! no hook on what a render allocates, so the bound is the operating system's: the binaries
+//! (`kerf`, the desktop app) call [`set_up`] first thing in `main`; from then on every [`crate::template::Template`] render is sent to a
+//! worker — the same executable started with [`WORKER_ARG`] — whose data segment is limited to
+//! `KERF_RENDER_MEMORY_MIB` (`limits::render_memory_bytes`). A worker that dies is reported as
+//! the template's `template_render` error, and the next render starts a new one.
+//!
+//! Workers live for many renders (an eval renders every row; starting a process per render
+//! would cost more than the render) and are kept in a small pool so that renders of concurrent
+//! cells do not wait on each other. Without [`isolate_renders`] (the library's own tests, other
+//! embedders), templates render in the calling process.
+
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// The argument that makes a Kerf executable serve renders on its standard input and output.
+pub const WORKER_ARG: &str = "--kerf-render-worker";
+
+/// Workers kept for the next render once a render is done (renders in flight at once beyond
+/// this start their own, and stop after).
+const IDLE_WORKERS: usize = 4;
+
+static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+static IDLE: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
+
+/// First thing in an executable's `main`: when this process was started as a render worker,
+/// serve renders and exit; otherwise send this process's renders to workers of this executable.
+/// (When the executable cannot be found, renders stay in this process.)
+pub fn set_up() {
+    serve_if_worker();
+    if let Ok(program) = std::env::current_exe() {
+        isolate_renders(program);
+    }
+}
+
+/// Send every later render to workers started from `program`, an executable whose `main` calls
+/// [`set_up`]. The first call wins.
+pub fn isolate_renders(program: PathBuf) {
+    let _ = PROGRAM.set(program);
+}
+
+/// Whether renders go to workers.
+pub fn isolated() -> bool {
+    PROGRAM.get().is_some()
+}
+
+/// One render, as sent to a worker.
+#[derive(Serialize, Deserialize)]
+struct Request {
+    name: String,
+    source: String,
+    ctx: Map<String, Value>,
+}
+
+/// A worker's answer: the render's text and warnings, or its template error.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Reply {
+    Rendered {
+        text: String,
+        warnings: Vec<String>,
+    },
+    Syntax {
+        line: Option<usize>,
+        message: String,
+    },
+    Undefined {
+        line: Option<usize>,
+        variable: String,
+    },
+    Failed {
+        line: Option<usize>,
+        message: String,
+    },
+}
+
+impl Reply {
+    fn of(result: Result<(String, Vec<String>)>) -> Reply {
+        match result {
+            Ok((text, warnings)) => Reply::Rendered { text, warnings },
+            Err(Error::TemplateSyntax { line, message, .. }) => Reply::Syntax { line, message },
+            Err(Error::TemplateUndefined { line, variable, .. }) => {
+                Reply::Undefined { line, variable }
+            }
+            Err(Error::TemplateRender { line, message, .. }) => Reply::Failed { line, message },
+            Err(other) => Reply::Failed {
+                line: None,
+                message: other.to_string(),
+            },
+        }
+    }
+
+    fn into_result(self, name: &str) -> Result<(String, Vec<String>)> {
+        let name = name.to_string();
+        match self {
+            Reply::Rendered { text, warnings } => Ok((text, warnings)),
+            Reply::Syntax { line, message } => Err(Error::TemplateSyntax {
+                name,
+                line,
+                message,
+            }),
+            Reply::Undefined { line, variable } => Err(Error::TemplateUndefined {
+                name,
+                line,
+                variable,
+            }),
+            Reply::Failed { line, message } => Err(Error::TemplateRender {
+                name,
+                line,
+                message,
+            }),
+        }
+    }
+}
+
+/// When this process was started as a render worker: limit its memory, answer renders until
+/// its input closes, and exit. Otherwise return at once.
+fn serve_if_worker() {
+    if std::env::args_os().nth(1).as_deref() != Some(WORKER_ARG.as_ref()) {
+        return;
+    }
+    limit_memory();
+    let stdin = std::io::stdin().lock();
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for line in stdin.lines() {
+        let Ok(line) = line else { break };
+        let reply = match serde_json::from_str::<Request>(&line) {
+            Ok(req) => {
+                let template = crate::template::Template::new(&req.name, &req.source);
+                // A panic inside the engine is the template's failure, not the worker's end.
+                let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    template.and_then(|t| t.render_here(&req.ctx))
+                }))
+                .unwrap_or_else(|_| {
+                    Err(Error::TemplateRender {
+                        name: req.name.clone(),
+                        line: None,
+                        message: "the template engine failed on this template".into(),
+                    })
+                });
+                Reply::of(rendered)
+            }
+            Err(e) => Reply::Failed {
+                line: None,
+                message: format!("the render worker could not read its request: {e}"),
+            },
+        };
+        let written = serde_json::to_writer(&mut out, &reply)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+        if written.is_err() {
+            break;
+        }
+    }
+    std::process::exit(0);
+}
+
+/// The worker's data segment (heap and private mappings, which is what a render builds) is
+/// limited; a render past it fails its allocation and ends the worker, not the app. No core
+/// file: a template that asked for too much is no crash to keep.
+#[cfg(unix)]
+fn limit_memory() {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let bytes = crate::limits::render_memory_bytes();
+    let _ = setrlimit(
+        Resource::Core,
+        Rlimit {
+            current: Some(0),
+            maximum: Some(0),
+        },
+    );
+    let _ = setrlimit(
+        Resource::Data,
+        Rlimit {
+            current: Some(bytes),
+            maximum: Some(bytes),
+        },
+    );
+}
+
+/// Elsewhere the worker still keeps a failed allocation out of the app; its size is not bound.
+#[cfg(not(unix))]
+fn limit_memory() {}
+
+/// A running worker and its pipes.
+struct Worker {
+    child: Child,
+    to: BufWriter<ChildStdin>,
+    from: BufReader<ChildStdout>,
+}
+
+impl Worker {
+    fn start(program: &PathBuf) -> std::io::Result<Worker> {
+        let mut child = Command::new(program)
+            .arg(WORKER_ARG)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // What a dying worker prints ("memory allocation of … failed") is said better by
+            // the error below.
+            .stderr(Stdio::null())
+            .spawn()?;
+        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            return Err(std::io::Error::other("the worker has no pipes"));
+        };
+        Ok(Worker {
+            child,
+            to: BufWriter::new(to),
+            from: BufReader::new(from),
+        })
+    }
+
+    /// Send one request and read its reply; `None` when the worker died doing it.
+    fn ask(&mut self, request: &[u8]) -> Option<Reply> {
+        self.to.write_all(request).ok()?;
+        self.to.flush().ok()?;
+        let mut line = String::new();
+        match self.from.read_line(&mut line) {
+            Ok(n) if n > 0 => serde_json::from_str(&line).ok(),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Render `source` (named `name`) with `ctx` in a worker, when renders were isolated;
+/// `None` otherwise (the caller renders in its own process).
+pub(crate) fn render(
+    name: &str,
+    source: &str,
+    ctx: &Map<String, Value>,
+) -> Option<Result<(String, Vec<String>)>> {
+    let program = PROGRAM.get()?;
+    Some(render_in_worker(program, name, source, ctx))
+}
+
+fn render_in_worker(
+    program: &PathBuf,
+    name: &str,
+    source: &str,
+    ctx: &Map<String, Value>,
+) -> Result<(String, Vec<String>)> {
+    let failed = |message: String| Error::TemplateRender {
+        name: name.into(),
+        line: None,
+        message,
+    };
+    let mut request = serde_json::to_vec(&Request {
+        name: name.into(),
+        source: source.into(),
+        ctx: ctx.clone(),
+    })
+    .map_err(|e| failed(format!("the render could not be sent to its worker: {e}")))?;
+    request.push(b'\n');
+    let idle = IDLE.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    let mut worker = match idle {
+        Some(w) => w,
+        None => Worker::start(program).map_err(|e| {
+            failed(format!(
+                "the render worker ({}) could not start: {e}",
+                program.display()
+            ))
+        })?,
+    };
+    match worker.ask(&request) {
+        Some(reply) => {
+            let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < IDLE_WORKERS {
+                idle.push(worker);
+            }
+            reply.into_result(name)
+        }
+        None => {
+            let status = worker.child.wait().ok();
+            Err(failed(died(status)))
+        }
+    }
+}
+
+/// What a worker's end says about the template: a worker is only ever stopped by its memory
+/// limit (failed allocations abort it; the kernel may kill it first).
+fn died(status: Option<std::process::ExitStatus>) -> String {
+    let limit = crate::limits::render_memory_bytes() >> 20;
+    let how = status.map_or_else(|| "ended".to_string(), |s| s.to_string());
+    format!(
+        "the render built more than {limit} MiB (KERF_RENDER_MEMORY_MIB) and was stopped; \
+         a loop that grows a string? (the render's process {how})"
+    )
+}
