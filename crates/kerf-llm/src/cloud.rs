@@ -35,6 +35,9 @@ pub struct CloudProvider {
     pub http: HttpConfig,
     /// What writes the `grammar` mode's grammar (`None`: the mode is refused with a clear error).
     pub grammar: Option<GrammarFn>,
+    /// What the server says it serves under this model name, asked once (see
+    /// [`CloudProvider::served_model`]).
+    served: tokio::sync::OnceCell<Option<String>>,
 }
 
 /// Anthropic models with native structured outputs: all but those released before them (the
@@ -77,9 +80,63 @@ impl CloudProvider {
             key,
             http: HttpConfig::default(),
             grammar: None,
+            served: tokio::sync::OnceCell::new(),
         }
     }
 
+    /// The model an OpenAI-compatible server (any base URL but OpenAI's own) serves under this
+    /// provider's model name: its entry in `GET /models`, stable fields only (`id`, `owned_by`,
+    /// `root`, `parent`, `max_model_len`, llama-server's `meta` with the file's size and
+    /// parameters — not `created` or vLLM's `permission`, which change with every request), as
+    /// compact JSON. A server restarted with another model under the same name and URL answers
+    /// differently, so eval replies cached from it are not reused (`kerf eval --cache`). Asked
+    /// once per provider; `None` for the cloud services (their model names are versioned) and
+    /// for a server without the endpoint.
+    pub async fn served_model(&self) -> Option<String> {
+        let own_service = self.def.base_url.trim_end_matches('/')
+            == self.def.kind.default_base_url().trim_end_matches('/');
+        if self.def.kind != crate::providers::Kind::Openai || own_service {
+            return None;
+        }
+        // Cells in flight at once wait for the one answer.
+        self.served
+            .get_or_init(|| async {
+                let headers = headers(self, "authorization", true);
+                crate::http::get_json(&self.http, &url(self, "models"), &headers)
+                    .await
+                    .ok()
+                    .and_then(|list| served_entry(&list, &self.def.model))
+            })
+            .await
+            .clone()
+    }
+
+    /// [`CloudProvider::served_model`] when it was asked already.
+    pub fn served_model_known(&self) -> Option<String> {
+        self.served.get().cloned().flatten()
+    }
+}
+
+/// The stable fields of the entry for `model` in an OpenAI `GET /models` list (or of its only
+/// entry: llama-server answers whatever model a request names with the one it loaded).
+fn served_entry(list: &Value, model: &str) -> Option<String> {
+    let data = list.get("data")?.as_array()?;
+    let entry = data
+        .iter()
+        .find(|m| m.get("id").and_then(Value::as_str) == Some(model))
+        .or(match data.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        })?;
+    let stable: serde_json::Map<String, Value> =
+        ["id", "owned_by", "root", "parent", "max_model_len", "meta"]
+            .into_iter()
+            .filter_map(|k| Some((k.to_string(), entry.get(k)?.clone())))
+            .collect();
+    (!stable.is_empty()).then(|| Value::Object(stable).to_string())
+}
+
+impl CloudProvider {
     /// Where the key came from, for the run's record (never the key).
     pub fn key_source(&self) -> Option<String> {
         self.key.as_ref().map(|k| k.source.to_string())
@@ -733,6 +790,7 @@ pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> Cl
         wrapped_in: None,
         rate_limit_wait_seconds: None,
         case_folded: Vec::new(),
+        served_model: p.served_model_known(),
     }
 }
 
@@ -818,6 +876,7 @@ pub async fn probe(
                 ..p.http.clone()
             },
             grammar: p.grammar,
+            served: tokio::sync::OnceCell::new(),
         };
         let user = match (&own_schema, jsonl) {
             (None, _) => "Reply with exactly one word: hello",
@@ -974,4 +1033,40 @@ fn obeys(
 /// Now, as RFC 3339 in UTC.
 pub fn rfc3339_now() -> String {
     kerf_core::time::rfc3339(kerf_core::time::now_ms())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::served_entry;
+
+    /// `GET /models` as llama-server and vLLM answer it: what changes with every answer (the
+    /// time, vLLM's permission ids) is left out; a list naming several models and not this one
+    /// says nothing.
+    #[test]
+    fn the_served_model_is_the_entrys_stable_fields() {
+        let llama = |created: u64| {
+            json!({"object": "list", "data": [{"id": "qwen.gguf", "object": "model",
+                "created": created, "owned_by": "llamacpp", "meta": {"n_params": 494032768}}]})
+        };
+        let a = served_entry(&llama(1), "anything").unwrap();
+        assert_eq!(a, served_entry(&llama(2), "anything").unwrap());
+        assert_eq!(
+            a,
+            r#"{"id":"qwen.gguf","owned_by":"llamacpp","meta":{"n_params":494032768}}"#
+        );
+        let vllm = |perm: &str| {
+            json!({"data": [
+                {"id": "other", "root": "other"},
+                {"id": "Qwen/Qwen2.5-7B", "created": 5, "root": "/models/qwen", "max_model_len": 32768,
+                 "permission": [{"id": perm}]}]})
+        };
+        assert_eq!(
+            served_entry(&vllm("modelperm-1"), "Qwen/Qwen2.5-7B"),
+            served_entry(&vllm("modelperm-2"), "Qwen/Qwen2.5-7B"),
+        );
+        assert_eq!(served_entry(&vllm("p"), "missing"), None);
+        assert_eq!(served_entry(&json!({"error": "no"}), "x"), None);
+    }
 }

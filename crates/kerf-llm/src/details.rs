@@ -169,6 +169,11 @@ pub struct CloudDetails {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "ts", ts(as = "Option<Vec<String>>", optional))]
     pub case_folded: Vec<String>,
+    /// What an OpenAI-compatible server said it serves under the model's name (its `GET /models`
+    /// entry's stable fields), asked by evals: the cache reuses a reply only from the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub served_model: Option<String>,
 }
 
 /// The structured-output mode a cloud run used, and why.

@@ -255,6 +255,44 @@ fn client(config: &HttpConfig) -> Result<reqwest::Client> {
     Ok(c)
 }
 
+/// `GET url` with `headers`, once (no retries: what asks is optional), answered within 10 s and
+/// 1 MiB, as JSON: a small document a server describes itself with (`/models`).
+pub async fn get_json(
+    config: &HttpConfig,
+    url: &str,
+    headers: &[(String, String)],
+) -> Result<serde_json::Value> {
+    const AT_MOST: usize = 1 << 20;
+    let client = client(config)?;
+    let mut r = client.get(url);
+    for (k, v) in headers {
+        if !k.eq_ignore_ascii_case("content-type") {
+            r = r.header(k.as_str(), v.as_str());
+        }
+    }
+    let read = async {
+        let mut resp = r.send().await.map_err(|e| Error::Network(describe(&e)))?;
+        if !resp.status().is_success() {
+            return Err(Error::Protocol(format!("GET {url}: {}", resp.status())));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| Error::Network(describe(&e)))?
+        {
+            if body.len() + chunk.len() > AT_MOST {
+                return Err(Error::Protocol(format!("GET {url}: more than 1 MiB")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("GET {url}: {e}")))
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .map_err(|_| Error::Network(format!("GET {url}: no answer within 10 s")))?
+}
+
 /// An attempt that got no 2xx response.
 #[derive(Debug)]
 enum Failure {

@@ -45,6 +45,9 @@ pub struct StoredCell {
 pub struct Endpoint {
     pub protocol: Option<String>,
     pub base_url: Option<String>,
+    /// What an OpenAI-compatible server said it serves under the model's name (the run details'
+    /// `served_model`): the same URL and name restarted with another model is another endpoint.
+    pub served_model: Option<String>,
 }
 
 impl StoredCell {
@@ -204,6 +207,7 @@ impl Store {
                    AND c.repeat = ?7 AND r.status = 'ok' AND r.finish_reason = 'stop'
                    AND json_extract(b.details, '$.protocol') IS ?8
                    AND json_extract(b.details, '$.base_url') IS ?9
+                   AND json_extract(b.details, '$.served_model') IS ?10
                  ORDER BY r.id DESC LIMIT 1",
                 params![
                     run.prompt_version,
@@ -215,6 +219,7 @@ impl Store {
                     repeat,
                     endpoint.protocol,
                     endpoint.base_url,
+                    endpoint.served_model,
                 ],
                 |r| r.get(0),
             )

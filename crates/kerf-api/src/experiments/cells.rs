@@ -123,6 +123,11 @@ async fn one(
         params,
         eval_cell,
     } = cell;
+    // An eval's reply is kept as a measurement the cache may reuse: it records what the server
+    // serves (asked once per provider), and the cache matches on it.
+    if let (Some(_), Chosen::Cloud(p)) = (&eval_cell, runner.provider) {
+        p.served_model().await;
+    }
     let mut job = subject.job(&rendering, runner.provider, &params);
     job.meta.experiment = runner.experiment;
     job.repair = runner.repair;

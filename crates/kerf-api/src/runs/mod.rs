@@ -396,6 +396,7 @@ impl Chosen {
             Chosen::Cloud(p) => kerf_store::Endpoint {
                 protocol: Some(p.def.kind.as_str().to_string()),
                 base_url: Some(p.def.base_url.clone()),
+                served_model: p.served_model_known(),
             },
             Chosen::Local(_) | Chosen::Scripted(_) => kerf_store::Endpoint::default(),
         }

@@ -48,6 +48,10 @@ struct Counts {
     /// How long each reply takes to come, in milliseconds.
     delay_ms: std::sync::atomic::AtomicU64,
     gate: Gate,
+    /// The model file the server says it serves (`GET /models`, as llama-server answers it:
+    /// one entry, whatever name the provider asks for), and how often it was asked.
+    served: Mutex<String>,
+    model_lists: AtomicUsize,
 }
 
 /// Holds requests, so a test acts while they are in flight whatever the machine's speed, instead
@@ -148,6 +152,12 @@ impl Model {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
 
+    /// Serve another model file from now on (a server restarted with another model under the
+    /// same URL and name).
+    fn serve(&self, file: &str) {
+        *self.counts.served.lock().unwrap() = file.to_string();
+    }
+
     fn requests(&self) -> usize {
         self.counts.requests.load(Ordering::SeqCst)
     }
@@ -210,6 +220,23 @@ fn answer(
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
             return Ok(());
+        }
+        if line.starts_with("GET ") && line.contains("/models ") {
+            count.model_lists.fetch_add(1, Ordering::SeqCst);
+            let served = count.served.lock().unwrap().clone();
+            let created = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let body = json!({"object": "list", "data": [{"id": served, "object": "model",
+                "created": created, "owned_by": "llamacpp", "meta": {"n_params": 494032768}}]})
+            .to_string();
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )?;
+            return out.flush();
         }
         let mut length = 0;
         loop {
@@ -1090,6 +1117,46 @@ fn the_cache_does_not_serve_another_servers_replies_under_the_same_name() {
     let o = eval(dir.path(), &data, &["--cache", "--json"]);
     assert_eq!(stdout_json(&o)["cached"], 6, "{}", stderr(&o));
     assert_eq!(new.requests(), 18);
+}
+
+/// Issue 36, item 15: a local server restarted with another model under the same URL and model
+/// name is another endpoint: evals record what `GET /models` says the server serves (asked once
+/// per eval, not per cell), and the cache reuses only replies of the same served model.
+#[test]
+fn the_cache_does_not_serve_another_models_replies_from_the_same_server() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    model.serve("qwen2.5-0.5b-instruct-q4_k_m.gguf");
+    let (dir, data) = setup(&model, &rows);
+    let first = eval(dir.path(), &data, &["--json"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert_eq!(model.requests(), 12);
+    assert_eq!(model.counts.model_lists.load(Ordering::SeqCst), 1);
+    // The same server, restarted with another model.
+    model.serve("llama-3.2-1b-instruct-q4_k_m.gguf");
+    let o = eval(dir.path(), &data, &["--cache", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout_json(&o)["cached"], 0);
+    assert_eq!(
+        model.requests(),
+        24,
+        "every cell was bought from the new model"
+    );
+    // Its own replies that ended on their own are reused from then on (the list's `created`
+    // changes with every answer, and is not part of what is compared).
+    let o = eval(dir.path(), &data, &["--cache", "--json"]);
+    assert_eq!(stdout_json(&o)["cached"], 6, "{}", stderr(&o));
+    assert_eq!(model.requests(), 30);
+    let shown = kerf_in(dir.path(), &["history", "list", "--json"]);
+    let runs = stdout_json(&shown);
+    let id = runs[0]["id"].as_i64().unwrap().to_string();
+    let detail = stdout_json(&kerf_in(dir.path(), &["history", "show", &id, "--json"]));
+    assert!(
+        detail
+            .to_string()
+            .contains("llama-3.2-1b-instruct-q4_k_m.gguf"),
+        "the run records the served model: {detail}"
+    );
 }
 
 #[test]

@@ -47,4 +47,9 @@ rate_limit_wait_seconds?: number,
  * Enum or const values whose letter case the reply got wrong and Kerf corrected (the
  * provider's `fold_enum_case` setting), each as `POINTER: "was" → "now"`.
  */
-case_folded?: Array<string>, };
+case_folded?: Array<string>, 
+/**
+ * What an OpenAI-compatible server said it serves under the model's name (its `GET /models`
+ * entry's stable fields), asked by evals: the cache reuses a reply only from the same.
+ */
+served_model?: string, };
