@@ -275,20 +275,24 @@ fn message_of(e: &jsonschema::ValidationError<'_>) -> String {
         }
         K::Required { property } => format!("missing required field {property}"),
         K::AdditionalProperties { unexpected } => {
-            format!(
-                "unexpected field(s) {}",
-                unexpected
-                    .iter()
-                    .map(|u| format!("`{u}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            // The names are the value's: each quoted short, at most 10 of them.
+            let mut names: Vec<String> = unexpected
+                .iter()
+                .take(10)
+                .map(|u| format!("`{}`", crate::error::quoted(u)))
+                .collect();
+            if unexpected.len() > 10 {
+                names.push(format!("and {} more", unexpected.len() - 10));
+            }
+            format!("unexpected field(s) {}", names.join(", "))
         }
         K::Constant { expected_value } => {
             format!("expected {expected_value}, got {}", short(e.instance()))
         }
         K::Enum { options } => format!("expected one of {options}, got {}", short(e.instance())),
-        _ => e.to_string(),
+        // jsonschema's own message quotes the whole value (a 1 MB string that is too long, say):
+        // quoted short instead.
+        _ => e.masked_with(short(e.instance())).to_string(),
     }
 }
 
@@ -297,18 +301,44 @@ fn json_type(v: &Value) -> String {
         Value::Null => "null".into(),
         Value::Bool(_) => "boolean".into(),
         Value::Number(_) => "number".into(),
-        Value::String(s) => format!("string {}", short(&Value::String(s.clone()))),
+        Value::String(_) => format!("string {}", short(v)),
         Value::Array(_) => "array".into(),
         Value::Object(_) => "object".into(),
     }
 }
 
+/// `v` as JSON, cut after 60 characters: written only that far (a value may be megabytes).
 fn short(v: &Value) -> String {
-    let s = v.to_string();
+    /// Takes bytes until it has `room`, then refuses, ending the write.
+    struct Head {
+        text: Vec<u8>,
+        room: usize,
+    }
+    impl std::io::Write for Head {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::other("enough"));
+            }
+            let n = buf.len().min(self.room);
+            self.text.extend_from_slice(&buf[..n]);
+            self.room -= n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // 60 characters are at most 240 bytes; one more tells a cut value.
+    let mut head = Head {
+        text: Vec::new(),
+        room: 241,
+    };
+    let _ = serde_json::to_writer(&mut head, v);
+    let s = String::from_utf8_lossy(&head.text);
     if s.chars().count() > 60 {
         format!("{}…", s.chars().take(60).collect::<String>())
     } else {
-        s
+        s.into_owned()
     }
 }
 

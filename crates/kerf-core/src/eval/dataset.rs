@@ -142,7 +142,10 @@ pub fn from_tests(path: &Path, tests: &[crate::PromptTest]) -> Dataset {
 }
 
 fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
+    // Keys are the dataset's: quoted short, as every value a message repeats.
+    crate::error::quoted(key)
+        .replace('~', "~0")
+        .replace('/', "~1")
 }
 
 /// Load a dataset: a `.jsonl` file, a `.csv` file, or a folder of `.txt` documents.
@@ -460,8 +463,9 @@ fn load_csv(path: &Path, problems: &mut Vec<String>) -> Result<Vec<Row>> {
                             Ok(v) => v,
                             Err(e) => {
                                 problems.push(format!(
-                                    "{}: column `{var}` starts like JSON but is not (column {}): {}",
+                                    "{}: column `{}` starts like JSON but is not (column {}): {}",
                                     row.place(),
+                                    crate::error::quoted(var),
                                     e.column(),
                                     strip_position(&e.to_string())
                                 ));

@@ -338,3 +338,64 @@ fn a_datasets_problems_quote_long_values_short_and_are_listed_up_to_a_bound() {
     );
     assert!(message.len() < 30_000, "{} bytes", message.len());
 }
+
+/// Issue 36, item 3: every value of the dataset a message repeats is quoted short, not only row
+/// ids — a row's key, a variable's name, a record's field and a record's value (jsonschema's own
+/// messages quote the whole value).
+#[test]
+fn keys_fields_and_values_of_the_dataset_are_quoted_short_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompt_file = dir.path().join("short.json");
+    std::fs::write(
+        &prompt_file,
+        json!({"prompt": "{{ text }}", "response-type": "jsonl",
+               "schema": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}},
+                          "additionalProperties": false}})
+        .to_string(),
+    )
+    .unwrap();
+    let p = Prompt::load(&prompt_file).unwrap();
+    let long = "k".repeat(100_000);
+    let rows = [
+        json!({"id": "a", "input": "x", "vars": {long.clone(): 1}, "expected": [{"name": "ok"}]}),
+        json!({"id": "b", "input": "x", "expected": [{"name": long.clone()}]}),
+        json!({"id": "c", "input": "x", "expected": [{long.clone(): 1}]}),
+    ];
+    let data = dir.path().join("d.jsonl");
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&data, text).unwrap();
+    let d = dataset::load(&data).unwrap();
+    let found = problems(dataset::check(&d, &[&p]).unwrap_err());
+    assert_eq!(found.len(), 3, "{found:.300?}");
+    for m in &found {
+        assert!(m.len() < 600, "{} bytes: {}", m.len(), &m[..300]);
+    }
+    assert!(found[0].contains("/vars/kkkk"), "{}", found[0]);
+    assert!(
+        found[0].contains("… (100000 bytes): unknown variable"),
+        "{}",
+        found[0]
+    );
+    assert!(found[1].contains("\"kkkk"), "{}", found[1]);
+    assert!(
+        found[1].contains("longer than 10 characters"),
+        "{}",
+        found[1]
+    );
+    assert!(
+        found[2].contains("unexpected field(s) `kkkk"),
+        "{}",
+        found[2]
+    );
+
+    // A row's key, at load.
+    let data = dir.path().join("e.jsonl");
+    std::fs::write(
+        &data,
+        format!("{}\n", json!({"id": "d", "input": "x", long.clone(): 1})),
+    )
+    .unwrap();
+    let m = dataset::load(&data).unwrap_err().to_string();
+    assert!(m.len() < 600, "{} bytes", m.len());
+    assert!(m.contains("… (100000 bytes) is not a row key"), "{m}");
+}
