@@ -25,9 +25,9 @@ pub fn max_render_bytes() -> u64 {
     from_env("KERF_MAX_RENDER_MIB", 32).saturating_mul(1 << 20)
 }
 
-/// The most memory a render worker may hold (`KERF_RENDER_MEMORY_MIB`, default 512 MiB): the
-/// context (a document is at most `KERF_MAX_ROW_MIB`), the strings the template builds and the
-/// output. A template that builds more is stopped with an error instead of exhausting memory.
+/// The most memory one render may build in its worker (`KERF_RENDER_MEMORY_MIB`, default 512
+/// MiB, over what the worker holds on starting): the context (a document is at most
+/// `KERF_MAX_ROW_MIB`), the strings the template builds and the output. A template that builds more is stopped with an error instead of exhausting memory.
 pub fn render_memory_bytes() -> u64 {
     from_env("KERF_RENDER_MEMORY_MIB", 512).saturating_mul(1 << 20)
 }

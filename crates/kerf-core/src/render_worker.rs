@@ -169,12 +169,14 @@ fn serve_if_worker() {
 }
 
 /// The worker's data segment (heap and private mappings, which is what a render builds) is
-/// limited; a render past it fails its allocation and ends the worker, not the app. No core
-/// file: a template that asked for too much is no crash to keep.
+/// limited to what it holds on starting plus the render budget; a render past it fails its
+/// allocation and ends the worker, not the app. (What it holds on starting differs by
+/// executable: the desktop app's libraries bring ~180 MB of data mappings in a debug build,
+/// the CLI far less.) No core file: a template that asked for too much is no crash to keep.
 #[cfg(unix)]
 fn limit_memory() {
     use rustix::process::{Resource, Rlimit, setrlimit};
-    let bytes = crate::limits::render_memory_bytes();
+    let bytes = crate::limits::render_memory_bytes().saturating_add(data_now());
     let _ = setrlimit(
         Resource::Core,
         Rlimit {
@@ -189,6 +191,18 @@ fn limit_memory() {
             maximum: Some(bytes),
         },
     );
+}
+
+/// The process's data segment now (`VmData`, Linux); 0 where it cannot be read.
+#[cfg(unix)]
+fn data_now() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmData:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib.saturating_mul(1024))
 }
 
 /// Elsewhere the worker still keeps a failed allocation out of the app; its size is not bound.
