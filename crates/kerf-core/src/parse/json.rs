@@ -140,6 +140,7 @@ pub(crate) fn salvage(text: &str, parser: &Parser, vars: &Map<String, Value>) ->
         parser,
         vars,
         number_reads: None,
+        resyncs: Vec::new(),
     };
     salvager.find_and_take(region_start, region_start + region.len());
     report
@@ -152,8 +153,15 @@ struct Salvager<'a, 'r> {
     parser: &'a Parser,
     vars: &'a Map<String, Value>,
     /// When set, `walk_array` records where each element that starts like a number was read:
-    /// (its offset, the last prefix end at which a shorter number may be read there).
-    number_reads: Option<Vec<(usize, usize)>>,
+    /// (its offset, the last prefix end at which a shorter number may be read there, the first
+    /// prefix end at which the walk reaches it — later than the offset after a resync, below).
+    number_reads: Option<Vec<(usize, usize, usize)>>,
+    /// When set (with `number_reads`, by sweeps), `walk_array` records each resync after a
+    /// broken element: (how many element ends were recorded before it, the first prefix end at
+    /// which that element reads as broken rather than cut off). The resync goes back to the line
+    /// after the broken element's start, so elements it recovers can end before the break: a
+    /// shorter prefix sees the broken element cut off, drops it and never gets to them.
+    resyncs: Vec<(usize, usize)>,
 }
 
 /// How one element read went.
@@ -366,7 +374,8 @@ impl Salvager<'_, '_> {
                     Read::Broken(_, failed_at) => *failed_at,
                     Read::CutOff => end,
                 };
-                reads.push((pos, last));
+                let reached = self.resyncs.iter().map(|r| r.1).max().unwrap_or(0);
+                reads.push((pos, last, reached));
             }
             match read {
                 Read::Value(v, next) => {
@@ -416,7 +425,7 @@ impl Salvager<'_, '_> {
                     self.report.truncated = true;
                     break;
                 }
-                Read::Broken(msg, _) => {
+                Read::Broken(msg, failed_at) => {
                     elements.drop(
                         line,
                         DropKind::InvalidJson,
@@ -425,6 +434,10 @@ impl Salvager<'_, '_> {
                             excerpt(&self.text[pos..line_end(self.text, pos)])
                         ),
                     );
+                    if self.number_reads.is_some() {
+                        let broken_from = broken_from(self.text, failed_at, end);
+                        self.resyncs.push((ends.len(), broken_from));
+                    }
                     match self.resync(pos, end) {
                         Some(p) => pos = p,
                         None => break,
@@ -681,6 +694,7 @@ pub(crate) fn salvage_curve(
             parser,
             vars,
             number_reads: None,
+            resyncs: Vec::new(),
         },
         steps: Vec::new(),
         stop,
@@ -808,11 +822,20 @@ impl SalvageSweep<'_, '_> {
     /// number-like elements were read.
     fn walk(&mut self, a: usize, end: usize) -> ArrayWalk {
         self.salvager.number_reads = Some(Vec::new());
+        self.salvager.resyncs.clear();
         let items = self.salvager.parser.items.as_ref();
         // Only where the elements end is kept, not the elements.
         let mut ends = Vec::new();
         self.salvager.walk_array(a, end, items, None, &mut ends);
         let reads = self.salvager.number_reads.take().unwrap_or_default();
+        // An element found after a resync exists for a prefix only once the element that broke
+        // reads as broken: it counts from then (or from its own end, if later).
+        let resyncs = std::mem::take(&mut self.salvager.resyncs);
+        for &(first, from) in &resyncs {
+            for e in ends.iter_mut().skip(first) {
+                *e = (*e).max(from);
+            }
+        }
         self.salvager.report.dropped.clear();
         ArrayWalk { at: a, ends, reads }
     }
@@ -936,15 +959,21 @@ impl SalvageSweep<'_, '_> {
     }
 
     /// Steps for prefixes in `[b, b2)` while the array's walk is what they recover.
-    fn array_steps(&mut self, ends: &[usize], reads: &[(usize, usize)], b: usize, b2: usize) {
+    fn array_steps(
+        &mut self,
+        ends: &[usize],
+        reads: &[(usize, usize, usize)],
+        b: usize,
+        b2: usize,
+    ) {
         let text = self.salvager.text;
         let mut events = vec![b];
         events.extend(ends.iter().copied().filter(|&e| e > b && e < b2));
-        for &(p, last) in reads {
+        for &(p, last, reached) in reads {
             if last < b || p + 1 >= b2 {
                 continue;
             }
-            events.extend((p + 1).max(b)..=(last + 1).min(b2 - 1));
+            events.extend((p + 1).max(b).max(reached)..=(last + 1).min(b2 - 1));
         }
         // A change inside a character shows at the next character boundary.
         for c in events.iter_mut() {
@@ -963,8 +992,12 @@ impl SalvageSweep<'_, '_> {
             let partial = match reads.binary_search_by(|r| r.0.cmp(&c)) {
                 Ok(_) | Err(0) => 0,
                 Err(i) => {
-                    let (p, last) = reads[i - 1];
-                    if c <= last { self.number_at(p, c) } else { 0 }
+                    let (p, last, reached) = reads[i - 1];
+                    if c <= last && c >= reached {
+                        self.number_at(p, c)
+                    } else {
+                        0
+                    }
                 }
             };
             self.push(c, complete + partial);
@@ -989,17 +1022,23 @@ impl SalvageSweep<'_, '_> {
 
 /// Where a read that went as `read` over a longer text settles for shorter prefixes: prefixes
 /// ending before these points read it as cut off; from them on, as it went.
+/// The first prefix end at which a value that breaks at `failed_at` reads as broken rather than
+/// cut off: once a non-blank (to `trim`) character follows the break, that character whole.
+fn broken_from(text: &str, failed_at: usize, end: usize) -> usize {
+    text[failed_at..end]
+        .char_indices()
+        .find(|(_, ch)| !ch.is_whitespace())
+        .map_or(end + 1, |(i, ch)| failed_at + i + ch.len_utf8())
+}
+
 fn settle_points(text: &str, read: &Read, end: usize) -> Vec<usize> {
     match read {
         Read::Value(_, next) => vec![*next],
         Read::Broken(_, failed_at) => {
             let mut points = vec![*failed_at, failed_at + 1];
-            // Broken only once a non-blank (to `trim`) character follows the break.
-            if let Some((i, ch)) = text[*failed_at..end]
-                .char_indices()
-                .find(|(_, ch)| !ch.is_whitespace())
-            {
-                points.push(failed_at + i + ch.len_utf8());
+            let from = broken_from(text, *failed_at, end);
+            if from <= end {
+                points.push(from);
             }
             points
         }
@@ -1136,5 +1175,5 @@ struct ObjectWalk {
 struct ArrayWalk {
     at: usize,
     ends: Vec<usize>,
-    reads: Vec<(usize, usize)>,
+    reads: Vec<(usize, usize, usize)>,
 }

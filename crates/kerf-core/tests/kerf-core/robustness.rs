@@ -226,6 +226,8 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
             ".{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{u{{{{{{{{{{{{{{{{[.[\nU\u{fffd}\u{fffd}",
             None,
         ),
+        // 2026-11-25, on the device's 16 cores: an array of arrays cut after an empty inner one.
+        ("[[\n[]\u{fffd}", None),
     ] {
         let p = match schema {
             Some(s) => kerf_core::Parser::new(ResponseType::Json)
