@@ -96,7 +96,7 @@ fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
         return;
     }
     for (i, o) in r.objects.iter().enumerate() {
-        crate::outln!("  {:>4}  {}", i + 1, compact(o, 110));
+        crate::outln!("  {:>4}  {}", i + 1, compact(&o, 110));
     }
     if !r.dropped.is_empty() {
         crate::outln!("dropped:");
