@@ -40,7 +40,7 @@ pub fn check_report(text: &str, r: &ParseReport) {
     for d in &r.dropped {
         assert!(d.line >= 1 && d.line <= lines, "drop line {} of {lines}", d.line);
     }
-    for &e in &r.ends {
+    for e in &r.ends {
         assert!(e <= text.len());
     }
 }

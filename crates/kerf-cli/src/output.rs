@@ -86,6 +86,66 @@ pub fn print_json(value: &Value) {
     write_stdout(format_args!("{text}"));
 }
 
+/// [`print_json`] for anything serialisable, written as it is serialised: the same bytes,
+/// without building the value or its text first (a parse report of millions of objects would
+/// otherwise be held three times over: as the report, as a `Value`, as one string).
+pub fn print_json_streamed<T: serde::Serialize + ?Sized>(value: &T) {
+    use std::io::IsTerminal;
+    let stdout = std::io::stdout();
+    let terminal = stdout.is_terminal();
+    let mut out = Streamed {
+        out: std::io::BufWriter::with_capacity(64 * 1024, stdout.lock()),
+        terminal,
+        carry: Vec::new(),
+    };
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        crate::errln!("kerf: error[io]: writing to standard output: {e}");
+        std::process::exit(2);
+    }
+}
+
+/// Standard output as [`write_stdout`] writes it (control characters escaped on a terminal),
+/// taking bytes: a character split between two writes is held until it is whole.
+struct Streamed<W: Write> {
+    out: W,
+    terminal: bool,
+    carry: Vec<u8>,
+}
+
+impl<W: Write> Write for Streamed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.terminal {
+            return self.out.write(buf);
+        }
+        self.carry.extend_from_slice(buf);
+        let whole = match std::str::from_utf8(&self.carry) {
+            Ok(_) => self.carry.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            // Not UTF-8 (serde_json writes only UTF-8): passed on as it is.
+            Err(_) => self.carry.len(),
+        };
+        let text = String::from_utf8_lossy(&self.carry[..whole]).into_owned();
+        self.out.write_all(escape_controls(&text).as_bytes())?;
+        self.carry.drain(..whole);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.carry.is_empty() {
+            let rest = std::mem::take(&mut self.carry);
+            self.out.write_all(&rest)?;
+        }
+        self.out.flush()
+    }
+}
+
 /// Read a text file, or standard input for `-`. Invalid UTF-8 is an error naming the place.
 pub fn read_input(path: &Path) -> Result<String> {
     let bytes = read_bytes(path)?;
@@ -187,7 +247,11 @@ impl Sink {
 
 /// One line of compact JSON, cut to `max` characters for tables.
 pub fn compact(v: &Value, max: usize) -> String {
-    let s = v.to_string();
+    shorten(v.to_string(), max)
+}
+
+/// `s` cut to `max` characters (the last one an ellipsis) when longer.
+pub fn shorten(s: String, max: usize) -> String {
     if s.chars().count() <= max {
         s
     } else {

@@ -7,6 +7,7 @@
 //! - [`schema`] — JSON Schema compile/validate with pointers and discriminated-union diagnostics.
 //! - [`parse`] — one parser per response type (`text`, `json` strict/salvage, `jsonl`,
 //!   `delimited`), all returning a [`report::ParseReport`]; post-processing rules.
+//! - [`objects`] — a report's accepted objects held as compact JSON text in one buffer.
 //! - [`parse::StreamParser`] — the same parsers fed chunk by chunk, for live runs.
 //! - [`sweep`] — truncation sweeps: objects recovered at every cut, and resilience metrics.
 //! - [`lint`] — what a schema uses that a provider rejects or silently ignores; the OpenAI strict
@@ -28,6 +29,7 @@ pub mod export;
 pub mod files;
 pub mod limits;
 pub mod lint;
+pub mod objects;
 pub mod parse;
 pub mod prompt;
 pub mod python_str;
@@ -45,6 +47,7 @@ use serde_json::{Map, Value};
 
 pub use cancel::CancelToken;
 pub use error::{Error, Result};
+pub use objects::{Ends, Objects};
 pub use parse::{DelimitedFormat, Parser, StreamParser};
 pub use prompt::{Minimums, PromptFile, PromptTest, ResponseType};
 pub use report::{DropCounts, DropKind, Dropped, ParseReport};

@@ -2,7 +2,8 @@
 //! where and why, and whether the reply was cut off.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use crate::objects::{Ends, Objects};
 
 /// Why a piece of a reply was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -76,8 +77,9 @@ pub struct Dropped {
 /// What a parser made of one reply. `kerf parse --json` prints exactly these three keys.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ParseReport {
-    /// The accepted objects, in the order they appear in the reply.
-    pub objects: Vec<Value>,
+    /// The accepted objects, in the order they appear in the reply: held as their compact JSON
+    /// text (see [`Objects`]), handed out as `Value`s on demand; serialised as a JSON array.
+    pub objects: Objects,
     /// Every piece that was not accepted, in order.
     pub dropped: Vec<Dropped>,
     /// Whether the reply was cut off (an incomplete last piece, a missing completion delimiter,
@@ -89,9 +91,9 @@ pub struct ParseReport {
     pub notes: Vec<String>,
     /// For each accepted object, the byte offset where the text that made it ends (after its
     /// closing brace, or its record's terminator). Sweeps are built from these; not part of the
-    /// `--json` interface.
+    /// `--json` interface. Held as differences (a byte or two per object).
     #[serde(skip)]
-    pub ends: Vec<usize>,
+    pub ends: Ends,
 }
 
 impl ParseReport {

@@ -96,7 +96,7 @@ pub fn byte_curve_until(
     }
     match parser.response_type() {
         ResponseType::Jsonl | ResponseType::Delimited => {
-            let mut ends = parser.parse(text, vars).ends;
+            let mut ends = parser.parse(text, vars).ends.to_vec();
             // Ends come in text order already; sort defensively so the curve is monotone.
             ends.sort_unstable();
             Ok(ByteCurve::from_ends(text.len(), &ends))

@@ -177,7 +177,7 @@ mod tests {
         assert_eq!(recovered.summary.status, Status::Interrupted);
         assert_eq!(recovered.raw, "{\"a\": 1}\n{\"b\": 2}\n{\"c");
         let report = kerf_core::ParseReport {
-            objects: vec![json!({"a": 1}), json!({"b": 2})],
+            objects: vec![json!({"a": 1}), json!({"b": 2})].into(),
             truncated: true,
             ..Default::default()
         };

@@ -139,19 +139,19 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
                 };
                 line.objects = report.objects.len();
                 line.dropped = report.drop_counts();
+                let objects = report.objects.to_vec();
                 if let Some(doc) = row.document(prompt) {
-                    line.ungrounded =
-                        Some(Grounding::new(m, doc).ungrounded(m, &report.objects).len());
+                    line.ungrounded = Some(Grounding::new(m, doc).ungrounded(m, &objects).len());
                 }
                 if let Some((expected, _)) = row.expected_for(prompt) {
-                    let s = score(m, expected, &report.objects);
+                    let s = score(m, expected, &objects);
                     let f = s.counts.scores();
                     (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
                     (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
                     line.scored = Some(s);
                 }
-                line.identities = super::analysis::identities(m, &report.objects);
-                line.extracted = report.objects;
+                line.identities = super::analysis::identities(m, &objects);
+                line.extracted = objects;
             }
         }
         lines.push((si, ri, line));

@@ -381,7 +381,7 @@ fn verdict(
                 r.out.finish.reason,
                 FinishReason::Stop | FinishReason::Length | FinishReason::SizeLimit
             ) {
-                let s = score(&p.matcher(), &test.expected, &r.out.report.objects)
+                let s = score(&p.matcher(), &test.expected, &r.out.report.objects.to_vec())
                     .counts
                     .scores();
                 result.objects = r.out.report.objects.len();

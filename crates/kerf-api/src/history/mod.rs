@@ -244,11 +244,10 @@ pub fn diff(store: &Store, a: i64, b: i64) -> Result<RunDiff> {
             params.push(ParamChange { name, a: va, b: vb });
         }
     }
-    let none = Vec::new();
-    let objects = kerf_core::diff::objects(
-        x.report.as_ref().map_or(&none, |r| &r.objects),
-        y.report.as_ref().map_or(&none, |r| &r.objects),
-    );
+    let values = |r: &Option<kerf_core::ParseReport>| {
+        r.as_ref().map_or_else(Vec::new, |r| r.objects.to_vec())
+    };
+    let objects = kerf_core::diff::objects(&values(&x.report), &values(&y.report));
     Ok(RunDiff {
         a: outcome(&x),
         b: outcome(&y),

@@ -96,7 +96,7 @@ impl From<Detail> for RunDetail {
             user: rec.user,
             raw: rec.raw,
             params: rec.params,
-            objects: report.objects,
+            objects: report.objects.to_vec(),
             dropped: report.dropped.iter().map(Drop::from).collect(),
             vars: rec.input.vars,
             row: rec.summary.into(),

@@ -66,7 +66,7 @@ impl<'a> Relay<'a> {
                 self.text.push_str(t);
                 let committed = self.parser.committed();
                 self.objects
-                    .extend_from_slice(&committed.objects[self.sent_objects..]);
+                    .extend(committed.objects.iter_from(self.sent_objects));
                 self.dropped
                     .extend(committed.dropped[self.sent_drops..].iter().map(Drop::from));
                 self.sent_objects = committed.objects.len();
@@ -111,9 +111,12 @@ pub fn relay_run(
     relay.flush();
     let result = result?;
     // A reply parsed as a whole (a JSON array) yields its objects only now.
-    let objects = result.out.report.objects
-        [relay.sent_objects.min(result.out.report.objects.len())..]
-        .to_vec();
+    let objects: Vec<_> = result
+        .out
+        .report
+        .objects
+        .iter_from(relay.sent_objects)
+        .collect();
     let dropped: Vec<Drop> = result.out.report.dropped
         [relay.sent_drops.min(result.out.report.dropped.len())..]
         .iter()

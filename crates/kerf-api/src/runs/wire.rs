@@ -198,7 +198,7 @@ impl RunDone {
             history_id: result.history_id,
             provider: provider.name(),
             model: provider.as_provider().model(),
-            objects: out.report.objects.clone(),
+            objects: out.report.objects.to_vec(),
             dropped: out.report.dropped.iter().map(Drop::from).collect(),
             truncated: out.report.truncated,
             finish_reason: f.reason,

@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use kerf_core::{ParseReport, ResponseType};
 
 use crate::Outcome;
-use crate::output::{compact, print_json, read_reply, vars};
+use crate::output::{print_json_streamed, read_reply, shorten, vars};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum TypeArg {
@@ -65,7 +65,8 @@ pub fn run(args: Args) -> Result<Outcome> {
     reply.mark(&mut report);
     let text = reply.text;
     if args.json {
-        print_json(&serde_json::to_value(&report)?);
+        // Written as it is serialised: the report's objects are never all held as values.
+        print_json_streamed(&report);
     } else {
         print_human(
             &args.file.display().to_string(),
@@ -95,8 +96,9 @@ fn print_human(name: &str, t: ResponseType, r: &ParseReport, details: bool) {
     if !details {
         return;
     }
-    for (i, o) in r.objects.iter().enumerate() {
-        crate::outln!("  {:>4}  {}", i + 1, compact(o, 110));
+    // Each object's compact JSON is what the report holds: no value is built to print it.
+    for (i, o) in r.objects.raws().enumerate() {
+        crate::outln!("  {:>4}  {}", i + 1, shorten(o.to_string(), 110));
     }
     if !r.dropped.is_empty() {
         crate::outln!("dropped:");

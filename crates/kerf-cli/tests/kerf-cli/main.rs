@@ -179,6 +179,36 @@ fn parse_json_form_is_exactly_objects_dropped_truncated() {
     assert_eq!(v["truncated"], true);
 }
 
+/// `kerf parse --json` prints, byte for byte, what it printed before the report held its
+/// objects as compact text and the output was written as it is serialised (issue 36 item 12):
+/// key order, number forms (17-digit floats, `1e+300`, `-0.0`, big integers), escapes, BOM and
+/// cut-character notes, every response type, strict and salvage, schema and rules.
+#[test]
+fn parse_json_output_is_unchanged_byte_for_byte() {
+    let dir = repo().join("tests/fixtures/parse-json");
+    let cases = std::fs::read_to_string(dir.join("cases.txt")).unwrap();
+    let mut n = 0;
+    for line in cases
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (name, args) = line.split_once('\t').unwrap();
+        let mut argv = vec!["parse"];
+        argv.extend(args.split(' '));
+        argv.push("--json");
+        let o = kerf(&argv);
+        let expected = std::fs::read(dir.join(format!("{name}.out.json"))).unwrap();
+        assert!(
+            o.stdout == expected,
+            "{name}: got\n{}\nexpected\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&expected)
+        );
+        n += 1;
+    }
+    assert!(n >= 10, "{n} cases");
+}
+
 #[test]
 fn parse_reads_standard_input() {
     let o = kerf_stdin(

@@ -15,9 +15,12 @@ use serde_json::{Map, Value};
 use super::lines::{
     LineIndex, excerpt, floor_char_boundary, line_end, line_of, line_start, next_line_start,
 };
-use super::value::Compact;
+use serde::de::DeserializeSeed;
+
+use super::value::{Compact, Elements, Skim, Top};
 use super::{Acceptor, Parser, coerce};
 use crate::error::strip_position;
+use crate::objects::{Ends, Objects};
 use crate::report::{DropKind, ParseReport};
 use crate::schema::{self, CompiledSchema};
 
@@ -44,8 +47,33 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
     let lead = body.len() - body.trim_start().len();
     // A line or two is all strict mode names: counted when needed, no index of every line.
     let body_line = line_of(text, offset + lead);
-    let mut value: Value = match serde_json::from_str(body.trim()) {
-        Ok(Compact(v)) => v,
+    let acceptor = Acceptor {
+        schema: None,
+        post: &parser.post,
+        vars,
+    };
+    let end = offset + lead + body.trim().len();
+    let read = if parser.schema.is_none() {
+        // No schema judges the value as a whole: an array's elements go into the report as they
+        // are read (the whole array is never built), and stay there only if the value parses.
+        let mut accepted = ParseReport::default();
+        let mut de = serde_json::Deserializer::from_str(body.trim());
+        let top = Elements(|v| acceptor.finish(&mut accepted, body_line, end, v))
+            .deserialize(&mut de)
+            .and_then(|top| de.end().map(|()| top));
+        top.map(|top| match top {
+            Top::Array => {
+                report = accepted;
+                None
+            }
+            Top::Value(v) => Some(v),
+        })
+    } else {
+        serde_json::from_str::<Compact>(body.trim()).map(|c| Some(c.0))
+    };
+    let mut value: Value = match read {
+        Ok(Some(v)) => v,
+        Ok(None) => return report,
         Err(e) => {
             let line = body_line + e.line().saturating_sub(1);
             let at = line_start(text, line);
@@ -84,11 +112,6 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
             return report;
         }
     };
-    let acceptor = Acceptor {
-        schema: None,
-        post: &parser.post,
-        vars,
-    };
     if let Some(schema) = &parser.schema {
         if parser.post.coerce {
             let coerced = match &mut value {
@@ -113,7 +136,6 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
             return report;
         }
     }
-    let end = offset + lead + body.trim().len();
     match value {
         Value::Array(items) => acceptor.finish_all(&mut report, body_line, end, items),
         v => acceptor.finish(&mut report, body_line, end, v),
@@ -164,6 +186,16 @@ struct Salvager<'a, 'r> {
     resyncs: Vec<(usize, usize)>,
 }
 
+/// Where [`Salvager::walk_array`] puts the elements it accepts.
+enum Sink<'s> {
+    /// The report's objects, and where each one's text ends (a top-level array).
+    Report(&'s mut Objects, &'s mut Ends),
+    /// As values (an array under a key of the recovered object).
+    Values(&'s mut Vec<Value>),
+    /// Only where each one's text ends (sweeps).
+    Ends(&'s mut Vec<usize>),
+}
+
 /// How one element read went.
 enum Read {
     Value(Value, usize),
@@ -184,10 +216,24 @@ const MAX_CANDIDATES: usize = 64;
 
 impl Salvager<'_, '_> {
     fn read(&self, pos: usize, end: usize) -> Read {
-        let mut stream =
-            serde_json::Deserializer::from_str(&self.text[pos..end]).into_iter::<Compact>();
+        self.read_as::<Compact>(pos, end, |c| c.0)
+    }
+
+    /// [`Salvager::read`] keeping nothing of the value (`Read::Value` holds `null`): the same
+    /// verdict and the same offsets, without building the value.
+    fn skim(&self, pos: usize, end: usize) -> Read {
+        self.read_as::<Skim>(pos, end, |_| Value::Null)
+    }
+
+    fn read_as<T: serde::de::DeserializeOwned>(
+        &self,
+        pos: usize,
+        end: usize,
+        value: impl FnOnce(T) -> Value,
+    ) -> Read {
+        let mut stream = serde_json::Deserializer::from_str(&self.text[pos..end]).into_iter::<T>();
         match stream.next() {
-            Some(Ok(Compact(v))) => Read::Value(v, pos + stream.byte_offset()),
+            Some(Ok(v)) => Read::Value(value(v), pos + stream.byte_offset()),
             Some(Err(e)) if e.is_eof() => Read::CutOff,
             Some(Err(e)) => {
                 let at = if e.line() <= 1 {
@@ -237,7 +283,13 @@ impl Salvager<'_, '_> {
                 break;
             };
             let at = pos + i;
-            let read = self.read(at, end);
+            // Without a schema the value is only looked at, never judged: skimmed, not built
+            // (a reply's whole array would be held as values at once).
+            let read = if self.parser.schema.is_some() {
+                self.read(at, end)
+            } else {
+                self.skim(at, end)
+            };
             seen(at, &read);
             let reach = match read {
                 Read::Value(v, next) => {
@@ -313,7 +365,7 @@ impl Salvager<'_, '_> {
             // The elements go straight into the report (no second vector of them).
             let mut objects = std::mem::take(&mut self.report.objects);
             let mut ends = std::mem::take(&mut self.report.ends);
-            self.walk_array(at, end, items, Some(&mut objects), &mut ends);
+            self.walk_array(at, end, items, Sink::Report(&mut objects, &mut ends));
             self.report.objects = objects;
             self.report.ends = ends;
             return;
@@ -334,17 +386,15 @@ impl Salvager<'_, '_> {
         acceptor.finish(self.report, line, end, Value::Object(object));
     }
 
-    /// Walk the array at `pos` element by element: the accepted elements are appended to
-    /// `values` (when wanted) and where their text ends to `ends`; returns, when the array was
-    /// closed, the offset after its `]`. Each element goes through the acceptor with `items` as
-    /// its schema; a cut-off element is `truncated`.
+    /// Walk the array at `pos` element by element: the accepted elements go to `sink`; returns,
+    /// when the array was closed, the offset after its `]`. Each element goes through the
+    /// acceptor with `items` as its schema; a cut-off element is `truncated`.
     fn walk_array(
         &mut self,
         pos: usize,
         end: usize,
         items: Option<&CompiledSchema>,
-        mut values: Option<&mut Vec<Value>>,
-        ends: &mut Vec<usize>,
+        mut sink: Sink<'_>,
     ) -> Option<usize> {
         let mut closed_at = None;
         let mut elements = ParseReport::default();
@@ -379,11 +429,15 @@ impl Salvager<'_, '_> {
             }
             match read {
                 Read::Value(v, next) => {
-                    acceptor.accept(&mut elements, line, next, v);
-                    ends.append(&mut elements.ends);
-                    match values.as_deref_mut() {
-                        Some(values) => values.append(&mut elements.objects),
-                        None => elements.objects.clear(),
+                    if let Some(v) = acceptor.check(&mut elements, line, v) {
+                        match &mut sink {
+                            Sink::Report(objects, ends) => {
+                                objects.push(&v);
+                                ends.push(next);
+                            }
+                            Sink::Values(values) => values.push(v),
+                            Sink::Ends(ends) => ends.push(next),
+                        }
                     }
                     pos = self.skip_ws(next, end);
                     match self.text.as_bytes().get(pos) {
@@ -542,13 +596,7 @@ impl Salvager<'_, '_> {
                 CompiledSchema::compile(&s, &format!("schema /properties/{key}/items")).ok()
             });
             let mut elements = Vec::new();
-            let closed_at = self.walk_array(
-                pos,
-                end,
-                items.as_ref(),
-                Some(&mut elements),
-                &mut Vec::new(),
-            );
+            let closed_at = self.walk_array(pos, end, items.as_ref(), Sink::Values(&mut elements));
             elements.shrink_to_fit();
             out.insert(key, Value::Array(elements));
             return match closed_at {
@@ -826,7 +874,8 @@ impl SalvageSweep<'_, '_> {
         let items = self.salvager.parser.items.as_ref();
         // Only where the elements end is kept, not the elements.
         let mut ends = Vec::new();
-        self.salvager.walk_array(a, end, items, None, &mut ends);
+        self.salvager
+            .walk_array(a, end, items, Sink::Ends(&mut ends));
         let reads = self.salvager.number_reads.take().unwrap_or_default();
         // An element found after a resync exists for a prefix only once the element that broke
         // reads as broken: it counts from then (or from its own end, if later).

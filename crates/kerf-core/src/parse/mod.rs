@@ -96,8 +96,8 @@ impl Parser {
         };
         let mut report = match self.response_type {
             ResponseType::Text => ParseReport {
-                objects: vec![Value::String(stripped.to_string())],
-                ends: vec![stripped.len()],
+                objects: [Value::String(stripped.to_string())].into_iter().collect(),
+                ends: [stripped.len()].into_iter().collect(),
                 ..Default::default()
             },
             ResponseType::Json if self.salvage => json::salvage(stripped, self, vars),
@@ -107,9 +107,7 @@ impl Parser {
         };
         // Offsets are into the text as given, BOM included.
         let bom = text.len() - stripped.len();
-        if bom > 0 {
-            report.ends.iter_mut().for_each(|e| *e += bom);
-        }
+        report.ends.shift_from(0, bom);
         report
     }
 
@@ -127,13 +125,22 @@ pub(crate) struct Acceptor<'a> {
 
 impl Acceptor<'_> {
     /// Coerce, validate, post-process, and either accept `value` or record why not.
-    pub fn accept(&self, report: &mut ParseReport, line: usize, end: usize, mut value: Value) {
+    pub fn accept(&self, report: &mut ParseReport, line: usize, end: usize, value: Value) {
+        if let Some(value) = self.check(report, line, value) {
+            report.objects.push(&value);
+            report.ends.push(end);
+        }
+    }
+
+    /// [`Acceptor::accept`] without keeping the value: the value to accept, or `None` with the
+    /// reason recorded in `report`.
+    pub fn check(&self, report: &mut ParseReport, line: usize, mut value: Value) -> Option<Value> {
         if let Some(s) = self.schema {
             if self.post.coerce {
                 let target = s.schema_for(&value).clone();
                 if let Err(detail) = coerce(&mut value, &target) {
                     report.drop(line, DropKind::Coerce, detail);
-                    return;
+                    return None;
                 }
             }
             if let Err(violations) = s.validate(&value) {
@@ -142,45 +149,34 @@ impl Acceptor<'_> {
                     schema::drop_kind(&violations),
                     schema::describe(&violations),
                 );
-                return;
+                return None;
             }
         }
-        self.finish(report, line, end, value);
+        match self.post_process(&mut value) {
+            Ok(()) => Some(value),
+            Err(detail) => {
+                report.drop(line, DropKind::MissingField, detail);
+                None
+            }
+        }
     }
 
     /// The rules that apply after validation: passthrough, drop, ensure.
     pub fn finish(&self, report: &mut ParseReport, line: usize, end: usize, mut value: Value) {
         match self.post_process(&mut value) {
             Ok(()) => {
-                report.objects.push(value);
+                report.objects.push(&value);
                 report.ends.push(end);
             }
             Err(detail) => report.drop(line, DropKind::MissingField, detail),
         }
     }
 
-    /// [`Acceptor::finish`] for the elements of an array, in place: the array becomes the
-    /// accepted objects (no second vector of them is built), the refused ones are reported in
-    /// order. Each element's text ends at `end`.
-    pub fn finish_all(
-        &self,
-        report: &mut ParseReport,
-        line: usize,
-        end: usize,
-        mut items: Vec<Value>,
-    ) {
-        items.retain_mut(|v| match self.post_process(v) {
-            Ok(()) => true,
-            Err(detail) => {
-                report.drop(line, DropKind::MissingField, detail);
-                false
-            }
-        });
-        report.ends.extend(std::iter::repeat_n(end, items.len()));
-        if report.objects.is_empty() {
-            report.objects = items;
-        } else {
-            report.objects.append(&mut items);
+    /// [`Acceptor::finish`] for the elements of an array, in order, each element's value
+    /// dropped as soon as its text is kept. Each element's text ends at `end`.
+    pub fn finish_all(&self, report: &mut ParseReport, line: usize, end: usize, items: Vec<Value>) {
+        for value in items {
+            self.finish(report, line, end, value);
         }
     }
 

@@ -95,7 +95,7 @@ impl<'p> StreamParser<'p> {
             ),
             State::Whole => {}
         }
-        shift(&mut self.committed.ends[before..], body_from);
+        self.committed.ends.shift_from(before, body_from);
     }
 
     /// Objects accepted from committed steps only (they can no longer change).
@@ -142,12 +142,6 @@ impl<'p> StreamParser<'p> {
                 return;
             }
         }
-        shift(&mut report.ends[before..], body_from);
-    }
-}
-
-fn shift(ends: &mut [usize], by: usize) {
-    if by > 0 {
-        ends.iter_mut().for_each(|e| *e += by);
+        report.ends.shift_from(before, body_from);
     }
 }

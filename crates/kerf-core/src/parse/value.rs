@@ -125,6 +125,176 @@ impl<'de> Visitor<'de> for ValueSeed {
     }
 }
 
+/// What [`Elements`] read: a top-level array (its elements handed over one by one), or any
+/// other value.
+pub(crate) enum Top {
+    Array,
+    Value(Value),
+}
+
+/// Reads one value exactly as [`Compact`] does (same parser, same errors at the same offsets),
+/// except that a top-level array is never built: each element goes to the closure as soon as it
+/// is read, so a reply's array takes the memory of one element at a time.
+pub(crate) struct Elements<F>(pub F);
+
+impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Elements<F> {
+    type Value = Top;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Top, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// [`ValueSeed`]'s visits, but for a sequence.
+impl<'de, F: FnMut(Value)> Visitor<'de> for Elements<F> {
+    type Value = Top;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        ValueSeed.expecting(formatter)
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Top, E> {
+        ValueSeed.visit_bool(value).map(Top::Value)
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Top, E> {
+        ValueSeed.visit_i64(value).map(Top::Value)
+    }
+
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Top, E> {
+        ValueSeed.visit_i128(value).map(Top::Value)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Top, E> {
+        ValueSeed.visit_u64(value).map(Top::Value)
+    }
+
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Top, E> {
+        ValueSeed.visit_u128(value).map(Top::Value)
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Top, E> {
+        ValueSeed.visit_f64(value).map(Top::Value)
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Top, E> {
+        ValueSeed.visit_str(value).map(Top::Value)
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Top, E> {
+        ValueSeed.visit_string(value).map(Top::Value)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Top, E> {
+        ValueSeed.visit_none().map(Top::Value)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Top, D::Error> {
+        ValueSeed.visit_some(deserializer).map(Top::Value)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Top, E> {
+        ValueSeed.visit_unit().map(Top::Value)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Top, A::Error> {
+        while let Some(item) = seq.next_element_seed(ValueSeed)? {
+            (self.0)(item);
+        }
+        Ok(Top::Array)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Top, A::Error> {
+        ValueSeed.visit_map(map).map(Top::Value)
+    }
+}
+
+/// A JSON value read exactly as [`Compact`] reads it (the same calls into the same parser, so
+/// the same values are accepted and the same errors raised at the same offsets), keeping
+/// nothing: for finding where a value ends without holding it.
+pub(crate) struct Skim;
+
+impl<'de> de::Deserialize<'de> for Skim {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        SkimSeed.deserialize(deserializer).map(|()| Skim)
+    }
+}
+
+struct SkimSeed;
+
+impl<'de> DeserializeSeed<'de> for SkimSeed {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(SkimSeed)
+    }
+}
+
+impl<'de> Visitor<'de> for SkimSeed {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        ValueSeed.expecting(formatter)
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<(), E> {
+        ValueSeed.visit_bool(value).map(drop)
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<(), E> {
+        ValueSeed.visit_i64(value).map(drop)
+    }
+
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<(), E> {
+        ValueSeed.visit_i128(value).map(drop)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<(), E> {
+        ValueSeed.visit_u64(value).map(drop)
+    }
+
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<(), E> {
+        ValueSeed.visit_u128(value).map(drop)
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<(), E> {
+        ValueSeed.visit_f64(value).map(drop)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_string<E: de::Error>(self, _: String) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        SkimSeed.deserialize(deserializer)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(SkimSeed)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // Keys read as `Compact` reads them (as `String`s).
+        while map.next_key::<String>()?.is_some() {
+            map.next_value_seed(SkimSeed)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +323,23 @@ mod tests {
         ] {
             let (theirs, ours) = both(text);
             assert_eq!(ours, theirs, "{text}");
+            // Skimmed: the same verdict, the same error.
+            let skim = serde_json::from_str::<Skim>(text)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            assert_eq!(skim, theirs.clone().map(|_| ()), "{text}");
+            // Element by element: the same elements, the same error.
+            let mut items = Vec::new();
+            let mut de = serde_json::Deserializer::from_str(text);
+            let read = Elements(|v| items.push(v))
+                .deserialize(&mut de)
+                .and_then(|top| de.end().map(|()| top))
+                .map(|top| match top {
+                    Top::Array => Value::Array(std::mem::take(&mut items)),
+                    Top::Value(v) => v,
+                })
+                .map_err(|e| e.to_string());
+            assert_eq!(read, theirs, "{text}");
             if let (Ok(a), Ok(b)) = (&theirs, &ours) {
                 // Same keys in the same order.
                 assert_eq!(a.to_string(), b.to_string());

@@ -86,8 +86,9 @@ fn relation_and_relationship_are_one_tag(
     let r = parse_with(preset, text);
     assert!(r.dropped.is_empty(), "{:?}", r.dropped);
     assert_eq!(r.objects.len(), 1);
-    assert_eq!(r.objects[0]["type"], json!(tag));
-    assert_eq!(r.objects[0]["source_entity"], json!("A"));
+    let objects = r.objects.to_vec();
+    assert_eq!(objects[0]["type"], json!(tag));
+    assert_eq!(objects[0]["source_entity"], json!("A"));
     assert!(!r.truncated);
 }
 
@@ -171,13 +172,14 @@ fn legacy_format_with_hashes_and_newlines() {
     let text = "(\"entity\"<|>\"Ada Lovelace\"<|>\"person\"<|>\"Mathematician\")##\n(\"relationship\"<|>\"Ada Lovelace\"<|>\"Charles Babbage\"<|>\"Worked together\"<|>\"collaboration\"<|>9)##\n(\"content_keywords\"<|>\"computing, mathematics\")<|COMPLETE|>";
     let r = parse_with(DelimiterPreset::LightragLegacy, text);
     assert_eq!(r.dropped, vec![]);
+    let objects = r.objects.to_vec();
     assert_eq!(
-        r.objects[0],
+        objects[0],
         json!({"type": "entity", "entity_name": "Ada Lovelace", "entity_type": "person", "entity_description": "Mathematician"})
     );
-    assert_eq!(r.objects[1]["relationship_strength"], json!("9"));
+    assert_eq!(objects[1]["relationship_strength"], json!("9"));
     assert_eq!(
-        r.objects[2],
+        objects[2],
         json!({"type": "content_keywords", "high_level_keywords": "computing, mathematics"})
     );
 }

@@ -149,7 +149,7 @@ fn salvage_object_recovers_arrays_under_top_level_keys() {
     {"source_entity": "Thomas Marshall", "target_entity": "Flann"#;
     let r = salvage(text, Some(lightrag_schema()));
     assert_eq!(r.objects.len(), 1);
-    let o = &r.objects[0];
+    let o = &r.objects.to_vec()[0];
     assert_eq!(o["entities"].as_array().unwrap().len(), 2);
     assert_eq!(o["relationships"].as_array().unwrap().len(), 1);
     assert!(o.get("content_keywords").is_none(), "never invented");
@@ -166,7 +166,10 @@ fn salvage_object_recovers_arrays_under_top_level_keys() {
 fn salvage_object_drops_bad_elements_individually() {
     let text = r#"{"entities": [{"entity_name": "A", "entity_type": "person", "entity_description": "x"}, {"entity_name": "B"}], "relationships": [], "content_keywords": ["k"]}"#;
     let r = salvage(text, Some(lightrag_schema()));
-    assert_eq!(r.objects[0]["entities"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        r.objects.to_vec()[0]["entities"].as_array().unwrap().len(),
+        1
+    );
     assert_eq!(drops(&r), vec![(1, "schema")]);
     assert!(!r.truncated);
 }

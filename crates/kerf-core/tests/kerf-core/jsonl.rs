@@ -154,8 +154,8 @@ fn ontology_all_three_types() {
 {"type": "relationship", "subject": "Cornish pasty", "subject_type": "fo/Recipe", "relation": "fo/has_ingredient", "object": "beef", "object_type": "fo/Food"}
 {"type": "attribute", "entity": "Cornish pasty", "entity_type": "fo/Recipe", "attribute": "fo/serves", "value": "4 people"}"#;
     let r = parse(Jsonl, Some(schema), text);
-    let types: Vec<&str> = r
-        .objects
+    let objects = r.objects.to_vec();
+    let types: Vec<&str> = objects
         .iter()
         .map(|o| o["type"].as_str().unwrap())
         .collect();

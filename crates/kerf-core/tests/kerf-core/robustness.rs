@@ -304,3 +304,26 @@ fn a_pattern_without_backtracking_features_is_decided_in_linear_time() {
         ]
     );
 }
+
+/// Issue 36 item 12: a report holds its accepted objects as compact text with their ends as
+/// small differences, not as `Value`s (80 bytes each before any heap, 88 with their end). A
+/// 100,000-line `{}` reply — 3 bytes a line — is held in under 12 bytes an object, the buffers'
+/// spare capacity included; the same objects read as one JSON array (strict, no schema: read
+/// element by element) are held the same way. Not timed: sizes only.
+#[test]
+fn many_small_objects_are_held_compactly() {
+    let n = 100_000;
+    let held = |r: &kerf_core::ParseReport| r.objects.heap_bytes() + r.ends.heap_bytes();
+    let lines = "{}\n".repeat(n);
+    let r = parser(ResponseType::Jsonl, None).parse(&lines, &Map::new());
+    assert_eq!((r.objects.len(), r.ends.len()), (n, n));
+    assert!(held(&r) < 12 * n, "{} bytes for {n} objects", held(&r));
+    assert_eq!(r.objects.raw(n - 1), Some("{}"));
+    assert_eq!(r.ends.get(n - 1), Some(lines.len() - 1));
+
+    let array = format!("[{}]", vec!["{}"; n].join(","));
+    let a = parser(ResponseType::Json, None).parse(&array, &Map::new());
+    assert_eq!(a.objects, r.objects);
+    assert!(held(&a) < 12 * n, "{} bytes for {n} objects", held(&a));
+    assert!(a.ends.iter().all(|e| e == array.len()));
+}
