@@ -490,7 +490,12 @@ impl Salvager<'_, '_> {
                     );
                     if self.number_reads.is_some() {
                         let broken_from = broken_from(self.text, failed_at, end);
-                        self.resyncs.push((ends.len(), broken_from));
+                        let found = match &sink {
+                            Sink::Report(objects, _) => objects.len(),
+                            Sink::Values(values) => values.len(),
+                            Sink::Ends(ends) => ends.len(),
+                        };
+                        self.resyncs.push((found, broken_from));
                     }
                     match self.resync(pos, end) {
                         Some(p) => pos = p,
