@@ -1036,6 +1036,7 @@ pub fn rfc3339_now() -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests fail loudly by design
 mod tests {
     use serde_json::json;
 
