@@ -74,6 +74,58 @@ pub struct StoredReply {
     pub details: Option<Value>,
 }
 
+/// What a cell's run kept of its reply, read one cell at a time ([`Store::eval_reply`]): an
+/// eval's report holds a few replies at once, whatever their number and size.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplyBody {
+    /// The parse as the run made it (without `raw`).
+    pub report: Option<ParseReport>,
+    /// The reply as received, and the run's details (how to read it again); with `raw` only.
+    pub raw: Option<String>,
+    pub details: Option<Value>,
+}
+
+/// An eval's rows written as they come, in one transaction ([`Store::eval_rows_writer`]):
+/// nothing is kept unless [`commit`](EvalRowsWriter::commit) is reached.
+pub struct EvalRowsWriter<'s> {
+    store: &'s Store,
+    /// Declared before `tx`: finalized before the transaction ends.
+    insert: rusqlite::Statement<'s>,
+    tx: rusqlite::Transaction<'s>,
+    experiment: i64,
+    seq: i64,
+}
+
+impl EvalRowsWriter<'_> {
+    /// Keep the next row: its id and the row as JSON text.
+    pub fn put(&mut self, id: &str, row: &str) -> Result<()> {
+        self.insert
+            .execute(params![self.experiment, self.seq, id, row])
+            .map_err(|e| self.store.err(e))?;
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// Keep every row put.
+    pub fn commit(self) -> Result<()> {
+        let EvalRowsWriter {
+            store, insert, tx, ..
+        } = self;
+        drop(insert);
+        tx.commit().map_err(|e| store.err(e))
+    }
+}
+
+/// The columns an eval's cell query reads of each run's body.
+enum Bodies {
+    /// None: the cells and their runs' outcomes only.
+    None,
+    /// The parse as the run made it.
+    Report,
+    /// The parse, the raw reply and the details.
+    Raw,
+}
+
 /// Point `cell` of eval `experiment` at `run`, replacing the run it had: each cell is in the
 /// history once. Used in the transaction that begins a cell's run, and for a cached reply.
 pub(crate) fn insert_eval_cell(
@@ -100,23 +152,65 @@ pub(crate) fn insert_eval_cell(
 
 impl Store {
     /// An eval's cells with their runs' replies, in key order; the raw replies and details too
-    /// when `raw` (to read them again: `kerf eval rescore`).
+    /// when `raw` (to read them again: `kerf eval rescore`). Every reply at once: a report
+    /// reads [`eval_outcomes`](Self::eval_outcomes), then each reply with
+    /// [`eval_reply`](Self::eval_reply).
     pub fn eval_replies(&self, experiment: i64, raw: bool) -> Result<Vec<StoredReply>> {
+        self.cells_with(experiment, if raw { Bodies::Raw } else { Bodies::Report })
+    }
+
+    /// An eval's cells with their runs' outcomes (status, finish, tokens, cost, the experiment
+    /// that bought them), in key order, without their replies (`report`, `raw` and `details`
+    /// are `None`).
+    pub fn eval_outcomes(&self, experiment: i64) -> Result<Vec<StoredReply>> {
+        self.cells_with(experiment, Bodies::None)
+    }
+
+    /// What run `run` kept of its reply: its parse, or with `raw` the reply as received and the
+    /// run's details. Empty when the run has no body.
+    pub fn eval_reply(&self, run: i64, raw: bool) -> Result<ReplyBody> {
+        let sql = if raw {
+            "SELECT NULL, raw, details FROM run_bodies WHERE run_id = ?1"
+        } else {
+            "SELECT report, NULL, NULL FROM run_bodies WHERE run_id = ?1"
+        };
+        self.conn
+            .prepare(sql)
+            .and_then(|mut stmt| {
+                stmt.query_row([run], |r| {
+                    let json = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
+                    Ok(ReplyBody {
+                        report: json(0)?.and_then(|t| serde_json::from_str(&t).ok()),
+                        raw: r.get(1)?,
+                        details: json(2)?.and_then(|t| serde_json::from_str(&t).ok()),
+                    })
+                })
+                .optional()
+            })
+            .map(Option::unwrap_or_default)
+            .map_err(|e| self.err(e))
+    }
+
+    fn cells_with(&self, experiment: i64, bodies: Bodies) -> Result<Vec<StoredReply>> {
+        let (columns, join) = match bodies {
+            Bodies::None => ("NULL, r.experiment_id, NULL, NULL", ""),
+            Bodies::Report => (
+                "b.report, r.experiment_id, NULL, NULL",
+                "LEFT JOIN run_bodies b ON b.run_id = c.run_id",
+            ),
+            Bodies::Raw => (
+                "b.report, r.experiment_id, b.raw, b.details",
+                "LEFT JOIN run_bodies b ON b.run_id = c.run_id",
+            ),
+        };
         let mut stmt = self
             .conn
             .prepare(&format!(
                 "SELECT c.prompt, c.max_tokens, c.constrained, c.repeat, c.row_id, c.run_id,
-                        r.status, r.finish_reason, r.completion_tokens, r.cost_usd, b.report,
-                        r.experiment_id, {}
-                 FROM eval_cells c LEFT JOIN runs r ON r.id = c.run_id
-                      LEFT JOIN run_bodies b ON b.run_id = c.run_id
+                        r.status, r.finish_reason, r.completion_tokens, r.cost_usd, {columns}
+                 FROM eval_cells c LEFT JOIN runs r ON r.id = c.run_id {join}
                  WHERE c.experiment_id = ?1
-                 ORDER BY c.prompt, c.max_tokens, c.constrained DESC, c.repeat, c.row_id",
-                if raw {
-                    "b.raw, b.details"
-                } else {
-                    "NULL, NULL"
-                }
+                 ORDER BY c.prompt, c.max_tokens, c.constrained DESC, c.repeat, c.row_id"
             ))
             .map_err(|e| self.err(e))?;
         stmt.query_map([experiment], |r| {
@@ -155,19 +249,73 @@ impl Store {
 
     /// Keep an eval's dataset rows, in order: `(row id, the row as JSON)`.
     pub fn put_eval_rows(&self, experiment: i64, rows: &[(String, Value)]) -> Result<()> {
-        let tx = self.write()?;
-        {
-            let mut stmt = tx
-                .prepare(
-                    "INSERT INTO eval_rows (experiment_id, seq, row_id, row) VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(|e| self.err(e))?;
-            for (seq, (id, row)) in rows.iter().enumerate() {
-                stmt.execute(params![experiment, seq as i64, id, row.to_string()])
-                    .map_err(|e| self.err(e))?;
-            }
+        let mut w = self.eval_rows_writer(experiment)?;
+        for (id, row) in rows {
+            w.put(id, &row.to_string())?;
         }
-        tx.commit().map_err(|e| self.err(e))
+        w.commit()
+    }
+
+    /// Keep an eval's dataset rows as they come, in order, in one transaction (the history's
+    /// write lock held until [`EvalRowsWriter::commit`], or dropped, which keeps none).
+    pub fn eval_rows_writer(&self, experiment: i64) -> Result<EvalRowsWriter<'_>> {
+        let tx = self.write()?;
+        let insert = self
+            .conn
+            .prepare(
+                "INSERT INTO eval_rows (experiment_id, seq, row_id, row) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(EvalRowsWriter {
+            store: self,
+            insert,
+            tx,
+            experiment,
+            seq: 0,
+        })
+    }
+
+    /// An eval's row ids, in the rows' order (a row's index is its `seq`).
+    pub fn eval_row_ids(&self, experiment: i64) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT row_id FROM eval_rows WHERE experiment_id = ?1 ORDER BY seq")
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([experiment], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Row `seq` of an eval, as the JSON text it was kept as (`None`: no such row).
+    pub fn eval_row(&self, experiment: i64, seq: usize) -> Result<Option<String>> {
+        self.conn
+            .prepare("SELECT row FROM eval_rows WHERE experiment_id = ?1 AND seq = ?2")
+            .and_then(|mut stmt| {
+                stmt.query_row(params![experiment, seq as i64], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(|e| self.err(e))
+    }
+
+    /// Hand each of an eval's rows to `each` in order (its `seq` and JSON text), one at a time;
+    /// an error from `each` stops there and is returned.
+    pub fn each_eval_row<E: From<crate::Error>>(
+        &self,
+        experiment: i64,
+        mut each: impl FnMut(usize, String) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT seq, row FROM eval_rows WHERE experiment_id = ?1 ORDER BY seq")
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([experiment]).map_err(|e| self.err(e))?;
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let seq: i64 = r.get(0).map_err(|e| self.err(e))?;
+            let text: String = r.get(1).map_err(|e| self.err(e))?;
+            each(usize::try_from(seq).unwrap_or(usize::MAX), text)?;
+        }
+        Ok(())
     }
 
     /// An eval's dataset rows, in their order.
@@ -237,7 +385,7 @@ impl Store {
     /// An eval's cells with their runs' status, in key order.
     pub fn eval_cells(&self, experiment: i64) -> Result<Vec<StoredCell>> {
         Ok(self
-            .eval_replies(experiment, false)?
+            .eval_outcomes(experiment)?
             .into_iter()
             .map(|r| r.cell)
             .collect())

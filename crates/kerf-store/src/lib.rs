@@ -41,7 +41,7 @@ mod writer;
 
 pub use content::{Input, PromptVersion, sha256_hex};
 pub use error::{Error, Result};
-pub use eval::{Endpoint, EvalCell, StoredCell, StoredReply};
+pub use eval::{Endpoint, EvalCell, EvalRowsWriter, ReplyBody, StoredCell, StoredReply};
 pub use experiments::{Experiment, ExperimentSummary};
 pub use read::{Filter, RunRecord, RunSummary};
 pub use status::Status;

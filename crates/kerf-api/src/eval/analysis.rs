@@ -11,14 +11,91 @@ use serde::Serialize;
 use serde_json::Value;
 use ts_rs::TS;
 
-use super::lines::{CellLine, SummaryLine};
+use super::lines::{CellLine, Records, SummaryLine};
 pub use super::lines::{FindRate, RepeatStats};
+use crate::error::Result;
 
-/// Repeat statistics for the cells of one line (`None` with one repeat).
+/// One measured repeat of a row, as [`row_repeats`] takes it: what repeat statistics need of
+/// a cell's reply, kept while the row's repeats are read (never the reply itself).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepeatCell {
+    /// Its records' identities, each once (as [`identities`] gives them).
+    pub identities: Vec<String>,
+    /// Its output — the objects as parsed, serialized — hashed: two outputs that are the same
+    /// text hash the same (and two that differ, all but surely differently).
+    pub output: u64,
+    /// The expected records it matched (by index), when it was scored.
+    pub matched: Option<BTreeSet<usize>>,
+}
+
+/// What one row says about a line's repeats: [`repeat_stats`] sums these over the rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowRepeats {
+    /// The mean Jaccard index between the repeats' record sets (`None`: one repeat measured).
+    pub jaccard: Option<f64>,
+    /// Distinct outputs among the measured repeats.
+    pub distinct: usize,
+    /// Per expected record of the row, the share of scored repeats that found it.
+    pub find_rate: Vec<FindRate>,
+}
+
+/// Row `row`'s measured repeats of a line (in repeat order), with the identities of its
+/// expected records (`None`: it has none for the line's prompt).
+pub fn row_repeats(row: &str, cells: &[RepeatCell], expected: Option<Vec<String>>) -> RowRepeats {
+    let sets: Vec<BTreeSet<&str>> = cells
+        .iter()
+        .map(|c| c.identities.iter().map(String::as_str).collect())
+        .collect();
+    let outputs: BTreeSet<u64> = cells.iter().map(|c| c.output).collect();
+    let with_scores: Vec<&BTreeSet<usize>> =
+        cells.iter().filter_map(|c| c.matched.as_ref()).collect();
+    let mut find_rate = Vec::new();
+    if !with_scores.is_empty()
+        && let Some(ids) = expected
+    {
+        for (i, id) in ids.into_iter().enumerate() {
+            let found = with_scores.iter().filter(|m| m.contains(&i)).count() as u32;
+            find_rate.push(FindRate {
+                row: row.to_string(),
+                expected: i,
+                identity: id,
+                found,
+                of: with_scores.len() as u32,
+            });
+        }
+    }
+    RowRepeats {
+        jaccard: mean_pairwise_jaccard(&sets),
+        distinct: outputs.len(),
+        find_rate,
+    }
+}
+
+/// A hash of `objects` serialized (as `Value::Array(objects).to_string()` writes them),
+/// written straight into the hasher: no copy of a large reply is made.
+pub fn output_hash(objects: &[Value]) -> u64 {
+    struct Hashing(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            std::hash::Hasher::write(&mut self.0, bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(std::collections::hash_map::DefaultHasher::new());
+    // Writing to a hasher cannot fail, nor can serializing JSON values.
+    let _ = serde_json::to_writer(&mut h, objects);
+    std::hash::Hasher::finish(&h.0)
+}
+
+/// Repeat statistics for the cells of one line (`None` with one repeat), from its cells'
+/// counts and each row's [`RowRepeats`] (by row id).
 pub fn repeat_stats(
     cells: &[&CellLine],
     repeats: u32,
-    expected: &dyn Fn(&str) -> Option<Vec<String>>,
+    rows: &BTreeMap<String, RowRepeats>,
 ) -> Option<RepeatStats> {
     if repeats < 2 {
         return None;
@@ -39,47 +116,13 @@ pub fn repeat_stats(
         .collect();
     let f1s: Vec<f64> = f1_by_repeat.iter().flatten().copied().collect();
     let spread = mean_sd(&f1s);
-    let mut by_row: BTreeMap<&str, Vec<&CellLine>> = BTreeMap::new();
-    for c in &scored {
-        by_row.entry(&c.row).or_default().push(c);
-    }
     let mut jaccards = Vec::new();
     let mut distinct = Vec::new();
     let mut find_rate = Vec::new();
-    for (row, cells) in &by_row {
-        let sets: Vec<BTreeSet<&str>> = cells
-            .iter()
-            .map(|c| c.identities.iter().map(String::as_str).collect())
-            .collect();
-        jaccards.extend(mean_pairwise_jaccard(&sets));
-        let outputs: BTreeSet<String> = cells
-            .iter()
-            .map(|c| Value::Array(c.extracted.clone()).to_string())
-            .collect();
-        distinct.push(outputs.len());
-        let with_scores: Vec<&&CellLine> = cells.iter().filter(|c| c.scored.is_some()).collect();
-        if with_scores.is_empty() {
-            continue;
-        }
-        if let Some(ids) = expected(row) {
-            for (i, id) in ids.into_iter().enumerate() {
-                let found = with_scores
-                    .iter()
-                    .filter(|c| {
-                        c.scored
-                            .as_ref()
-                            .is_some_and(|s| s.matched.iter().any(|p| p.expected == i))
-                    })
-                    .count() as u32;
-                find_rate.push(FindRate {
-                    row: row.to_string(),
-                    expected: i,
-                    identity: id,
-                    found,
-                    of: with_scores.len() as u32,
-                });
-            }
-        }
+    for r in rows.values() {
+        jaccards.extend(r.jaccard);
+        distinct.push(r.distinct);
+        find_rate.extend(r.find_rate.iter().cloned());
     }
     let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
     let distinct_f: Vec<f64> = distinct.iter().map(|&d| d as f64).collect();
@@ -287,20 +330,31 @@ pub struct Comparison {
     pub per_row: Vec<RowDiff>,
 }
 
-/// Compare the cells of side `a` with those of side `b`, row by row.
-pub fn compare(a: (Side, &[&CellLine]), b: (Side, &[&CellLine])) -> Comparison {
+/// Each row's measured first repeat, by row id.
+fn first_repeats<'c>(cells: &[&'c CellLine]) -> HashMap<&'c str, &'c CellLine> {
+    cells
+        .iter()
+        .filter(|c| c.repeat == 0 && c.measured())
+        .map(|c| (c.row.as_str(), *c))
+        .collect()
+}
+
+/// The records of a cell's reply, read back when a comparison needs them.
+pub type Objects<'f> = &'f mut dyn FnMut(&CellLine) -> Result<Records>;
+
+/// Compare the cells of side `a` with those of side `b`, row by row. The first repeat's records
+/// of each paired row are read with `objects_a` and `objects_b`, a row at a time.
+pub fn compare(
+    a: (Side, &[&CellLine]),
+    b: (Side, &[&CellLine]),
+    objects_a: Objects<'_>,
+    objects_b: Objects<'_>,
+) -> Result<Comparison> {
     let (mut side_a, cells_a) = a;
     let (mut side_b, cells_b) = b;
     let rows_a = pooled(cells_a.iter().copied());
     let rows_b = pooled(cells_b.iter().copied());
-    let first = |cells: &[&CellLine]| -> HashMap<String, Vec<Value>> {
-        cells
-            .iter()
-            .filter(|c| c.repeat == 0 && c.measured())
-            .map(|c| (c.row.clone(), c.extracted.clone()))
-            .collect()
-    };
-    let (first_a, first_b) = (first(cells_a), first(cells_b));
+    let (first_a, first_b) = (first_repeats(cells_a), first_repeats(cells_b));
     let paired: Vec<(&str, Counts, Counts)> = rows_a
         .iter()
         .filter_map(|(row, ca)| rows_b.get(row).map(|cb| (*row, *ca, *cb)))
@@ -329,10 +383,13 @@ pub fn compare(a: (Side, &[&CellLine]), b: (Side, &[&CellLine])) -> Comparison {
             Some(d) if d < -1e-12 => out.worse += 1,
             _ => out.same += 1,
         }
+        let xa = first_a.get(*row).map(|c| objects_a(c)).transpose()?;
+        let xb = first_b.get(*row).map(|c| objects_b(c)).transpose()?;
         let objects = kerf_core::diff::objects(
-            first_a.get(*row).map_or(&[][..], Vec::as_slice),
-            first_b.get(*row).map_or(&[][..], Vec::as_slice),
+            xa.as_deref().unwrap_or_default(),
+            xb.as_deref().unwrap_or_default(),
         );
+        drop((xa, xb));
         out.per_row.push(RowDiff {
             row: row.to_string(),
             f1_a: fa,
@@ -343,7 +400,7 @@ pub fn compare(a: (Side, &[&CellLine]), b: (Side, &[&CellLine])) -> Comparison {
             changed: objects.changed.len(),
         });
     }
-    out
+    Ok(out)
 }
 
 /// The identities of `objects` as `m` compares them (a cell's record set, for Jaccard).

@@ -5,11 +5,10 @@
 
 use std::path::PathBuf;
 
-use kerf_core::eval::dataset::{self, Dataset};
 use kerf_llm::CancelToken;
 use kerf_store::Store;
 
-use super::{Eval, Options, Pace, Plan, Progress, Report};
+use super::{Eval, Options, Pace, Plan, Progress, Report, Rows};
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::plan::{Allowance, Size};
 use crate::experiments::{ConstrainMode, ExperimentKind, Subject};
@@ -33,9 +32,10 @@ pub struct StartInput {
     pub allowed: Allowance,
 }
 
-/// The dataset, prompts, provider and parameters a [`StartInput`] names, loaded and checked.
+/// The dataset, prompts, provider and parameters a [`StartInput`] names, loaded and checked
+/// (the dataset is read a row at a time when the eval is planned, and again as it begins).
 struct Loaded {
-    dataset: Dataset,
+    dataset: Rows,
     subjects: Vec<Subject>,
     provider: Chosen,
     params: RunParams,
@@ -43,16 +43,18 @@ struct Loaded {
 
 impl StartInput {
     fn load(&self, wb: &Workbench) -> Result<Loaded> {
-        let mut dataset = dataset::load(&self.dataset)?;
-        if let Some(n) = self.limit {
-            dataset.rows.truncate(n);
-        }
+        // Read when the eval is planned; its own problems come before any found here.
+        let dataset = Rows::file(&self.dataset, self.limit);
         let subjects = self
             .prompts
             .iter()
             .map(|p| Subject::load(p))
-            .collect::<Result<Vec<_>>>()?;
-        let provider = self.settings.provider(wb)?;
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| dataset.problems_first(e))?;
+        let provider = self
+            .settings
+            .provider(wb)
+            .map_err(|e| dataset.problems_first(e))?;
         Ok(Loaded {
             dataset,
             subjects,

@@ -3,64 +3,93 @@
 //! against the budget (the report's charts as SVG, inline), budget advice, repeats, comparisons,
 //! the drop-reason histogram with its rows, and every row's expected and extracted records side
 //! by side, marked matched / partial / missed / spurious. A minijinja template, auto-escaped.
+//!
+//! The page is written as it is made ([`write`]): the figures first, then each row, each of its
+//! cells' records read back from the history as the cell is written and let go after — the
+//! page of an eval whose replies weigh gigabytes is never held whole, nor more than one reply
+//! of it. The template is one file, `report.html`, cut at its row and cell loops into the pieces
+//! written in turn (a test holds the pieces to the whole template, byte for byte).
 
 use kerf_core::eval::score::without_aliases;
 use serde_json::{Value, json};
 
+use super::report::Reader;
 use super::{CellLine, Eval, Report};
 use crate::error::{ApiError, Code, Result};
+use kerf_store::Store;
 
 const TEMPLATE: &str = include_str!("report.html");
 
 /// `report` (of `eval`) as one HTML page, nothing fetched and no script.
-pub fn html(eval: &Eval, report: &Report) -> Result<String> {
-    let repeated = report.summary.iter().any(|l| l.repeats.is_some());
-    let charts = report
-        .budget_charts()
-        .iter()
-        .map(|c| crate::charts::svg(c, 760, 380))
-        .collect::<Result<Vec<_>>>()?;
-    let rows: Vec<Value> = eval
-        .rows
-        .iter()
-        .map(|row| {
-            let cells: Vec<Value> = report
-                .cells
-                .iter()
-                .filter(|c| c.row == row.id && c.repeat == 0)
-                .map(|c| {
-                    let expected = eval
-                        .subjects
-                        .iter()
-                        .find(|s| s.prompt.id() == c.prompt)
-                        .and_then(|s| row.expected_for(&s.prompt))
-                        .map(|(e, _)| e.to_vec())
-                        .unwrap_or_default();
-                    side_by_side(c, &expected)
-                })
-                .collect();
-            json!({"id": row.id, "cells": cells})
-        })
-        .collect();
-    let drops_max = report
-        .drops
-        .iter()
-        .flat_map(|d| d.bars.iter().map(|b| b.objects))
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let context = json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "r": report,
-        "charts": charts,
-        "band_note": if repeated {
-            "Shaded: F1's range over the repeats. Points: every repeat pooled."
-        } else {
-            "Shaded: F1's 95% bootstrap interval over the rows."
-        },
-        "drops_max": drops_max,
-        "rows": rows,
-    });
+pub fn html(store: &Store, eval: &Eval, report: &Report) -> Result<String> {
+    let mut out = Vec::new();
+    write(store, eval, report, &mut out)?;
+    String::from_utf8(out).map_err(|e| ApiError::new(Code::Internal, e.to_string()))
+}
+
+/// Write `report` (of `eval`) to `out` as one HTML page, a row at a time: each cell's records
+/// are read back from `store` as the cell is written.
+pub fn write(
+    store: &Store,
+    eval: &Eval,
+    report: &Report,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    let pieces = Pieces::of(TEMPLATE)?;
+    let env = environment(&pieces)?;
+    let context = minijinja::Value::from_serialize(head_context(report)?);
+    let render = |name: &str, ctx: minijinja::Value, out: &mut dyn std::io::Write| {
+        env.get_template(name)
+            .and_then(|t| t.render_captured_to(ctx, &mut *out).map(|_| ()))
+            .map_err(|e| ApiError::new(Code::Internal, format!("the HTML report: {e:#}")))
+    };
+    render("head", context.clone(), out)?;
+    // The first repeat of every cell, by row, in the report's order.
+    let mut by_row: std::collections::HashMap<&str, Vec<&CellLine>> = Default::default();
+    for c in report.cells.iter().filter(|c| c.repeat == 0) {
+        by_row.entry(c.row.as_str()).or_default().push(c);
+    }
+    let reader = Reader::new(store, eval, report.replies);
+    let none = Vec::new();
+    for (seq, id) in eval.rows.iter().enumerate() {
+        let cells = by_row.get(id.as_str()).unwrap_or(&none);
+        let heads: Vec<Value> = cells.iter().map(|c| cell_head(c)).collect();
+        let row = minijinja::Value::from_serialize(json!({"id": id, "cells": heads}));
+        render(
+            "row",
+            minijinja::context! { row, first => seq == 0, ..context.clone() },
+            out,
+        )?;
+        if !cells.is_empty() {
+            let row = eval.row(store, seq)?;
+            for c in cells {
+                let expected = eval
+                    .subjects
+                    .iter()
+                    .find(|s| s.prompt.id() == c.prompt)
+                    .and_then(|s| row.expected_for(&s.prompt))
+                    .map(|(e, _)| e)
+                    .unwrap_or_default();
+                let extracted = reader.objects(c)?;
+                let side = side_by_side(c, expected, &extracted);
+                drop(extracted);
+                let c = minijinja::Value::from_serialize(&side);
+                render("cell", minijinja::context! { c, ..context.clone() }, out)?;
+            }
+        }
+        render("row_end", context.clone(), out)?;
+    }
+    render("tail", context, out)?;
+    Ok(())
+}
+
+/// The page rendered whole from `report` and its `rows` (each `{"id", "cells": [side by
+/// side, …]}`): how it was made before it was written a piece at a time, which the tests hold
+/// [`write`] to.
+#[cfg(test)]
+pub(super) fn whole(report: &Report, rows: Vec<Value>) -> Result<String> {
+    let mut context = head_context(report)?;
+    context["rows"] = Value::Array(rows);
     let mut env = minijinja::Environment::new();
     env.add_function("fig", |v: Option<f64>| {
         v.map_or("–".into(), |v| format!("{v:.3}"))
@@ -79,13 +108,167 @@ pub fn html(eval: &Eval, report: &Report) -> Result<String> {
         .map_err(|e| ApiError::new(Code::Internal, format!("the HTML report: {e:#}")))
 }
 
+/// The page's figures: everything but the rows.
+fn head_context(report: &Report) -> Result<Value> {
+    let repeated = report.summary.iter().any(|l| l.repeats.is_some());
+    let charts = report
+        .budget_charts()
+        .iter()
+        .map(|c| crate::charts::svg(c, 760, 380))
+        .collect::<Result<Vec<_>>>()?;
+    let drops_max = report
+        .drops
+        .iter()
+        .flat_map(|d| d.bars.iter().map(|b| b.objects))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    Ok(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "r": report,
+        "charts": charts,
+        "band_note": if repeated {
+            "Shaded: F1's range over the repeats. Points: every repeat pooled."
+        } else {
+            "Shaded: F1's 95% bootstrap interval over the rows."
+        },
+        "drops_max": drops_max,
+    }))
+}
+
+/// The template cut at its loops over rows and over a row's cells: `head`, then per row `row`,
+/// per cell `cell`, `row_end`; then `tail`.
+struct Pieces {
+    head: String,
+    row: String,
+    cell: String,
+    row_end: String,
+    tail: String,
+}
+
+/// A `{% … %}` tag of the template: where it starts and ends, and what it says.
+struct Tag<'t> {
+    start: usize,
+    end: usize,
+    text: &'t str,
+}
+
+impl Pieces {
+    /// Cut `template` at `{% for row in rows %}` … `{% endfor %}` and, inside it, at the loop
+    /// over `row.cells` that writes the cells (the second one: the first writes the row's
+    /// summary line). The row loop's `loop.first` becomes `first`.
+    fn of(template: &str) -> Result<Pieces> {
+        let broken = |what: &str| {
+            ApiError::new(
+                Code::Internal,
+                format!("the HTML report's template: {what}"),
+            )
+        };
+        let mut tags = Vec::new();
+        let mut at = 0;
+        while let Some(i) = template[at..].find("{%") {
+            let start = at + i;
+            let Some(j) = template[start..].find("%}") else {
+                break;
+            };
+            let end = start + j + 2;
+            let text =
+                template[start + 2..end - 2].trim_matches(|c: char| c == '-' || c.is_whitespace());
+            tags.push(Tag { start, end, text });
+            at = end;
+        }
+        // The `endfor` closing the `for` at `tags[i]`.
+        let closing = |i: usize| -> Option<usize> {
+            let mut depth = 0;
+            for (k, t) in tags.iter().enumerate().skip(i) {
+                if t.text.starts_with("for ") {
+                    depth += 1;
+                } else if t.text == "endfor" {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(k);
+                    }
+                }
+            }
+            None
+        };
+        let rows = tags
+            .iter()
+            .position(|t| t.text == "for row in rows")
+            .ok_or_else(|| broken("no loop over the rows"))?;
+        let rows_end = closing(rows).ok_or_else(|| broken("the rows' loop is not closed"))?;
+        let cells = tags[rows..rows_end]
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.text == "for c in row.cells")
+            .map(|(k, _)| rows + k)
+            .nth(1)
+            .ok_or_else(|| broken("no loop writing a row's cells"))?;
+        let cells_end = closing(cells).ok_or_else(|| broken("the cells' loop is not closed"))?;
+        let row = &template[tags[rows].end..tags[cells].start];
+        if row.matches("loop.first").count() != 1 || !row.contains("{% if loop.first %}") {
+            return Err(broken("the row loop's `loop.first` is not where it was"));
+        }
+        let tail = &template[tags[rows_end].end..];
+        Ok(Pieces {
+            head: template[..tags[rows].start].to_string(),
+            row: row.replace("{% if loop.first %}", "{% if first %}"),
+            cell: template[tags[cells].end..tags[cells_end].start].to_string(),
+            row_end: template[tags[cells_end].end..tags[rows_end].start].to_string(),
+            // As the whole template ends: without its last newline.
+            tail: tail
+                .strip_suffix("\r\n")
+                .or_else(|| tail.strip_suffix('\n'))
+                .unwrap_or(tail)
+                .to_string(),
+        })
+    }
+}
+
+/// The pieces as templates, with the report's functions. Every piece keeps its last newline:
+/// in the whole template, none of them ends it (the tail's is taken off when it is cut).
+fn environment(pieces: &Pieces) -> Result<minijinja::Environment<'_>> {
+    let mut env = minijinja::Environment::new();
+    env.set_keep_trailing_newline(true);
+    // Auto-escaped as `report.html` is: by the name's extension.
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
+    env.add_function("fig", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("{v:.3}"))
+    });
+    env.add_function("signed", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("{v:+.3}"))
+    });
+    env.add_function("one", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("{v:.1}"))
+    });
+    env.add_function("money", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("${v:.5}"))
+    });
+    for (name, source) in [
+        ("head", &pieces.head),
+        ("row", &pieces.row),
+        ("cell", &pieces.cell),
+        ("row_end", &pieces.row_end),
+        ("tail", &pieces.tail),
+    ] {
+        env.add_template(name, source)
+            .map_err(|e| ApiError::new(Code::Internal, format!("the HTML report: {e:#}")))?;
+    }
+    Ok(env)
+}
+
+/// What a row's summary line shows of a cell.
+fn cell_head(c: &CellLine) -> Value {
+    json!({"prompt": c.prompt, "max_tokens": c.max_tokens, "constrained": c.constrained, "f1": c.f1})
+}
+
 /// A cell's expected and extracted records, each with its mark.
-fn side_by_side(c: &CellLine, expected: &[Value]) -> Value {
+pub(super) fn side_by_side(c: &CellLine, expected: &[Value], extracted: &[Value]) -> Value {
     let text = |o: &Value| without_aliases(o).to_string();
     let (expected, extracted): (Vec<Value>, Vec<Value>) = match &c.scored {
         Some(s) => {
             let mut e: Vec<&str> = vec!["missed"; expected.len()];
-            let mut x: Vec<&str> = vec!["spurious"; c.extracted.len()];
+            let mut x: Vec<&str> = vec!["spurious"; extracted.len()];
             for p in &s.matched {
                 let mark = if p.is_partial() { "partial" } else { "matched" };
                 if let Some(m) = e.get_mut(p.expected) {
@@ -101,7 +284,7 @@ fn side_by_side(c: &CellLine, expected: &[Value]) -> Value {
                     .zip(e)
                     .map(|(o, m)| json!({"text": text(o), "mark": m}))
                     .collect(),
-                c.extracted
+                extracted
                     .iter()
                     .zip(x)
                     .map(|(o, m)| json!({"text": text(o), "mark": m}))
@@ -110,7 +293,7 @@ fn side_by_side(c: &CellLine, expected: &[Value]) -> Value {
         }
         None => (
             Vec::new(),
-            c.extracted
+            extracted
                 .iter()
                 .map(|o| json!({"text": text(o), "mark": "unscored"}))
                 .collect(),

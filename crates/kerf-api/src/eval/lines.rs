@@ -46,15 +46,13 @@ pub struct CellLine {
     pub cost_usd: Option<f64>,
     /// Measured by a reply an earlier eval bought (`--cache`): its run is that eval's.
     pub cached: bool,
-    /// The scoring in full (pairs, misses, agreement), for the summaries, `lost_to_cut`,
-    /// repeats and the report's side-by-side view.
+    /// The scoring (counts by type, pairs, misses, agreement), for the summaries,
+    /// `lost_to_cut`, repeats and the report's side-by-side view — without its list of
+    /// spurious records: the report keeps no cell's reply (a cell's records are read back from
+    /// the history when a comparison or the HTML report shows them), and the pairs name the
+    /// rest.
     #[serde(skip)]
     pub scored: Option<Scored>,
-    /// The records the reply gave, and their identities (for repeats and comparisons).
-    #[serde(skip)]
-    pub extracted: Vec<Value>,
-    #[serde(skip)]
-    pub identities: Vec<String>,
 }
 
 /// One prompt × budget × constraint over the dataset. The first eleven keys are an interface.
@@ -145,4 +143,86 @@ pub fn line_cells<'r>(cells: &'r [CellLine], line: &SummaryLine) -> Vec<&'r Cell
                 && c.constrained == line.constrained
         })
         .collect()
+}
+
+/// A cell's records, read back from the history for as long as they are needed (a comparison's
+/// row, a cell of the HTML report), counted while held (see [`held`]).
+pub struct Records {
+    objects: Vec<Value>,
+    _held: Option<held::Held>,
+}
+
+impl Records {
+    /// `objects`, counted by `held` (the reply they came from).
+    pub(crate) fn held(objects: Vec<Value>, held: held::Held) -> Records {
+        Records {
+            objects,
+            _held: Some(held),
+        }
+    }
+
+    /// No records (a cell without a measured reply): nothing held.
+    pub(crate) fn none() -> Records {
+        Records {
+            objects: Vec::new(),
+            _held: None,
+        }
+    }
+}
+
+impl std::ops::Deref for Records {
+    type Target = [Value];
+
+    fn deref(&self) -> &[Value] {
+        &self.objects
+    }
+}
+
+/// How many cells' replies the report holds on this thread, now and at most: a report reads
+/// them from the history one at a time (two for a comparison), and the tests hold it to that
+/// over many replies.
+pub mod held {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Replies held now, and the most held at once since [`reset`].
+        static REPLIES: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    }
+
+    /// Replies held on this thread now.
+    pub fn now() -> usize {
+        REPLIES.with(|c| c.get().0)
+    }
+
+    /// The most replies held at once on this thread since [`reset`].
+    pub fn peak() -> usize {
+        REPLIES.with(|c| c.get().1)
+    }
+
+    /// Start counting the peak again from the replies held now.
+    pub fn reset() {
+        REPLIES.with(|c| c.set((c.get().0, c.get().0)));
+    }
+
+    /// One reply's share of the count.
+    pub(crate) struct Held(());
+
+    impl Held {
+        pub(crate) fn new() -> Held {
+            REPLIES.with(|c| {
+                let (now, peak) = c.get();
+                c.set((now + 1, peak.max(now + 1)));
+            });
+            Held(())
+        }
+    }
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            REPLIES.with(|c| {
+                let (now, peak) = c.get();
+                c.set((now.saturating_sub(1), peak));
+            });
+        }
+    }
 }

@@ -3,19 +3,25 @@
 //!
 //! - [`begin`] checks the dataset against the prompts (nothing is written if a row is wrong),
 //!   starts the experiment and keeps the rows; [`stored`] reads an eval back for `resume` and
-//!   `rescore`.
+//!   `rescore`. The dataset is read a row at a time ([`Rows`]): planning checks and renders
+//!   each row and lets it go, beginning reads the rows again into the history, and a cell reads
+//!   its row back from the history as it starts, so an eval over a million rows holds their
+//!   ids, never their documents.
 //! - [`run_cells`] runs the cells that still need a run, many in flight (the provider's rate
 //!   limiter paces them; the local engine runs one at a time). Each cell is written with its run
 //!   as it begins, so a cell whose run finished — ok or cut by its budget, both measurements — is
 //!   never bought again, whether the eval was stopped with Ctrl-C or killed.
 //! - [`report`] scores the stored replies ([`Report`] is what `kerf eval --json` prints and
-//!   what the history keeps as the experiment's result).
+//!   what the history keeps as the experiment's result), reading them from the history one
+//!   cell at a time.
 //! - [`flow`] — the use cases both front ends call: start (or a dry run), resume, and a pass
 //!   that runs what remains and says how the eval stands; [`threshold`] — CI's minimums.
 
 pub mod analysis;
 pub mod flow;
 pub mod html;
+#[cfg(test)]
+mod large;
 pub mod lines;
 pub mod report;
 pub mod tests;
@@ -24,6 +30,8 @@ pub mod wire;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
 
 use kerf_core::Prompt;
 use kerf_core::eval::dataset::{self, Dataset, Row};
@@ -52,9 +60,108 @@ pub struct Eval {
     pub experiment: i64,
     pub spec: EvalSpec,
     pub subjects: Vec<Subject>,
-    pub rows: Vec<Row>,
+    /// The rows' ids, in the dataset's order (a row's index is its place in the history's
+    /// `eval_rows`): each row itself is read back from the history when a cell needs it
+    /// ([`Eval::row`]).
+    pub rows: Vec<String>,
     /// What every cell runs with (each cell sets its budget and constraint).
     pub params: RunParams,
+}
+
+/// An eval's dataset as [`plan`] and [`begin`] read it, a row at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rows {
+    /// A `.jsonl` or `.csv` file, or a folder of `.txt` documents, read again each time it is
+    /// gone through (planning checks every row; beginning keeps them), so its rows are never
+    /// all in memory. Each reading finds every problem [`dataset::load`] finds.
+    File {
+        path: PathBuf,
+        /// The first N rows only.
+        limit: Option<usize>,
+    },
+    /// Rows already in memory (a prompt file's tests, a test's dataset).
+    Loaded(Dataset),
+}
+
+impl From<Dataset> for Rows {
+    fn from(d: Dataset) -> Rows {
+        Rows::Loaded(d)
+    }
+}
+
+impl Rows {
+    /// The dataset at `path` (its first `limit` rows); nothing is read yet.
+    pub fn file(path: &Path, limit: Option<usize>) -> Rows {
+        Rows::File {
+            path: path.to_path_buf(),
+            limit,
+        }
+    }
+
+    /// The dataset's file or folder.
+    pub fn path(&self) -> &Path {
+        match self {
+            Rows::File { path, .. } => path,
+            Rows::Loaded(d) => &d.path,
+        }
+    }
+
+    /// `e` — unless the dataset has problems of its own (bad JSON, unknown keys, duplicate ids,
+    /// oversized rows), which come first: a dataset is read before the prompts, the provider
+    /// and the flags are looked at, and planning reads it only once those are sound.
+    pub fn problems_first(&self, e: ApiError) -> ApiError {
+        match self {
+            Rows::File { path, .. } => match dataset::scan::<ApiError>(path, &mut |_| Ok(())) {
+                Err(problems) => problems,
+                Ok(_) => e,
+            },
+            Rows::Loaded(_) => e,
+        }
+    }
+
+    /// Hand each row the eval takes to `each`, in order, one at a time; then the dataset's
+    /// problems, if it has any (after every row is read).
+    fn each(&self, each: &mut dyn FnMut(&Row) -> Result<()>) -> Result<()> {
+        match self {
+            Rows::Loaded(d) => d.rows.iter().try_for_each(each),
+            Rows::File { path, limit } => {
+                let mut n = 0;
+                dataset::scan::<ApiError>(path, &mut |row| {
+                    n += 1;
+                    if limit.is_none_or(|limit| n <= limit) {
+                        each(&row)?;
+                    }
+                    Ok(())
+                })?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the rows are read again from a file (which could change between two readings).
+    fn reread(&self) -> bool {
+        matches!(self, Rows::File { .. })
+    }
+}
+
+/// A fingerprint of the rows an eval takes, as they are kept: planning and beginning each read
+/// a file's rows, and what is kept must be what was checked.
+#[derive(Default)]
+struct Fingerprint(std::collections::hash_map::DefaultHasher);
+
+impl Fingerprint {
+    fn add(&mut self, text: &str) {
+        text.hash(&mut self.0);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
+}
+
+/// A row as the history keeps it (`eval_rows`).
+fn row_json(row: &Row) -> Result<String> {
+    serde_json::to_string(row).map_err(|e| ApiError::new(Code::Internal, e.to_string()))
 }
 
 /// The matrix's axes besides prompts and rows.
@@ -102,16 +209,29 @@ pub struct Progress {
     pub notice: Option<String>,
 }
 
-/// Check `dataset` against the prompts (every problem named) and the plan against the limits,
-/// rendering every row with every prompt: what the eval will send, before anything is stored
-/// or bought.
+/// Check the dataset's rows against the prompts (every problem named) and the plan against the
+/// limits, rendering every row with every prompt: what the eval will send, before anything is
+/// stored or bought. The rows are gone through one at a time.
 pub fn plan(
-    dataset: &Dataset,
+    rows: &Rows,
     subjects: &[Subject],
     plan: &Plan<'_>,
     params: &RunParams,
     provider: &Chosen,
 ) -> Result<Size> {
+    Ok(planned(rows, subjects, plan, params, provider, false)?.0)
+}
+
+/// [`plan`], with the fingerprint of the rows it went through when `fingerprint` (what
+/// [`begin`] keeps must be what was checked).
+fn planned(
+    rows: &Rows,
+    subjects: &[Subject],
+    plan: &Plan<'_>,
+    params: &RunParams,
+    provider: &Chosen,
+    fingerprint: bool,
+) -> Result<(Size, u64)> {
     let Plan {
         budgets,
         constrain,
@@ -120,57 +240,96 @@ pub fn plan(
         allowed,
         ..
     } = *plan;
+    // The dataset's own problems come before these.
+    let first = |e: ApiError| rows.problems_first(e);
     if budgets.is_empty() || budgets.contains(&0) {
-        return Err(ApiError::new(
+        return Err(first(ApiError::new(
             Code::Usage,
             "give one or more token budgets, each above 0",
-        ));
+        )));
     }
-    plan::check_repeat(repeat)?;
-    plan::check_concurrency(concurrency)?;
-    params.check_budgets(budgets)?;
+    plan::check_repeat(repeat).map_err(first)?;
+    plan::check_concurrency(concurrency).map_err(first)?;
+    params.check_budgets(budgets).map_err(first)?;
     let mut ids = BTreeSet::new();
     for s in subjects {
         if !ids.insert(s.prompt.id()) {
-            return Err(ApiError::new(
+            return Err(first(ApiError::new(
                 Code::Usage,
                 format!("prompt `{}` is given twice", s.prompt.id()),
-            ));
+            )));
         }
     }
     let prompts: Vec<&Prompt> = subjects.iter().map(|s| &s.prompt).collect();
-    dataset::check(dataset, &prompts)?;
+    let checker = dataset::Checker::new(&prompts);
     let budgets = sorted(budgets);
-    // The matrix's size is known before anything is rendered: a plan too large is refused
-    // before it costs memory.
+    // The matrix's size grows with the rows read: once it is past the limit, the rest are
+    // checked but not rendered (the plan is refused once the rows are found sound).
     let variants_of: Vec<usize> = subjects
         .iter()
         .map(|s| variants(constrain, &s.prompt, provider).len())
         .collect();
     let per_row: u64 = variants_of.iter().sum::<usize>() as u64 * budgets.len() as u64;
-    plan::check_cells(
+    let cells = |rows: usize| {
         per_row
             .saturating_mul(u64::from(repeat))
-            .saturating_mul(dataset.rows.len() as u64),
-    )?;
-    // Every row renders with every prompt before anything is bought; what it renders to is
-    // the plan's input bound.
+            .saturating_mul(rows as u64)
+    };
+    // One pass over the rows: each read (every problem a dataset can have found), held to
+    // every prompt, and — while none has a problem — rendered with each, what it renders to
+    // being the plan's input bound. A row is let go once it is checked and rendered.
+    let mut problems = Vec::new();
     let mut size = Size::new(ExperimentKind::Eval);
-    for (s, &n) in subjects.iter().zip(&variants_of) {
-        for row in &dataset.rows {
-            let r = rendering(&s.prompt, row).map_err(|e| ApiError {
-                message: format!("{}: prompt `{}`: {}", row.place(), s.prompt.id(), e.message),
-                ..e
-            })?;
-            let bytes = r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
-            for &b in &budgets {
-                size.add(n as u64 * u64::from(repeat), bytes as u64, b, 0, 0);
+    // The first row each prompt failed to render: the first prompt's is the error, as when
+    // each prompt renders every row in turn.
+    let mut unrendered: Vec<Option<ApiError>> = vec![None; subjects.len()];
+    let fingerprinted = fingerprint && rows.reread();
+    let mut prints = Fingerprint::default();
+    let mut seen = 0;
+    rows.each(&mut |row| {
+        seen += 1;
+        if fingerprinted {
+            prints.add(&row_json(row)?);
+        }
+        checker.row(row, &mut problems);
+        if !problems.is_empty() || plan::check_cells(cells(seen)).is_err() {
+            return Ok(());
+        }
+        for ((s, &n), failed) in subjects.iter().zip(&variants_of).zip(&mut unrendered) {
+            if failed.is_some() {
+                continue;
+            }
+            match rendering(&s.prompt, row) {
+                Ok(r) => {
+                    let bytes =
+                        r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
+                    for &b in &budgets {
+                        size.add(n as u64 * u64::from(repeat), bytes as u64, b, 0, 0);
+                    }
+                }
+                Err(e) => {
+                    *failed = Some(ApiError {
+                        message: format!(
+                            "{}: prompt `{}`: {}",
+                            row.place(),
+                            s.prompt.id(),
+                            e.message
+                        ),
+                        ..e
+                    })
+                }
             }
         }
+        Ok(())
+    })?;
+    dataset::problems_in(rows.path(), problems)?;
+    plan::check_cells(cells(seen))?;
+    if let Some(e) = unrendered.into_iter().flatten().next() {
+        return Err(e);
     }
     let size = size.priced(provider)?;
     plan::check_allowed(&size, allowed)?;
-    Ok(size)
+    Ok((size, prints.finish()))
 }
 
 fn sorted(budgets: &[u32]) -> Vec<u32> {
@@ -181,17 +340,20 @@ fn sorted(budgets: &[u32]) -> Vec<u32> {
 }
 
 /// Check the eval's [`plan`] (nothing written when a row or a limit is wrong), hand its size
-/// to `on_plan`, then start the eval: the experiment, its spec and its rows.
+/// to `on_plan`, then start the eval: the experiment, its spec and its rows (read again from
+/// the dataset and kept in the history as they come; a dataset that changed since it was
+/// checked is an error, and none of its rows is kept).
 pub fn begin(
     store: &Store,
-    dataset: Dataset,
+    rows: impl Into<Rows>,
     subjects: Vec<Subject>,
     plan: &Plan<'_>,
     params: RunParams,
     provider: &Chosen,
     on_plan: &mut dyn FnMut(&Size),
 ) -> Result<Eval> {
-    let size = self::plan(&dataset, &subjects, plan, &params, provider)?;
+    let rows = rows.into();
+    let (size, fingerprint) = planned(&rows, &subjects, plan, &params, provider, true)?;
     on_plan(&size);
     let Plan {
         budgets,
@@ -204,7 +366,7 @@ pub fn begin(
     let budgets = sorted(budgets);
     let spec = EvalSpec {
         cells: size.cells as usize,
-        dataset: dataset.path.display().to_string(),
+        dataset: rows.path().display().to_string(),
         prompts: subjects
             .iter()
             .map(|s| SpecPrompt::keep(store, s))
@@ -218,19 +380,49 @@ pub fn begin(
         plan: Some(size),
     };
     let experiment = ExperimentSpec::Eval(spec.clone()).begin(store)?;
-    let rows: Vec<(String, Value)> = dataset
-        .rows
-        .iter()
-        .map(|r| Ok((r.id.clone(), to_json(r)?)))
-        .collect::<Result<_>>()?;
-    store.put_eval_rows(experiment, &rows)?;
+    let ids = match keep_rows(store, experiment, &rows, fingerprint) {
+        Ok(ids) => ids,
+        Err(e) => {
+            // The experiment has no rows: it ends failed, naming why (best effort: the
+            // error that stopped it is the one to report).
+            let _ = store.finish_experiment(experiment, &Value::Null, Some(&e.message));
+            return Err(e);
+        }
+    };
     Ok(Eval {
         experiment,
         spec,
         subjects,
-        rows: dataset.rows,
+        rows: ids,
         params,
     })
+}
+
+/// Keep `rows` as eval `experiment`'s, a row at a time in one transaction: their ids, in order.
+fn keep_rows(store: &Store, experiment: i64, rows: &Rows, checked: u64) -> Result<Vec<String>> {
+    let mut writer = store.eval_rows_writer(experiment)?;
+    let mut ids = Vec::new();
+    let mut fingerprint = Fingerprint::default();
+    rows.each(&mut |row| {
+        let text = row_json(row)?;
+        if rows.reread() {
+            fingerprint.add(&text);
+        }
+        writer.put(&row.id, &text)?;
+        ids.push(row.id.clone());
+        Ok(())
+    })?;
+    if rows.reread() && fingerprint.finish() != checked {
+        return Err(ApiError::new(
+            Code::Conflict,
+            format!(
+                "{}: the dataset changed while the eval was starting (its rows are checked, then read again to be kept); nothing was sent — start the eval again",
+                rows.path().display()
+            ),
+        ));
+    }
+    writer.commit()?;
+    Ok(ids)
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<Value> {
@@ -283,15 +475,7 @@ pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let rows = store
-        .eval_rows(experiment)?
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            serde_json::from_value::<Row>(v)
-                .map_err(|err| corrupt(&format!("row {i}"), err.to_string()))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let rows = store.eval_row_ids(experiment)?;
     let params = spec.settings.run_params()?;
     Ok(Eval {
         experiment,
@@ -336,71 +520,139 @@ impl Eval {
         &self.params.settings
     }
 
-    /// The cells a pass runs, with their prompts' indexes (those without a finished run; failed
-    /// ones only when `retry_errors`), and how many it skips as already measured.
-    fn todo(
-        &self,
-        store: &Store,
-        provider: &Chosen,
-        retry_errors: bool,
-    ) -> Result<(usize, Vec<(usize, EvalCell)>)> {
-        let stored = store.eval_cells(self.experiment)?;
-        let keep: BTreeSet<&EvalCell> = stored
-            .iter()
+    /// Row `seq` (its index in [`Eval::rows`]), read back from the history.
+    pub fn row(&self, store: &Store, seq: usize) -> Result<Row> {
+        let text = store.eval_row(self.experiment, seq)?;
+        self.parse_row(seq, text.as_deref().unwrap_or("null"))
+    }
+
+    fn parse_row(&self, seq: usize, text: &str) -> Result<Row> {
+        serde_json::from_str::<Row>(text).map_err(|err| {
+            ApiError::new(
+                Code::StoreCorrupt,
+                format!(
+                    "eval {}'s row {seq} is not what Kerf wrote: {err}",
+                    self.experiment
+                ),
+            )
+        })
+    }
+
+    /// The cells measured already (finished; failed ones too unless `retry_errors`).
+    fn kept(&self, store: &Store, retry_errors: bool) -> Result<BTreeSet<EvalCell>> {
+        Ok(store
+            .eval_cells(self.experiment)?
+            .into_iter()
             .filter(|c| {
                 c.finished() || (!retry_errors && c.status == Some(kerf_store::Status::Error))
             })
-            .map(|c| &c.cell)
-            .collect();
-        let matrix = self.matrix(provider);
-        let skipped = matrix.iter().filter(|(_, c)| keep.contains(c)).count();
-        let todo = matrix
-            .into_iter()
-            .filter(|(_, c)| !keep.contains(c))
-            .collect();
-        Ok((skipped, todo))
+            .map(|c| c.cell)
+            .collect())
+    }
+
+    /// The cells a pass runs, made as they are taken — their prompts' indexes, their rows'
+    /// indexes and the cells (those without a finished run; failed ones only when
+    /// `retry_errors`) — with how many it runs and how many it skips as already measured.
+    fn todo<'a>(
+        &'a self,
+        store: &Store,
+        provider: &'a Chosen,
+        retry_errors: bool,
+    ) -> Result<(
+        usize,
+        usize,
+        impl Iterator<Item = (usize, usize, EvalCell)> + 'a,
+    )> {
+        let keep = self.kept(store, retry_errors)?;
+        let (mut skipped, mut total) = (0, 0);
+        for (_, _, c) in self.matrix(provider) {
+            if keep.contains(&c) {
+                skipped += 1;
+            } else {
+                total += 1;
+            }
+        }
+        let todo = self
+            .matrix(provider)
+            .filter(move |(_, _, c)| !keep.contains(c));
+        Ok((skipped, total, todo))
     }
 
     /// What a pass over the cells still to run will send, at most: a resume announces it before
-    /// its first request, as a start does.
+    /// its first request, as a start does. Each row is read back and rendered once per prompt
+    /// that has cells of it to run.
     pub fn remaining(&self, store: &Store, provider: &Chosen, retry_errors: bool) -> Result<Size> {
-        let (_, todo) = self.todo(store, provider, retry_errors)?;
-        let rows: std::collections::HashMap<&str, &Row> =
-            self.rows.iter().map(|r| (r.id.as_str(), r)).collect();
+        let keep = self.kept(store, retry_errors)?;
         let mut size = Size::new(ExperimentKind::Eval);
-        for (subject, cell) in &todo {
-            let r = rendering(&self.subjects[*subject].prompt, rows[cell.row.as_str()])?;
-            let bytes = r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
-            size.add(1, bytes as u64, cell.max_tokens, 0, 0);
+        for s in &self.subjects {
+            let variants = variants(self.spec.constrain, &s.prompt, provider);
+            store.each_eval_row(self.experiment, |seq, text| -> Result<()> {
+                let Some(id) = self.rows.get(seq) else {
+                    return Ok(());
+                };
+                // This row's cells still to run, by budget.
+                let mut todo = Vec::new();
+                for &max_tokens in &self.spec.max_tokens {
+                    let mut n = 0;
+                    for &constrained in &variants {
+                        for repeat in 0..self.spec.repeat {
+                            let cell = EvalCell {
+                                prompt: s.prompt.id().to_string(),
+                                max_tokens,
+                                constrained,
+                                repeat,
+                                row: id.clone(),
+                            };
+                            n += u64::from(!keep.contains(&cell));
+                        }
+                    }
+                    if n > 0 {
+                        todo.push((max_tokens, n));
+                    }
+                }
+                if todo.is_empty() {
+                    return Ok(());
+                }
+                let r = rendering(&s.prompt, &self.parse_row(seq, &text)?)?;
+                let bytes =
+                    r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
+                for (max_tokens, n) in todo {
+                    size.add(n, bytes as u64, max_tokens, 0, 0);
+                }
+                Ok(())
+            })?;
         }
         size.priced(provider)
     }
 
-    /// Every cell of the matrix, with its prompt's index: prompt × budget × constraint variant
-    /// (as `provider` allows) × repeat × row.
-    pub fn matrix(&self, provider: &Chosen) -> Vec<(usize, EvalCell)> {
-        let mut cells = Vec::new();
-        for (i, s) in self.subjects.iter().enumerate() {
-            for &max_tokens in &self.spec.max_tokens {
-                for constrained in variants(self.spec.constrain, &s.prompt, provider) {
-                    for repeat in 0..self.spec.repeat {
-                        for row in &self.rows {
-                            cells.push((
+    /// Every cell of the matrix, with its prompt's index and its row's index, made as they are
+    /// taken: prompt × budget × constraint variant (as `provider` allows) × repeat × row.
+    pub fn matrix<'a>(
+        &'a self,
+        provider: &'a Chosen,
+    ) -> impl Iterator<Item = (usize, usize, EvalCell)> + 'a {
+        self.subjects.iter().enumerate().flat_map(move |(i, s)| {
+            let variants = variants(self.spec.constrain, &s.prompt, provider);
+            self.spec.max_tokens.iter().flat_map(move |&max_tokens| {
+                variants.clone().into_iter().flat_map(move |constrained| {
+                    (0..self.spec.repeat).flat_map(move |repeat| {
+                        self.rows.iter().enumerate().map(move |(seq, row)| {
+                            (
                                 i,
+                                seq,
                                 EvalCell {
                                     prompt: s.prompt.id().to_string(),
                                     max_tokens,
                                     constrained,
                                     repeat,
-                                    row: row.id.clone(),
+                                    row: row.clone(),
                                 },
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        cells
+                            )
+                        })
+                    })
+                })
+            })
+        })
     }
 }
 
@@ -426,15 +678,13 @@ pub fn run_cells(
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<()> {
     plan::check_concurrency(pace.concurrency)?;
-    let (skipped, todo) = eval.todo(store, provider, pace.retry_errors)?;
+    let (skipped, total, todo) = eval.todo(store, provider, pace.retry_errors)?;
     let progress = RefCell::new(Progress {
-        total: todo.len(),
+        total,
         skipped,
         ..Progress::default()
     });
     on_progress(&progress.borrow());
-    let rows: std::collections::HashMap<&str, &Row> =
-        eval.rows.iter().map(|r| (r.id.as_str(), r)).collect();
     let runner = Runner {
         store: Some(store),
         provider,
@@ -444,19 +694,23 @@ pub fn run_cells(
         repair: false,
         cache: eval.spec.cache,
     };
-    // Rendered as each cell starts: a large matrix is never held rendered.
-    let cells = todo.into_iter().map(|(subject, cell)| {
+    // Each cell's row read back and rendered as the cell starts: a large matrix is never
+    // held rendered, nor its dataset held at all.
+    let cells = todo.map(|(subject, seq, cell)| {
         let s = &eval.subjects[subject];
-        let prepared = rendering(&s.prompt, rows[cell.row.as_str()]).map(|rendering| Cell {
-            subject: s,
-            rendering,
-            params: RunParams {
-                max_tokens: cell.max_tokens,
-                constrain: cell.constrained,
-                ..eval.params.clone()
-            },
-            eval_cell: Some(cell),
-        });
+        let prepared = eval
+            .row(store, seq)
+            .and_then(|row| rendering(&s.prompt, &row))
+            .map(|rendering| Cell {
+                subject: s,
+                rendering,
+                params: RunParams {
+                    max_tokens: cell.max_tokens,
+                    constrain: cell.constrained,
+                    ..eval.params.clone()
+                },
+                eval_cell: Some(cell),
+            });
         ((), prepared)
     });
     cells::run_cells(

@@ -2,23 +2,30 @@
 //! its reply gave when it ran) scored against its row's expected records. Every figure comes
 //! from the stored replies, so `kerf eval show` and `kerf eval rescore` print what `kerf eval`
 //! printed, bit for bit.
+//!
+//! The replies are read from the history one cell at a time ([`Reader`]) and let go once their
+//! figures are taken: a report holds the cells' figures and the aggregates, and a few replies
+//! at most (a comparison's two, the HTML report's one), whatever the replies weigh.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kerf_core::DropCounts;
 use kerf_core::eval::dataset::Row;
 use kerf_core::eval::{Grounding, Matcher, Tally, identity, score};
 use kerf_core::{ParseReport, Prompt};
 use kerf_llm::{FinishReason, RunDetails};
-use kerf_store::{Status, Store, StoredReply};
+use kerf_store::{Status, Store};
 use serde::Serialize;
+use serde_json::Value;
 use ts_rs::TS;
 
 use super::Eval;
 use super::analysis::{
-    Advice, BudgetPoint, Comparison, Drops, Side, advise, compare, f1_interval, repeat_stats,
+    Advice, BudgetPoint, Comparison, Drops, RepeatCell, RowRepeats, Side, advise, compare,
+    f1_interval, output_hash, repeat_stats, row_repeats,
 };
-use super::lines::{CellLine, SummaryLine, line_cells};
+pub use super::lines::held;
+use super::lines::{CellLine, Records, SummaryLine, line_cells};
 use crate::charts::{self, Axis, BudgetCurve, Chart, Scale, Ticks};
 use crate::error::Result;
 
@@ -46,6 +53,10 @@ pub struct Report {
     pub drops: Vec<Drops>,
     /// Every two prompts at the same budget and constraint: the paired F1 difference.
     pub comparisons: Vec<Comparison>,
+    /// Which objects were scored: a comparison or the HTML report reads each cell's records
+    /// back the same way.
+    #[serde(skip)]
+    pub replies: Replies,
 }
 
 /// How a report is figured.
@@ -76,31 +87,23 @@ impl Default for Options {
 }
 
 /// Score every cell of `eval` from its stored run, each prompt with its own `match` settings.
+///
+/// The cells and their runs' outcomes are read first (no reply); then each finished cell's
+/// reply is read from the history, parsed (or its stored parse taken) and scored, what the
+/// figures need of it kept — its counts, the pairs it matched — and the reply let go. A line's
+/// cells are read a row at a time, the row's repeats together, so repeat statistics are
+/// figured per row as it goes. At most a few replies are held at once, however many cells
+/// there are and however large their replies ([`held`] counts them).
 pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
     let matchers: Vec<Matcher> = eval.subjects.iter().map(|s| s.prompt.matcher()).collect();
-    let subject_of: HashMap<&str, usize> = eval
-        .subjects
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.prompt.id(), i))
-        .collect();
-    let row_of: HashMap<&str, usize> = eval
-        .rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.id.as_str(), i))
-        .collect();
+    let reader = Reader::new(store, eval, options.replies);
+    let repeated = eval.spec.repeat >= 2;
     let mut lines = Vec::new();
-    let reread = options.replies == Replies::Reread;
-    for stored in store.eval_replies(eval.experiment, reread)? {
+    for stored in store.eval_outcomes(eval.experiment)? {
         let c = &stored.cell;
-        let (Some(&si), Some(&ri)) = (
-            subject_of.get(c.cell.prompt.as_str()),
-            row_of.get(c.cell.row.as_str()),
-        ) else {
+        let (Some(si), Some(ri)) = (reader.subject(&c.cell.prompt), reader.seq(&c.cell.row)) else {
             continue;
         };
-        let (prompt, row, m) = (&eval.subjects[si].prompt, &eval.rows[ri], &matchers[si]);
         let mut line = CellLine {
             row: c.cell.row.clone(),
             prompt: c.cell.prompt.clone(),
@@ -124,35 +127,11 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             cost_usd: None,
             cached: c.run.is_some() && stored.run_experiment != Some(eval.experiment),
             scored: None,
-            extracted: Vec::new(),
-            identities: Vec::new(),
         };
         if c.run.is_some() {
             line.finish_reason = stored.finish_reason;
             line.completion_tokens = stored.completion_tokens;
             line.cost_usd = stored.cost_usd;
-            if c.finished() {
-                let report = if reread {
-                    reread_reply(prompt, row, &stored)
-                } else {
-                    stored.report.unwrap_or_default()
-                };
-                line.objects = report.objects.len();
-                line.dropped = report.drop_counts();
-                let objects = report.objects.to_vec();
-                if let Some(doc) = row.document(prompt) {
-                    line.ungrounded = Some(Grounding::new(m, doc).ungrounded(m, &objects).len());
-                }
-                if let Some((expected, _)) = row.expected_for(prompt) {
-                    let s = score(m, expected, &objects);
-                    let f = s.counts.scores();
-                    (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
-                    (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
-                    line.scored = Some(s);
-                }
-                line.identities = super::analysis::identities(m, &objects);
-                line.extracted = objects;
-            }
         }
         lines.push((si, ri, line));
     }
@@ -165,9 +144,68 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             rb,
         ))
     });
+    // Read in line, row, repeat order: a row's repeats of a line come together.
+    let mut order: Vec<usize> = (0..lines.len()).collect();
+    order.sort_by_key(|&i| {
+        let (si, ri, l) = &lines[i];
+        (*si, l.max_tokens, !l.constrained, *ri, l.repeat)
+    });
+    let mut repeats = Repeats::default();
+    // The row being read (a line's cells of one row come together).
+    let mut row: Option<(usize, Row)> = None;
+    for i in order {
+        let (si, ri, line) = &mut lines[i];
+        let (si, ri) = (*si, *ri);
+        if repeated {
+            repeats.at(
+                (si, line.max_tokens, line.constrained, ri),
+                &row,
+                eval,
+                &matchers,
+            );
+        }
+        let Some(run) = line.run.filter(|_| line.measured()) else {
+            continue;
+        };
+        if row.as_ref().is_none_or(|(seq, _)| *seq != ri) {
+            row = Some((ri, eval.row(store, ri)?));
+        }
+        let Some((_, r)) = row.as_ref() else { continue };
+        let (prompt, m) = (&eval.subjects[si].prompt, &matchers[si]);
+        let reply = reader.reply(run, prompt, r)?;
+        let report = &reply.report;
+        line.objects = report.objects.len();
+        line.dropped = report.drop_counts();
+        // The report holds its objects as text; scoring reads them as values.
+        let objects = report.objects.to_vec();
+        if let Some(doc) = r.document(prompt) {
+            line.ungrounded = Some(Grounding::new(m, doc).ungrounded(m, &objects).len());
+        }
+        if let Some((expected, _)) = r.expected_for(prompt) {
+            let mut s = score(m, expected, &objects);
+            let f = s.counts.scores();
+            (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
+            (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
+            // Indices into the reply, which is not kept.
+            s.spurious = Vec::new();
+            line.scored = Some(s);
+        }
+        if repeated {
+            repeats.cells.push(RepeatCell {
+                identities: super::analysis::identities(m, &objects),
+                output: output_hash(&objects),
+                matched: line
+                    .scored
+                    .as_ref()
+                    .map(|s| s.matched.iter().map(|p| p.expected).collect()),
+            });
+        }
+    }
+    repeats.close(&row, eval, &matchers);
+    drop(row);
     let mut cells: Vec<CellLine> = lines.into_iter().map(|(_, _, l)| l).collect();
     lost_to_cut(&mut cells);
-    let summary = summarise(eval, &cells);
+    let summary = summarise(eval, &cells, &repeats.by_line);
     let lines = &summary;
     let advice = eval
         .subjects
@@ -200,7 +238,8 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             super::analysis::drops(id, &mine)
         })
         .collect();
-    // Every two prompts, line by line: a's lines against b's at the same budget and constraint.
+    // Every two prompts, line by line: a's lines against b's at the same budget and constraint,
+    // each paired row's first repeat read back from the history, two replies at a time.
     let mut comparisons = Vec::new();
     for (i, a) in eval.subjects.iter().enumerate() {
         for b in &eval.subjects[i + 1..] {
@@ -215,7 +254,9 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
                 comparisons.push(compare(
                     (Side::of(eval.experiment, la), &line_cells(&cells, la)),
                     (Side::of(eval.experiment, lb), &line_cells(&cells, lb)),
-                ));
+                    &mut |c| reader.objects(c),
+                    &mut |c| reader.objects(c),
+                )?);
             }
         }
     }
@@ -238,21 +279,192 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         advice,
         drops,
         comparisons,
+        replies: options.replies,
     })
+}
+
+/// A line: its prompt's index, budget and constraint.
+type LineKey = (usize, u32, bool);
+
+/// Repeat statistics as the report reads the cells: the measured repeats of the row being read
+/// (for one line), closed into that row's [`RowRepeats`] when the next row or line begins.
+#[derive(Default)]
+struct Repeats {
+    /// The line and row being read.
+    at: Option<(LineKey, usize)>,
+    /// Its measured repeats so far.
+    cells: Vec<RepeatCell>,
+    /// Per line, each row's repeat figures, by row id.
+    by_line: HashMap<LineKey, BTreeMap<String, RowRepeats>>,
+}
+
+impl Repeats {
+    /// The report reads a cell of line `key.0..3`, row `key.3`: a new row or line closes the
+    /// one before.
+    fn at(
+        &mut self,
+        (si, budget, constrained, ri): (usize, u32, bool, usize),
+        row: &Option<(usize, Row)>,
+        eval: &Eval,
+        matchers: &[Matcher],
+    ) {
+        let here = ((si, budget, constrained), ri);
+        if self.at != Some(here) {
+            self.close(row, eval, matchers);
+            self.at = Some(here);
+        }
+    }
+
+    /// Close the row being read (`row`, which the report read for its measured cells).
+    fn close(&mut self, row: &Option<(usize, Row)>, eval: &Eval, matchers: &[Matcher]) {
+        let cells = std::mem::take(&mut self.cells);
+        let Some((line, ri)) = self.at.take() else {
+            return;
+        };
+        let Some((_, row)) = row.as_ref().filter(|(seq, _)| *seq == ri) else {
+            return;
+        };
+        if cells.is_empty() {
+            return;
+        }
+        let prompt = &eval.subjects[line.0].prompt;
+        let expected = row
+            .expected_for(prompt)
+            .map(|(e, _)| e.iter().map(|o| identity(&matchers[line.0], o)).collect());
+        self.by_line
+            .entry(line)
+            .or_default()
+            .insert(row.id.clone(), row_repeats(&row.id, &cells, expected));
+    }
+}
+
+/// Reads an eval's cells' replies back from the history, one at a time: the objects its run's
+/// parse gave, or (`Replies::Reread`) its raw reply parsed again.
+pub(crate) struct Reader<'a> {
+    store: &'a Store,
+    eval: &'a Eval,
+    replies: Replies,
+    subject_of: HashMap<&'a str, usize>,
+    seq_of: HashMap<&'a str, usize>,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(store: &'a Store, eval: &'a Eval, replies: Replies) -> Reader<'a> {
+        Reader {
+            store,
+            eval,
+            replies,
+            subject_of: eval
+                .subjects
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.prompt.id(), i))
+                .collect(),
+            seq_of: eval
+                .rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.as_str(), i))
+                .collect(),
+        }
+    }
+
+    /// The index of prompt `id` among the eval's subjects.
+    pub(crate) fn subject(&self, id: &str) -> Option<usize> {
+        self.subject_of.get(id).copied()
+    }
+
+    /// The index of row `id` among the eval's rows.
+    pub(crate) fn seq(&self, id: &str) -> Option<usize> {
+        self.seq_of.get(id).copied()
+    }
+
+    /// Run `run`'s reply, as `prompt` reads it for `row`.
+    pub(crate) fn reply(&self, run: i64, prompt: &Prompt, row: &Row) -> Result<Reply> {
+        match self.replies {
+            Replies::Stored => self.stored(run),
+            Replies::Reread => self.reread(run, prompt, row),
+        }
+    }
+
+    /// The objects run `run`'s parse gave as it ran.
+    fn stored(&self, run: i64) -> Result<Reply> {
+        let report = self.store.eval_reply(run, false)?.report;
+        Ok(Reply::new(report.unwrap_or_default()))
+    }
+
+    /// Run `run`'s raw reply parsed again by `prompt` for `row`.
+    fn reread(&self, run: i64, prompt: &Prompt, row: &Row) -> Result<Reply> {
+        let body = self.store.eval_reply(run, true)?;
+        Ok(Reply::new(reread_reply(
+            prompt,
+            row,
+            body.raw.as_deref(),
+            body.details,
+        )))
+    }
+
+    /// The records of cell `c`'s reply (none unless it was measured), read back.
+    pub(crate) fn objects(&self, c: &CellLine) -> Result<Records> {
+        Ok(self
+            .cell_reply(c)?
+            .map_or_else(Records::none, Reply::into_records))
+    }
+
+    /// Cell `c`'s reply, read back (`None` unless it was measured).
+    pub(crate) fn cell_reply(&self, c: &CellLine) -> Result<Option<Reply>> {
+        let (Some(run), true) = (c.run, c.measured()) else {
+            return Ok(None);
+        };
+        let (Some(si), Some(ri)) = (self.subject(&c.prompt), self.seq(&c.row)) else {
+            return Ok(None);
+        };
+        let prompt = &self.eval.subjects[si].prompt;
+        match self.replies {
+            // The stored parse needs no row.
+            Replies::Stored => self.stored(run).map(Some),
+            Replies::Reread => {
+                let row = self.eval.row(self.store, ri)?;
+                self.reread(run, prompt, &row).map(Some)
+            }
+        }
+    }
+}
+
+/// One cell's reply as the report holds it while it reads the cell (counted: see [`held`]).
+pub(crate) struct Reply {
+    pub report: ParseReport,
+    _held: held::Held,
+}
+
+impl Reply {
+    fn new(report: ParseReport) -> Reply {
+        Reply {
+            report,
+            _held: held::Held::new(),
+        }
+    }
+
+    /// Its records, still counted as the one reply they are.
+    fn into_records(self) -> Records {
+        Records::held(self.report.objects.to_vec(), self._held)
+    }
 }
 
 /// A stored reply read again from its raw text, the way its run read it: unwrapped from the
 /// key its run wrapped it in, enum case folded if its run folded any, parsed with the row's
 /// variables.
-fn reread_reply(prompt: &Prompt, row: &Row, stored: &StoredReply) -> ParseReport {
-    let details: Option<RunDetails> = stored
-        .details
-        .clone()
-        .and_then(|d| serde_json::from_value(d).ok());
+fn reread_reply(
+    prompt: &Prompt,
+    row: &Row,
+    raw: Option<&str>,
+    details: Option<Value>,
+) -> ParseReport {
+    let details: Option<RunDetails> = details.and_then(|d| serde_json::from_value(d).ok());
     let folded = matches!(&details, Some(RunDetails::Cloud(c)) if !c.case_folded.is_empty());
     let (report, _) = crate::runs::read_reply(
         prompt,
-        stored.raw.as_deref().unwrap_or_default(),
+        raw.unwrap_or_default(),
         details.as_ref().and_then(RunDetails::wrapped_in),
         folded,
         &row.vars_for(prompt),
@@ -302,12 +514,17 @@ fn matched(c: &CellLine) -> BTreeSet<usize> {
         .collect()
 }
 
-/// One line per prompt × budget × constraint, in the spec's order.
-fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
+/// One line per prompt × budget × constraint, in the spec's order; `repeats` holds each line's
+/// rows' repeat figures.
+fn summarise(
+    eval: &Eval,
+    cells: &[CellLine],
+    repeats: &HashMap<LineKey, BTreeMap<String, RowRepeats>>,
+) -> Vec<SummaryLine> {
+    let none = BTreeMap::new();
     let mut out = Vec::new();
-    for s in &eval.subjects {
+    for (si, s) in eval.subjects.iter().enumerate() {
         let id = s.prompt.id();
-        let matcher = s.prompt.matcher();
         let mine: Vec<&CellLine> = cells.iter().filter(|c| c.prompt == id).collect();
         let variants: BTreeSet<(u32, bool)> = mine
             .iter()
@@ -354,11 +571,11 @@ fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
                 by_type: t.by_type,
                 agreement: t.agreement,
                 f1_ci: f1_interval(&measured),
-                repeats: repeat_stats(&measured, eval.spec.repeat, &|row| {
-                    let r = eval.rows.iter().find(|r| r.id == row)?;
-                    let (expected, _) = r.expected_for(&s.prompt)?;
-                    Some(expected.iter().map(|o| identity(&matcher, o)).collect())
-                }),
+                repeats: repeat_stats(
+                    &measured,
+                    eval.spec.repeat,
+                    repeats.get(&(si, budget, !unconstrained)).unwrap_or(&none),
+                ),
             });
         }
     }
@@ -367,8 +584,18 @@ fn summarise(eval: &Eval, cells: &[CellLine]) -> Vec<SummaryLine> {
 
 /// Two evals compared line by line: each prompt × budget × constraint of `a` with the same
 /// line of `b`, rows paired by id. Evals of one prompt each (two versions of a prompt under
-/// different ids, or two prompts) pair by budget and constraint alone.
-pub fn compare_reports(a: &Report, b: &Report) -> Vec<Comparison> {
+/// different ids, or two prompts) pair by budget and constraint alone. Each eval is given with
+/// its report; the records of each paired row are read back from `store`, two replies at a
+/// time, as each report read them.
+pub fn compare_reports(
+    store: &Store,
+    (ea, a): (&Eval, &Report),
+    (eb, b): (&Eval, &Report),
+) -> Result<Vec<Comparison>> {
+    let (ra, rb) = (
+        Reader::new(store, ea, a.replies),
+        Reader::new(store, eb, b.replies),
+    );
     let prompts =
         |r: &Report| -> BTreeSet<String> { r.summary.iter().map(|l| l.prompt.clone()).collect() };
     let (pa, pb) = (prompts(a), prompts(b));
@@ -386,9 +613,11 @@ pub fn compare_reports(a: &Report, b: &Report) -> Vec<Comparison> {
         out.push(compare(
             (Side::of(a.experiment, la), &ca),
             (Side::of(b.experiment, lb), &cb),
-        ));
+            &mut |c| ra.objects(c),
+            &mut |c| rb.objects(c),
+        )?);
     }
-    out
+    Ok(out)
 }
 
 impl Report {

@@ -225,7 +225,11 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
                 ..eval::Options::default()
             };
             let report = eval::report(&store, &e, options)?;
-            crate::output::write_file(&a.html, &eval::html::html(&e, &report)?)?;
+            // Written as it is made, each cell's records read back as it is written: complete
+            // or absent, as every file Kerf writes.
+            let mut file = std::io::BufWriter::new(kerf_core::files::AtomicFile::create(&a.html)?);
+            eval::html::write(&store, &e, &report, &mut file)?;
+            file.into_inner().map_err(|e| e.into_error())?.commit()?;
             crate::outln!("eval {id}: wrote {}", a.html.display());
             Ok(Outcome::Ok)
         }
@@ -424,9 +428,10 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result
 
 fn compare(args: &CompareArgs, store: &Store) -> Result<Outcome> {
     let options = eval::Options::default();
-    let a = eval::report(store, &eval::stored(store, args.a)?, options)?;
-    let b = eval::report(store, &eval::stored(store, args.b)?, options)?;
-    let comparisons = eval::compare_reports(&a, &b);
+    let (ea, eb) = (eval::stored(store, args.a)?, eval::stored(store, args.b)?);
+    let a = eval::report(store, &ea, options)?;
+    let b = eval::report(store, &eb, options)?;
+    let comparisons = eval::compare_reports(store, (&ea, &a), (&eb, &b))?;
     if comparisons.is_empty() {
         anyhow::bail!(ApiError::new(
             Code::Usage,

@@ -399,3 +399,64 @@ fn keys_fields_and_values_of_the_dataset_are_quoted_short_too() {
     assert!(m.len() < 600, "{} bytes", m.len());
     assert!(m.contains("… (100000 bytes) is not a row key"), "{m}");
 }
+
+/// Issue 36, item 13: `scan` reads a dataset a row at a time — each row handed on and let go —
+/// and finds what `load` finds, once every row is read; `Checker` holds one row at a time to
+/// the prompts, listing what `check` lists.
+#[test]
+fn a_dataset_is_read_and_checked_a_row_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.jsonl");
+    let good: String = (0..200)
+        .map(|n| format!("{{\"id\": \"r{n}\", \"input\": \"Document {n}.\"}}\n"))
+        .collect();
+    std::fs::write(&path, &good).unwrap();
+    dataset::held::reset();
+    let base = dataset::held::now();
+    let mut ids = Vec::new();
+    let n = dataset::scan::<Error>(&path, &mut |row| {
+        ids.push(row.id);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!((n, ids.len()), (200, 200));
+    assert_eq!(ids[199], "r199");
+    assert_eq!(dataset::held::peak(), base + 1, "a row at a time");
+    let loaded = dataset::load(&path).unwrap();
+    assert_eq!(dataset::held::peak(), base + 200, "load keeps every row");
+    drop(loaded);
+    // Problems: the same list, after every row was handed on.
+    let bad = format!("{good}{{\"id\": \"r3\", \"input\": \"again\"}}\nnot json\n");
+    std::fs::write(&path, bad).unwrap();
+    let mut handed = 0;
+    let e = dataset::scan::<Error>(&path, &mut |_| {
+        handed += 1;
+        Ok(())
+    })
+    .unwrap_err();
+    assert_eq!(handed, 201);
+    assert_eq!(problems(e), problems(dataset::load(&path).unwrap_err()));
+    // Rows held to a prompt one at a time: what `check` lists, in its order.
+    std::fs::write(
+        &path,
+        [
+            r#"{"id": "vars", "input": "x", "vars": {"colour": "red"}}"#,
+            r#"{"id": "novar"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let d = dataset::load(&path).unwrap();
+    let p = prompt("agent-kg-extract.json");
+    let prompts = [&p];
+    let checker = dataset::Checker::new(&prompts);
+    let mut one_by_one = Vec::new();
+    for row in &d.rows {
+        checker.row(row, &mut one_by_one);
+    }
+    assert_eq!(one_by_one.len(), 2, "{one_by_one:#?}");
+    assert_eq!(
+        one_by_one,
+        problems(dataset::check(&d, &prompts).unwrap_err())
+    );
+}

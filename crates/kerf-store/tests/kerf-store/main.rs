@@ -642,3 +642,68 @@ fn a_submitted_run_survives_another_process_opening_the_history_and_a_third_sett
     assert_eq!(third.experiment(experiment).unwrap().summary.status, "ok");
     assert_eq!(third.integrity_check().unwrap(), "ok");
 }
+
+/// Issue 36, item 13: an eval's rows are kept as they come (in one transaction: a writer
+/// dropped before its commit keeps none) and read back one at a time; its cells' outcomes are
+/// read without their replies, and each reply by its run.
+#[test]
+fn an_evals_rows_and_replies_are_read_one_at_a_time() {
+    let store = Store::in_memory().unwrap();
+    let ev = store.begin_experiment("eval", &json!({})).unwrap();
+    {
+        let mut w = store.eval_rows_writer(ev).unwrap();
+        w.put("a", r#"{"id":"a"}"#).unwrap();
+    }
+    assert!(store.eval_row_ids(ev).unwrap().is_empty(), "not committed");
+    let mut w = store.eval_rows_writer(ev).unwrap();
+    for id in ["a", "b", "c"] {
+        w.put(id, &json!({ "id": id }).to_string()).unwrap();
+    }
+    w.commit().unwrap();
+    assert_eq!(store.eval_row_ids(ev).unwrap(), ["a", "b", "c"]);
+    assert_eq!(
+        store.eval_row(ev, 1).unwrap().as_deref(),
+        Some(r#"{"id":"b"}"#)
+    );
+    assert_eq!(store.eval_row(ev, 3).unwrap(), None);
+    let mut seen = Vec::new();
+    store
+        .each_eval_row(ev, |seq, text| -> kerf_store::Result<()> {
+            seen.push((seq, text));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[2], (2, r#"{"id":"c"}"#.to_string()));
+    // A cell measured by a run: its outcome without its reply, then the reply by its run.
+    let run = record(&store, "DNA", &["{\"entity\": \"DNA\"}\n"], "stop");
+    store
+        .put_eval_cell(
+            ev,
+            &kerf_store::EvalCell {
+                prompt: "p".into(),
+                max_tokens: 64,
+                constrained: false,
+                repeat: 0,
+                row: "a".into(),
+            },
+            run,
+        )
+        .unwrap();
+    let outcomes = store.eval_outcomes(ev).unwrap();
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(outcomes[0].cell.status, Some(Status::Ok));
+    assert_eq!(outcomes[0].completion_tokens, Some(20));
+    assert!(outcomes[0].report.is_none() && outcomes[0].raw.is_none());
+    let all = store.eval_replies(ev, true).unwrap();
+    let parsed = store.eval_reply(run, false).unwrap();
+    assert_eq!(parsed.report, all[0].report);
+    assert_eq!(parsed.report.unwrap().objects.len(), 1);
+    let raw = store.eval_reply(run, true).unwrap();
+    assert_eq!(raw.raw.as_deref(), Some("{\"entity\": \"DNA\"}\n"));
+    assert_eq!(raw.details, all[0].details);
+    assert_eq!(
+        store.eval_reply(run + 100, false).unwrap(),
+        Default::default()
+    );
+}
