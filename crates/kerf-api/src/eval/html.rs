@@ -91,18 +91,7 @@ pub(super) fn whole(report: &Report, rows: Vec<Value>) -> Result<String> {
     let mut context = head_context(report)?;
     context["rows"] = Value::Array(rows);
     let mut env = minijinja::Environment::new();
-    env.add_function("fig", |v: Option<f64>| {
-        v.map_or("–".into(), |v| format!("{v:.3}"))
-    });
-    env.add_function("signed", |v: Option<f64>| {
-        v.map_or("–".into(), |v| format!("{v:+.3}"))
-    });
-    env.add_function("one", |v: Option<f64>| {
-        v.map_or("–".into(), |v| format!("{v:.1}"))
-    });
-    env.add_function("money", |v: Option<f64>| {
-        v.map_or("–".into(), |v| format!("${v:.5}"))
-    });
+    add_figures(&mut env);
     env.template_from_named_str("eval-report.html", TEMPLATE)
         .and_then(|t| t.render(context))
         .map_err(|e| ApiError::new(Code::Internal, format!("the HTML report: {e:#}")))
@@ -225,13 +214,9 @@ impl Pieces {
     }
 }
 
-/// The pieces as templates, with the report's functions. Every piece keeps its last newline:
-/// in the whole template, none of them ends it (the tail's is taken off when it is cut).
-fn environment(pieces: &Pieces) -> Result<minijinja::Environment<'_>> {
-    let mut env = minijinja::Environment::new();
-    env.set_keep_trailing_newline(true);
-    // Auto-escaped as `report.html` is: by the name's extension.
-    env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
+/// The report template's functions for figures: three decimals, signed, one decimal, dollars;
+/// `–` for a figure that is missing.
+fn add_figures(env: &mut minijinja::Environment<'_>) {
     env.add_function("fig", |v: Option<f64>| {
         v.map_or("–".into(), |v| format!("{v:.3}"))
     });
@@ -244,6 +229,16 @@ fn environment(pieces: &Pieces) -> Result<minijinja::Environment<'_>> {
     env.add_function("money", |v: Option<f64>| {
         v.map_or("–".into(), |v| format!("${v:.5}"))
     });
+}
+
+/// The pieces as templates, with the report's functions. Every piece keeps its last newline:
+/// in the whole template, none of them ends it (the tail's is taken off when it is cut).
+fn environment(pieces: &Pieces) -> Result<minijinja::Environment<'_>> {
+    let mut env = minijinja::Environment::new();
+    env.set_keep_trailing_newline(true);
+    // Auto-escaped as `report.html` is: by the name's extension.
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
+    add_figures(&mut env);
     for (name, source) in [
         ("head", &pieces.head),
         ("row", &pieces.row),
