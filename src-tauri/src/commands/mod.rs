@@ -12,7 +12,10 @@ use std::path::Path;
 use kerf_api::charts::Chart;
 use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison};
 use kerf_api::eval::tests::{TestReport, TestResult, TestsInput};
-use kerf_api::eval::wire::{EvalInput, Progress as EvalProgress, Report as EvalReport};
+use kerf_api::eval::wire::{
+    CellKey, CellView, Comparison as EvalComparison, DatasetPreview, EvalInput, EvalPlan,
+    EvalShown, Progress as EvalProgress, Report as EvalReport,
+};
 use kerf_api::export::{ExportTarget, wire::ExportView};
 use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
 use kerf_api::meta::Meta;
@@ -409,6 +412,83 @@ async fn eval_start<R: Runtime>(
         }
     })
     .await
+}
+
+async fn dataset_preview<R: Runtime>(
+    cx: Cx<'_, R>,
+    path: String,
+    prompts: Vec<String>,
+) -> Result<DatasetPreview> {
+    cx.state.access.check(&path, Use::Read)?;
+    cx.state.access.check_all(&prompts, Use::Read)?;
+    blocking(move || {
+        let prompts: Vec<std::path::PathBuf> = prompts.iter().map(Into::into).collect();
+        eval::view::preview(Path::new(&path), &prompts)
+    })
+    .await
+}
+
+async fn eval_plan<R: Runtime>(cx: Cx<'_, R>, input: EvalInput) -> Result<EvalPlan> {
+    cx.state.access.check(&input.dataset, Use::Read)?;
+    cx.state.access.check_all(&input.prompts, Use::Read)?;
+    let wb = cx.state.workbench.clone();
+    blocking(move || EvalPlan::of(&wb, &input)).await
+}
+
+async fn eval_resume<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    experiment: i64,
+    on_progress: Channel<EvalProgress>,
+) -> Result<EvalReport> {
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        let store = wb.store_required()?;
+        let finished =
+            eval::flow::resume_run(&wb, &store, experiment, &token, &mut |_| {}, &mut |p| {
+                let _ = on_progress.send(p.clone());
+            })?;
+        match finished.stopped() {
+            Some(e) => Err(e),
+            None => Ok(finished.report),
+        }
+    })
+    .await
+}
+
+async fn eval_show<R: Runtime>(cx: Cx<'_, R>, experiment: i64) -> Result<EvalShown> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || eval::flow::show(&wb.store_required()?, experiment, eval::Options::default()))
+        .await
+}
+
+async fn eval_cell<R: Runtime>(cx: Cx<'_, R>, experiment: i64, cell: CellKey) -> Result<CellView> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || {
+        let store = wb.store_required()?;
+        eval::view::cell(&store, &eval::stored(&store, experiment)?, &cell)
+    })
+    .await
+}
+
+async fn eval_report_html<R: Runtime>(cx: Cx<'_, R>, experiment: i64, path: String) -> Result<()> {
+    cx.state.access.check(&path, Use::Write)?;
+    let wb = cx.state.workbench.clone();
+    blocking(move || {
+        eval::flow::write_html(
+            &wb.store_required()?,
+            experiment,
+            Path::new(&path),
+            eval::Options::default(),
+        )
+    })
+    .await
+}
+
+async fn eval_compare<R: Runtime>(cx: Cx<'_, R>, a: i64, b: i64) -> Result<Vec<EvalComparison>> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || eval::flow::compare(&wb.store_required()?, a, b)).await
 }
 
 async fn tests_start<R: Runtime>(

@@ -2,13 +2,19 @@
 // commands; do not edit (`KERF_BLESS=1 cargo test -p kerf-desktop --test commands`
 // rewrites it, and that test fails when it drifts).
 import { call, channel } from "./call";
+import type { CellKey } from "./bindings/CellKey";
+import type { CellView } from "./bindings/CellView";
 import type { Chart } from "./bindings/Chart";
 import type { CompareInput } from "./bindings/CompareInput";
 import type { CompareProgress } from "./bindings/CompareProgress";
 import type { Comparison } from "./bindings/Comparison";
+import type { DatasetPreview } from "./bindings/DatasetPreview";
+import type { EvalComparison } from "./bindings/EvalComparison";
 import type { EvalInput } from "./bindings/EvalInput";
+import type { EvalPlan } from "./bindings/EvalPlan";
 import type { EvalProgress } from "./bindings/EvalProgress";
 import type { EvalReport } from "./bindings/EvalReport";
+import type { EvalShown } from "./bindings/EvalShown";
 import type { ExperimentRow } from "./bindings/ExperimentRow";
 import type { ExportTarget } from "./bindings/ExportTarget";
 import type { ExportView } from "./bindings/ExportView";
@@ -190,6 +196,60 @@ export function compareStart(id: string, input: CompareInput, onProgress: (messa
  */
 export function evalStart(id: string, input: EvalInput, onProgress: (message: EvalProgress) => void): Promise<EvalReport> {
   return call<EvalReport>("eval_start", { id, input, onProgress: channel(onProgress) });
+}
+
+/**
+ * A dataset as an eval would read it (the first rows, their expected records, every
+ * problem at its row), its rows checked against `prompts` when some are given.
+ */
+export function datasetPreview(path: string, prompts: Array<string>): Promise<DatasetPreview> {
+  return call<DatasetPreview>("dataset_preview", { path, prompts });
+}
+
+/**
+ * What the eval `input` asks for would send: its size and cost bound, as `kerf eval`
+ * announces them (nothing stored or sent).
+ */
+export function evalPlan(input: EvalInput): Promise<EvalPlan> {
+  return call<EvalPlan>("eval_plan", { input });
+}
+
+/**
+ * Take up eval `experiment` where it stopped (from the CLI or the window) and run the rest,
+ * each cell's end on `on_progress`. Cancellable by `id`.
+ */
+export function evalResume(id: string, experiment: number, onProgress: (message: EvalProgress) => void): Promise<EvalReport> {
+  return call<EvalReport>("eval_resume", { id, experiment, onProgress: channel(onProgress) });
+}
+
+/**
+ * Eval `experiment` from the history: its report and charts, as `kerf eval show` figures it.
+ */
+export function evalShow(experiment: number): Promise<EvalShown> {
+  return call<EvalShown>("eval_show", { experiment });
+}
+
+/**
+ * One cell of eval `experiment` opened: expected and extracted records marked, the reply
+ * with its records' spans and cut, the document with its grounding spans.
+ */
+export function evalCell(experiment: number, cell: CellKey): Promise<CellView> {
+  return call<CellView>("eval_cell", { experiment, cell });
+}
+
+/**
+ * Write eval `experiment`'s HTML report (`kerf eval report --html`) to `path`.
+ */
+export function evalReportHtml(experiment: number, path: string): Promise<null> {
+  return call<null>("eval_report_html", { experiment, path });
+}
+
+/**
+ * Evals `a` and `b` compared (`kerf eval compare`): the paired F1 difference per line, and
+ * per row the records gained and lost.
+ */
+export function evalCompare(a: number, b: number): Promise<Array<EvalComparison>> {
+  return call<Array<EvalComparison>>("eval_compare", { a, b });
 }
 
 /**

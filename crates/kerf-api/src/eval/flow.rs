@@ -133,6 +133,8 @@ pub fn run(
     let pace = Pace {
         concurrency: input.concurrency,
         retry_errors: false,
+        // The window fills its matrix in as cells end.
+        live: true,
     };
     go(store, &eval, &provider, pace, cancel, options, on_progress)
 }
@@ -252,4 +254,75 @@ pub fn go(
         Ending::Whole
     };
     Ok(Finished { report, ending })
+}
+
+/// Eval `id` scored from the history, with its charts (`kerf eval show`; the window's
+/// Evaluate screen opening an eval).
+pub fn show(store: &Store, id: i64, options: Options) -> Result<super::wire::EvalShown> {
+    let e = super::stored(store, id)?;
+    let report = super::report(store, &e, options)?;
+    Ok(super::wire::EvalShown {
+        charts: report.budget_charts(),
+        rows: e.rows.clone(),
+        report,
+    })
+}
+
+/// Write eval `id`'s HTML report to `path` (`kerf eval report --html`; the window's "Save the
+/// HTML report"): written as it is made, each cell's records read back as it is written, and
+/// complete or absent, as every file Kerf writes.
+pub fn write_html(store: &Store, id: i64, path: &std::path::Path, options: Options) -> Result<()> {
+    let e = super::stored(store, id)?;
+    let report = super::report(store, &e, options)?;
+    let mut file = std::io::BufWriter::new(kerf_core::files::AtomicFile::create(path)?);
+    super::html::write(store, &e, &report, &mut file)?;
+    file.into_inner()
+        .map_err(|e| ApiError::from(kerf_core::Error::io(path, e.into_error())))?
+        .commit()?;
+    Ok(())
+}
+
+/// Evals `a` and `b` compared line by line (`kerf eval compare`): the paired F1 difference per
+/// prompt × budget × constraint, and per row the records gained and lost. Two evals with no
+/// line in common are a usage error naming them.
+pub fn compare(store: &Store, a: i64, b: i64) -> Result<Vec<super::analysis::Comparison>> {
+    let options = Options::default();
+    let (ea, eb) = (super::stored(store, a)?, super::stored(store, b)?);
+    let ra = super::report(store, &ea, options)?;
+    let rb = super::report(store, &eb, options)?;
+    let comparisons = super::compare_reports(store, (&ea, &ra), (&eb, &rb))?;
+    if comparisons.is_empty() {
+        return Err(ApiError::new(
+            Code::Usage,
+            format!("evals {a} and {b} share no prompt × budget × constraint line to compare"),
+        ));
+    }
+    Ok(comparisons)
+}
+
+/// Resume eval `id` and run what remains at the concurrency it was started with, scoring each
+/// cell as it ends (the window's "Resume").
+pub fn resume_run(
+    wb: &Workbench,
+    store: &Store,
+    id: i64,
+    cancel: &CancelToken,
+    on_plan: &mut dyn FnMut(&Size),
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Result<Finished> {
+    let (eval, provider) = resume(wb, store, id, false, on_plan)?;
+    let pace = Pace {
+        concurrency: eval.spec.concurrency,
+        retry_errors: false,
+        live: true,
+    };
+    go(
+        store,
+        &eval,
+        &provider,
+        pace,
+        cancel,
+        Options::default(),
+        on_progress,
+    )
 }

@@ -119,6 +119,7 @@ fn ran(dir: &Path, store: &Store, rows: usize, repeat: u32) -> super::Eval {
     let pace = Pace {
         concurrency: 4,
         retry_errors: false,
+        live: false,
     };
     super::run_cells(store, &e, &provider, pace, &CancelToken::new(), &mut |_| {}).unwrap();
     e
@@ -316,6 +317,7 @@ fn an_eval_holds_a_row_at_a_time_from_its_plan_to_its_report() {
     let pace = Pace {
         concurrency: 4,
         retry_errors: false,
+        live: false,
     };
     super::run_cells(
         &store,

@@ -26,6 +26,7 @@ pub mod lines;
 pub mod report;
 pub mod tests;
 pub mod threshold;
+pub mod view;
 pub mod wire;
 
 use std::cell::RefCell;
@@ -187,6 +188,9 @@ pub struct Pace {
     pub concurrency: usize,
     /// Run again the cells whose run failed (otherwise they stay failed).
     pub retry_errors: bool,
+    /// Score each cell as it ends and hand it with the progress ([`Progress::cell`]): the
+    /// window's matrix fills in live; the CLI's bar needs only the counts.
+    pub live: bool,
 }
 
 /// Where an eval stands, as it goes.
@@ -207,6 +211,11 @@ pub struct Progress {
     pub cost_usd: f64,
     /// The last notice a run gave (a rate-limit wait, a retry), if any.
     pub notice: Option<String>,
+    /// The cell that just ended, scored as the report scores it (with [`Pace::live`]): the
+    /// window fills its matrix in from these.
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cell: Option<CellLine>,
 }
 
 /// Check the dataset's rows against the prompts (every problem named) and the plan against the
@@ -697,6 +706,7 @@ pub fn run_cells(
     // Each cell's row read back and rendered as the cell starts: a large matrix is never
     // held rendered, nor its dataset held at all.
     let cells = todo.map(|(subject, seq, cell)| {
+        let key = (subject, seq, cell.clone());
         let s = &eval.subjects[subject];
         let prepared = eval
             .row(store, seq)
@@ -711,7 +721,7 @@ pub fn run_cells(
                 },
                 eval_cell: Some(cell),
             });
-        ((), prepared)
+        (key, prepared)
     });
     cells::run_cells(
         &runner,
@@ -721,10 +731,15 @@ pub fn run_cells(
             on_warning: &|_, w| progress.borrow_mut().notice = Some(w.to_string()),
             ..Hooks::default()
         },
-        |(), end| {
+        |(subject, seq, cell), end| {
+            let live = match (&end.ran, pace.live) {
+                (Ok(ran), true) => Some(view::live(store, eval, subject, seq, cell, ran)?),
+                _ => None,
+            };
             {
                 let mut p = progress.borrow_mut();
                 p.done += 1;
+                p.cell = live;
                 match &end.ran {
                     Ok(Ran::Cached(_)) => p.cached += 1,
                     Ok(Ran::Run(r)) => {

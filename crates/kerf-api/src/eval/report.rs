@@ -104,35 +104,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         let (Some(si), Some(ri)) = (reader.subject(&c.cell.prompt), reader.seq(&c.cell.row)) else {
             continue;
         };
-        let mut line = CellLine {
-            row: c.cell.row.clone(),
-            prompt: c.cell.prompt.clone(),
-            max_tokens: c.cell.max_tokens,
-            constrained: c.cell.constrained,
-            repeat: c.cell.repeat,
-            run: c.run,
-            finish_reason: None,
-            objects: 0,
-            tp: None,
-            fp: None,
-            fn_: None,
-            precision: None,
-            recall: None,
-            f1: None,
-            lost_to_cut: None,
-            status: c.status,
-            dropped: DropCounts::default(),
-            ungrounded: None,
-            completion_tokens: None,
-            cost_usd: None,
-            cached: c.run.is_some() && stored.run_experiment != Some(eval.experiment),
-            scored: None,
-        };
-        if c.run.is_some() {
-            line.finish_reason = stored.finish_reason;
-            line.completion_tokens = stored.completion_tokens;
-            line.cost_usd = stored.cost_usd;
-        }
+        let line = CellLine::unscored(&stored, eval.experiment);
         lines.push((si, ri, line));
     }
     lines.sort_by(|(sa, ra, a), (sb, rb, b)| {
@@ -173,23 +145,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         let Some((_, r)) = row.as_ref() else { continue };
         let (prompt, m) = (&eval.subjects[si].prompt, &matchers[si]);
         let reply = reader.reply(run, prompt, r)?;
-        let report = &reply.report;
-        line.objects = report.objects.len();
-        line.dropped = report.drop_counts();
-        // The report holds its objects as text; scoring reads them as values.
-        let objects = report.objects.to_vec();
-        if let Some(doc) = r.document(prompt) {
-            line.ungrounded = Some(Grounding::new(m, doc).ungrounded(m, &objects).len());
-        }
-        if let Some((expected, _)) = r.expected_for(prompt) {
-            let mut s = score(m, expected, &objects);
-            let f = s.counts.scores();
-            (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
-            (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
-            // Indices into the reply, which is not kept.
-            s.spurious = Vec::new();
-            line.scored = Some(s);
-        }
+        let objects = score_line(line, m, prompt, r, &reply.report);
         if repeated {
             repeats.cells.push(RepeatCell {
                 identities: super::analysis::identities(m, &objects),
@@ -281,6 +237,73 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         comparisons,
         replies: options.replies,
     })
+}
+
+impl CellLine {
+    /// Cell `stored` of eval `experiment` before its reply is scored: its key, its run and how
+    /// the run ended.
+    pub(crate) fn unscored(stored: &kerf_store::StoredReply, experiment: i64) -> CellLine {
+        let c = &stored.cell;
+        let mut line = CellLine {
+            row: c.cell.row.clone(),
+            prompt: c.cell.prompt.clone(),
+            max_tokens: c.cell.max_tokens,
+            constrained: c.cell.constrained,
+            repeat: c.cell.repeat,
+            run: c.run,
+            finish_reason: None,
+            objects: 0,
+            tp: None,
+            fp: None,
+            fn_: None,
+            precision: None,
+            recall: None,
+            f1: None,
+            lost_to_cut: None,
+            status: c.status,
+            dropped: DropCounts::default(),
+            ungrounded: None,
+            completion_tokens: None,
+            cost_usd: None,
+            cached: c.run.is_some() && stored.run_experiment != Some(experiment),
+            scored: None,
+        };
+        if c.run.is_some() {
+            line.finish_reason = stored.finish_reason;
+            line.completion_tokens = stored.completion_tokens;
+            line.cost_usd = stored.cost_usd;
+        }
+        line
+    }
+}
+
+/// Score `line` from its reply's parse (`report`) against `row`'s expected records for `prompt`
+/// (`m`: its matcher): its counts, drops, ungrounded records and pairs — the one scoring of a
+/// cell, for the report and for a cell the window opens. Returns the records, as values.
+pub(crate) fn score_line(
+    line: &mut CellLine,
+    m: &Matcher,
+    prompt: &Prompt,
+    row: &Row,
+    report: &ParseReport,
+) -> Vec<Value> {
+    line.objects = report.objects.len();
+    line.dropped = report.drop_counts();
+    // The report holds its objects as text; scoring reads them as values.
+    let objects = report.objects.to_vec();
+    if let Some(doc) = row.document(prompt) {
+        line.ungrounded = Some(Grounding::new(m, doc).ungrounded(m, &objects).len());
+    }
+    if let Some((expected, _)) = row.expected_for(prompt) {
+        let mut s = score(m, expected, &objects);
+        let f = s.counts.scores();
+        (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
+        (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
+        // Indices into the reply, which is not kept.
+        s.spurious = Vec::new();
+        line.scored = Some(s);
+    }
+    objects
 }
 
 /// A line: its prompt's index, budget and constraint.
@@ -454,7 +477,7 @@ impl Reply {
 /// A stored reply read again from its raw text, the way its run read it: unwrapped from the
 /// key its run wrapped it in, enum case folded if its run folded any, parsed with the row's
 /// variables.
-fn reread_reply(
+pub(crate) fn reread_reply(
     prompt: &Prompt,
     row: &Row,
     raw: Option<&str>,

@@ -75,3 +75,38 @@ impl EvalInput {
         })
     }
 }
+
+pub use super::view::{
+    CellKey, CellView, DatasetPreview, DatasetProblem, GroundPlace, Mark, MarkedRecord, PreviewRow,
+};
+
+/// An eval opened from the history: its report, its charts (F1 and recall against the budget,
+/// as the HTML report draws them) and its rows' ids in the dataset's order.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct EvalShown {
+    pub report: Report,
+    pub charts: Vec<crate::charts::Chart>,
+    pub rows: Vec<String>,
+}
+
+/// What an eval would send, before it starts (`kerf eval --dry-run`): the plan's size, the line
+/// the CLI announces, and the prompts' warnings.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct EvalPlan {
+    pub size: crate::experiments::plan::Size,
+    pub line: String,
+    pub warnings: Vec<String>,
+}
+
+impl EvalPlan {
+    /// The plan of the eval `input` asks for, every row checked against every prompt, nothing
+    /// stored or sent.
+    pub fn of(wb: &crate::workbench::Workbench, input: &EvalInput) -> Result<EvalPlan> {
+        let (size, warnings) = super::flow::dry_run(wb, &input.start_input()?)?;
+        Ok(EvalPlan {
+            line: size.line(),
+            size,
+            warnings,
+        })
+    }
+}

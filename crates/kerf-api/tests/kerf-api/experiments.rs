@@ -126,6 +126,7 @@ fn an_eval_runs_through_the_cell_runner_and_knows_its_size_first() {
         Pace {
             concurrency: 4,
             retry_errors: false,
+            live: false,
         },
         &CancelToken::new(),
         &mut |p| last = Some(p.clone()),
@@ -665,4 +666,145 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     assert_eq!(server.requests().len(), 2);
     let id = store.latest_experiment("test").unwrap().expect("kept");
     assert_eq!(store.experiment(id).unwrap().run_list.len(), 2);
+}
+
+/// The window's Evaluate screen: its matrix fills in from each cell as it ends, scored as the
+/// report scores it; an opened cell shows its records marked, the record's place in the reply
+/// and its name's place in the document.
+#[test]
+fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_scores_it() {
+    let store = Store::in_memory().unwrap();
+    let provider = scripted(2);
+    let e = eval::begin(
+        &store,
+        rows(2),
+        vec![subject("agent-kg-extract.json")],
+        &plan(&[256], 1, 1, Allowance::default()),
+        params(),
+        &provider,
+        &mut |_| {},
+    )
+    .unwrap();
+    let mut live = Vec::new();
+    eval::run_cells(
+        &store,
+        &e,
+        &provider,
+        Pace {
+            concurrency: 1,
+            retry_errors: false,
+            live: true,
+        },
+        &CancelToken::new(),
+        &mut |p| live.extend(p.cell.clone()),
+    )
+    .unwrap();
+    let report = eval::finish(&store, &e, false, eval::Options::default()).unwrap();
+    assert_eq!(live.len(), 2, "one scored cell per end");
+    for cell in &live {
+        let reported = report
+            .cells
+            .iter()
+            .find(|c| c.row == cell.row && c.prompt == cell.prompt)
+            .unwrap();
+        assert_eq!(
+            (
+                cell.run,
+                cell.objects,
+                cell.tp,
+                cell.fp,
+                cell.fn_,
+                cell.f1,
+                cell.status
+            ),
+            (
+                reported.run,
+                reported.objects,
+                reported.tp,
+                reported.fp,
+                reported.fn_,
+                reported.f1,
+                reported.status
+            ),
+            "row {}",
+            cell.row
+        );
+    }
+    // The photosynthesis row: the one record the reply holds is expected there.
+    let matched = report.cells.iter().find(|c| c.tp == Some(1)).unwrap();
+    let key = eval::wire::CellKey {
+        row: matched.row.clone(),
+        prompt: matched.prompt.clone(),
+        max_tokens: matched.max_tokens,
+        constrained: matched.constrained,
+        repeat: matched.repeat,
+    };
+    let view = eval::view::cell(&store, &e, &key).unwrap();
+    assert_eq!(view.line.f1, matched.f1);
+    assert_eq!(view.extracted.len(), 1);
+    let x = &view.extracted[0];
+    assert_eq!(x.mark, eval::wire::Mark::Matched);
+    let pair = x.pair.unwrap();
+    assert_eq!(view.expected[pair].mark, eval::wire::Mark::Matched);
+    assert_eq!(view.expected[pair].pair, Some(0));
+    assert!(
+        view.expected
+            .iter()
+            .enumerate()
+            .all(|(i, r)| i == pair || r.mark == eval::wire::Mark::Missed)
+    );
+    // Its place in the reply is the whole record, as the model wrote it.
+    let reply = view.reply.as_deref().unwrap();
+    let [s, t] = x.reply_span.unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&reply[s..t]).unwrap(),
+        x.object
+    );
+    // Its name's place in the document is the name.
+    let document = view.document.as_deref().unwrap();
+    assert_eq!(x.grounded, Some(true));
+    let place = x.grounding.iter().find(|g| g.field == "entity").unwrap();
+    let [s, t] = place.span.unwrap();
+    assert_eq!(document[s..t].to_lowercase(), "photosynthesis");
+    assert_eq!(view.cut, None, "the reply ended on its own");
+}
+
+/// A dataset previewed: every row shown with its expected records, and each problem at the
+/// row or line it names — a line that is not JSON, a row whose expected record breaks the
+/// prompt's schema.
+#[test]
+fn a_dataset_preview_puts_each_problem_at_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            "{\"id\": \"ok\", \"input\": \"Ada wrote the first program.\", \"expected\": [{\"type\": \"definition\", \"entity\": \"program\", \"definition\": \"instructions\"}]}\n",
+            "{not json\n",
+            "{\"id\": \"bad-record\", \"input\": \"Text.\", \"expected\": [{\"type\": \"definition\", \"entity\": 7}]}\n",
+        ),
+    )
+    .unwrap();
+    let preview =
+        eval::view::preview(&path, &[repo().join("prompts/agent-kg-extract.json")]).unwrap();
+    assert_eq!(preview.shown.len(), 2, "{preview:#?}");
+    assert_eq!(preview.shown[0].id, "ok");
+    assert!(preview.shown[0].problems.is_empty());
+    assert_eq!(preview.shown[0].expected[""].len(), 1);
+    let bad = &preview.shown[1];
+    assert_eq!((bad.id.as_str(), bad.line), ("bad-record", 3));
+    assert!(!bad.problems.is_empty(), "{preview:#?}");
+    let line2 = preview
+        .problems
+        .iter()
+        .find(|p| p.line == Some(2))
+        .expect("the line that is not JSON");
+    assert_eq!(line2.row, None);
+    assert!(line2.message.contains(":2"), "{}", line2.message);
+    assert!(
+        preview
+            .problems
+            .iter()
+            .any(|p| p.row.as_deref() == Some("bad-record") && p.message.contains("/expected/0"))
+    );
 }

@@ -219,17 +219,11 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         Some(Sub::Compare(a)) => compare(&a, &store),
         Some(Sub::Report(a)) => {
             let id = eval::flow::which(&store, a.experiment)?;
-            let e = eval::stored(&store, id)?;
             let options = eval::Options {
                 advise_within: a.advise_within / 100.0,
                 ..eval::Options::default()
             };
-            let report = eval::report(&store, &e, options)?;
-            // Written as it is made, each cell's records read back as it is written: complete
-            // or absent, as every file Kerf writes.
-            let mut file = std::io::BufWriter::new(kerf_core::files::AtomicFile::create(&a.html)?);
-            eval::html::write(&store, &e, &report, &mut file)?;
-            file.into_inner().map_err(|e| e.into_error())?.commit()?;
+            eval::flow::write_html(&store, id, &a.html, options)?;
             crate::outln!("eval {id}: wrote {}", a.html.display());
             Ok(Outcome::Ok)
         }
@@ -312,6 +306,7 @@ fn go(
         Pace {
             concurrency: pace.concurrency.unwrap_or(e.spec.concurrency),
             retry_errors: pace.retry_errors,
+            live: false,
         },
         &interrupt_token(),
         out.options(),
@@ -427,20 +422,7 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result
 }
 
 fn compare(args: &CompareArgs, store: &Store) -> Result<Outcome> {
-    let options = eval::Options::default();
-    let (ea, eb) = (eval::stored(store, args.a)?, eval::stored(store, args.b)?);
-    let a = eval::report(store, &ea, options)?;
-    let b = eval::report(store, &eb, options)?;
-    let comparisons = eval::compare_reports(store, (&ea, &a), (&eb, &b))?;
-    if comparisons.is_empty() {
-        anyhow::bail!(ApiError::new(
-            Code::Usage,
-            format!(
-                "evals {} and {} share no prompt × budget × constraint line to compare",
-                args.a, args.b
-            )
-        ));
-    }
+    let comparisons = eval::flow::compare(store, args.a, args.b)?;
     if args.json {
         print_json(&serde_json::json!({
             "a": args.a,

@@ -5,6 +5,7 @@
 pub mod aggregate;
 pub mod dataset;
 pub(crate) mod distance;
+pub mod locate;
 pub mod matching;
 pub mod normalize;
 #[cfg(test)]

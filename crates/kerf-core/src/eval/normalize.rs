@@ -16,7 +16,7 @@ use unicode_normalization::UnicodeNormalization;
 
 /// Whether `c` separates words for matching: whitespace, or Unicode punctuation (any `P*`
 /// category: dashes, quotes, brackets, full stops, …).
-fn is_separator(c: char) -> bool {
+pub(crate) fn is_separator(c: char) -> bool {
     if c.is_ascii() {
         // The ASCII characters in Unicode's punctuation categories (`$+<=>^`|~` are symbols).
         return c.is_whitespace()

@@ -1,0 +1,591 @@
+//! What the window's Evaluate screen shows beyond the report: a dataset previewed before an eval
+//! is planned ([`preview`]: its rows, their expected records and every problem at its row), and
+//! one cell opened ([`cell`]: expected and extracted records side by side, each marked; the raw
+//! reply with each accepted record's span and the cut; the document with each record's
+//! grounding spans). Both read what the CLI reads — the dataset through [`dataset::scan`] and
+//! the prompts' [`Checker`], a cell through the history and the report's own scoring — so the
+//! window shows what `kerf eval` and its HTML report decide, never a second opinion.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kerf_core::eval::Grounding;
+use kerf_core::eval::dataset::{self, Checker, Row};
+use kerf_core::eval::locate::{Words, places};
+use kerf_core::{Error as CoreError, ResponseType};
+use kerf_llm::RunDetails;
+use kerf_store::{EvalCell, Status, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use ts_rs::TS;
+
+use super::report::{Reader, reread_reply, score_line};
+use super::{CellLine, Eval};
+use crate::error::{ApiError, Code, Result};
+use crate::experiments::Subject;
+use crate::experiments::cells::Ran;
+
+/// Rows a preview lists at most (every row is still read and checked).
+pub const PREVIEW_ROWS: usize = 500;
+/// Characters of a row's document a preview shows.
+const EXCERPT_CHARS: usize = 400;
+
+/// A dataset as the Evaluate screen previews it before an eval is planned.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct DatasetPreview {
+    pub path: String,
+    /// Rows read (a line that is not a row is not counted).
+    pub rows: usize,
+    /// The first rows, in the dataset's order ([`PREVIEW_ROWS`] at most), then any later row
+    /// with a problem.
+    pub shown: Vec<PreviewRow>,
+    /// Every problem, as `kerf eval` names it, each at its row or line where it has one.
+    pub problems: Vec<DatasetProblem>,
+    /// The prompts the rows were checked against (their ids), if any were given.
+    pub prompts: Vec<String>,
+}
+
+/// One row of a preview.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewRow {
+    pub id: String,
+    pub file: String,
+    /// 1-based line in `file` (0: the file is the row, as in a folder of documents).
+    pub line: usize,
+    /// The start of the document.
+    pub excerpt: String,
+    /// The document's length in characters.
+    pub chars: usize,
+    /// The row's variables besides its document, by name.
+    pub vars: Vec<String>,
+    /// Expected records: one set for every prompt (under `""`), or a set per prompt id.
+    #[ts(type = "Record<string, unknown[]>")]
+    pub expected: BTreeMap<String, Vec<Value>>,
+    /// Problems of this row (also in the preview's `problems`).
+    pub problems: Vec<String>,
+}
+
+/// One problem of a dataset, where it is.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct DatasetProblem {
+    /// The row's id, when the problem is a row's.
+    pub row: Option<String>,
+    /// The 1-based line it names in the dataset file (or in `file`), when it names one.
+    pub line: Option<usize>,
+    /// The problem as the CLI prints it: `FILE:LINE, row ID: what is wrong`.
+    pub message: String,
+}
+
+/// Read the dataset at `path` as an eval reads it, each row checked against `prompts` (none:
+/// only the dataset's own problems), and keep the first [`PREVIEW_ROWS`] rows with every
+/// problem. A dataset that cannot be read at all (no such file, not a dataset) is an error; a
+/// dataset with problems is a preview that lists them.
+pub fn preview(path: &Path, prompts: &[PathBuf]) -> Result<DatasetPreview> {
+    let subjects = prompts
+        .iter()
+        .map(|p| Subject::load(p))
+        .collect::<Result<Vec<_>>>()?;
+    let loaded: Vec<&kerf_core::Prompt> = subjects.iter().map(|s| &s.prompt).collect();
+    let checker = Checker::new(&loaded);
+    let mut shown = Vec::new();
+    let mut problems = Vec::new();
+    let scanned = dataset::scan::<CoreError>(path, &mut |row: Row| {
+        let mut found = Vec::new();
+        if !loaded.is_empty() {
+            checker.row(&row, &mut found);
+        }
+        for message in &found {
+            problems.push(DatasetProblem {
+                row: Some(row.id.clone()),
+                line: (row.line > 0).then_some(row.line),
+                message: message.clone(),
+            });
+        }
+        if shown.len() < PREVIEW_ROWS || !found.is_empty() {
+            shown.push(preview_row(&row, found, &loaded));
+        }
+        Ok(())
+    });
+    let rows = match scanned {
+        Ok(n) => n,
+        Err(CoreError::Dataset {
+            place,
+            problems: own,
+        }) => {
+            // The dataset's own problems (bad JSON, unknown keys, duplicate ids): each names
+            // its file and line, which the rows shown are matched to.
+            for message in own {
+                let line = line_of(&message, &place);
+                let row = line.and_then(|l| {
+                    shown
+                        .iter_mut()
+                        .find(|r| r.line == l && message.starts_with(&r.file))
+                });
+                let id = row.map(|r| {
+                    r.problems.push(message.clone());
+                    r.id.clone()
+                });
+                problems.push(DatasetProblem {
+                    row: id,
+                    line,
+                    message,
+                });
+            }
+            shown.len()
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(DatasetPreview {
+        path: path.display().to_string(),
+        rows,
+        shown,
+        problems,
+        prompts: subjects.iter().map(|s| s.prompt.id().to_string()).collect(),
+    })
+}
+
+/// The line a problem names: the number after `FILE:` at its start.
+fn line_of(message: &str, place: &str) -> Option<usize> {
+    let rest = message.strip_prefix(place).unwrap_or(message);
+    let rest = match rest.strip_prefix(':') {
+        Some(r) => r,
+        // A folder's problems name the document inside it.
+        None => rest.split_once(':')?.1,
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok().filter(|&n| n > 0)
+}
+
+fn preview_row(row: &Row, problems: Vec<String>, prompts: &[&kerf_core::Prompt]) -> PreviewRow {
+    let document = prompts
+        .first()
+        .and_then(|p| row.document(p))
+        .or(row.input.as_deref())
+        .unwrap_or_default();
+    let input_vars: Vec<&str> = prompts.iter().map(|p| p.file.input_variable()).collect();
+    let expected = match &row.expected {
+        None => BTreeMap::new(),
+        Some(dataset::Expected::All(v)) => BTreeMap::from([(String::new(), v.clone())]),
+        Some(dataset::Expected::ByPrompt(by)) => by.clone(),
+    };
+    PreviewRow {
+        id: row.id.clone(),
+        file: row.file.clone(),
+        line: row.line,
+        excerpt: document.chars().take(EXCERPT_CHARS).collect(),
+        chars: document.chars().count(),
+        vars: row
+            .vars
+            .keys()
+            .filter(|k| !input_vars.contains(&k.as_str()))
+            .cloned()
+            .collect(),
+        expected,
+        problems,
+    }
+}
+
+/// A cell of an eval's matrix, as the window names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CellKey {
+    pub row: String,
+    pub prompt: String,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub repeat: u32,
+}
+
+/// How a record fared in its cell's scoring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum Mark {
+    /// Paired with a record on the other side, every identity field equal.
+    Matched,
+    /// Paired below exact equality (matching's `fuzzy`).
+    Partial,
+    /// Expected and not extracted.
+    Missed,
+    /// Extracted and not expected.
+    Spurious,
+    /// The row has no expected records for this prompt: nothing to score against.
+    Unscored,
+}
+
+/// A byte span `[start, end)` in a text.
+pub type Span = [usize; 2];
+
+/// One record of an opened cell.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkedRecord {
+    #[ts(type = "unknown")]
+    pub object: Value,
+    pub mark: Mark,
+    /// The index of the record it was paired with, on the other side.
+    pub pair: Option<usize>,
+    /// Extracted records: where the record sits in the raw reply (`None` when the reply was
+    /// unwrapped from a key before it was parsed, or for expected records).
+    pub reply_span: Option<Span>,
+    /// Extracted records: each grounding field and where the document has it.
+    pub grounding: Vec<GroundPlace>,
+    /// Extracted records: whether every grounding field is found in the document (`None`: the
+    /// row has no document).
+    pub grounded: Option<bool>,
+}
+
+/// A grounding field of a record and its place in the document (`None`: not found).
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct GroundPlace {
+    pub field: String,
+    pub span: Option<Span>,
+}
+
+/// One cell opened: what the Evaluate screen shows when a cell of the matrix is clicked.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CellView {
+    /// The cell, scored as the report scores it.
+    pub line: CellLine,
+    pub response_type: ResponseType,
+    pub expected: Vec<MarkedRecord>,
+    pub extracted: Vec<MarkedRecord>,
+    /// The reply as received (`None`: the cell has no finished run).
+    pub reply: Option<String>,
+    /// Where the reply was cut by its budget (its end), when it was.
+    pub cut: Option<usize>,
+    /// Where the last accepted record ends: what lies after it gave nothing.
+    pub parsed_to: Option<usize>,
+    /// The row's document.
+    pub document: Option<String>,
+    /// Why pieces of the reply were dropped, one line each (`line N: reason`).
+    pub drops: Vec<String>,
+}
+
+/// Open cell `key` of eval `eval`: read its row and its run's reply back from the history, and
+/// score it as the report does.
+pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
+    let reader = Reader::new(store, eval, super::Replies::Stored);
+    let not_found = |what: &str| {
+        ApiError::new(
+            Code::NotFound,
+            format!("eval {} has no {what}", eval.experiment),
+        )
+    };
+    let si = reader
+        .subject(&key.prompt)
+        .ok_or_else(|| not_found(&format!("prompt `{}`", key.prompt)))?;
+    let seq = reader
+        .seq(&key.row)
+        .ok_or_else(|| not_found(&format!("row `{}`", key.row)))?;
+    let subject = &eval.subjects[si];
+    let prompt = &subject.prompt;
+    let m = prompt.matcher();
+    let stored = store
+        .eval_outcomes(eval.experiment)?
+        .into_iter()
+        .find(|s| {
+            let c = &s.cell.cell;
+            c.row == key.row
+                && c.prompt == key.prompt
+                && c.max_tokens == key.max_tokens
+                && c.constrained == key.constrained
+                && c.repeat == key.repeat
+        })
+        .ok_or_else(|| not_found("such cell"))?;
+    let mut line = CellLine::unscored(&stored, eval.experiment);
+    let row = eval.row(store, seq)?;
+    let document = row.document(prompt).map(str::to_string);
+    let expected_records: Vec<Value> = row
+        .expected_for(prompt)
+        .map(|(e, _)| e.to_vec())
+        .unwrap_or_default();
+    let mut view = CellView {
+        response_type: prompt.file.response_type,
+        expected: Vec::new(),
+        extracted: Vec::new(),
+        reply: None,
+        cut: None,
+        parsed_to: None,
+        document: document.clone(),
+        drops: Vec::new(),
+        line: line.clone(),
+    };
+    let Some(run) = line.run.filter(|_| line.measured()) else {
+        view.expected = expected_records
+            .into_iter()
+            .map(|o| plain(o, Mark::Missed))
+            .collect();
+        return Ok(view);
+    };
+    let reply = reader.reply(run, prompt, &row)?;
+    let objects = score_line(&mut line, &m, prompt, &row, &reply.report);
+    view.drops = reply
+        .report
+        .dropped
+        .iter()
+        .map(|d| format!("line {}: {} ({})", d.line, d.kind, d.detail))
+        .collect();
+    drop(reply);
+    let body = store.eval_reply(run, true)?;
+    let wrapped = body
+        .details
+        .as_ref()
+        .and_then(|d| serde_json::from_value::<RunDetails>(d.clone()).ok())
+        .is_some_and(|d| d.wrapped_in().is_some());
+    let raw = body.raw.unwrap_or_default();
+    // Where each record ends: the history keeps the parse's records, not their offsets, so the
+    // raw reply is read again as its run read it (the same records, or no spans).
+    let again = reread_reply(prompt, &row, Some(&raw), body.details);
+    let ends: Vec<usize> = again.ends.iter().collect();
+    // Offsets of a reply unwrapped from a key are into the unwrapped text, not the raw one.
+    let spans: Vec<Option<Span>> = if wrapped || again.objects.len() != objects.len() {
+        vec![None; objects.len()]
+    } else {
+        reply_spans(&raw, &ends, prompt.file.response_type)
+    };
+    let words = document.as_deref().map(|d| Words::new(&m, d));
+    let ungrounded: Option<Vec<usize>> = document
+        .as_deref()
+        .map(|d| Grounding::new(&m, d).ungrounded(&m, &objects));
+    let (mut e_marks, mut x_marks, mut e_pair, mut x_pair) = match &line.scored {
+        Some(_) => (
+            vec![Mark::Missed; expected_records.len()],
+            vec![Mark::Spurious; objects.len()],
+            vec![None; expected_records.len()],
+            vec![None; objects.len()],
+        ),
+        None => (
+            Vec::new(),
+            vec![Mark::Unscored; objects.len()],
+            Vec::new(),
+            vec![None; objects.len()],
+        ),
+    };
+    if let Some(s) = &line.scored {
+        for p in &s.matched {
+            let mark = if p.is_partial() {
+                Mark::Partial
+            } else {
+                Mark::Matched
+            };
+            if p.expected < e_marks.len() && p.actual < x_marks.len() {
+                (e_marks[p.expected], e_pair[p.expected]) = (mark, Some(p.actual));
+                (x_marks[p.actual], x_pair[p.actual]) = (mark, Some(p.expected));
+            }
+        }
+    }
+    view.expected = expected_records
+        .into_iter()
+        .zip(e_marks.into_iter().zip(e_pair))
+        .map(|(o, (mark, pair))| MarkedRecord {
+            pair,
+            ..plain(o, mark)
+        })
+        .collect();
+    view.extracted = objects
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let grounding = words
+                .as_ref()
+                .map(|w| {
+                    places(&m, w, &o)
+                        .into_iter()
+                        .map(|p| GroundPlace {
+                            field: p.field,
+                            span: p.span.map(|r| [r.start, r.end]),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            MarkedRecord {
+                mark: x_marks[i],
+                pair: x_pair[i],
+                reply_span: spans.get(i).copied().flatten(),
+                grounding,
+                grounded: ungrounded.as_ref().map(|u| !u.contains(&i)),
+                object: o,
+            }
+        })
+        .collect();
+    view.cut = (line.finish_reason == Some(kerf_llm::FinishReason::Length)).then_some(raw.len());
+    view.parsed_to = ends.last().copied();
+    view.reply = Some(raw);
+    view.line = line;
+    Ok(view)
+}
+
+fn plain(object: Value, mark: Mark) -> MarkedRecord {
+    MarkedRecord {
+        object,
+        mark,
+        pair: None,
+        reply_span: None,
+        grounding: Vec::new(),
+        grounded: None,
+    }
+}
+
+/// Each accepted record's span in `reply`, from where the parser accepted it (`ends`): a JSON
+/// record starts at the `{` that its closing `}` closes; any other record (a delimited one, a
+/// bare value) at the first non-blank byte after the record before it.
+pub fn reply_spans(reply: &str, ends: &[usize], response_type: ResponseType) -> Vec<Option<Span>> {
+    let bytes = reply.as_bytes();
+    let mut previous = 0;
+    ends.iter()
+        .map(|&end| {
+            if end > bytes.len() || end < previous {
+                return None;
+            }
+            let json = matches!(response_type, ResponseType::Json | ResponseType::Jsonl);
+            let start = json
+                .then(|| opening_brace(&bytes[previous..end]).map(|s| previous + s))
+                .flatten()
+                .unwrap_or_else(|| {
+                    previous
+                        + bytes[previous..end]
+                            .iter()
+                            .position(|b| !b" \t\r\n,[".contains(b))
+                            .unwrap_or(end - previous)
+                });
+            previous = end;
+            Some([start, end])
+        })
+        .collect()
+}
+
+/// Where the object that `text`'s last `}` closes opens: walked back over strings (a `"` is
+/// escaped when an odd run of backslashes comes before it).
+fn opening_brace(text: &[u8]) -> Option<usize> {
+    let close = text.iter().rposition(|&b| b == b'}')?;
+    let (mut depth, mut in_string) = (0usize, false);
+    let mut i = close + 1;
+    while i > 0 {
+        i -= 1;
+        let b = text[i];
+        if b == b'"' {
+            let slashes = text[..i].iter().rev().take_while(|&&c| c == b'\\').count();
+            if slashes % 2 == 0 {
+                in_string = !in_string;
+            }
+            continue;
+        }
+        if in_string {
+            continue;
+        }
+        match b {
+            b'}' => depth += 1,
+            b'{' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Cell `cell` (of prompt `subject`, row `seq`) as it just ended (`ran`), scored as the report
+/// scores it from what the history now keeps: the window's matrix fills in from these. Its
+/// `lost_to_cut` waits for the report (it needs the cell's siblings).
+pub(super) fn live(
+    store: &Store,
+    eval: &Eval,
+    subject: usize,
+    seq: usize,
+    cell: EvalCell,
+    ran: &Ran,
+) -> Result<CellLine> {
+    let (run, finish, completion_tokens, cost_usd, cached) = match ran {
+        Ran::Run(r) => (
+            r.history_id,
+            Some(r.out.finish.reason),
+            Some(i64::from(r.out.finish.usage.completion_tokens)),
+            r.cost.as_ref().map(|c| c.usd),
+            false,
+        ),
+        // The cache takes only replies that ended on their own.
+        Ran::Cached(id) => (
+            Some(*id),
+            Some(kerf_llm::FinishReason::Stop),
+            None,
+            None,
+            true,
+        ),
+    };
+    let mut line = CellLine {
+        row: cell.row,
+        prompt: cell.prompt,
+        max_tokens: cell.max_tokens,
+        constrained: cell.constrained,
+        repeat: cell.repeat,
+        run,
+        finish_reason: finish,
+        objects: 0,
+        tp: None,
+        fp: None,
+        fn_: None,
+        precision: None,
+        recall: None,
+        f1: None,
+        lost_to_cut: None,
+        status: finish.map(Status::for_finish),
+        dropped: Default::default(),
+        ungrounded: None,
+        completion_tokens,
+        cost_usd,
+        cached,
+        scored: None,
+    };
+    if let Some(run) = line.run.filter(|_| line.measured()) {
+        let prompt = &eval.subjects[subject].prompt;
+        let row = eval.row(store, seq)?;
+        let reply = Reader::new(store, eval, super::Replies::Stored).reply(run, prompt, &row)?;
+        score_line(&mut line, &prompt.matcher(), prompt, &row, &reply.report);
+    }
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_cover_each_record_of_a_jsonl_and_an_array_reply() {
+        let jsonl = "{\"a\": \"}\"}\nnot json\n{\"b\": {\"c\": 1}}\n";
+        let ends = [10, 35];
+        let spans = reply_spans(jsonl, &ends, ResponseType::Jsonl);
+        assert_eq!(&jsonl[spans[0].unwrap()[0]..10], "{\"a\": \"}\"}");
+        assert_eq!(
+            &jsonl[spans[1].unwrap()[0]..spans[1].unwrap()[1]],
+            "{\"b\": {\"c\": 1}}"
+        );
+        let array = "[\n  {\"q\": \"say \\\"{\\\"\"},\n  {\"r\": 2}\n]";
+        let first_end = array.find("},").unwrap() + 1;
+        let second_end = array.rfind('}').unwrap() + 1;
+        let spans = reply_spans(array, &[first_end, second_end], ResponseType::Json);
+        assert_eq!(
+            &array[spans[0].unwrap()[0]..first_end],
+            "{\"q\": \"say \\\"{\\\"\"}"
+        );
+        assert_eq!(&array[spans[1].unwrap()[0]..second_end], "{\"r\": 2}");
+    }
+
+    #[test]
+    fn a_problem_is_placed_at_the_line_it_names() {
+        assert_eq!(line_of("/d/x.jsonl:7: not JSON", "/d/x.jsonl"), Some(7));
+        assert_eq!(
+            line_of("/d/x.jsonl:12, row r3: bad", "/d/x.jsonl"),
+            Some(12)
+        );
+        assert_eq!(line_of("/d/x.jsonl: no rows", "/d/x.jsonl"), None);
+        assert_eq!(line_of("/d/docs/a.txt:3: bad", "/d/docs"), Some(3));
+    }
+}

@@ -1,0 +1,195 @@
+//! Where an extracted record sits in its document: the byte span of the words that ground each
+//! of its identity fields, for the window's review of a cell (the document with each record's
+//! place highlighted). The same words grounding compares ([`super::Grounding`]): each word of
+//! the document normalised on its own, so a match maps back to the original text.
+
+use std::ops::Range;
+
+use serde_json::Value;
+
+use super::matching::Matcher;
+use super::normalize::{is_separator, normalize, similarity};
+
+/// Past this many words, only whole-word matches are looked for (a fuzzy window over every run
+/// of words costs a similarity each).
+const FUZZY_WORDS_MAX: usize = 20_000;
+
+/// A word of the document: its normalised text and its bytes in the original.
+struct Word<'a> {
+    text: std::borrow::Cow<'a, str>,
+    span: Range<usize>,
+}
+
+/// The document's words, as grounding reads them, with where each is in `input`.
+pub struct Words<'a> {
+    words: Vec<Word<'a>>,
+    normalize: bool,
+    fuzzy: f64,
+}
+
+impl<'a> Words<'a> {
+    pub fn new(m: &Matcher, input: &'a str) -> Words<'a> {
+        let mut words = Vec::new();
+        let mut start = None;
+        let push = |s: usize, e: usize, words: &mut Vec<Word<'a>>| {
+            let piece = &input[s..e];
+            if m.normalize {
+                // A piece can still split in two once normalised (a ligature, a full-width
+                // separator): each part keeps the piece's span.
+                for w in normalize(piece).split_whitespace() {
+                    words.push(Word {
+                        text: w.to_string().into(),
+                        span: s..e,
+                    });
+                }
+            } else {
+                words.push(Word {
+                    text: piece.into(),
+                    span: s..e,
+                });
+            }
+        };
+        for (i, c) in input.char_indices() {
+            let split = if m.normalize {
+                is_separator(c)
+            } else {
+                c.is_whitespace()
+            };
+            match (split, start) {
+                (true, Some(s)) => {
+                    push(s, i, &mut words);
+                    start = None;
+                }
+                (false, None) => start = Some(i),
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            push(s, input.len(), &mut words);
+        }
+        Words {
+            words,
+            normalize: m.normalize,
+            fuzzy: m.ground_fuzzy,
+        }
+    }
+
+    /// The bytes of `input` that ground `value`: its words in a row, else the run of words (one
+    /// more or one fewer than its own) most like it, reaching the grounding similarity. `None`:
+    /// nothing there grounds it.
+    pub fn locate(&self, value: &str) -> Option<Range<usize>> {
+        let v = if self.normalize {
+            normalize(value)
+        } else {
+            value.to_string()
+        };
+        let wanted: Vec<&str> = v.split_whitespace().collect();
+        let k = wanted.len();
+        if k == 0 || self.words.is_empty() {
+            return None;
+        }
+        let span = |i: usize, n: usize| self.words[i].span.start..self.words[i + n - 1].span.end;
+        if let Some(i) = (0..=self.words.len().saturating_sub(k)).find(|&i| {
+            i + k <= self.words.len()
+                && self.words[i..i + k]
+                    .iter()
+                    .zip(&wanted)
+                    .all(|(w, x)| w.text == *x)
+        }) {
+            return Some(span(i, k));
+        }
+        if self.words.len() > FUZZY_WORDS_MAX {
+            return None;
+        }
+        let mut best: Option<(f64, usize, usize)> = None;
+        for n in k.saturating_sub(1).max(1)..=k + 1 {
+            for i in 0..=self.words.len().saturating_sub(n) {
+                if i + n > self.words.len() {
+                    break;
+                }
+                let window: Vec<&str> = self.words[i..i + n].iter().map(|w| &*w.text).collect();
+                let s = similarity(&window.join(" "), &v);
+                if s >= self.fuzzy && best.is_none_or(|(b, _, _)| s > b) {
+                    best = Some((s, i, n));
+                }
+            }
+        }
+        best.map(|(_, i, n)| span(i, n))
+    }
+}
+
+/// One identity field of a record and where it is grounded in the document (`None`: nowhere).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldPlace {
+    pub field: String,
+    pub span: Option<Range<usize>>,
+}
+
+/// Where each of `object`'s grounding fields (its type's `ground` fields: its identity, unless
+/// the prompt's `match` says otherwise) sits in the document `words` were read from. A field
+/// that is not a string has no place; a record is grounded when every field has one (what
+/// [`super::Grounding::ungrounded`] decides, here with the place).
+pub fn places(m: &Matcher, words: &Words<'_>, object: &Value) -> Vec<FieldPlace> {
+    let rule = m.rule(m.type_of(object));
+    m.ground_of(rule, object)
+        .into_iter()
+        .filter_map(|f| {
+            let value = object.get(&f)?.as_str()?;
+            Some(FieldPlace {
+                span: words.locate(value),
+                field: f,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::MatchSpec;
+
+    fn matcher() -> Matcher {
+        Matcher::new(&MatchSpec::default(), None)
+    }
+
+    #[test]
+    fn a_name_is_found_where_it_is_written_whatever_its_case_and_punctuation() {
+        let doc = "Photosynthesis happens in the Chloroplast. The  CELL-WALL holds it.";
+        let m = matcher();
+        let w = Words::new(&m, doc);
+        let at = w.locate("chloroplast").unwrap();
+        assert_eq!(&doc[at], "Chloroplast");
+        let at = w.locate("cell wall").unwrap();
+        assert_eq!(&doc[at], "CELL-WALL");
+        assert_eq!(w.locate("mitochondrion"), None);
+    }
+
+    #[test]
+    fn a_near_spelling_is_placed_on_the_words_most_like_it() {
+        let doc = "The enzyme rubisco fixes carbon dioxide in plants.";
+        let m = matcher();
+        let w = Words::new(&m, doc);
+        let at = w.locate("carbon dioxid").unwrap();
+        assert_eq!(&doc[at], "carbon dioxide");
+    }
+
+    #[test]
+    fn places_agree_with_grounding() {
+        let doc = "Ada Lovelace wrote the first program for the Analytical Engine.";
+        let m = matcher();
+        let w = Words::new(&m, doc);
+        let g = crate::eval::Grounding::new(&m, doc);
+        let objects = [
+            serde_json::json!({"type": "entity", "name": "Ada Lovelace"}),
+            serde_json::json!({"type": "entity", "name": "Charles Babbage"}),
+        ];
+        let ungrounded = g.ungrounded(&m, &objects);
+        for (i, o) in objects.iter().enumerate() {
+            let p = places(&m, &w, o);
+            let placed = p.iter().all(|f| f.span.is_some());
+            assert_eq!(placed, !ungrounded.contains(&i), "{o}");
+        }
+        let p = places(&m, &w, &objects[0]);
+        assert_eq!(&doc[p[0].span.clone().unwrap()], "Ada Lovelace");
+    }
+}
