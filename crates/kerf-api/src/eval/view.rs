@@ -555,6 +555,7 @@ pub(super) fn live(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

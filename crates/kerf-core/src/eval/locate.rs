@@ -145,6 +145,7 @@ pub fn places(m: &Matcher, words: &Words<'_>, object: &Value) -> Vec<FieldPlace>
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::eval::MatchSpec;
 
