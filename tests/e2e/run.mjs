@@ -497,6 +497,177 @@ try {
       { timeout: UI, timeoutMsg: "a file picked in the dialog was not readable" });
   });
 
+  // The Evaluate screen on the bundled model: the shipped dataset, a broken one, a small eval
+  // whose matrix fills in, a cell opened, a cancelled eval resumed, two evals compared, and the
+  // same evals read by the CLI.
+  const shipped = path.join(process.cwd(), "datasets", "knowledge-graph.jsonl");
+  const kgPrompt = path.join(work, "prompts", "agent-kg-extract.json");
+  const cli = (...args) => execFileSync(process.env.KERF_CLI_BIN ?? path.join(path.dirname(app), "kerf"), args, { encoding: "utf8", env: process.env });
+  const matrixCells = () => browser.execute(() => [...document.querySelectorAll('[data-testid="matrix-cell"]')]
+    .map((c) => c.dataset.state));
+  /** Press a button that runs an eval and wait until its matrix has no cell left pending. */
+  async function waitEval(what) {
+    const started = Date.now();
+    let seen = "";
+    const filled = [];
+    await waitProgress({
+      done: async () => {
+        const cells = await matrixCells();
+        return cells.length > 0 && cells.every((c) => c !== "pending") && (await browser.$('[data-testid="eval-title"]').isExisting())
+          && !(await (await $t("eval-cancel")).isEnabled());
+      },
+      progress: async () => {
+        const p = await browser.$('[data-testid="eval-progress"]');
+        const now = (await p.isExisting()) ? await p.getText() : "";
+        if (now && now !== seen) { console.log(`     at ${((Date.now() - started) / 1000).toFixed(0)} s: ${now}`); filled.push((await matrixCells()).filter((c) => c !== "pending").length); }
+        seen = now;
+        return `${now} @ ${historyWritten()}`;
+      },
+      failed: async () => {
+        const e = await browser.$('[data-testid="eval-error"]');
+        return (await e.isExisting()) ? (await e.getText()) || null : null;
+      },
+    }, CELL, what);
+    return filled;
+  }
+  async function choosePrompt(id) {
+    const box = await browser.$(`[data-testid="eval-prompt"][data-id="${id}"]`);
+    if (!(await box.isSelected())) await box.click();
+  }
+
+  await scenario("evaluate: load the shipped dataset and see its problem-free preview", async () => {
+    await (await $t("nav-evaluate")).click();
+    await choosePrompt("agent-kg-extract");
+    answerDialogs(shipped);
+    await (await $t("eval-dataset-pick")).click();
+    await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+    const rows = await browser.$$('[data-testid="eval-preview-row"]');
+    const lines = fs.readFileSync(shipped, "utf8").trim().split("\n").length;
+    assert.equal(rows.length, lines, "every row of the shipped dataset is previewed");
+    assert.equal((await browser.$$('[data-testid="eval-row-problem"]')).length, 0);
+    assert.equal(await rows[0].getAttribute("data-row"), "photosynthesis");
+    await shot("evaluate-preview");
+  });
+
+  await scenario("evaluate: a dataset with errors shows each problem at its row", async () => {
+    const broken = path.join(work, "broken.jsonl");
+    fs.writeFileSync(broken, [
+      JSON.stringify({ id: "fine", input: "Ada wrote the first program.", expected: [{ type: "definition", entity: "program", definition: "instructions" }] }),
+      "{this line is not JSON",
+      JSON.stringify({ id: "bad-record", input: "Text.", expected: [{ type: "definition", entity: 7 }] }),
+      JSON.stringify({ id: "fine", input: "A second row with the same id." }),
+    ].join("\n") + "\n");
+    answerDialogs(broken);
+    await (await $t("eval-dataset-pick")).click();
+    await waitText("eval-problem-count", (t) => /^4 problem/i.test(t), UI, "not 4 problems counted");
+    const bad = await browser.$('[data-testid="eval-preview-row"][data-row="bad-record"]');
+    assert.equal(await bad.getAttribute("data-line"), "3");
+    const badText = await bad.getText();
+    assert.match(badText, /\/expected\/0/, "the bad record's problem names its pointer");
+    const loose = await browser.execute(() => [...document.querySelectorAll('[data-testid="eval-problem"]')].map((p) => [p.dataset.line, p.textContent]));
+    assert.ok(loose.some(([line, t]) => line === "2" && t.includes(":2")), `the line that is not JSON: ${JSON.stringify(loose)}`);
+    const all = await text("eval-preview");
+    assert.match(all, /row `fine`: id `fine` is also the id of the row at/, "the duplicate id is named at its second row");
+    await shot("evaluate-problems");
+  });
+
+  let firstEval = null;
+  await scenario("evaluate: run a small eval on the bundled model, watch the matrix fill, open a cell", async () => {
+    answerDialogs(shipped);
+    await (await $t("eval-dataset-pick")).click();
+    await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+    await (await $t("eval-limit")).setValue("2");
+    await (await $t("eval-budgets")).setValue("96");
+    await (await $t("eval-constrain")).selectByAttribute("value", "auto");
+    await (await $t("eval-plan")).click();
+    await waitText("eval-plan-line", (t) => t.startsWith("2 cell(s) · 2 request(s) at most"), UI, "the plan's size");
+    await (await $t("eval-run")).click();
+    const filled = await waitEval("the eval's matrix did not fill");
+    const cells = await matrixCells();
+    assert.equal(cells.length, 2, `2 rows × 1 cell: ${cells}`);
+    firstEval = Number((await text("eval-title")).replace(/\D+/g, ""));
+    assert.ok(firstEval > 0);
+    // The window's figures are the CLI's: `kerf eval show` reads the same eval.
+    const shown = JSON.parse(cli("eval", "show", String(firstEval), "--json"));
+    assert.equal(shown.pending, 0);
+    const f1 = await text("eval-line-f1");
+    const cliF1 = shown.summary[0].f1 == null ? "–" : shown.summary[0].f1.toFixed(3);
+    assert.equal(f1, cliF1, "the window's F1 is `kerf eval show`'s");
+    // A cell opened: expected and extracted side by side, marked; the reply; the document.
+    const first = await browser.$('[data-testid="matrix-row"][data-row="photosynthesis"] [data-testid="matrix-cell"] button');
+    await first.click();
+    await (await $t("cell-panel")).waitForExist({ timeout: UI });
+    const expected = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-expected"] li')].map((l) => l.dataset.mark));
+    assert.ok(expected.length >= 3 && expected.every((m) => ["matched", "partial", "missed"].includes(m)), `expected marks: ${expected}`);
+    const extracted = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-extracted"] li[data-mark]')].map((l) => [l.dataset.mark, l.dataset.grounded]));
+    const cellShown = shown.cells.find((c) => c.row === "photosynthesis");
+    assert.equal(extracted.length, cellShown.objects, "every extracted record is listed");
+    assert.equal(extracted.filter(([m]) => m === "matched" || m === "partial").length, cellShown.tp, "matched records are the CLI's tp");
+    assert.ok((await text("cell-reply")).length > 0, "the reply is shown");
+    const doc = await text("cell-document");
+    assert.ok(doc.startsWith("Photosynthesis is the process"), doc.slice(0, 60));
+    if (extracted.length > 0) {
+      const hits = await browser.$$('[data-testid="cell-reply"] .hit');
+      assert.ok(hits.length >= 1, "each accepted record is highlighted in the reply");
+    }
+    const grounded = extracted.filter(([, g]) => g === "true").length;
+    if (grounded > 0) {
+      await (await browser.$('[data-testid="cell-extracted"] li[data-grounded="true"] [data-testid="cell-record"]')).click();
+      const on = await browser.$$('[data-testid="cell-document"] .ground.on');
+      assert.ok(on.length >= 1, "the chosen record's place in the document is highlighted");
+    }
+    console.log(`     matrix filled in steps: ${filled.join(" → ")}; ${extracted.length} extracted, ${grounded} grounded`);
+    await shot("evaluate-cell");
+  });
+
+  await scenario("evaluate: cancel an eval, resume it in the window, compare it with the first, report it from the CLI", async () => {
+    await (await $t("eval-limit")).setValue("3");
+    await (await $t("eval-run")).click();
+    // Cancel once the first cell has filled in.
+    await waitFor(async () => (await matrixCells()).some((c) => c !== "pending"), CELL, "no cell filled in");
+    await (await $t("eval-cancel")).click();
+    await waitFor(async () => (await (await browser.$('[data-testid="eval-error"]')).getAttribute("data-code")) === "cancelled", CELL, "the eval did not stop");
+    await waitText("eval-resume", (t) => /cells left/.test(t), UI, "no Resume offered");
+    const id = Number((await text("eval-title")).replace(/\D+/g, ""));
+    assert.ok(id > firstEval, `a second eval: ${id}`);
+    const stopped = JSON.parse(cli("eval", "show", String(id), "--json"));
+    assert.ok(stopped.pending > 0, "the CLI sees the cells left");
+    await (await $t("eval-resume")).click();
+    await waitEval("the resumed eval did not finish");
+    const done = JSON.parse(cli("eval", "show", String(id), "--json"));
+    assert.equal(done.pending, 0, "resumed in the window, whole in the CLI");
+    assert.equal((await matrixCells()).length, 3);
+    // Two evals compared: the paired F1 difference over the rows they share.
+    await (await $t("eval-compare-id")).setValue(String(firstEval));
+    await (await $t("eval-compare")).click();
+    await (await $t("eval-comparison-line")).waitForExist({ timeout: UI });
+    const diff = await text("eval-f1-diff");
+    const cliDiff = JSON.parse(cli("eval", "compare", String(firstEval), String(id), "--json")).comparisons[0].f1_diff;
+    assert.equal(diff, cliDiff == null ? "–" : (cliDiff >= 0 ? "+" : "") + cliDiff.toFixed(3));
+    // The HTML report from the window, and the CLI's of the same eval.
+    const html = path.join(work, "exported", `eval-${id}.html`);
+    fs.mkdirSync(path.dirname(html), { recursive: true });
+    answerDialogs(html);
+    await (await $t("eval-save-html")).click();
+    await waitFor(() => fs.existsSync(html), UI, "no HTML report written");
+    const page = fs.readFileSync(html, "utf8");
+    assert.ok(page.includes("photosynthesis") && page.startsWith("<!doctype html"), page.slice(0, 80));
+    const cliHtml = path.join(work, "exported", `eval-${id}-cli.html`);
+    cli("eval", "report", String(id), "--html", cliHtml);
+    const strip = (t) => t.replace(/generated [^<]*/gi, "");
+    assert.equal(strip(fs.readFileSync(cliHtml, "utf8")), strip(page), "the window writes the CLI's report");
+    await shot("evaluate-resumed");
+  });
+
+  await scenario("evaluate: an eval the CLI ran opens in the window", async () => {
+    const out = JSON.parse(cli("eval", shipped, "--prompt", kgPrompt, "--max-tokens", "32", "--limit", "1", "--json"));
+    await (await $t("eval-open-id")).setValue(String(out.experiment));
+    await (await $t("eval-open")).click();
+    await waitText("eval-title", (t) => t === `eval ${out.experiment}`, UI, "the CLI's eval did not open");
+    assert.equal((await matrixCells()).length, 1);
+    assert.equal(await text("eval-line-f1"), out.summary[0].f1 == null ? "–" : out.summary[0].f1.toFixed(3));
+  });
+
   // A cloud provider through the window: its key typed once into the keyring, then a run on it
   // against a loopback OpenAI-compatible server that checks the key.
   const key = `sk-e2e-${process.pid}-${Math.random().toString(36).slice(2)}`;

@@ -8,7 +8,7 @@ import type { RunOptions } from "../ipc/bindings/RunOptions";
 import type { Models } from "../ipc/bindings/Models";
 import type { Meta } from "../ipc/bindings/Meta";
 
-export type Screen = "prompts" | "run" | "compare" | "history" | "export" | "providers";
+export type Screen = "prompts" | "run" | "compare" | "evaluate" | "history" | "export" | "providers";
 
 export const app = $state({
   screen: "prompts" as Screen,
@@ -22,6 +22,8 @@ export const app = $state({
   meta: null as Meta | null,
   // Set to `meta.runDefaults` before any screen is drawn.
   options: undefined as unknown as RunOptions,
+  // An eval for the Evaluate screen to open (History's "Open"), taken by the screen once shown.
+  openEval: null as number | null,
 });
 
 /** Whether the draft differs from the file it was opened from. */

@@ -197,6 +197,8 @@ pub struct Pace {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, TS)]
 #[ts(rename = "EvalProgress")]
 pub struct Progress {
+    /// The eval's experiment in the history (what `kerf eval resume` and `show` name).
+    pub experiment: i64,
     /// Cells finished in this pass (ok, cut by their budget, or failed).
     pub done: usize,
     /// Cells this pass runs.
@@ -689,6 +691,7 @@ pub fn run_cells(
     plan::check_concurrency(pace.concurrency)?;
     let (skipped, total, todo) = eval.todo(store, provider, pace.retry_errors)?;
     let progress = RefCell::new(Progress {
+        experiment: eval.experiment,
         total,
         skipped,
         ..Progress::default()

@@ -6,6 +6,10 @@ import type { CellLine } from "./CellLine";
  */
 export type EvalProgress = { 
 /**
+ * The eval's experiment in the history (what `kerf eval resume` and `show` name).
+ */
+experiment: number, 
+/**
  * Cells finished in this pass (ok, cut by their budget, or failed).
  */
 done: number, 
