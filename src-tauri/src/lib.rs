@@ -26,6 +26,9 @@ pub struct AppState {
     /// Which files the webview may name: Kerf's folders and what the user picked.
     pub access: FileAccess,
     pub dialogs: Dialogs,
+    /// A dataset named on the command line (`kerf-desktop --evaluate DATASET`): the window opens
+    /// at the Evaluate screen with it loaded (readable, as a file picked in the dialog is).
+    pub start_dataset: Option<String>,
 }
 
 impl AppState {
@@ -41,7 +44,20 @@ impl AppState {
             running: Mutex::new(HashMap::new()),
             access,
             dialogs: Dialogs::Native,
+            start_dataset: None,
         }
+    }
+
+    /// Open the window at the Evaluate screen with `dataset` loaded; a path that cannot be
+    /// resolved is reported and the window opens as usual.
+    pub fn evaluating(mut self, dataset: Option<&std::path::Path>) -> Self {
+        if let Some(path) = dataset {
+            match self.access.choose(path, access::Use::Read) {
+                Ok(p) => self.start_dataset = Some(p.display().to_string()),
+                Err(e) => eprintln!("kerf-desktop: --evaluate {}: {}", path.display(), e.message),
+            }
+        }
+        self
     }
 
     /// Dialogs answered by someone else (the tests).
@@ -80,6 +96,17 @@ pub fn context<R: tauri::Runtime>() -> tauri::Context<R> {
 /// Every command the handler serves, from their one declaration (`src/commands/surface.in`).
 pub use commands::{COMMANDS, typescript_client};
 
+/// `--evaluate DATASET` on the command line (what `npm start` opens the window with).
+fn evaluate_arg() -> Option<std::path::PathBuf> {
+    let mut args = std::env::args_os().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--evaluate" {
+            return args.next().map(Into::into);
+        }
+    }
+    None
+}
+
 /// Open the window.
 pub fn run() {
     // One runtime per process: Tauri's commands, the cloud transport's pooled connections and
@@ -88,7 +115,9 @@ pub fn run() {
     let workbench = Workbench::of_this_machine(None, shipped_prompts());
     with_kerf(
         tauri::Builder::default(),
-        AppState::new(workbench).with_dialogs(Dialogs::from_env()),
+        AppState::new(workbench)
+            .with_dialogs(Dialogs::from_env())
+            .evaluating(evaluate_arg().as_deref()),
     )
     .plugin(tauri_plugin_dialog::init())
     .plugin(tauri_plugin_window_state::Builder::default().build())

@@ -668,6 +668,35 @@ try {
     assert.equal(await text("eval-line-f1"), out.summary[0].f1 == null ? "–" : out.summary[0].f1.toFixed(3));
   });
 
+  await scenario("evaluate: History lists the evals with their state and best line; an unfinished one opens to resume", async () => {
+    // One more eval, stopped after its first cell.
+    await (await $t("nav-evaluate")).click();
+    answerDialogs(shipped);
+    await (await $t("eval-dataset-pick")).click();
+    await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+    await (await $t("eval-limit")).setValue("2");
+    await (await $t("eval-budgets")).setValue("32");
+    await (await $t("eval-run")).click();
+    await waitFor(async () => (await matrixCells()).some((c) => c !== "pending"), CELL, "no cell filled in");
+    await (await $t("eval-cancel")).click();
+    await waitText("eval-resume", (t) => /cells left/.test(t), CELL, "no Resume offered");
+    const stopped = Number((await text("eval-title")).replace(/\D+/g, ""));
+    await (await $t("nav-history")).click();
+    const row = await browser.$(`[data-testid="experiment-row"][data-id="${stopped}"]`);
+    await row.waitForExist({ timeout: UI });
+    assert.equal(await row.getAttribute("data-state"), "unfinished");
+    assert.match(await row.getText(), /cell\(s\) left/);
+    const done = await browser.$(`[data-testid="experiment-row"][data-id="${firstEval}"]`);
+    assert.equal(await done.getAttribute("data-state"), "done");
+    const shown = JSON.parse(cli("eval", "show", String(firstEval), "--json"));
+    const best = Math.max(...shown.summary.map((l) => l.f1 ?? -1));
+    if (best >= 0) assert.match(await done.$('[data-testid="experiment-headline"]').getText(), new RegExp(`^best F1 ${best.toFixed(3)}`));
+    await shot("history-experiments");
+    await row.$('[data-testid="experiment-open"]').click();
+    await waitText("eval-title", (t) => t === `eval ${stopped}`, UI, "the stopped eval did not open in Evaluate");
+    assert.ok(await (await $t("eval-resume")).isEnabled(), "Resume is offered");
+  });
+
   // A cloud provider through the window: its key typed once into the keyring, then a run on it
   // against a loopback OpenAI-compatible server that checks the key.
   const key = `sk-e2e-${process.pid}-${Math.random().toString(36).slice(2)}`;

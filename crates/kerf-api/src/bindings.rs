@@ -117,6 +117,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         history::wire::RunDetail,
         history::wire::HistoryFilter,
         history::wire::ExperimentRow,
+        history::wire::ExperimentState,
         history::wire::RunDiffView,
         history::wire::ParamChangeView,
         history::wire::ChangedObject,

@@ -18,6 +18,14 @@ pub struct ExperimentSummary {
     pub created_at: String,
     pub runs: i64,
     pub note: Option<String>,
+    /// What the History list shows of it, taken from its spec and result by SQLite (never the
+    /// whole result, which for an eval holds every cell): an eval's cells, cells left and each
+    /// line's F1; a test's verdict counts; a compare's planned cells and rows. A spec or result
+    /// that is not JSON gives none, never a failed list; a result of 8 MB or more (an eval of
+    /// many thousand cells) is not read for the list, which stays quick. Not in the CLI's
+    /// `--json` (its full result is there).
+    #[serde(skip)]
+    pub figures: Option<Value>,
 }
 
 /// A compare or sweep in full: what was asked, its rows and curves, and its runs.
@@ -33,7 +41,26 @@ pub struct Experiment {
 
 /// The columns of an [`ExperimentSummary`], in [`summary_from`]'s order (a query's own follow).
 const SUMMARY_COLUMNS: &str = "e.id, e.kind, e.status, e.created_at, e.note,
-    (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id)";
+    (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id),
+    CASE e.kind
+      WHEN 'eval' THEN json_object(
+        'cells', json_extract((CASE WHEN json_valid(e.spec) THEN e.spec END), '$.cells'),
+        'pending', json_extract((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.pending'),
+        'lines', json((SELECT json_group_array(json_object(
+            'prompt', json_extract(l.value, '$.prompt'),
+            'max_tokens', json_extract(l.value, '$.max_tokens'),
+            'constrained', json_extract(l.value, '$.constrained'),
+            'f1', json_extract(l.value, '$.f1')))
+          FROM json_each(coalesce((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '{}'), '$.summary') l)))
+      WHEN 'test' THEN json_object(
+        'cells', json_extract((CASE WHEN json_valid(e.spec) THEN e.spec END), '$.plan.cells'),
+        'passed', json_extract((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.passed'),
+        'failed', json_extract((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.failed'),
+        'errors', json_extract((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.errors'))
+      WHEN 'compare' THEN json_object(
+        'cells', json_extract((CASE WHEN json_valid(e.spec) THEN e.spec END), '$.plan.cells'),
+        'rows', json_array_length((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.rows'))
+      ELSE NULL END";
 
 fn summary_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentSummary> {
     Ok(ExperimentSummary {
@@ -43,6 +70,9 @@ fn summary_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentSummary> {
         created_at: kerf_core::time::rfc3339(r.get(3)?),
         note: r.get(4)?,
         runs: r.get(5)?,
+        figures: r
+            .get::<_, Option<String>>(6)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -112,9 +142,9 @@ impl Store {
                 |r| {
                     Ok(Experiment {
                         summary: summary_from(r)?,
-                        spec: json_col(r.get(6)?),
-                        result: Some(json_col(r.get(7)?)).filter(|v| !v.is_null()),
-                        error: r.get(8)?,
+                        spec: json_col(r.get(7)?),
+                        result: Some(json_col(r.get(8)?)).filter(|v| !v.is_null()),
+                        error: r.get(9)?,
                         run_list: Vec::new(),
                     })
                 },

@@ -414,6 +414,10 @@ async fn eval_start<R: Runtime>(
     .await
 }
 
+async fn start_dataset<R: Runtime>(cx: Cx<'_, R>) -> Result<Option<String>> {
+    Ok(cx.state.start_dataset.clone())
+}
+
 async fn dataset_preview<R: Runtime>(
     cx: Cx<'_, R>,
     path: String,

@@ -199,6 +199,14 @@ export function evalStart(id: string, input: EvalInput, onProgress: (message: Ev
 }
 
 /**
+ * The dataset the window was opened with (`kerf-desktop --evaluate DATASET`), if any: the
+ * window starts at the Evaluate screen with it loaded.
+ */
+export function startDataset(): Promise<string | null> {
+  return call<string | null>("start_dataset", {});
+}
+
+/**
  * A dataset as an eval would read it (the first rows, their expected records, every
  * problem at its row), its rows checked against `prompts` when some are given.
  */

@@ -24,6 +24,8 @@ export const app = $state({
   options: undefined as unknown as RunOptions,
   // An eval for the Evaluate screen to open (History's "Open"), taken by the screen once shown.
   openEval: null as number | null,
+  // The dataset the window was opened with (`kerf-desktop --evaluate DATASET`), for Evaluate.
+  startDataset: null as string | null,
 });
 
 /** Whether the draft differs from the file it was opened from. */

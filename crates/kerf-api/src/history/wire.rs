@@ -159,6 +159,85 @@ pub struct ExperimentRow {
     pub created_at: String,
     pub runs: i64,
     pub note: Option<String>,
+    /// Where it stands, in the History list's words.
+    pub state: ExperimentState,
+    /// Cells planned (an eval's matrix, a compare's or a test's plan), when known.
+    pub cells: Option<u64>,
+    /// Its headline figures in a few words (`best F1 0.512: p @ 512`, `3 passed, 1 failed`).
+    pub headline: Option<String>,
+}
+
+/// Where an experiment stands, as History lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ExperimentState {
+    /// A process is running it now.
+    Running,
+    /// Handed to a provider that answers later (a batch API).
+    Submitted,
+    /// Stopped, or ended with cells left: an eval's resume finishes it.
+    Unfinished,
+    /// Ended with an error.
+    Failed,
+    Done,
+}
+
+impl ExperimentState {
+    fn of(status: Status, pending: Option<u64>) -> ExperimentState {
+        match status {
+            Status::Running => ExperimentState::Running,
+            Status::Submitted => ExperimentState::Submitted,
+            Status::Interrupted | Status::Truncated => ExperimentState::Unfinished,
+            Status::Error => ExperimentState::Failed,
+            Status::Ok if pending.is_some_and(|n| n > 0) => ExperimentState::Unfinished,
+            Status::Ok => ExperimentState::Done,
+        }
+    }
+}
+
+/// The few words History shows of an experiment's figures (see
+/// [`kerf_store::ExperimentSummary::figures`]).
+fn headline(kind: crate::experiments::ExperimentKind, figures: &Value) -> Option<String> {
+    use crate::experiments::ExperimentKind as K;
+    let n = |key: &str| figures.get(key).and_then(Value::as_u64);
+    match kind {
+        K::Eval => {
+            let best = figures
+                .get("lines")?
+                .as_array()?
+                .iter()
+                .filter_map(|l| Some((l.get("f1")?.as_f64()?, l)))
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            let mut words = best.map(|(f1, l)| {
+                format!(
+                    "best F1 {f1:.3}: {} @ {}{}",
+                    l.get("prompt").and_then(Value::as_str).unwrap_or("?"),
+                    l.get("max_tokens").and_then(Value::as_u64).unwrap_or(0),
+                    if l.get("constrained").and_then(Value::as_bool) == Some(true) {
+                        " constrained"
+                    } else {
+                        ""
+                    }
+                )
+            });
+            if let Some(p) = n("pending").filter(|&p| p > 0) {
+                let left = format!("{p} cell(s) left");
+                words = Some(match words {
+                    Some(w) => format!("{w} · {left}"),
+                    None => left,
+                });
+            }
+            words
+        }
+        K::Test => Some(format!(
+            "{} passed, {} failed, {} errors",
+            n("passed")?,
+            n("failed")?,
+            n("errors")?
+        )),
+        K::Compare => n("rows").map(|r| format!("{r} row(s)")),
+        K::Sweep => None,
+    }
 }
 
 impl TryFrom<kerf_store::ExperimentSummary> for ExperimentRow {
@@ -174,15 +253,21 @@ impl TryFrom<kerf_store::ExperimentSummary> for ExperimentRow {
                 ),
             )
         };
+        let kind = crate::experiments::ExperimentKind::parse(&e.kind)
+            .ok_or_else(|| corrupt("kind", &e.kind))?;
+        let status =
+            kerf_store::Status::parse(&e.status).ok_or_else(|| corrupt("status", &e.status))?;
+        let figures = e.figures.unwrap_or(Value::Null);
         Ok(ExperimentRow {
             id: e.id,
-            kind: crate::experiments::ExperimentKind::parse(&e.kind)
-                .ok_or_else(|| corrupt("kind", &e.kind))?,
-            status: kerf_store::Status::parse(&e.status)
-                .ok_or_else(|| corrupt("status", &e.status))?,
+            kind,
+            status,
             created_at: e.created_at,
             runs: e.runs,
             note: e.note,
+            state: ExperimentState::of(status, figures.get("pending").and_then(Value::as_u64)),
+            cells: figures.get("cells").and_then(Value::as_u64),
+            headline: headline(kind, &figures),
         })
     }
 }

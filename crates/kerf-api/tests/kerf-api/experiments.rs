@@ -767,6 +767,22 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
     let [s, t] = place.span.unwrap();
     assert_eq!(document[s..t].to_lowercase(), "photosynthesis");
     assert_eq!(view.cut, None, "the reply ended on its own");
+    // History lists it with its state, size and best line.
+    let listed: Vec<kerf_api::history::wire::ExperimentRow> =
+        kerf_api::history::experiments(&store, None)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.try_into().unwrap())
+            .collect();
+    let row = listed.iter().find(|r| r.id == e.experiment).unwrap();
+    assert_eq!(row.kind, ExperimentKind::Eval);
+    assert_eq!(row.state, kerf_api::history::wire::ExperimentState::Done);
+    assert_eq!(row.cells, Some(2));
+    let best = report.summary[0].micro.f1.unwrap();
+    assert_eq!(
+        row.headline.as_deref(),
+        Some(format!("best F1 {best:.3}: agent-kg-extract @ 256").as_str())
+    );
 }
 
 /// A dataset previewed: every row shown with its expected records, and each problem at the
