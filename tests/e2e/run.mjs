@@ -642,8 +642,12 @@ try {
     await (await $t("eval-compare")).click();
     await (await $t("eval-comparison-line")).waitForExist({ timeout: UI });
     const diff = await text("eval-f1-diff");
-    const cliDiff = JSON.parse(cli("eval", "compare", String(firstEval), String(id), "--json")).comparisons[0].f1_diff;
+    const cliCompared = JSON.parse(cli("eval", "compare", String(firstEval), String(id), "--json")).comparisons[0];
+    const cliDiff = cliCompared.f1_diff;
     assert.equal(diff, cliDiff == null ? "–" : (cliDiff >= 0 ? "+" : "") + cliDiff.toFixed(3));
+    // Per row, the records gained and lost, as the CLI pairs the rows.
+    const perRow = await browser.execute(() => [...document.querySelectorAll('[data-testid="eval-comparison-row"]')].map((r) => r.dataset.row));
+    assert.deepEqual(perRow, cliCompared.per_row.map((r) => r.row));
     // The HTML report from the window, and the CLI's of the same eval.
     const html = path.join(work, "exported", `eval-${id}.html`);
     fs.mkdirSync(path.dirname(html), { recursive: true });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { CellLine } from "../ipc/bindings/CellLine";
-import { cellState, columns, f1Colour, filterRows, rows, sortRows } from "./matrix";
+import { cellState, columns, f1Colour, filterRows, recordTypes, rows, sortRows } from "./matrix";
 
 function cell(row: string, prompt: string, max_tokens: number, f: Partial<CellLine> = {}): CellLine {
   return {
@@ -14,7 +14,7 @@ describe("matrix", () => {
   const cells = [
     cell("r1", "jsonl", 256), cell("r1", "jsonl", 64, { status: "truncated", recall: 0.5, f1: 0.6, fn: 1 }),
     cell("r2", "jsonl", 256, { recall: 0.2, f1: 0.3 }), cell("r2", "jsonl", 64, { status: "error", f1: null, recall: null }),
-    cell("r3", "array", 64, { dropped: { invalid_json: 2 } as CellLine["dropped"] }),
+    cell("r3", "array", 64, { dropped: { invalid_json: 2 } as CellLine["dropped"], types: ["definition", "relationship"] }),
     cell("r1", "jsonl", 256, { repeat: 1, f1: 0 }),
   ];
   it("lays cells out as rows in the dataset's order and columns by prompt then budget", () => {
@@ -33,13 +33,15 @@ describe("matrix", () => {
   });
   it("filters by status, drop reason and id", () => {
     const rs = rows(cells, ["r1", "r2", "r3", "r4"]);
-    const f = { status: "all" as const, drop: "", text: "" };
+    const f = { status: "all" as const, drop: "", text: "", type: "" };
     expect(filterRows(rs, { ...f, status: "cut" }).map((r) => r.id)).toEqual(["r1"]);
     expect(filterRows(rs, { ...f, status: "failed" }).map((r) => r.id)).toEqual(["r2"]);
     expect(filterRows(rs, { ...f, status: "pending" }).map((r) => r.id)).toEqual(["r4"]);
     expect(filterRows(rs, { ...f, status: "missed" }).map((r) => r.id)).toEqual(["r1"]);
     expect(filterRows(rs, { ...f, drop: "invalid_json" }).map((r) => r.id)).toEqual(["r3"]);
     expect(filterRows(rs, { ...f, text: "R2" }).map((r) => r.id)).toEqual(["r2"]);
+    expect(filterRows(rs, { ...f, type: "relationship" }).map((r) => r.id)).toEqual(["r3"]);
+    expect(recordTypes(cells)).toEqual(["definition", "relationship"]);
   });
   it("marks states and colours F1 from red to green", () => {
     expect(cellState(undefined)).toBe("pending");

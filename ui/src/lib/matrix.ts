@@ -26,6 +26,8 @@ export interface MatrixFilter {
   status: StatusFilter;
   /** Only rows where some cell dropped a piece for this reason ("" for any). */
   drop: string;
+  /** Only rows where some cell's scoring met this record type ("" for any). */
+  type: string;
   /** Only rows whose id holds this text. */
   text: string;
 }
@@ -102,6 +104,7 @@ export function filterRows(list: MatrixRow[], f: MatrixFilter): MatrixRow[] {
     if (text && !r.id.toLowerCase().includes(text)) return false;
     const cells = [...r.cells.values()];
     if (f.drop && !cells.some((c) => (c.dropped as Record<string, number | undefined>)[f.drop])) return false;
+    if (f.type && !cells.some((c) => c.types?.includes(f.type))) return false;
     switch (f.status) {
       case "all": return true;
       case "cut": return cells.some((c) => cellState(c) === "cut");
@@ -116,6 +119,13 @@ export function filterRows(list: MatrixRow[], f: MatrixFilter): MatrixRow[] {
 export function dropReasons(cells: Iterable<CellLine>): string[] {
   const seen = new Set<string>();
   for (const c of cells) for (const [k, n] of Object.entries(c.dropped as Record<string, number | undefined>)) if (n) seen.add(k);
+  return [...seen].sort();
+}
+
+/** The record types any cell's scoring met, for the filter's list. */
+export function recordTypes(cells: Iterable<CellLine>): string[] {
+  const seen = new Set<string>();
+  for (const c of cells) for (const t of c.types ?? []) seen.add(t);
   return [...seen].sort();
 }
 

@@ -46,6 +46,11 @@ pub struct CellLine {
     pub cost_usd: Option<f64>,
     /// Measured by a reply an earlier eval bought (`--cache`): its run is that eval's.
     pub cached: bool,
+    /// The record types the cell's scoring met (expected or extracted), for the window's
+    /// filter by type. Absent when it met none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<String>>", optional)]
+    pub types: Vec<String>,
     /// The scoring (counts by type, pairs, misses, agreement), for the summaries,
     /// `lost_to_cut`, repeats and the report's side-by-side view — without its list of
     /// spurious records: the report keeps no cell's reply (a cell's records are read back from

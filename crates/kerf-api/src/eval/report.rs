@@ -266,6 +266,7 @@ impl CellLine {
             completion_tokens: None,
             cost_usd: None,
             cached: c.run.is_some() && stored.run_experiment != Some(experiment),
+            types: Vec::new(),
             scored: None,
         };
         if c.run.is_some() {
@@ -301,6 +302,12 @@ pub(crate) fn score_line(
         (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
         // Indices into the reply, which is not kept.
         s.spurious = Vec::new();
+        line.types = s
+            .by_type
+            .iter()
+            .filter(|(_, c)| c.tp + c.fp + c.fn_ > 0)
+            .map(|(t, _)| t.clone())
+            .collect();
         line.scored = Some(s);
     }
     objects

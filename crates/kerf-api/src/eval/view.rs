@@ -542,6 +542,7 @@ pub(super) fn live(
         completion_tokens,
         cost_usd,
         cached,
+        types: Vec::new(),
         scored: None,
     };
     if let Some(run) = line.run.filter(|_| line.measured()) {

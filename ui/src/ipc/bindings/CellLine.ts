@@ -29,4 +29,9 @@ ungrounded: number | null, completion_tokens: number | null, cost_usd: number | 
 /**
  * Measured by a reply an earlier eval bought (`--cache`): its run is that eval's.
  */
-cached: boolean, };
+cached: boolean, 
+/**
+ * The record types the cell's scoring met (expected or extracted), for the window's
+ * filter by type. Absent when it met none.
+ */
+types?: Array<string>, };
