@@ -261,8 +261,10 @@ pub fn go(
 pub fn show(store: &Store, id: i64, options: Options) -> Result<super::wire::EvalShown> {
     let e = super::stored(store, id)?;
     let report = super::report(store, &e, options)?;
+    let mut charts = report.budget_charts();
+    charts.extend(report.repeat_chart());
     Ok(super::wire::EvalShown {
-        charts: report.budget_charts(),
+        charts,
         rows: e.rows.clone(),
         report,
     })

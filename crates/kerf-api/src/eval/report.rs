@@ -654,6 +654,47 @@ impl Report {
     /// F1 and recall against the budget, a line per prompt and constraint pass: F1 with its
     /// band (the spread over repeats, else its bootstrap interval). What the HTML report draws
     /// and the window will.
+    /// With repeats: each line's F1 in each repeat, a curve per prompt × budget × constraint —
+    /// how stable the figures are (`None` with one repeat).
+    pub fn repeat_chart(&self) -> Option<Chart> {
+        let lines: Vec<&SummaryLine> = self
+            .summary
+            .iter()
+            .filter(|l| l.repeats.is_some())
+            .collect();
+        if lines.is_empty() || self.repeat < 2 {
+            return None;
+        }
+        let series = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| charts::Series {
+                name: format!(
+                    "{} @ {}{}",
+                    l.prompt,
+                    l.max_tokens,
+                    if l.constrained { " (constrained)" } else { "" }
+                ),
+                color: charts::color(i),
+                ys: l
+                    .repeats
+                    .as_ref()
+                    .map(|r| r.f1_by_repeat.clone())
+                    .unwrap_or_default(),
+                band: None,
+                marks: true,
+            })
+            .collect();
+        Some(Chart {
+            title: "F1 in each repeat".into(),
+            x: Axis::new("repeat", Scale::Linear, Ticks::Count),
+            y: Axis::new("F1", Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
+            xs: (1..=self.repeat).map(f64::from).collect(),
+            series,
+            stepped: false,
+        })
+    }
+
     pub fn budget_charts(&self) -> Vec<Chart> {
         let mut charts = Vec::new();
         for (metric, title) in [

@@ -824,3 +824,44 @@ fn a_dataset_preview_puts_each_problem_at_its_row() {
             .any(|p| p.row.as_deref() == Some("bad-record") && p.message.contains("/expected/0"))
     );
 }
+
+/// With repeats, the Evaluate screen charts each line's F1 in each repeat.
+#[test]
+fn an_eval_with_repeats_charts_each_repeats_f1() {
+    let store = Store::in_memory().unwrap();
+    let provider = scripted(4);
+    let e = eval::begin(
+        &store,
+        rows(2),
+        vec![subject("agent-kg-extract.json")],
+        &plan(&[256], 2, 1, Allowance::default()),
+        params(),
+        &provider,
+        &mut |_| {},
+    )
+    .unwrap();
+    let pace = Pace {
+        concurrency: 1,
+        retry_errors: false,
+        live: false,
+    };
+    eval::run_cells(
+        &store,
+        &e,
+        &provider,
+        pace,
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let report = eval::finish(&store, &e, false, eval::Options::default()).unwrap();
+    let chart = report.repeat_chart().expect("two repeats make a chart");
+    assert_eq!(chart.xs, [1.0, 2.0]);
+    assert_eq!(chart.series.len(), 1);
+    let by_repeat = &report.summary[0].repeats.as_ref().unwrap().f1_by_repeat;
+    assert_eq!(&chart.series[0].ys, by_repeat);
+    assert_eq!(chart.series[0].name, "agent-kg-extract @ 256");
+    let shown = eval::flow::show(&store, e.experiment, eval::Options::default()).unwrap();
+    assert_eq!(shown.charts.last(), Some(&chart));
+    assert_eq!(shown.rows.len(), 2);
+}
