@@ -99,11 +99,12 @@ const driver = await startDriver({ port: 0, timeout: T(60000) });
 
 let browser;
 const results = [];
-// KERF_E2E_ONLY=TEXT: only the scenarios whose name holds TEXT (while working on one; some
-// scenarios build on what an earlier one left, so the whole list is what the test command runs).
-const only = process.env.KERF_E2E_ONLY;
+// KERF_E2E_ONLY=TEXT[|TEXT…]: only the scenarios whose name holds one of the texts (while
+// working on one; some scenarios build on what an earlier one left, so the whole list is what
+// the test command runs).
+const only = process.env.KERF_E2E_ONLY?.split("|").filter(Boolean);
 async function scenario(name, fn) {
-  if (only && !name.includes(only)) return;
+  if (only?.length && !only.some((t) => name.includes(t))) return;
   const t = Date.now();
   try {
     await fn();
@@ -736,6 +737,53 @@ try {
       const last = cloud.requests.at(-1);
       assert.equal(last.auth, `Bearer ${key}`, "the run did not send the stored key");
       assert.equal(last.body.model, "loopback-model");
+    });
+
+    await scenario("evaluate on the loopback server: every cell scored, a cell's records marked and placed", async () => {
+      // A reply with one expected record of the photosynthesis row, one invented record, and a
+      // line that is not JSON: the same for every row.
+      const saved = cloud.options.reply;
+      cloud.options.reply = [
+        JSON.stringify({ type: "definition", entity: "Photosynthesis", definition: "The process by which green plants turn light energy into chemical energy" }),
+        "not a record",
+        JSON.stringify({ type: "definition", entity: "Unicorn", definition: "Not in any document" }),
+      ].join("\n") + "\n";
+      try {
+        await (await $t("nav-evaluate")).click();
+        answerDialogs(shipped);
+        await (await $t("eval-dataset-pick")).click();
+        await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+        await choosePrompt("agent-kg-extract");
+        await (await $t("eval-limit")).setValue("4");
+        await (await $t("eval-budgets")).setValue("512");
+        await (await $t("eval-constrain")).selectByAttribute("value", "none");
+        await (await $t("eval-concurrency")).setValue("4");
+        await (await $t("eval-run")).click();
+        await waitEval("the loopback eval did not finish");
+        const id = Number((await text("eval-title")).replace(/\D+/g, ""));
+        const shown = JSON.parse(cli("eval", "show", String(id), "--json"));
+        assert.equal(shown.provider, provider);
+        assert.equal((await matrixCells()).length, 4);
+        assert.equal(await text("eval-line-f1"), shown.summary[0].f1.toFixed(3));
+        await (await browser.$('[data-testid="matrix-row"][data-row="photosynthesis"] [data-testid="matrix-cell"] button')).click();
+        await (await browser.$('[data-testid="cell-panel"][data-row="photosynthesis"]')).waitForExist({ timeout: UI });
+        const marks = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-extracted"] li[data-mark]')].map((l) => [l.dataset.mark, l.dataset.grounded]));
+        assert.deepEqual(marks, [["matched", "true"], ["spurious", "false"]]);
+        const expected = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-expected"] li')].map((l) => l.dataset.mark));
+        assert.equal(expected.filter((m) => m === "matched").length, 1);
+        assert.ok(expected.filter((m) => m === "missed").length >= 2);
+        // The two records highlighted in the reply, the line between them not.
+        const hits = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-reply"] .hit')].map((h) => h.textContent));
+        assert.deepEqual(hits.map((h) => JSON.parse(h).entity), ["Photosynthesis", "Unicorn"]);
+        // Its name in the document, and the invented one listed apart.
+        await (await browser.$('[data-testid="cell-extracted"] li[data-mark="matched"] [data-testid="cell-record"]')).click();
+        const on = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-document"] .ground.on')].map((h) => h.textContent));
+        assert.deepEqual(on, ["Photosynthesis"]);
+        assert.match(await text("cell-ungrounded"), /Unicorn/);
+        await shot("evaluate-loopback-cell");
+      } finally {
+        cloud.options.reply = saved;
+      }
     });
 
     await scenario("cancel a streaming run and keep what arrived", async () => {
