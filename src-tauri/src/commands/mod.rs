@@ -406,10 +406,7 @@ async fn eval_start<R: Runtime>(
                 let _ = on_progress.send(p.clone());
             },
         )?;
-        match finished.stopped() {
-            Some(e) => Err(e),
-            None => Ok(finished.report),
-        }
+        stopped_or_report(finished)
     })
     .await
 }
@@ -439,6 +436,15 @@ async fn eval_plan<R: Runtime>(cx: Cx<'_, R>, input: EvalInput) -> Result<EvalPl
     blocking(move || EvalPlan::of(&wb, &input)).await
 }
 
+/// An eval pass's end for the window: its report, or the error a stopped eval ends with (which
+/// names how to finish it).
+fn stopped_or_report(finished: eval::Finished) -> Result<EvalReport> {
+    match finished.stopped() {
+        Some(e) => Err(e),
+        None => Ok(finished.report),
+    }
+}
+
 async fn eval_resume<R: Runtime>(
     cx: Cx<'_, R>,
     id: String,
@@ -453,10 +459,7 @@ async fn eval_resume<R: Runtime>(
             eval::flow::resume_run(&wb, &store, experiment, &token, &mut |_| {}, &mut |p| {
                 let _ = on_progress.send(p.clone());
             })?;
-        match finished.stopped() {
-            Some(e) => Err(e),
-            None => Ok(finished.report),
-        }
+        stopped_or_report(finished)
     })
     .await
 }

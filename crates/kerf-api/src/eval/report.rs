@@ -240,17 +240,19 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
 }
 
 impl CellLine {
-    /// Cell `stored` of eval `experiment` before its reply is scored: its key, its run and how
-    /// the run ended.
-    pub(crate) fn unscored(stored: &kerf_store::StoredReply, experiment: i64) -> CellLine {
-        let c = &stored.cell;
-        let mut line = CellLine {
-            row: c.cell.row.clone(),
-            prompt: c.cell.prompt.clone(),
-            max_tokens: c.cell.max_tokens,
-            constrained: c.cell.constrained,
-            repeat: c.cell.repeat,
-            run: c.run,
+    /// Cell `cell`, run by `run` and ended `status`, with no figure yet.
+    pub(crate) fn of(
+        cell: &kerf_store::EvalCell,
+        run: Option<i64>,
+        status: Option<Status>,
+    ) -> CellLine {
+        CellLine {
+            row: cell.row.clone(),
+            prompt: cell.prompt.clone(),
+            max_tokens: cell.max_tokens,
+            constrained: cell.constrained,
+            repeat: cell.repeat,
+            run,
             finish_reason: None,
             objects: 0,
             tp: None,
@@ -260,15 +262,23 @@ impl CellLine {
             recall: None,
             f1: None,
             lost_to_cut: None,
-            status: c.status,
+            status,
             dropped: DropCounts::default(),
             ungrounded: None,
             completion_tokens: None,
             cost_usd: None,
-            cached: c.run.is_some() && stored.run_experiment != Some(experiment),
+            cached: false,
             types: Vec::new(),
             scored: None,
-        };
+        }
+    }
+
+    /// Cell `stored` of eval `experiment` before its reply is scored: its key, its run and how
+    /// the run ended.
+    pub(crate) fn unscored(stored: &kerf_store::StoredReply, experiment: i64) -> CellLine {
+        let c = &stored.cell;
+        let mut line = CellLine::of(&c.cell, c.run, c.status);
+        line.cached = c.run.is_some() && stored.run_experiment != Some(experiment);
         if c.run.is_some() {
             line.finish_reason = stored.finish_reason;
             line.completion_tokens = stored.completion_tokens;

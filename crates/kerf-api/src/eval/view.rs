@@ -520,31 +520,11 @@ pub(super) fn live(
             true,
         ),
     };
-    let mut line = CellLine {
-        row: cell.row,
-        prompt: cell.prompt,
-        max_tokens: cell.max_tokens,
-        constrained: cell.constrained,
-        repeat: cell.repeat,
-        run,
-        finish_reason: finish,
-        objects: 0,
-        tp: None,
-        fp: None,
-        fn_: None,
-        precision: None,
-        recall: None,
-        f1: None,
-        lost_to_cut: None,
-        status: finish.map(Status::for_finish),
-        dropped: Default::default(),
-        ungrounded: None,
-        completion_tokens,
-        cost_usd,
-        cached,
-        types: Vec::new(),
-        scored: None,
-    };
+    let mut line = CellLine::of(&cell, run, finish.map(Status::for_finish));
+    line.finish_reason = finish;
+    line.completion_tokens = completion_tokens;
+    line.cost_usd = cost_usd;
+    line.cached = cached;
     if let Some(run) = line.run.filter(|_| line.measured()) {
         let prompt = &eval.subjects[subject].prompt;
         let row = eval.row(store, seq)?;
