@@ -238,15 +238,35 @@ impl Worker {
     }
 
     /// Send one request and read its reply; `None` when the worker died doing it.
-    fn ask(&mut self, request: &[u8]) -> Option<Reply> {
-        self.to.write_all(request).ok()?;
-        self.to.flush().ok()?;
+    fn ask(&mut self, request: &[u8]) -> Asked {
+        if self
+            .to
+            .write_all(request)
+            .and_then(|()| self.to.flush())
+            .is_err()
+        {
+            return Asked::NotSent;
+        }
         let mut line = String::new();
         match self.from.read_line(&mut line) {
-            Ok(n) if n > 0 => serde_json::from_str(&line).ok(),
-            _ => None,
+            Ok(n) if n > 0 => serde_json::from_str(&line).map_or(Asked::Died, Asked::Reply),
+            _ => Asked::Died,
         }
     }
+
+    /// Whether the process has ended (an idle worker killed from outside, say).
+    fn ended(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// How a request to a worker went.
+enum Asked {
+    Reply(Reply),
+    /// The worker could not take the request: it had ended before it was sent.
+    NotSent,
+    /// The worker ended while it had the request.
+    Died,
 }
 
 impl Drop for Worker {
@@ -285,25 +305,39 @@ fn render_in_worker(
     })
     .map_err(|e| failed(format!("the render could not be sent to its worker: {e}")))?;
     request.push(b'\n');
-    let idle = IDLE.lock().unwrap_or_else(|p| p.into_inner()).pop();
-    let mut worker = match idle {
-        Some(w) => w,
-        None => Worker::start(program).map_err(|e| {
+    let start = || {
+        Worker::start(program).map_err(|e| {
             failed(format!(
                 "the render worker ({}) could not start: {e}",
                 program.display()
             ))
-        })?,
+        })
     };
-    match worker.ask(&request) {
-        Some(reply) => {
+    // An idle worker that ended while it waited (killed from outside: the OOM killer, a person)
+    // says nothing about this template: a fresh worker takes the request instead.
+    let idle = IDLE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .pop()
+        .and_then(|mut w| (!w.ended()).then_some(w));
+    let (mut worker, reused) = match idle {
+        Some(w) => (w, true),
+        None => (start()?, false),
+    };
+    let mut asked = worker.ask(&request);
+    if reused && matches!(asked, Asked::NotSent) {
+        worker = start()?;
+        asked = worker.ask(&request);
+    }
+    match asked {
+        Asked::Reply(reply) => {
             let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
             if idle.len() < IDLE_WORKERS {
                 idle.push(worker);
             }
             reply.into_result(name)
         }
-        None => {
+        Asked::NotSent | Asked::Died => {
             let status = worker.child.wait().ok();
             Err(failed(died(status)))
         }
@@ -319,4 +353,46 @@ fn died(status: Option<std::process::ExitStatus>) -> String {
         "the render built more than {limit} MiB (KERF_RENDER_MEMORY_MIB) and was stopped; \
          a loop that grows a string? (the render's process {how})"
     )
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A worker killed from outside while it waits in the pool says nothing about the next
+    /// template: a fresh worker renders it (it was once reported as a memory limit reached).
+    #[test]
+    fn an_idle_worker_killed_from_outside_is_replaced_not_blamed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let reply = serde_json::to_string(&Reply::Rendered {
+            text: "rendered".into(),
+            warnings: Vec::new(),
+        })
+        .unwrap();
+        // A stand-in worker: one reply line per request line.
+        let script = dir.path().join("worker.sh");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\nwhile read -r line; do printf '%s\\n' '{reply}'; done\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ctx = Map::new();
+        let first = render_in_worker(&script, "t", "x", &ctx).unwrap();
+        assert_eq!(first.0, "rendered");
+        let pid = {
+            let idle = IDLE.lock().unwrap();
+            idle.last().unwrap().child.id()
+        };
+        let killed = Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let again = render_in_worker(&script, "t", "x", &ctx).unwrap();
+        assert_eq!(again.0, "rendered");
+    }
 }
