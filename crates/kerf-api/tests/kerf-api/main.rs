@@ -7,6 +7,7 @@ mod experiments;
 mod isolation;
 mod providers;
 mod runs;
+mod sides;
 #[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
 mod server;
 mod workbench;
