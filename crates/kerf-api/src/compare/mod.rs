@@ -346,7 +346,10 @@ impl Relay<'_> {
         if self.pending.as_ref().is_some_and(|p| p.cell != at as u32) {
             self.flush(total);
         }
-        self.pending.get_or_insert_with(|| cell(at)).text.push_str(text);
+        self.pending
+            .get_or_insert_with(|| cell(at))
+            .text
+            .push_str(text);
         if self.sent.elapsed() >= TEXT_EVERY {
             self.flush(total);
         }

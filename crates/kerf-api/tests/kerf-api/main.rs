@@ -7,9 +7,9 @@ mod experiments;
 mod isolation;
 mod providers;
 mod runs;
-mod sides;
 #[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
 mod server;
+mod sides;
 mod workbench;
 
 use kerf_api::Code;

@@ -113,9 +113,18 @@ fn assert_agrees(side: &Side, store: &Store) {
             side.text[..cut],
             "cut {k}"
         );
-        let prefix = prompt.parser.parse(&side.text[..cut], &vars).objects.to_vec();
+        let prefix = prompt
+            .parser
+            .parse(&side.text[..cut], &vars)
+            .objects
+            .to_vec();
         let n = count_at(&wire.steps, cut16) as usize;
-        assert_eq!(n, prefix.len(), "cut after {k} tokens: {:?}", &side.text[..cut]);
+        assert_eq!(
+            n,
+            prefix.len(),
+            "cut after {k} tokens: {:?}",
+            &side.text[..cut]
+        );
         assert_eq!(side.sweep.at(k), n, "the sweep after {k} tokens");
         assert_eq!(prefix, whole[..n], "the objects kept after {k} tokens");
         if side.response_type == kerf_core::ResponseType::Jsonl {
@@ -154,11 +163,17 @@ fn the_window_reads_the_sweeps_counts_and_each_objects_place_at_every_token_cut(
     );
     assert_eq!(
         (a.response_type, b.response_type),
-        (kerf_core::ResponseType::Jsonl, kerf_core::ResponseType::Json)
+        (
+            kerf_core::ResponseType::Jsonl,
+            kerf_core::ResponseType::Json
+        )
     );
     assert_eq!((a.text.as_str(), b.text.as_str()), (JSONL, ARRAY));
     assert_eq!((a.objects.len(), b.objects.len()), (4, 3));
-    assert_eq!(a.objects[0].label, "definition · Café · a place — ☕ for coffee");
+    assert_eq!(
+        a.objects[0].label,
+        "definition · Café · a place — ☕ for coffee"
+    );
     // The compare swept these replies in the same tokens: the same curve.
     for (side, swept) in [(&a, &report.sweeps[0]), (&b, &report.sweeps[1])] {
         assert_eq!(side.sweep, swept.sweep);

@@ -376,19 +376,17 @@ impl Salvager<'_, '_> {
 
     /// No object or array in `[start, end)`: perhaps a bare scalar.
     fn take_bare(&mut self, start: usize, end: usize) {
-        let body = self.text[start..end].trim();
+        let region = &self.text[start..end];
+        let body = region.trim();
+        // The value's own text: from its first character to the region's end.
+        let span = (start + (region.len() - region.trim_start().len()), end);
         match serde_json::from_str::<Value>(body) {
             Ok(v) => Acceptor {
                 schema: self.parser.schema.as_ref(),
                 post: &self.parser.post,
                 vars: self.vars,
             }
-            .accept(
-                self.report,
-                self.lines.line_of(start),
-                (start + (self.text[start..end].len() - self.text[start..end].trim_start().len()), end),
-                v,
-            ),
+            .accept(self.report, self.lines.line_of(start), span, v),
             Err(_) => self.report.drop(
                 self.lines.line_of(start),
                 DropKind::InvalidJson,

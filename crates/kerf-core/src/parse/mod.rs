@@ -132,8 +132,7 @@ impl Parser {
         vars: &Map<String, Value>,
         report: &ParseReport,
     ) -> Vec<(usize, usize)> {
-        if self.response_type == ResponseType::Json && !self.salvage && !report.objects.is_empty()
-        {
+        if self.response_type == ResponseType::Json && !self.salvage && !report.objects.is_empty() {
             let stripped = text.strip_prefix('\u{feff}').unwrap_or(text);
             let bom = text.len() - stripped.len();
             let acceptor = Acceptor {

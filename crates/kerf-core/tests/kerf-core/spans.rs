@@ -18,10 +18,19 @@ fn assert_spans_read_back(p: &Parser, text: &str) -> Result<(), TestCaseError> {
     prop_assert_eq!(spans.len(), report.objects.len());
     let mut after = 0;
     for (i, (&(s, e), end)) in spans.iter().zip(report.ends.iter()).enumerate() {
-        prop_assert!(s >= after && s < e && e <= end, "span {i} {s}..{e} (end {end}) of {text:?}");
+        prop_assert!(
+            s >= after && s < e && e <= end,
+            "span {i} {s}..{e} (end {end}) of {text:?}"
+        );
         let read: Value = serde_json::from_str(&text[s..e])
             .map_err(|err| TestCaseError::fail(format!("span {i} {:?}: {err}", &text[s..e])))?;
-        prop_assert_eq!(Some(read), report.objects.get(i), "span {} of {:?}", i, text);
+        prop_assert_eq!(
+            Some(read),
+            report.objects.get(i),
+            "span {} of {:?}",
+            i,
+            text
+        );
         after = e;
     }
     Ok(())
@@ -119,7 +128,10 @@ fn delimited_spans_run_from_the_tag_to_the_terminator() {
         .collect();
     assert_eq!(report.objects.len(), texts.len());
     for t in &texts {
-        assert!(t.starts_with("entity") || t.starts_with("relation"), "{t:?}");
+        assert!(
+            t.starts_with("entity") || t.starts_with("relation"),
+            "{t:?}"
+        );
         assert!(t.ends_with('\n'), "{t:?}");
     }
 }
