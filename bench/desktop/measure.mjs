@@ -160,6 +160,21 @@ async function scrubber(browser, provider) {
     const tick = () => { w.__ks.push(Number(cut.dataset.k)); if (!w.__stop) requestAnimationFrame(tick); };
     requestAnimationFrame(tick);
   });
+  // From the start: the drag follows the pointer from token 0 to the last.
+  await (await $t(browser, "compare-sbs-scrubber")).click();
+  await browser.keys(["Home"]);
+  await browser.waitUntil(async () => (await (await $t(browser, "compare-sbs-cut")).getAttribute("data-k")) === "0", { timeout: 10000 });
+  await sleep(500);
+  // The page's own work for each step (the input event to the end of its updates, a forced
+  // layout included): what the frames leave to painting.
+  await browser.execute(() => {
+    const w = window;
+    w.__work = [];
+    document.querySelector('[data-testid="compare-sbs-scrubber"]').addEventListener("input", () => {
+      const t = performance.now();
+      setTimeout(() => w.__work.push(performance.now() - t), 0);
+    }, { capture: true });
+  });
   await watchFrames(browser);
   const STEPS = 120;
   const drag = browser.action("pointer", { parameters: { pointerType: "mouse" } })
@@ -171,13 +186,16 @@ async function scrubber(browser, provider) {
   await sleep(300);
   const gaps = await stopFrames(browser);
   const ks = await browser.execute(() => window.__ks);
+  const work = await browser.execute(() => window.__work);
   const positions = new Set(ks).size;
   const end = ks.at(-1);
   console.log(`scrubber: two replies of ${OBJECTS} objects (${counts.join(" and ")} kept at the end), ${box.max} tokens; ready ${ready.toFixed(1)} s after the first request`);
   console.log(`scrubber drag: ${STEPS} pointer moves in ${dragSeconds.toFixed(1)} s, ${gaps.length} frames, the cut at ${positions} places, ending at ${end} of ${box.max}`);
+  console.log(`scrubber: ${work.length} input events, the page's work for each: median ${median(work).toFixed(1)} ms, max ${Math.max(...work).toFixed(1)} ms`);
   console.log(`scrubber frame gaps: median ${median(gaps).toFixed(1)} ms, p99 ${q(gaps, 0.99).toFixed(1)} ms, max ${Math.max(...gaps).toFixed(1)} ms, over 50 ms: ${gaps.filter((g) => g > 50).length}`);
   return {
     objects: OBJECTS, kept: counts, tokens: box.max, readySeconds: Number(ready.toFixed(1)),
+    inputEvents: work.length, workMedianMs: Number(median(work).toFixed(1)), workMaxMs: Number(Math.max(...work).toFixed(1)),
     pointerMoves: STEPS, dragSeconds: Number(dragSeconds.toFixed(1)), frames: gaps.length, cutPlaces: positions, endedAt: end,
     frameGapMedianMs: Number(median(gaps).toFixed(1)), frameGapP99Ms: Number(q(gaps, 0.99).toFixed(1)),
     frameGapMaxMs: Number(Math.max(...gaps).toFixed(1)), framesOver50Ms: gaps.filter((g) => g > 50).length,

@@ -551,8 +551,11 @@ try {
     const maxK = Math.max(sweeps.a.length, sweeps.b.length);
     const cutK = async () => Number(await (await $t("compare-sbs-cut")).getAttribute("data-k"));
     const kept = async (side) => Number(await (await $t(`compare-sbs-${side}-kept`)).getAttribute("data-count"));
-    const which = (side) => browser.execute((side) =>
-      document.querySelectorAll(`[data-testid="compare-sbs-${side}-which"] li`).length, side);
+    // Which objects: the last ones listed, the earlier ones counted.
+    const which = (side) => browser.execute((side) => {
+      const list = document.querySelector(`[data-testid="compare-sbs-${side}-which"]`);
+      return Number(list.dataset.from) + list.querySelectorAll("li").length;
+    }, side);
     // Three offsets reached by keys alone: Home then pages and arrows, then End and back.
     const scrubber = await $t("compare-sbs-scrubber");
     await scrubber.click();
@@ -584,6 +587,27 @@ try {
     // The curve's marker is at the cut.
     assert.equal(Number(await (await $t("compare-sbs-marker")).getAttribute("data-k")), maxK - 1);
     console.log(`     kept (JSONL/array) after k tokens, as the sweep says: ${offsets.join(", ")} of ${sweeps.a.length}/${sweeps.b.length} tokens`);
+
+    // The same two runs from History: tick both, "Compare side by side", and cut with the keys.
+    await (await $t("nav-history")).click();
+    for (const side of ["a", "b"]) await (await $t(`pick-${sweeps[side].run}`)).click();
+    await (await $t("side-by-side")).click();
+    await waitFor(async () => (await (await $t("history-sbs")).getAttribute("data-loaded")) === "true", UI, "History's side-by-side view did not appear");
+    await (await $t("history-sbs-scrubber")).click();
+    const history = async (col) => ({
+      run: await (await $t(`history-sbs-${col}`)).getAttribute("data-run"),
+      kept: Number(await (await $t(`history-sbs-${col}-kept`)).getAttribute("data-count")),
+    });
+    for (const [keys, k] of [[["Home", "PageUp"], Math.min(10, maxK)], [["End"], maxK]]) {
+      for (const key of keys) await browser.keys([key]);
+      await waitFor(async () => Number(await (await $t("history-sbs-cut")).getAttribute("data-k")) === k, UI, `History's cut is not after ${k} tokens`);
+      for (const col of ["a", "b"]) {
+        const { run, kept: n } = await history(col);
+        const side = sweeps.a.run === run ? sweeps.a : sweeps.b;
+        assert.equal(run, side.run, `History's column ${col} shows run ${run}, not one of the compare's`);
+        assert.equal(n, side.at(k), `History: run ${run} after ${k} tokens keeps ${n}, the sweep says ${side.at(k)}`);
+      }
+    }
   });
 
   // A cloud provider through the window: its key typed once into the keyring, then a run on it

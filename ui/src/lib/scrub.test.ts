@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { countAt, cutAt, cutPlace, curvePath, keptAt, segments, splitAt, stepKey, tokenAtX, tokensOf } from "./scrub";
+import { countAt, cutAt, curvePath, keptAt, locate, segments, stepKey, tokenAtX, tokensOf } from "./scrub";
 
 // A reply as compare_sides sends it: `{"a":1}\n{"b":2}\nxx` cut into 7 tokens.
 const text = '{"a":1}\n{"b":2}\nxx';
@@ -56,23 +56,17 @@ describe("scrub", () => {
     expect(segments(0, [])).toEqual([{ start: 0, end: 0, object: null }]);
   });
 
-  it("finds the segment a cut splits", () => {
+  it("locates an offset in the segments, a boundary in the segment that starts there", () => {
     const segs = segments(text.length, side.objects);
-    expect(splitAt(segs, 0)).toBe(-1);
-    expect(splitAt(segs, 3)).toBe(0);
-    expect(splitAt(segs, 7)).toBe(-1);
-    expect(splitAt(segs, 10)).toBe(2);
-    expect(splitAt(segs, 16)).toBe(3);
-    expect(splitAt(segs, 18)).toBe(-1);
-  });
-
-  it("places the cut inside a segment or between two", () => {
-    const segs = segments(text.length, side.objects);
-    expect(cutPlace(segs, 3)).toEqual({ split: 0, before: -1 });
-    expect(cutPlace(segs, 0)).toEqual({ split: -1, before: 0 });
-    expect(cutPlace(segs, 7)).toEqual({ split: -1, before: 1 });
-    expect(cutPlace(segs, 15)).toEqual({ split: -1, before: 3 });
-    expect(cutPlace(segs, 18)).toEqual({ split: -1, before: 4 });
+    expect(locate(segs, 0)).toEqual({ segment: 0, offset: 0 });
+    expect(locate(segs, 3)).toEqual({ segment: 0, offset: 3 });
+    expect(locate(segs, 7)).toEqual({ segment: 1, offset: 0 });
+    expect(locate(segs, 10)).toEqual({ segment: 2, offset: 2 });
+    expect(locate(segs, 15)).toEqual({ segment: 3, offset: 0 });
+    // The end of the reply is the end of its last segment.
+    expect(locate(segs, 18)).toEqual({ segment: 3, offset: 3 });
+    expect(locate(segs, 99)).toEqual({ segment: 3, offset: 3 });
+    expect(locate([], 4)).toEqual({ segment: -1, offset: 0 });
   });
 
   it("steps by keys: arrows one token, pages ten, Home and End the ends", () => {

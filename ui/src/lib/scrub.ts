@@ -63,29 +63,21 @@ export function segments(length: number, objects: ReadonlyArray<Pick<PlacedObjec
   return out;
 }
 
-/** Which segment the cut falls strictly inside (it is split there), or -1 (it falls between). */
-export function splitAt(segs: ReadonlyArray<Segment>, cut: number): number {
-  let lo = 0, hi = segs.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (segs[mid].end <= cut) lo = mid + 1; else hi = mid;
-  }
-  return lo < segs.length && segs[lo].start < cut ? lo : -1;
-}
-
 /**
- * Where the cut goes among the segments: inside segment `split` (it is cut in two there), or, when
- * it falls between segments (`split` -1), just before segment `before` (`segs.length`: at the end).
+ * Where text offset `at` lies among the segments: the segment holding the character at `at` and
+ * the offset within it (the end of the reply: the end of the last segment). A cut, a highlight's
+ * edge or a caret is placed in the page there.
  */
-export function cutPlace(segs: ReadonlyArray<Segment>, cut: number): { split: number; before: number } {
-  const split = splitAt(segs, cut);
-  if (split >= 0) return { split, before: -1 };
+export function locate(segs: ReadonlyArray<Segment>, at: number): { segment: number; offset: number } {
+  if (segs.length === 0) return { segment: -1, offset: 0 };
   let lo = 0, hi = segs.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (segs[mid].start < cut) lo = mid + 1; else hi = mid;
+    if (segs[mid].end <= at) lo = mid + 1; else hi = mid;
   }
-  return { split: -1, before: lo };
+  const segment = Math.min(lo, segs.length - 1);
+  const s = segs[segment];
+  return { segment, offset: Math.max(0, Math.min(at, s.end) - s.start) };
 }
 
 /** The scrubber's keys: arrows one token, PageUp/PageDown ten, Home/End the ends; `null`: not ours. */
