@@ -582,6 +582,7 @@ try {
     const pages = Math.max(1, Math.floor(maxK / 30));
     await press(["Home", ...Array(pages).fill("PageUp"), "ArrowRight", "ArrowRight", "ArrowLeft"], "Home, PageUp, arrows");
     await press([...Array(pages).fill("PageUp"), "PageDown", "ArrowUp"], "PageUp, PageDown, ArrowUp");
+    await browser.execute(() => document.querySelector('[data-testid="compare-sbs"]').scrollIntoView({ block: "center" }));
     await shot("side-by-side");
     await press(["End", "ArrowLeft", "ArrowLeft", "ArrowRight"], "End, arrows");
     // The curve's marker is at the cut.
