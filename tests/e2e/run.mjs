@@ -702,6 +702,120 @@ try {
     assert.ok(await (await $t("eval-resume")).isEnabled(), "Resume is offered");
   });
 
+  await scenario("compare side by side: the scrubber, moved by keys, keeps the sweep's counts at three offsets", async () => {
+    // The compare's input: the JSONL prompt's own sample (an earlier scenario loaded another).
+    await (await $t("nav-run")).click();
+    await (await $t("run-input")).setValue(fs.readFileSync(path.join(work, "prompts", "inputs", "photosynthesis.txt"), "utf8"));
+    await (await $t("nav-compare")).click();
+    await (await $t("compare-a")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract.json"));
+    await (await $t("compare-b")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract-array.json"));
+    await (await $t("budgets")).setValue("300");
+    await (await $t("compare-constrain")).selectByAttribute("value", "auto");
+    await (await $t("compare-concurrency")).setValue("4");
+    await (await $t("compare-run")).click();
+    // The two columns fill as the runs stream, before the compare ends.
+    const liveText = () => browser.execute(() => ["a", "b"].map((n) =>
+      document.querySelector(`[data-testid="compare-sbs-live-${n}"] pre`)?.textContent.length ?? 0));
+    let sawLive = false, last = "";
+    try {
+      await waitProgress({
+        done: async () => (await (await $t("compare-sbs")).getAttribute("data-loaded")) === "true",
+        progress: async () => {
+          const [la, lb] = await liveText().catch(() => [0, 0]);
+          if (la + lb > 0) sawLive = true;
+          const p = await browser.$('[data-testid="compare-progress"]');
+          last = `${(await p.isExisting()) ? await p.getText() : ""} · streamed ${la}/${lb}`;
+          return `${last} @ ${historyWritten()}`;
+        },
+        failed: async () => {
+          const e = await browser.$('[data-testid="compare-error"], [data-testid="compare-sbs-error"]');
+          return (await e.isExisting()) ? (await e.getText()) || null : null;
+        },
+      }, CELL, "the side-by-side view did not appear");
+    } catch (e) {
+      const cancel = await $t("compare-cancel");
+      if (await cancel.isEnabled().catch(() => false)) await cancel.click();
+      throw e;
+    }
+    assert.ok(sawLive, "no reply text streamed into the columns while the compare ran");
+
+    // What the sweep says, from the CLI: each column's stored run, cut at its model's tokens.
+    const cli = process.env.KERF_CLI_BIN ?? path.join(path.dirname(app), "kerf");
+    const sweepOf = async (side) => {
+      const run = await (await $t(`compare-sbs-${side}`)).getAttribute("data-run");
+      const shown = JSON.parse(execFileSync(cli, ["history", "show", run, "--json"], { encoding: "utf8" }));
+      const reply = path.join(work, `side-${side}-${run}.txt`);
+      fs.writeFileSync(reply, shown.raw);
+      const model = path.isAbsolute(shown.model) ? shown.model : path.join(process.env.KERF_MODELS_DIR, shown.model);
+      const sweep = JSON.parse(execFileSync(cli, ["--no-history", "sweep", reply, "--prompt", shown.prompt_path,
+        "--unit", "token", "--tokenizer", model, "--json"], { encoding: "utf8" }));
+      // The sweep's value after k tokens: the last change at or before k (the total past the end).
+      return { run, length: sweep.points.at(-1)[0], at: (k) => sweep.points.filter(([o]) => o <= k).at(-1)?.[1] ?? 0 };
+    };
+    const sweeps = { a: await sweepOf("a"), b: await sweepOf("b") };
+    const maxK = Math.max(sweeps.a.length, sweeps.b.length);
+    const cutK = async () => Number(await (await $t("compare-sbs-cut")).getAttribute("data-k"));
+    const kept = async (side) => Number(await (await $t(`compare-sbs-${side}-kept`)).getAttribute("data-count"));
+    // Which objects: the last ones listed, the earlier ones counted.
+    const which = (side) => browser.execute((side) => {
+      const list = document.querySelector(`[data-testid="compare-sbs-${side}-which"]`);
+      return Number(list.dataset.from) + list.querySelectorAll("li").length;
+    }, side);
+    // Three offsets reached by keys alone: Home then pages and arrows, then End and back.
+    const scrubber = await $t("compare-sbs-scrubber");
+    await scrubber.click();
+    const offsets = [];
+    // What each key does to the cut, as the view's help line says.
+    const stepOf = { Home: () => 0, End: () => maxK, PageUp: (k) => k + 10, PageDown: (k) => k - 10,
+      ArrowRight: (k) => k + 1, ArrowUp: (k) => k + 1, ArrowLeft: (k) => k - 1, ArrowDown: (k) => k - 1 };
+    const press = async (keys, why) => {
+      let expected = await cutK();
+      for (const key of keys) {
+        await browser.keys([key]);
+        expected = Math.max(0, Math.min(maxK, stepOf[key](expected)));
+      }
+      await waitFor(async () => (await cutK()) === expected, UI, () => `${why}: the cut is not after ${expected} tokens`);
+      const k = expected;
+      for (const side of ["a", "b"]) {
+        const want = sweeps[side].at(k);
+        await waitFor(async () => (await kept(side)) === want, UI,
+          () => `after ${k} tokens, column ${side} (run ${sweeps[side].run}) does not keep the sweep's ${want}`);
+        assert.equal(await which(side), want, `column ${side} lists ${want} kept objects after ${k} tokens`);
+      }
+      offsets.push(`${k}: ${await kept("a")}/${await kept("b")}`);
+    };
+    const pages = Math.max(1, Math.floor(maxK / 30));
+    await press(["Home", ...Array(pages).fill("PageUp"), "ArrowRight", "ArrowRight", "ArrowLeft"], "Home, PageUp, arrows");
+    await press([...Array(pages).fill("PageUp"), "PageDown", "ArrowUp"], "PageUp, PageDown, ArrowUp");
+    await browser.execute(() => document.querySelector('[data-testid="compare-sbs"]').scrollIntoView({ block: "center" }));
+    await shot("side-by-side");
+    await press(["End", "ArrowLeft", "ArrowLeft", "ArrowRight"], "End, arrows");
+    // The curve's marker is at the cut.
+    assert.equal(Number(await (await $t("compare-sbs-marker")).getAttribute("data-k")), maxK - 1);
+    console.log(`     kept (JSONL/array) after k tokens, as the sweep says: ${offsets.join(", ")} of ${sweeps.a.length}/${sweeps.b.length} tokens`);
+
+    // The same two runs from History: tick both, "Compare side by side", and cut with the keys.
+    await (await $t("nav-history")).click();
+    for (const side of ["a", "b"]) await (await $t(`pick-${sweeps[side].run}`)).click();
+    await (await $t("side-by-side")).click();
+    await waitFor(async () => (await (await $t("history-sbs")).getAttribute("data-loaded")) === "true", UI, "History's side-by-side view did not appear");
+    await (await $t("history-sbs-scrubber")).click();
+    const history = async (col) => ({
+      run: await (await $t(`history-sbs-${col}`)).getAttribute("data-run"),
+      kept: Number(await (await $t(`history-sbs-${col}-kept`)).getAttribute("data-count")),
+    });
+    for (const [keys, k] of [[["Home", "PageUp"], Math.min(10, maxK)], [["End"], maxK]]) {
+      for (const key of keys) await browser.keys([key]);
+      await waitFor(async () => Number(await (await $t("history-sbs-cut")).getAttribute("data-k")) === k, UI, `History's cut is not after ${k} tokens`);
+      for (const col of ["a", "b"]) {
+        const { run, kept: n } = await history(col);
+        const side = sweeps.a.run === run ? sweeps.a : sweeps.b;
+        assert.equal(run, side.run, `History's column ${col} shows run ${run}, not one of the compare's`);
+        assert.equal(n, side.at(k), `History: run ${run} after ${k} tokens keeps ${n}, the sweep says ${side.at(k)}`);
+      }
+    }
+  });
+
   // A cloud provider through the window: its key typed once into the keyring, then a run on it
   // against a loopback OpenAI-compatible server that checks the key.
   const key = `sk-e2e-${process.pid}-${Math.random().toString(36).slice(2)}`;

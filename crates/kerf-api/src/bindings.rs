@@ -109,6 +109,10 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         // Compare.
         compare::wire::CompareInput,
         compare::wire::CompareProgress,
+        compare::wire::CellText,
+        compare::wire::PlacedObject,
+        compare::wire::ReplySide,
+        compare::wire::SideBySide,
         compare::wire::CompareRow,
         compare::wire::SweepCurve,
         compare::wire::Comparison,

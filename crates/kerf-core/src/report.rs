@@ -94,6 +94,12 @@ pub struct ParseReport {
     /// `--json` interface. Held as differences (a byte or two per object).
     #[serde(skip)]
     pub ends: Ends,
+    /// For each accepted object, the byte offset where the text that made it starts (its
+    /// opening brace, its record's first character; for strict `json`, where the whole value
+    /// starts). With `ends`, where each object sits in the reply (see
+    /// [`Parser::spans`](crate::parse::Parser::spans)); not part of the `--json` interface.
+    #[serde(skip)]
+    pub starts: Ends,
 }
 
 impl ParseReport {

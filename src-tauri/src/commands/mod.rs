@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use kerf_api::charts::Chart;
-use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison};
+use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison, SideBySide};
 use kerf_api::eval::tests::{TestReport, TestResult, TestsInput};
 use kerf_api::eval::wire::{
     CellKey, CellView, Comparison as EvalComparison, DatasetPreview, EvalInput, EvalPlan,
@@ -378,6 +378,19 @@ async fn compare_start<R: Runtime>(
             let _ = on_progress.send(p);
         })?;
         Ok(Comparison::from(&report))
+    })
+    .await
+}
+
+async fn compare_sides<R: Runtime>(cx: Cx<'_, R>, a: i64, b: i64) -> Result<SideBySide> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || {
+        Ok(SideBySide::from(&compare::sides::sides(
+            &wb,
+            a,
+            b,
+            &CancelToken::new(),
+        )?))
     })
     .await
 }

@@ -35,6 +35,7 @@ import type { RunInput } from "./bindings/RunInput";
 import type { RunMessage } from "./bindings/RunMessage";
 import type { RunOptions } from "./bindings/RunOptions";
 import type { RunRow } from "./bindings/RunRow";
+import type { SideBySide } from "./bindings/SideBySide";
 import type { TestReport } from "./bindings/TestReport";
 import type { TestResult } from "./bindings/TestResult";
 import type { TestsInput } from "./bindings/TestsInput";
@@ -186,6 +187,14 @@ export function runCancel(id: string): Promise<null> {
  */
 export function compareStart(id: string, input: CompareInput, onProgress: (message: CompareProgress) => void): Promise<Comparison> {
   return call<Comparison>("compare_start", { id, input, onProgress: channel(onProgress) });
+}
+
+/**
+ * Stored runs `a` and `b` side by side (a compare's two formats, or any two from History):
+ * each reply with its objects' places, its token cuts and the sweep's curve.
+ */
+export function compareSides(a: number, b: number): Promise<SideBySide> {
+  return call<SideBySide>("compare_sides", { a, b });
 }
 
 /**

@@ -24,9 +24,12 @@ pub use crate::experiments::sweep::token_unit;
 pub use crate::experiments::{ConstrainMode, variants};
 use crate::runs::{Chosen, Outcomes, Rendering, RunParams, RunSettings};
 
+pub mod sides;
 pub mod wire;
 
-use wire::CompareProgress;
+use std::time::Instant;
+
+use wire::{CellText, CompareProgress};
 
 /// One prompt in a compare: the subject, rendered with the shared input.
 pub struct Contender {
@@ -215,12 +218,24 @@ fn run_all(
             if constrained { " · constrained" } else { "" }
         )
     };
-    // Heard as runs start and end; the cells run many at once, on this thread.
-    let progress = std::cell::RefCell::new((0u32, on_progress));
-    let tell = |done: u32, label: String| {
-        let mut p = progress.borrow_mut();
-        p.0 = done;
-        (p.1)(CompareProgress { done, total, label });
+    // Heard as runs start, stream and end; the cells run many at once, on this thread.
+    let relay = std::cell::RefCell::new(Relay {
+        done: 0,
+        label: String::new(),
+        on_progress,
+        pending: None,
+        sent: Instant::now(),
+    });
+    let tell = |done: u32, label: String| relay.borrow_mut().tell(done, total, label);
+    let cell_of = |at: usize| {
+        let (subject, max_tokens, constrained) = plan[at];
+        CellText {
+            cell: at as u32,
+            prompt: subject as u32,
+            max_tokens,
+            constrained,
+            text: String::new(),
+        }
     };
     let runner = Runner {
         store: history,
@@ -255,9 +270,10 @@ fn run_all(
         cancel,
         Hooks {
             on_start: &|&at| {
-                let done = progress.borrow().0;
+                let done = relay.borrow().done;
                 tell(done, label(&plan[at]));
             },
+            on_text: &|&at, t| relay.borrow_mut().text(total, at, t, cell_of),
             ..Hooks::default()
         },
         |at, end| {
@@ -265,6 +281,8 @@ fn run_all(
                 return Err(ApiError::new(Code::Internal, "a compare cell has no cache"));
             };
             let (subject, max_tokens, constrained) = plan[at];
+            // The cell's last text before its end.
+            relay.borrow_mut().flush(total);
             ended.push((
                 at,
                 Row {
@@ -295,6 +313,59 @@ fn run_all(
         rows,
         sweeps,
     })
+}
+
+/// Where a compare's progress goes: each start and end at once, the text of the cells as it
+/// streams coalesced (at most one message every [`TEXT_EVERY`], and one before any other).
+struct Relay<'p> {
+    done: u32,
+    label: String,
+    on_progress: &'p mut dyn FnMut(CompareProgress),
+    /// Text not yet sent, and the cell it belongs to.
+    pending: Option<CellText>,
+    sent: Instant,
+}
+
+/// A window takes a message as a callback: a fast provider's pieces are sent together.
+const TEXT_EVERY: std::time::Duration = std::time::Duration::from_millis(33);
+
+impl Relay<'_> {
+    fn tell(&mut self, done: u32, total: u32, label: String) {
+        self.flush(total);
+        self.done = done;
+        self.label = label.clone();
+        (self.on_progress)(CompareProgress {
+            done,
+            total,
+            label,
+            text: None,
+        });
+    }
+
+    fn text(&mut self, total: u32, at: usize, text: &str, cell: impl Fn(usize) -> CellText) {
+        if self.pending.as_ref().is_some_and(|p| p.cell != at as u32) {
+            self.flush(total);
+        }
+        self.pending
+            .get_or_insert_with(|| cell(at))
+            .text
+            .push_str(text);
+        if self.sent.elapsed() >= TEXT_EVERY {
+            self.flush(total);
+        }
+    }
+
+    fn flush(&mut self, total: u32) {
+        if let Some(text) = self.pending.take() {
+            self.sent = Instant::now();
+            (self.on_progress)(CompareProgress {
+                done: self.done,
+                total,
+                label: self.label.clone(),
+                text: Some(text),
+            });
+        }
+    }
 }
 
 /// Each format's sweep, of the reply that shows the most: the one with the most accepted objects
@@ -385,6 +456,8 @@ pub struct ReportSweep {
     pub max_tokens: u32,
     pub constrained: bool,
     pub cut_by_budget: bool,
+    /// The swept run in the history.
+    pub history_id: Option<i64>,
     /// The swept reply's length in tokens, as the model counted them (shown beside the curve;
     /// the row with the same prompt, budget and constraint has it too).
     #[serde(skip)]
@@ -494,6 +567,7 @@ impl Compared {
                     max_tokens: r.max_tokens,
                     constrained: r.constrained,
                     cut_by_budget: f.cut_by_budget,
+                    history_id: r.run_id,
                     completion_tokens: r.out.finish.usage.completion_tokens,
                     sweep: f.sweep.clone(),
                 }

@@ -6,6 +6,7 @@ use kerf_llm::FinishReason;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use super::sides::Side;
 use super::{ConstrainMode, Report, ReportRow, ReportSweep};
 use crate::charts::Chart;
 use crate::runs::wire::RunOptions;
@@ -58,6 +59,8 @@ pub struct SweepCurve {
     pub constrained: bool,
     /// No reply of this format ended on its own: the one swept was cut by its budget.
     pub cut_by_budget: bool,
+    /// The swept run in the history (the side-by-side view opens it).
+    pub history_id: Option<i64>,
     /// Objects in the whole reply.
     pub total: u32,
     /// `(units emitted, objects recovered)`, at every point where the count changes.
@@ -78,6 +81,7 @@ impl From<&ReportSweep> for SweepCurve {
             max_tokens: f.max_tokens,
             constrained: f.constrained,
             cut_by_budget: f.cut_by_budget,
+            history_id: f.history_id,
             total: w.total as u32,
             points: w
                 .points
@@ -139,11 +143,169 @@ pub struct CompareInput {
     pub confirmed: Option<bool>,
 }
 
-/// What a compare reports as it goes.
+/// What a compare reports as it goes: each cell as it starts and ends, and the text of its
+/// reply as it streams.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct CompareProgress {
     pub done: u32,
     pub total: u32,
     pub label: String,
+    /// Reply text that arrived since the last message (absent on a start or an end).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub text: Option<CellText>,
+}
+
+/// Text of one cell's reply, to append to what came before it.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CellText {
+    /// The cell's place in the compare's plan.
+    pub cell: u32,
+    /// Which prompt: its place in the compare's list (0 is the first).
+    pub prompt: u32,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub text: String,
+}
+
+/// One accepted object where it sits in its reply, as the window highlights it.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacedObject {
+    /// Where its text starts and ends, in UTF-16 code units (the window's string indices).
+    pub start: u32,
+    pub end: u32,
+    /// A few of its values, to name it in a list.
+    pub label: String,
+}
+
+/// A stored reply as the side-by-side view cuts it. Every offset is in UTF-16 code units (a
+/// JavaScript string's indices into `text`); the counts are the sweep's own: the count after
+/// `k` tokens is the count of the last step at or before `cuts[k]`.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplySide {
+    pub history_id: i64,
+    pub prompt: String,
+    pub response_type: ResponseType,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub finish_reason: Option<FinishReason>,
+    pub text: String,
+    /// The cut unit, as the sweep names it (`token:o200k_base`, `token:MODEL.gguf`).
+    pub unit: String,
+    /// Where a cut after each token falls: `cuts[k]` ends the first `k` tokens; `cuts[0]` is 0.
+    pub cuts: Vec<u32>,
+    /// The sweep's curve: `(offset, objects)`, the count from that offset to the next step.
+    pub steps: Vec<(u32, u32)>,
+    /// The same curve in tokens, as `kerf sweep --unit token` prints it: `(tokens, objects)`
+    /// where the count changes, ending at `(tokens in the reply, total)`.
+    pub points: Vec<(u32, u32)>,
+    /// Objects in the whole reply.
+    pub total: u32,
+    pub objects: Vec<PlacedObject>,
+}
+
+/// Two replies side by side: a compare's two formats, or any two runs from History.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SideBySide {
+    pub a: ReplySide,
+    pub b: ReplySide,
+}
+
+impl From<&(Side, Side)> for SideBySide {
+    fn from((a, b): &(Side, Side)) -> Self {
+        SideBySide {
+            a: ReplySide::from(a),
+            b: ReplySide::from(b),
+        }
+    }
+}
+
+/// Byte offsets into a text as UTF-16 offsets (identity for ASCII).
+struct Utf16<'t> {
+    text: &'t str,
+    /// `table[b]`: the UTF-16 offset of byte `b`, for texts that are not all ASCII.
+    table: Option<Vec<u32>>,
+}
+
+impl<'t> Utf16<'t> {
+    fn new(text: &'t str) -> Self {
+        let table = (!text.is_ascii()).then(|| {
+            let mut table = vec![0u32; text.len() + 1];
+            let mut units = 0u32;
+            for (at, c) in text.char_indices() {
+                // Inside a character: where it starts (never asked, see `ceil`).
+                table[at..at + c.len_utf8()].fill(units);
+                units += c.len_utf16() as u32;
+            }
+            table[text.len()] = units;
+            table
+        });
+        Utf16 { text, table }
+    }
+
+    /// The UTF-16 offset of byte `b`, a character boundary.
+    fn at(&self, b: usize) -> u32 {
+        match &self.table {
+            None => b as u32,
+            Some(t) => t[b.min(self.text.len())],
+        }
+    }
+
+    /// The UTF-16 offset of the first character boundary at or after byte `b`: where a count
+    /// that changes at `b` is first seen by a cut (cuts fall on boundaries).
+    fn ceil(&self, mut b: usize) -> u32 {
+        b = b.min(self.text.len());
+        while !self.text.is_char_boundary(b) {
+            b += 1;
+        }
+        self.at(b)
+    }
+}
+
+impl From<&Side> for ReplySide {
+    fn from(s: &Side) -> Self {
+        let u = Utf16::new(&s.text);
+        let mut steps: Vec<(u32, u32)> = Vec::with_capacity(s.curve.steps.len());
+        for &(o, n) in &s.curve.steps {
+            let o = u.ceil(o);
+            match steps.last_mut() {
+                // Two steps inside one character: cuts see only the later.
+                Some(last) if last.0 == o => last.1 = n as u32,
+                _ => steps.push((o, n as u32)),
+            }
+        }
+        ReplySide {
+            history_id: s.run,
+            prompt: s.prompt.clone(),
+            response_type: s.response_type,
+            max_tokens: s.max_tokens,
+            constrained: s.constrained,
+            finish_reason: s.finish_reason,
+            text: s.text.clone(),
+            unit: s.sweep.unit.clone(),
+            cuts: s.cuts.iter().map(|&c| u.at(c)).collect(),
+            steps,
+            points: s
+                .sweep
+                .points
+                .iter()
+                .map(|&(k, n)| (k as u32, n as u32))
+                .collect(),
+            total: s.sweep.total as u32,
+            objects: s
+                .objects
+                .iter()
+                .map(|p| PlacedObject {
+                    start: u.at(p.span.0),
+                    end: u.at(p.span.1),
+                    label: p.label.clone(),
+                })
+                .collect(),
+        }
+    }
 }

@@ -346,7 +346,12 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     let spans: Vec<Option<Span>> = if wrapped || again.objects.len() != objects.len() {
         vec![None; objects.len()]
     } else {
-        reply_spans(&raw, &ends, prompt.file.response_type)
+        prompt
+            .parser
+            .spans(&raw, &row.vars_for(prompt), &again)
+            .into_iter()
+            .map(|(s, e)| Some([s, e]))
+            .collect()
     };
     let words = document.as_deref().map(|d| Words::new(&m, d));
     let ungrounded: Option<Vec<usize>> = document
@@ -431,67 +436,6 @@ fn plain(object: Value, mark: Mark) -> MarkedRecord {
     }
 }
 
-/// Each accepted record's span in `reply`, from where the parser accepted it (`ends`): a JSON
-/// record starts at the `{` that its closing `}` closes; any other record (a delimited one, a
-/// bare value) at the first non-blank byte after the record before it.
-pub fn reply_spans(reply: &str, ends: &[usize], response_type: ResponseType) -> Vec<Option<Span>> {
-    let bytes = reply.as_bytes();
-    let mut previous = 0;
-    ends.iter()
-        .map(|&end| {
-            if end > bytes.len() || end < previous {
-                return None;
-            }
-            let json = matches!(response_type, ResponseType::Json | ResponseType::Jsonl);
-            let start = json
-                .then(|| opening_brace(&bytes[previous..end]).map(|s| previous + s))
-                .flatten()
-                .unwrap_or_else(|| {
-                    previous
-                        + bytes[previous..end]
-                            .iter()
-                            .position(|b| !b" \t\r\n,[".contains(b))
-                            .unwrap_or(end - previous)
-                });
-            previous = end;
-            Some([start, end])
-        })
-        .collect()
-}
-
-/// Where the object that `text`'s last `}` closes opens: walked back over strings (a `"` is
-/// escaped when an odd run of backslashes comes before it).
-fn opening_brace(text: &[u8]) -> Option<usize> {
-    let close = text.iter().rposition(|&b| b == b'}')?;
-    let (mut depth, mut in_string) = (0usize, false);
-    let mut i = close + 1;
-    while i > 0 {
-        i -= 1;
-        let b = text[i];
-        if b == b'"' {
-            let slashes = text[..i].iter().rev().take_while(|&&c| c == b'\\').count();
-            if slashes % 2 == 0 {
-                in_string = !in_string;
-            }
-            continue;
-        }
-        if in_string {
-            continue;
-        }
-        match b {
-            b'}' => depth += 1,
-            b'{' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
 /// Cell `cell` (of prompt `subject`, row `seq`) as it just ended (`ran`), scored as the report
 /// scores it from what the history now keeps: the window's matrix fills in from these. Its
 /// `lost_to_cut` waits for the report (it needs the cell's siblings).
@@ -538,27 +482,6 @@ pub(super) fn live(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn spans_cover_each_record_of_a_jsonl_and_an_array_reply() {
-        let jsonl = "{\"a\": \"}\"}\nnot json\n{\"b\": {\"c\": 1}}\n";
-        let ends = [10, 35];
-        let spans = reply_spans(jsonl, &ends, ResponseType::Jsonl);
-        assert_eq!(&jsonl[spans[0].unwrap()[0]..10], "{\"a\": \"}\"}");
-        assert_eq!(
-            &jsonl[spans[1].unwrap()[0]..spans[1].unwrap()[1]],
-            "{\"b\": {\"c\": 1}}"
-        );
-        let array = "[\n  {\"q\": \"say \\\"{\\\"\"},\n  {\"r\": 2}\n]";
-        let first_end = array.find("},").unwrap() + 1;
-        let second_end = array.rfind('}').unwrap() + 1;
-        let spans = reply_spans(array, &[first_end, second_end], ResponseType::Json);
-        assert_eq!(
-            &array[spans[0].unwrap()[0]..first_end],
-            "{\"q\": \"say \\\"{\\\"\"}"
-        );
-        assert_eq!(&array[spans[1].unwrap()[0]..second_end], "{\"r\": 2}");
-    }
 
     #[test]
     fn a_problem_is_placed_at_the_line_it_names() {

@@ -61,6 +61,9 @@ pub struct Hooks<'h, K> {
     pub on_start: &'h dyn Fn(&K),
     /// A run gave a notice (a rate-limit wait, a retry, a fallback).
     pub on_warning: &'h dyn Fn(&K, &str),
+    /// A run's reply grew by this text (a repair starts its reply over: `on_warning` is not
+    /// told; plans that show text run without repair).
+    pub on_text: &'h dyn Fn(&K, &str),
 }
 
 impl<K> Default for Hooks<'_, K> {
@@ -68,6 +71,7 @@ impl<K> Default for Hooks<'_, K> {
         Hooks {
             on_start: &|_| {},
             on_warning: &|_, _| {},
+            on_text: &|_, _| {},
         }
     }
 }
@@ -96,7 +100,12 @@ pub fn run_cells<'c, K>(
                 let t = Instant::now();
                 let ran = match cell {
                     Ok(cell) => {
-                        one(runner, cell, cancel, &mut |w| (hooks.on_warning)(&key, w)).await
+                        let mut on_event = |e: RunEvent<'_>| match e {
+                            RunEvent::Warning(w) => (hooks.on_warning)(&key, w),
+                            RunEvent::Text(t) => (hooks.on_text)(&key, t),
+                            RunEvent::Repair { .. } => {}
+                        };
+                        one(runner, cell, cancel, &mut on_event).await
                     }
                     Err(e) => Err(e),
                 };
@@ -115,7 +124,7 @@ async fn one(
     runner: &Runner<'_>,
     cell: Cell<'_>,
     cancel: &CancelToken,
-    on_warning: &mut dyn FnMut(&str),
+    on_event: &mut dyn FnMut(RunEvent<'_>),
 ) -> Result<Ran> {
     let Cell {
         subject,
@@ -141,12 +150,7 @@ async fn one(
         }
     }
     job.meta.eval_cell = eval_cell;
-    let mut on_event = |e: RunEvent<'_>| {
-        if let RunEvent::Warning(w) = e {
-            on_warning(w);
-        }
-    };
-    crate::runs::run(runner.store, &job, cancel, &mut on_event)
+    crate::runs::run(runner.store, &job, cancel, on_event)
         .await
         .map(|r| Ran::Run(Box::new(r)))
 }

@@ -9,6 +9,7 @@ mod providers;
 mod runs;
 #[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
 mod server;
+mod sides;
 mod workbench;
 
 use kerf_api::Code;

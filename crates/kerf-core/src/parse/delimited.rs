@@ -319,20 +319,23 @@ fn take_record(
     if record.is_empty() || is_fence(record) {
         return 0;
     }
-    let line = lines.line_at(text, at + (raw.len() - raw.trim_start().len()));
-    take_fields(record, line, terminator_end, format, acceptor, report);
+    let start = at + (raw.len() - raw.trim_start().len());
+    let line = lines.line_at(text, start);
+    let terminated = terminator_end.map(|end| (start, end));
+    take_fields(record, line, terminated, format, acceptor, report);
     line
 }
 
 fn take_fields(
     record: &str,
     line: usize,
-    terminator_end: Option<usize>,
+    terminated: Option<(usize, usize)>,
     format: &DelimitedFormat,
     acceptor: &Acceptor<'_>,
     report: &mut ParseReport,
 ) {
-    let Some(end) = terminator_end else {
+    // Where the record starts, and where its terminator ends.
+    let Some(span) = terminated else {
         report.drop(
             line,
             DropKind::Truncated,
@@ -392,7 +395,7 @@ fn take_fields(
     for (name, value) in names.iter().zip(values) {
         object.insert(name.clone(), Value::String(value));
     }
-    acceptor.accept(report, line, end, Value::Object(object));
+    acceptor.accept(report, line, span, Value::Object(object));
 }
 
 /// Trim a field and the quotes LightRAG's older form puts around it.

@@ -53,12 +53,14 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
         vars,
     };
     let end = offset + lead + body.trim().len();
+    // Every object counts from the whole value's text.
+    let span = (offset + lead, end);
     let read = if parser.schema.is_none() {
         // No schema judges the value as a whole: an array's elements go into the report as they
         // are read (the whole array is never built), and stay there only if the value parses.
         let mut accepted = ParseReport::default();
         let mut de = serde_json::Deserializer::from_str(body.trim());
-        let top = Elements(|v| acceptor.finish(&mut accepted, body_line, end, v))
+        let top = Elements(|v| acceptor.finish(&mut accepted, body_line, span, v))
             .deserialize(&mut de)
             .and_then(|top| de.end().map(|()| top));
         top.map(|top| match top {
@@ -137,10 +139,58 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
         }
     }
     match value {
-        Value::Array(items) => acceptor.finish_all(&mut report, body_line, end, items),
-        v => acceptor.finish(&mut report, body_line, end, v),
+        Value::Array(items) => acceptor.finish_all(&mut report, body_line, span, items),
+        v => acceptor.finish(&mut report, body_line, span, v),
     }
     report
+}
+
+/// The ranges of the elements a strict parse of `text` accepted, when its value is an array
+/// (the value's own range when it is not): each element read again and put through `acceptor`
+/// (the post rules, which decide per element; the schema judged the value as a whole, and a
+/// report with objects passed it). `None` when the value is not where a strict parse finds it.
+pub(crate) fn strict_spans(text: &str, acceptor: &Acceptor<'_>) -> Option<Vec<(usize, usize)>> {
+    let (offset, body) = match first_fence(text) {
+        Some((start, content, true)) => (start, content),
+        _ => (0, text),
+    };
+    let start = offset + (body.len() - body.trim_start().len());
+    let end = start + body.trim().len();
+    let bytes = text.as_bytes();
+    if bytes.get(start) != Some(&b'[') {
+        return (start < end).then(|| vec![(start, end)]);
+    }
+    let skip_ws = |mut p: usize| {
+        while p < end && bytes[p].is_ascii_whitespace() {
+            p += 1;
+        }
+        p
+    };
+    let mut spans = Vec::new();
+    let mut pos = start + 1;
+    loop {
+        pos = skip_ws(pos);
+        match bytes.get(pos) {
+            Some(b']') => return Some(spans),
+            Some(b',') => {
+                pos += 1;
+                continue;
+            }
+            Some(_) if pos < end => {}
+            _ => return None,
+        }
+        let mut stream = serde_json::Deserializer::from_str(&text[pos..end]).into_iter::<Compact>();
+        let Some(Ok(Compact(value))) = stream.next() else {
+            return None;
+        };
+        let next = pos + stream.byte_offset();
+        let mut one = ParseReport::default();
+        acceptor.finish(&mut one, 0, (pos, next), value);
+        if !one.objects.is_empty() {
+            spans.push((pos, next));
+        }
+        pos = next;
+    }
 }
 
 pub(crate) fn salvage(text: &str, parser: &Parser, vars: &Map<String, Value>) -> ParseReport {
@@ -188,8 +238,8 @@ struct Salvager<'a, 'r> {
 
 /// Where [`Salvager::walk_array`] puts the elements it accepts.
 enum Sink<'s> {
-    /// The report's objects, and where each one's text ends (a top-level array).
-    Report(&'s mut Objects, &'s mut Ends),
+    /// The report's objects, and where each one's text ends and starts (a top-level array).
+    Report(&'s mut Objects, &'s mut Ends, &'s mut Ends),
     /// As values (an array under a key of the recovered object).
     Values(&'s mut Vec<Value>),
     /// Only where each one's text ends (sweeps).
@@ -326,14 +376,17 @@ impl Salvager<'_, '_> {
 
     /// No object or array in `[start, end)`: perhaps a bare scalar.
     fn take_bare(&mut self, start: usize, end: usize) {
-        let body = self.text[start..end].trim();
+        let region = &self.text[start..end];
+        let body = region.trim();
+        // The value's own text: from its first character to the region's end.
+        let span = (start + (region.len() - region.trim_start().len()), end);
         match serde_json::from_str::<Value>(body) {
             Ok(v) => Acceptor {
                 schema: self.parser.schema.as_ref(),
                 post: &self.parser.post,
                 vars: self.vars,
             }
-            .accept(self.report, self.lines.line_of(start), end, v),
+            .accept(self.report, self.lines.line_of(start), span, v),
             Err(_) => self.report.drop(
                 self.lines.line_of(start),
                 DropKind::InvalidJson,
@@ -365,9 +418,16 @@ impl Salvager<'_, '_> {
             // The elements go straight into the report (no second vector of them).
             let mut objects = std::mem::take(&mut self.report.objects);
             let mut ends = std::mem::take(&mut self.report.ends);
-            self.walk_array(at, end, items, Sink::Report(&mut objects, &mut ends));
+            let mut starts = std::mem::take(&mut self.report.starts);
+            self.walk_array(
+                at,
+                end,
+                items,
+                Sink::Report(&mut objects, &mut ends, &mut starts),
+            );
             self.report.objects = objects;
             self.report.ends = ends;
+            self.report.starts = starts;
             return;
         }
         let drops_before = self.report.dropped.len();
@@ -383,7 +443,7 @@ impl Salvager<'_, '_> {
             post: &self.parser.post,
             vars: self.vars,
         };
-        acceptor.finish(self.report, line, end, Value::Object(object));
+        acceptor.finish(self.report, line, (at, end), Value::Object(object));
     }
 
     /// Walk the array at `pos` element by element: the accepted elements go to `sink`; returns,
@@ -431,9 +491,10 @@ impl Salvager<'_, '_> {
                 Read::Value(v, next) => {
                     if let Some(v) = acceptor.check(&mut elements, line, v) {
                         match &mut sink {
-                            Sink::Report(objects, ends) => {
+                            Sink::Report(objects, ends, starts) => {
                                 objects.push(&v);
                                 ends.push(next);
+                                starts.push(pos);
                             }
                             Sink::Values(values) => values.push(v),
                             Sink::Ends(ends) => ends.push(next),
@@ -491,7 +552,7 @@ impl Salvager<'_, '_> {
                     if self.number_reads.is_some() {
                         let broken_from = broken_from(self.text, failed_at, end);
                         let found = match &sink {
-                            Sink::Report(objects, _) => objects.len(),
+                            Sink::Report(objects, ..) => objects.len(),
                             Sink::Values(values) => values.len(),
                             Sink::Ends(ends) => ends.len(),
                         };
@@ -1006,7 +1067,7 @@ impl SalvageSweep<'_, '_> {
                 post,
                 vars: self.salvager.vars,
             }
-            .finish(&mut report, 0, c, Value::Object(probe));
+            .finish(&mut report, 0, (0, c), Value::Object(probe));
             report.objects.len()
         };
         self.push(c, n);
@@ -1069,7 +1130,7 @@ impl SalvageSweep<'_, '_> {
             post: &self.salvager.parser.post,
             vars: self.salvager.vars,
         }
-        .accept(&mut report, 0, c, v);
+        .accept(&mut report, 0, (0, c), v);
         report.objects.len()
     }
 }

@@ -265,7 +265,7 @@ impl Scanner {
             Some(Ok(Compact(value))) => {
                 let end = pos + stream.byte_offset();
                 let line = self.lines.line_at(text, pos);
-                acceptor.accept(report, line, end, value);
+                acceptor.accept(report, line, (pos, end), value);
                 Step::To(end)
             }
             Some(Err(e)) if e.is_eof() => {

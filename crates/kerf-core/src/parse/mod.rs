@@ -98,6 +98,7 @@ impl Parser {
             ResponseType::Text => ParseReport {
                 objects: [Value::String(stripped.to_string())].into_iter().collect(),
                 ends: [stripped.len()].into_iter().collect(),
+                starts: [0].into_iter().collect(),
                 ..Default::default()
             },
             ResponseType::Json if self.salvage => json::salvage(stripped, self, vars),
@@ -108,11 +109,44 @@ impl Parser {
         // Offsets are into the text as given, BOM included.
         let bom = text.len() - stripped.len();
         report.ends.shift_from(0, bom);
+        report.starts.shift_from(0, bom);
         report
     }
 
     pub fn salvage(&self) -> bool {
         self.salvage
+    }
+
+    /// Where each of `report`'s accepted objects sits in `text` (the reply `report` was parsed
+    /// from, with the same `vars`): the byte range of its own text — a JSONL object from its
+    /// opening to its closing brace, a delimited record with its terminator, an element of a
+    /// JSON array from its first to its last character. A window highlights them; sweeps use
+    /// `ends` alone.
+    ///
+    /// For strict `json` the report records where the whole value lies (every element counts
+    /// only once the value is complete); the elements' own ranges are found here by walking the
+    /// array again, each element taken or left as the parse did (the same post rules).
+    pub fn spans(
+        &self,
+        text: &str,
+        vars: &Map<String, Value>,
+        report: &ParseReport,
+    ) -> Vec<(usize, usize)> {
+        if self.response_type == ResponseType::Json && !self.salvage && !report.objects.is_empty() {
+            let stripped = text.strip_prefix('\u{feff}').unwrap_or(text);
+            let bom = text.len() - stripped.len();
+            let acceptor = Acceptor {
+                schema: None,
+                post: &self.post,
+                vars,
+            };
+            if let Some(spans) = json::strict_spans(stripped, &acceptor)
+                && spans.len() == report.objects.len()
+            {
+                return spans.into_iter().map(|(s, e)| (s + bom, e + bom)).collect();
+            }
+        }
+        report.starts.iter().zip(report.ends.iter()).collect()
     }
 }
 
@@ -124,11 +158,19 @@ pub(crate) struct Acceptor<'a> {
 }
 
 impl Acceptor<'_> {
-    /// Coerce, validate, post-process, and either accept `value` or record why not.
-    pub fn accept(&self, report: &mut ParseReport, line: usize, end: usize, value: Value) {
+    /// Coerce, validate, post-process, and either accept `value` (its text `start..end`) or
+    /// record why not.
+    pub fn accept(
+        &self,
+        report: &mut ParseReport,
+        line: usize,
+        (start, end): (usize, usize),
+        value: Value,
+    ) {
         if let Some(value) = self.check(report, line, value) {
             report.objects.push(&value);
             report.ends.push(end);
+            report.starts.push(start);
         }
     }
 
@@ -162,21 +204,35 @@ impl Acceptor<'_> {
     }
 
     /// The rules that apply after validation: passthrough, drop, ensure.
-    pub fn finish(&self, report: &mut ParseReport, line: usize, end: usize, mut value: Value) {
+    pub fn finish(
+        &self,
+        report: &mut ParseReport,
+        line: usize,
+        (start, end): (usize, usize),
+        mut value: Value,
+    ) {
         match self.post_process(&mut value) {
             Ok(()) => {
                 report.objects.push(&value);
                 report.ends.push(end);
+                report.starts.push(start);
             }
             Err(detail) => report.drop(line, DropKind::MissingField, detail),
         }
     }
 
     /// [`Acceptor::finish`] for the elements of an array, in order, each element's value
-    /// dropped as soon as its text is kept. Each element's text ends at `end`.
-    pub fn finish_all(&self, report: &mut ParseReport, line: usize, end: usize, items: Vec<Value>) {
+    /// dropped as soon as its text is kept. Each element counts from the text `span` (the
+    /// whole value).
+    pub fn finish_all(
+        &self,
+        report: &mut ParseReport,
+        line: usize,
+        span: (usize, usize),
+        items: Vec<Value>,
+    ) {
         for value in items {
-            self.finish(report, line, end, value);
+            self.finish(report, line, span, value);
         }
     }
 

@@ -96,6 +96,7 @@ impl<'p> StreamParser<'p> {
             State::Whole => {}
         }
         self.committed.ends.shift_from(before, body_from);
+        self.committed.starts.shift_from(before, body_from);
     }
 
     /// Objects accepted from committed steps only (they can no longer change).
@@ -143,5 +144,6 @@ impl<'p> StreamParser<'p> {
             }
         }
         report.ends.shift_from(before, body_from);
+        report.starts.shift_from(before, body_from);
     }
 }

@@ -14,6 +14,7 @@ mod robustness;
 mod schema;
 mod score;
 mod shipped;
+mod spans;
 mod stream;
 mod support;
 mod sweep;

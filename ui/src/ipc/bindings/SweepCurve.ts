@@ -10,6 +10,10 @@ export type SweepCurve = { prompt: string, responseType: ResponseType, maxTokens
  */
 cutByBudget: boolean, 
 /**
+ * The swept run in the history (the side-by-side view opens it).
+ */
+historyId: number | null, 
+/**
  * Objects in the whole reply.
  */
 total: number, 
