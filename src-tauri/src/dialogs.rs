@@ -56,6 +56,21 @@ impl Dialogs {
         }
     }
 
+    /// The folder the user picked, or `None` if they cancelled.
+    pub fn pick_folder<R: Runtime>(
+        &self,
+        app: &AppHandle<R>,
+        title: &str,
+    ) -> Result<Option<PathBuf>, ApiError> {
+        match self {
+            Dialogs::Native => {
+                let picked = app.dialog().file().set_title(title).blocking_pick_folder();
+                picked.map(into_path).transpose()
+            }
+            Dialogs::Scripted(file) => Ok(next_answer(file)?.map(PathBuf::from)),
+        }
+    }
+
     /// Where the user chose to save (starting from `suggested`: a file name, or a path whose
     /// folder the dialog opens in), or `None` if they cancelled.
     pub fn pick_save<R: Runtime>(

@@ -570,6 +570,18 @@ try {
     const all = await text("eval-preview");
     assert.match(all, /row `fine`: id `fine` is also the id of the row at/, "the duplicate id is named at its second row");
     await shot("evaluate-problems");
+    // A folder of documents, each with its expected records beside it.
+    const folder = path.join(work, "docs-dataset");
+    fs.mkdirSync(folder, { recursive: true });
+    fs.writeFileSync(path.join(folder, "tea.txt"), "Tea is an aromatic beverage made from the leaves of Camellia sinensis.");
+    fs.writeFileSync(path.join(folder, "tea.expected.jsonl"), JSON.stringify({ type: "definition", entity: "Tea", definition: "An aromatic beverage" }) + "\n");
+    fs.writeFileSync(path.join(folder, "rust.txt"), "Rust is a systems programming language.");
+    answerDialogs(folder);
+    await (await $t("eval-dataset-folder")).click();
+    await waitText("eval-dataset", (t) => t.endsWith("docs-dataset"), UI, "the folder was not opened");
+    await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+    const ids = await browser.execute(() => [...document.querySelectorAll('[data-testid="eval-preview-row"]')].map((r) => r.dataset.row));
+    assert.deepEqual(ids.sort(), ["rust", "tea"]);
   });
 
   let firstEval = null;
@@ -897,6 +909,8 @@ try {
         await shot("evaluate-loopback-cell");
       } finally {
         cloud.options.reply = saved;
+        // The scenarios after this one start from the Run screen, as the one before left it.
+        await (await $t("nav-run")).click();
       }
     });
 

@@ -645,6 +645,14 @@ async fn dialog_open<R: Runtime>(cx: Cx<'_, R>, title: String) -> Result<Option<
         .transpose()
 }
 
+async fn dialog_open_folder<R: Runtime>(cx: Cx<'_, R>, title: String) -> Result<Option<String>> {
+    let (app, dialogs) = (cx.app, cx.state.dialogs.clone());
+    let picked = blocking(move || dialogs.pick_folder(&app, &title)).await?;
+    picked
+        .map(|p| Ok(cx.state.access.choose(&p, Use::Read)?.display().to_string()))
+        .transpose()
+}
+
 /// Where the user chose becomes writable by `file_save` (`FileAccess::choose`).
 async fn dialog_save<R: Runtime>(
     cx: Cx<'_, R>,

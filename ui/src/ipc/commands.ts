@@ -349,6 +349,14 @@ export function dialogOpen(title: string): Promise<string | null> {
 }
 
 /**
+ * The native folder dialog: the folder picked (a dataset of `.txt` documents; now readable
+ * by the other commands), or `null`.
+ */
+export function dialogOpenFolder(title: string): Promise<string | null> {
+  return call<string | null>("dialog_open_folder", { title });
+}
+
+/**
  * The native save dialog, starting at `suggested` (a name, or a path whose folder it opens
  * in): where the user chose (now writable by `file_save`), or `null`.
  */
