@@ -27,6 +27,9 @@ use crate::experiments::cells::Ran;
 
 /// Rows a preview lists at most (every row is still read and checked).
 pub const PREVIEW_ROWS: usize = 500;
+/// Problems a preview lists at most, and rows with problems past [`PREVIEW_ROWS`]: a hostile
+/// dataset of a million bad rows is counted, not held.
+pub const PREVIEW_PROBLEMS: usize = 2_000;
 /// Characters of a row's document a preview shows.
 const EXCERPT_CHARS: usize = 400;
 
@@ -40,8 +43,11 @@ pub struct DatasetPreview {
     /// The first rows, in the dataset's order ([`PREVIEW_ROWS`] at most), then any later row
     /// with a problem.
     pub shown: Vec<PreviewRow>,
-    /// Every problem, as `kerf eval` names it, each at its row or line where it has one.
+    /// Every problem, as `kerf eval` names it, each at its row or line where it has one
+    /// ([`PREVIEW_PROBLEMS`] at most).
     pub problems: Vec<DatasetProblem>,
+    /// Problems found in all, listed or not.
+    pub problems_total: usize,
     /// The prompts the rows were checked against (their ids), if any were given.
     pub prompts: Vec<String>,
 }
@@ -92,32 +98,40 @@ pub fn preview(path: &Path, prompts: &[PathBuf]) -> Result<DatasetPreview> {
     let checker = Checker::new(&loaded);
     let mut shown = Vec::new();
     let mut problems = Vec::new();
+    let (mut rows, mut total) = (0, 0);
     let scanned = dataset::scan::<CoreError>(path, &mut |row: Row| {
+        rows += 1;
         let mut found = Vec::new();
         if !loaded.is_empty() {
             checker.row(&row, &mut found);
         }
+        total += found.len();
         for message in &found {
-            problems.push(DatasetProblem {
-                row: Some(row.id.clone()),
-                line: (row.line > 0).then_some(row.line),
-                message: message.clone(),
-            });
+            if problems.len() < PREVIEW_PROBLEMS {
+                problems.push(DatasetProblem {
+                    row: Some(row.id.clone()),
+                    line: (row.line > 0).then_some(row.line),
+                    message: message.clone(),
+                });
+            }
         }
-        if shown.len() < PREVIEW_ROWS || !found.is_empty() {
+        if shown.len() < PREVIEW_ROWS
+            || (!found.is_empty() && shown.len() < PREVIEW_ROWS + PREVIEW_PROBLEMS)
+        {
             shown.push(preview_row(&row, found, &loaded));
         }
         Ok(())
     });
-    let rows = match scanned {
-        Ok(n) => n,
+    match scanned {
+        Ok(_) => {}
         Err(CoreError::Dataset {
             place,
             problems: own,
         }) => {
             // The dataset's own problems (bad JSON, unknown keys, duplicate ids): each names
             // its file and line, which the rows shown are matched to.
-            for message in own {
+            total += own.len();
+            for message in own.into_iter().take(PREVIEW_PROBLEMS) {
                 let line = line_of(&message, &place);
                 let row = line.and_then(|l| {
                     shown
@@ -134,15 +148,15 @@ pub fn preview(path: &Path, prompts: &[PathBuf]) -> Result<DatasetPreview> {
                     message,
                 });
             }
-            shown.len()
         }
         Err(e) => return Err(e.into()),
-    };
+    }
     Ok(DatasetPreview {
         path: path.display().to_string(),
         rows,
         shown,
         problems,
+        problems_total: total,
         prompts: subjects.iter().map(|s| s.prompt.id().to_string()).collect(),
     })
 }

@@ -865,3 +865,33 @@ fn an_eval_with_repeats_charts_each_repeats_f1() {
     assert_eq!(shown.charts.last(), Some(&chart));
     assert_eq!(shown.rows.len(), 2);
 }
+
+/// A dataset where every row is wrong is counted, not held: the preview lists the first
+/// problems and rows, and says how many there are.
+#[test]
+fn a_preview_of_a_hostile_dataset_lists_a_bounded_share_of_its_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("all-bad.jsonl");
+    let rows: String = (0..5_000)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"r{i}\", \"input\": \"Text.\", \"expected\": [{{\"type\": \"definition\", \"entity\": {i}}}]}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&path, rows).unwrap();
+    let preview =
+        eval::view::preview(&path, &[repo().join("prompts/agent-kg-extract.json")]).unwrap();
+    assert_eq!(preview.rows, 5_000);
+    assert_eq!(preview.problems.len(), eval::view::PREVIEW_PROBLEMS);
+    assert!(
+        preview.problems_total >= 5_000,
+        "{}",
+        preview.problems_total
+    );
+    assert_eq!(
+        preview.shown.len(),
+        eval::view::PREVIEW_ROWS + eval::view::PREVIEW_PROBLEMS
+    );
+    assert!(preview.shown.iter().all(|r| !r.problems.is_empty()));
+}

@@ -16,9 +16,14 @@ rows: number,
  */
 shown: Array<PreviewRow>, 
 /**
- * Every problem, as `kerf eval` names it, each at its row or line where it has one.
+ * Every problem, as `kerf eval` names it, each at its row or line where it has one
+ * ([`PREVIEW_PROBLEMS`] at most).
  */
 problems: Array<DatasetProblem>, 
+/**
+ * Problems found in all, listed or not.
+ */
+problemsTotal: number, 
 /**
  * The prompts the rows were checked against (their ids), if any were given.
  */
