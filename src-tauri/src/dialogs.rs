@@ -41,30 +41,22 @@ impl Dialogs {
         }
     }
 
-    /// The file the user picked to open, or `None` if they cancelled.
-    pub fn pick_file<R: Runtime>(
+    /// The file (or with `folder`, the folder) the user picked to open, or `None` if they
+    /// cancelled.
+    pub fn pick_open<R: Runtime>(
         &self,
         app: &AppHandle<R>,
         title: &str,
+        folder: bool,
     ) -> Result<Option<PathBuf>, ApiError> {
         match self {
             Dialogs::Native => {
-                let picked = app.dialog().file().set_title(title).blocking_pick_file();
-                picked.map(into_path).transpose()
-            }
-            Dialogs::Scripted(file) => Ok(next_answer(file)?.map(PathBuf::from)),
-        }
-    }
-
-    /// The folder the user picked, or `None` if they cancelled.
-    pub fn pick_folder<R: Runtime>(
-        &self,
-        app: &AppHandle<R>,
-        title: &str,
-    ) -> Result<Option<PathBuf>, ApiError> {
-        match self {
-            Dialogs::Native => {
-                let picked = app.dialog().file().set_title(title).blocking_pick_folder();
+                let dialog = app.dialog().file().set_title(title);
+                let picked = if folder {
+                    dialog.blocking_pick_folder()
+                } else {
+                    dialog.blocking_pick_file()
+                };
                 picked.map(into_path).transpose()
             }
             Dialogs::Scripted(file) => Ok(next_answer(file)?.map(PathBuf::from)),

@@ -638,16 +638,22 @@ fn check_model(state: &AppState, options: &RunOptions) -> Result<()> {
 
 /// What the user picks becomes readable by the other commands (`FileAccess::choose`).
 async fn dialog_open<R: Runtime>(cx: Cx<'_, R>, title: String) -> Result<Option<String>> {
-    let (app, dialogs) = (cx.app, cx.state.dialogs.clone());
-    let picked = blocking(move || dialogs.pick_file(&app, &title)).await?;
-    picked
-        .map(|p| Ok(cx.state.access.choose(&p, Use::Read)?.display().to_string()))
-        .transpose()
+    picked_to_read(cx, title, false).await
 }
 
 async fn dialog_open_folder<R: Runtime>(cx: Cx<'_, R>, title: String) -> Result<Option<String>> {
+    picked_to_read(cx, title, true).await
+}
+
+/// The open dialog for a file (or a `folder`): what the user picked becomes readable by the
+/// other commands (`FileAccess::choose`).
+async fn picked_to_read<R: Runtime>(
+    cx: Cx<'_, R>,
+    title: String,
+    folder: bool,
+) -> Result<Option<String>> {
     let (app, dialogs) = (cx.app, cx.state.dialogs.clone());
-    let picked = blocking(move || dialogs.pick_folder(&app, &title)).await?;
+    let picked = blocking(move || dialogs.pick_open(&app, &title, folder)).await?;
     picked
         .map(|p| Ok(cx.state.access.choose(&p, Use::Read)?.display().to_string()))
         .transpose()
