@@ -391,7 +391,16 @@ mod tests {
             .status()
             .unwrap();
         assert!(killed.success());
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        // Dead before the next render asks (a zombie until it is reaped): however slow or busy
+        // the machine, the test waits for the fact, not for a time.
+        let stat = format!("/proc/{pid}/stat");
+        while std::fs::read_to_string(&stat).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        }) {
+            std::thread::yield_now();
+        }
         let again = render_in_worker(&script, "t", "x", &ctx).unwrap();
         assert_eq!(again.0, "rendered");
     }
