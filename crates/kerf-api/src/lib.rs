@@ -47,6 +47,7 @@ pub mod prompts;
 pub mod providers;
 mod recovery;
 pub mod runs;
+mod text;
 pub mod workbench;
 
 pub use error::{ApiError, Code, Result};

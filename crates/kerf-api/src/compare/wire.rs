@@ -225,51 +225,9 @@ impl From<&(Side, Side)> for SideBySide {
     }
 }
 
-/// Byte offsets into a text as UTF-16 offsets (identity for ASCII).
-struct Utf16<'t> {
-    text: &'t str,
-    /// `table[b]`: the UTF-16 offset of byte `b`, for texts that are not all ASCII.
-    table: Option<Vec<u32>>,
-}
-
-impl<'t> Utf16<'t> {
-    fn new(text: &'t str) -> Self {
-        let table = (!text.is_ascii()).then(|| {
-            let mut table = vec![0u32; text.len() + 1];
-            let mut units = 0u32;
-            for (at, c) in text.char_indices() {
-                // Inside a character: where it starts (never asked, see `ceil`).
-                table[at..at + c.len_utf8()].fill(units);
-                units += c.len_utf16() as u32;
-            }
-            table[text.len()] = units;
-            table
-        });
-        Utf16 { text, table }
-    }
-
-    /// The UTF-16 offset of byte `b`, a character boundary.
-    fn at(&self, b: usize) -> u32 {
-        match &self.table {
-            None => b as u32,
-            Some(t) => t[b.min(self.text.len())],
-        }
-    }
-
-    /// The UTF-16 offset of the first character boundary at or after byte `b`: where a count
-    /// that changes at `b` is first seen by a cut (cuts fall on boundaries).
-    fn ceil(&self, mut b: usize) -> u32 {
-        b = b.min(self.text.len());
-        while !self.text.is_char_boundary(b) {
-            b += 1;
-        }
-        self.at(b)
-    }
-}
-
 impl From<&Side> for ReplySide {
     fn from(s: &Side) -> Self {
-        let u = Utf16::new(&s.text);
+        let u = crate::text::Utf16::new(&s.text);
         let mut steps: Vec<(u32, u32)> = Vec::with_capacity(s.curve.steps.len());
         for &(o, n) in &s.curve.steps {
             let o = u.ceil(o);

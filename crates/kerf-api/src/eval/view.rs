@@ -24,6 +24,7 @@ use super::{CellLine, Eval};
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::Subject;
 use crate::experiments::cells::Ran;
+use crate::text::Utf16;
 
 /// Rows a preview lists at most (every row is still read and checked).
 pub const PREVIEW_ROWS: usize = 500;
@@ -229,8 +230,8 @@ pub enum Mark {
     Unscored,
 }
 
-/// A byte span `[start, end)` in a text.
-pub type Span = [usize; 2];
+/// A span `[start, end)` in a text, in UTF-16 units: the page slices its string with it.
+pub type Span = [u32; 2];
 
 /// One record of an opened cell.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
@@ -270,10 +271,10 @@ pub struct CellView {
     pub extracted: Vec<MarkedRecord>,
     /// The reply as received (`None`: the cell has no finished run).
     pub reply: Option<String>,
-    /// Where the reply was cut by its budget (its end), when it was.
-    pub cut: Option<usize>,
+    /// Where the reply was cut by its budget (its end), when it was (UTF-16 units).
+    pub cut: Option<u32>,
     /// Where the last accepted record ends: what lies after it gave nothing.
-    pub parsed_to: Option<usize>,
+    pub parsed_to: Option<u32>,
     /// The row's document.
     pub document: Option<String>,
     /// Why pieces of the reply were dropped, one line each (`line N: reason`).
@@ -357,6 +358,7 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     let again = reread_reply(prompt, &row, Some(&raw), body.details);
     let ends: Vec<usize> = again.ends.iter().collect();
     // Offsets of a reply unwrapped from a key are into the unwrapped text, not the raw one.
+    let in_reply = Utf16::new(&raw);
     let spans: Vec<Option<Span>> = if wrapped || again.objects.len() != objects.len() {
         vec![None; objects.len()]
     } else {
@@ -364,10 +366,11 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
             .parser
             .spans(&raw, &row.vars_for(prompt), &again)
             .into_iter()
-            .map(|(s, e)| Some([s, e]))
+            .map(|(s, e)| Some([in_reply.at(s), in_reply.at(e)]))
             .collect()
     };
     let words = document.as_deref().map(|d| Words::new(&m, d));
+    let in_document = Utf16::new(document.as_deref().unwrap_or_default());
     let ungrounded: Option<Vec<usize>> = document
         .as_deref()
         .map(|d| Grounding::new(&m, d).ungrounded(&m, &objects));
@@ -417,7 +420,9 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
                         .into_iter()
                         .map(|p| GroundPlace {
                             field: p.field,
-                            span: p.span.map(|r| [r.start, r.end]),
+                            span: p
+                                .span
+                                .map(|r| [in_document.at(r.start), in_document.at(r.end)]),
                         })
                         .collect()
                 })
@@ -432,8 +437,9 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
             }
         })
         .collect();
-    view.cut = (line.finish_reason == Some(kerf_llm::FinishReason::Length)).then_some(raw.len());
-    view.parsed_to = ends.last().copied();
+    view.cut = (line.finish_reason == Some(kerf_llm::FinishReason::Length))
+        .then(|| in_reply.at(raw.len()));
+    view.parsed_to = ends.last().map(|&e| in_reply.at(e));
     view.reply = Some(raw);
     view.line = line;
     Ok(view)

@@ -755,7 +755,8 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
     );
     // Its place in the reply is the whole record, as the model wrote it.
     let reply = view.reply.as_deref().unwrap();
-    let [s, t] = x.reply_span.unwrap();
+    // Spans are UTF-16 units, the page's string indices (here, ASCII: bytes too).
+    let [s, t] = x.reply_span.unwrap().map(|o| o as usize);
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&reply[s..t]).unwrap(),
         x.object
@@ -764,7 +765,7 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
     let document = view.document.as_deref().unwrap();
     assert_eq!(x.grounded, Some(true));
     let place = x.grounding.iter().find(|g| g.field == "entity").unwrap();
-    let [s, t] = place.span.unwrap();
+    let [s, t] = place.span.unwrap().map(|o| o as usize);
     assert_eq!(document[s..t].to_lowercase(), "photosynthesis");
     assert_eq!(view.cut, None, "the reply ended on its own");
     // History lists it with its state, size and best line.

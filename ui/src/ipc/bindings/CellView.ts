@@ -16,7 +16,7 @@ line: CellLine, responseType: ResponseType, expected: Array<MarkedRecord>, extra
  */
 reply: string | null, 
 /**
- * Where the reply was cut by its budget (its end), when it was.
+ * Where the reply was cut by its budget (its end), when it was (UTF-16 units).
  */
 cut: number | null, 
 /**
