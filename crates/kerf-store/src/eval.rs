@@ -156,14 +156,28 @@ impl Store {
     /// reads [`eval_outcomes`](Self::eval_outcomes), then each reply with
     /// [`eval_reply`](Self::eval_reply).
     pub fn eval_replies(&self, experiment: i64, raw: bool) -> Result<Vec<StoredReply>> {
-        self.cells_with(experiment, if raw { Bodies::Raw } else { Bodies::Report })
+        self.cells_with(
+            experiment,
+            if raw { Bodies::Raw } else { Bodies::Report },
+            None,
+        )
     }
 
     /// An eval's cells with their runs' outcomes (status, finish, tokens, cost, the experiment
     /// that bought them), in key order, without their replies (`report`, `raw` and `details`
     /// are `None`).
     pub fn eval_outcomes(&self, experiment: i64) -> Result<Vec<StoredReply>> {
-        self.cells_with(experiment, Bodies::None)
+        self.cells_with(experiment, Bodies::None, None)
+    }
+
+    /// One cell of an eval with its run's outcome, as [`eval_outcomes`](Self::eval_outcomes)
+    /// gives it, looked up by its key (the window opening a cell of a large eval reads one row,
+    /// not the matrix). `None`: the eval has no such cell.
+    pub fn eval_outcome(&self, experiment: i64, cell: &EvalCell) -> Result<Option<StoredReply>> {
+        Ok(self
+            .cells_with(experiment, Bodies::None, Some(cell))?
+            .into_iter()
+            .next())
     }
 
     /// What run `run` kept of its reply: its parse, or with `raw` the reply as received and the
@@ -191,7 +205,13 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    fn cells_with(&self, experiment: i64, bodies: Bodies) -> Result<Vec<StoredReply>> {
+    /// An eval's cells (or, with `only`, that one cell) with their runs and `bodies`.
+    fn cells_with(
+        &self,
+        experiment: i64,
+        bodies: Bodies,
+        only: Option<&EvalCell>,
+    ) -> Result<Vec<StoredReply>> {
         let (columns, join) = match bodies {
             Bodies::None => ("NULL, r.experiment_id, NULL, NULL", ""),
             Bodies::Report => (
@@ -209,11 +229,28 @@ impl Store {
                 "SELECT c.prompt, c.max_tokens, c.constrained, c.repeat, c.row_id, c.run_id,
                         r.status, r.finish_reason, r.completion_tokens, r.cost_usd, {columns}
                  FROM eval_cells c LEFT JOIN runs r ON r.id = c.run_id {join}
-                 WHERE c.experiment_id = ?1
-                 ORDER BY c.prompt, c.max_tokens, c.constrained DESC, c.repeat, c.row_id"
+                 WHERE c.experiment_id = ?1{}
+                 ORDER BY c.prompt, c.max_tokens, c.constrained DESC, c.repeat, c.row_id",
+                if only.is_some() {
+                    " AND c.prompt = ?2 AND c.max_tokens = ?3 AND c.constrained = ?4
+                       AND c.repeat = ?5 AND c.row_id = ?6"
+                } else {
+                    ""
+                }
             ))
             .map_err(|e| self.err(e))?;
-        stmt.query_map([experiment], |r| {
+        let key: Vec<rusqlite::types::Value> = match only {
+            Some(c) => vec![
+                experiment.into(),
+                c.prompt.clone().into(),
+                i64::from(c.max_tokens).into(),
+                c.constrained.into(),
+                i64::from(c.repeat).into(),
+                c.row.clone().into(),
+            ],
+            None => vec![experiment.into()],
+        };
+        stmt.query_map(rusqlite::params_from_iter(key), |r| {
             let json = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
             Ok(StoredReply {
                 cell: StoredCell {

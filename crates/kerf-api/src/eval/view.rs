@@ -301,16 +301,16 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     let prompt = &subject.prompt;
     let m = prompt.matcher();
     let stored = store
-        .eval_outcomes(eval.experiment)?
-        .into_iter()
-        .find(|s| {
-            let c = &s.cell.cell;
-            c.row == key.row
-                && c.prompt == key.prompt
-                && c.max_tokens == key.max_tokens
-                && c.constrained == key.constrained
-                && c.repeat == key.repeat
-        })
+        .eval_outcome(
+            eval.experiment,
+            &EvalCell {
+                prompt: key.prompt.clone(),
+                max_tokens: key.max_tokens,
+                constrained: key.constrained,
+                repeat: key.repeat,
+                row: key.row.clone(),
+            },
+        )?
         .ok_or_else(|| not_found("such cell"))?;
     let mut line = CellLine::unscored(&stored, eval.experiment);
     let row = eval.row(store, seq)?;
