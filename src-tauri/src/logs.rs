@@ -17,7 +17,11 @@ pub fn init(dir: &Path) {
         .max_log_files(7)
         .build(dir);
     let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let registry = tracing_subscriber::registry().with(stderr.with_filter(filter()));
+    // llama.cpp's lines are kept for run reports (the layers it really offloaded, the backend
+    // modules it loaded), whatever the filter shows.
+    let registry = tracing_subscriber::registry()
+        .with(kerf_llama::logs::Capture)
+        .with(stderr.with_filter(filter()));
     let result = match file {
         Ok(appender) => registry
             .with(

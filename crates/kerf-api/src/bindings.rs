@@ -34,6 +34,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         kerf_llm::details::LocalDetails,
         kerf_llm::details::CloudDetails,
         kerf_llm::details::Offload,
+        kerf_llm::details::SplitMode,
         kerf_llm::details::Device,
         kerf_llm::details::FlashAttention,
         kerf_llm::details::ConstraintRun,

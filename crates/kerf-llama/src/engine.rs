@@ -25,10 +25,12 @@ use kerf_llm::{
     Usage,
 };
 
+use crate::backends::{Backends, FailedBackend, LoadedBackend};
 use crate::gguf::{self, GgufInfo};
-use crate::{GpuLayers, LocalConfig, logs};
+use crate::{GpuLayers, LocalConfig, SplitMode, logs};
 use kerf_llm::RunDetails;
 use kerf_llm::details::{ConstraintEngine, ConstraintRun, Device, LocalDetails, Offload};
+use llama_cpp_2::model::params::LlamaSplitMode;
 
 fn engine_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Engine(format!("{what}: {e}"))
@@ -36,6 +38,7 @@ fn engine_error(what: &str, e: impl std::fmt::Display) -> Error {
 
 /// The CPU features this build's ggml was compiled for (see `.cargo/config.toml`): without them
 /// the first matrix product would die of an illegal instruction, so refuse to start instead.
+#[cfg_attr(feature = "dynamic-backends", allow(dead_code))]
 fn check_cpu() -> Result<()> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -62,16 +65,155 @@ fn check_cpu() -> Result<()> {
 }
 
 fn backend() -> Result<&'static LlamaBackend> {
-    check_cpu()?;
     static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
             // llama.cpp's own lines go to tracing (see `logs::Capture`), never to the terminal.
             llama_cpp_2::send_logs_to_tracing(LogOptions::default());
+            load_modules()?;
             LlamaBackend::init().map_err(|e| e.to_string())
         })
         .as_ref()
         .map_err(|e| engine_error("llama.cpp backend", e))
+}
+
+/// What [`load_modules`] loaded (a `dynamic-backends` build), set once before the backend starts.
+#[derive(Debug, Clone, Default)]
+struct Modules {
+    dir: Option<PathBuf>,
+    /// Each backend's name and the module it came from, as ggml said when it loaded it.
+    files: Vec<(String, String)>,
+    failed: Vec<FailedBackend>,
+}
+
+static MODULES: OnceLock<Modules> = OnceLock::new();
+
+/// A `dynamic-backends` build: load the best CPU module and every GPU module the machine can run
+/// from the folder [`crate::backends::search`] finds, and ask again, aloud, for each GPU module
+/// that did not load, so llama.cpp says why. A build with backends linked in has nothing to load,
+/// but checks the CPU it was compiled for.
+fn load_modules() -> std::result::Result<(), String> {
+    #[cfg(feature = "dynamic-backends")]
+    {
+        let dir = crate::backends::search(
+            std::env::var_os("KERF_BACKENDS_DIR").map(PathBuf::from),
+            std::env::current_exe().ok().as_deref(),
+            llama_cpp_sys_2::BACKENDS_DIR.map(Path::new),
+        )
+        .ok_or_else(|| {
+            "no CPU backend module (libggml-cpu-*.so) beside this program (../lib/kerf) nor where \
+             the build put them; set KERF_BACKENDS_DIR to the folder that holds them"
+                .to_string()
+        })?;
+        if dir.to_str().is_none() {
+            return Err(format!(
+                "the backends folder {} is not UTF-8",
+                dir.display()
+            ));
+        }
+        logs::clear();
+        llama_cpp_2::llama_backend::load_backends_from_path(&dir);
+        // "load_backend: loaded CPU backend from /usr/lib/kerf/libggml-cpu-haswell.so"
+        let files: Vec<(String, String)> = logs::all_containing(" backend from ")
+            .iter()
+            .filter_map(|l| {
+                let (name, path) = l.split_once("loaded ")?.1.split_once(" backend from ")?;
+                let file = Path::new(path.trim()).file_name()?.to_string_lossy();
+                Some((name.to_string(), file.into_owned()))
+            })
+            .collect();
+        let backends: Vec<String> = llama_cpp_2::list_llama_ggml_backend_devices()
+            .into_iter()
+            .map(|d| d.backend.to_ascii_lowercase())
+            .collect();
+        if !backends.iter().any(|b| b == "cpu") {
+            return Err(format!(
+                "no CPU backend module in {} runs on this CPU{}",
+                dir.display(),
+                logs::last_containing("libggml-cpu")
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            ));
+        }
+        let mut failed = Vec::new();
+        let mut entries: Vec<String> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("reading {}: {e}", dir.display()))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        entries.sort();
+        for file in entries {
+            let Some(name) = crate::backends::gpu_module(&file) else {
+                continue;
+            };
+            if backends.iter().any(|b| b == name) {
+                continue;
+            }
+            logs::clear();
+            if !load_module(&dir.join(&file)) {
+                failed.push(FailedBackend {
+                    why: logs::last_containing(&file)
+                        .or_else(|| logs::last_containing("not supported"))
+                        .map(|l| {
+                            l.split_once(": ")
+                                .map_or(l.clone(), |(_, why)| why.to_string())
+                        })
+                        .unwrap_or_else(|| "llama.cpp gave no reason".into()),
+                    file,
+                });
+            }
+        }
+        let _ = MODULES.set(Modules {
+            dir: Some(dir),
+            files,
+            failed,
+        });
+        Ok(())
+    }
+    #[cfg(not(feature = "dynamic-backends"))]
+    {
+        let _ = MODULES.set(Modules::default());
+        check_cpu().map_err(|e| e.to_string())
+    }
+}
+
+/// Load one backend module aloud (ggml logs why it cannot), registering it if it loads.
+#[cfg(feature = "dynamic-backends")]
+#[allow(unsafe_code)]
+fn load_module(path: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `ggml_backend_load` reads the NUL-terminated path (alive for the call) and returns
+    // a registry owned by ggml's global list, or null; only the null check is used here.
+    !unsafe { llama_cpp_sys_2::ggml_backend_load(c.as_ptr()) }.is_null()
+}
+
+/// The backends this process has, and where a dynamic build loaded them from.
+pub fn backends() -> Result<Backends> {
+    backend()?;
+    let modules = MODULES.get().cloned().unwrap_or_default();
+    let mut loaded: Vec<LoadedBackend> = Vec::new();
+    for d in llama_cpp_2::list_llama_ggml_backend_devices() {
+        if loaded.iter().any(|b| b.name == d.backend) {
+            continue;
+        }
+        let file = modules
+            .files
+            .iter()
+            .find(|(name, _)| *name == d.backend)
+            .map(|(_, file)| file.clone());
+        loaded.push(LoadedBackend {
+            name: d.backend,
+            file,
+        });
+    }
+    Ok(Backends {
+        dynamic: cfg!(feature = "dynamic-backends"),
+        dir: modules.dir,
+        loaded,
+        failed: modules.failed,
+    })
 }
 
 pub fn devices() -> Result<Vec<Device>> {
@@ -108,7 +250,7 @@ struct Loaded {
     factory: OnceLock<std::result::Result<ParserFactory, String>>,
 }
 
-type Key = (PathBuf, GpuLayers, i32);
+type Key = (PathBuf, GpuLayers, Option<u32>, SplitMode);
 
 fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
     static MODELS: Mutex<Vec<(Key, Arc<Loaded>)>> = Mutex::new(Vec::new());
@@ -116,7 +258,8 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
         .model
         .canonicalize()
         .unwrap_or_else(|_| config.model.clone());
-    let key = (path.clone(), config.gpu_layers, config.main_gpu);
+    let split_mode = config.effective_split_mode();
+    let key = (path.clone(), config.gpu_layers, config.main_gpu, split_mode);
     let mut models = MODELS
         .lock()
         .map_err(|_| Error::Engine("model cache poisoned".into()))?;
@@ -127,26 +270,70 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
     let info = gguf::inspect(&config.model)?;
     gguf::check_memory(&info)?;
     let backend = backend()?;
+    let backends = backends()?;
     let devices = devices()?;
     let gpus: Vec<&Device> = devices
         .iter()
         .filter(|d| matches!(d.kind.as_str(), "gpu" | "igpu"))
         .collect();
+    // llama.cpp counts `main_gpu` among the GPUs it uses, and ignores one that does not exist.
+    if let Some(i) = config.main_gpu
+        && i as usize >= gpus.len()
+    {
+        return Err(Error::Request(format!(
+            "--main-gpu {i}: there is no GPU {i} here ({}); GPUs are counted from 0 in `kerf models devices`",
+            if gpus.is_empty() {
+                format!(
+                    "this build finds no GPU on this machine, only {}",
+                    devices
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                format!(
+                    "GPUs: {}",
+                    gpus.iter()
+                        .enumerate()
+                        .map(|(k, d)| format!("{k} = {}", d.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        )));
+    }
     let all_layers = info.layers.map_or(999, |l| {
         u32::try_from(l).unwrap_or(u32::MAX).saturating_add(1)
     });
-    let (n_gpu_layers, warning) = match config.gpu_layers {
-        GpuLayers::None => (0, None),
-        GpuLayers::Auto => (if gpus.is_empty() { 0 } else { all_layers }, None),
-        GpuLayers::All | GpuLayers::Count(_) if gpus.is_empty() => (
-            0,
-            Some(format!(
-                "GPU offload was asked for, but this build has no GPU backend on this machine (devices: {}); running on the CPU",
+    let no_gpu = || {
+        backends.failures().unwrap_or_else(|| {
+            format!(
+                "this build has no GPU backend on this machine (devices: {})",
                 devices
                     .iter()
                     .map(|d| d.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
+            )
+        })
+    };
+    let (n_gpu_layers, warning) = match config.gpu_layers {
+        GpuLayers::None => (0, None),
+        // Auto stays quiet when there is simply no GPU, but not when one failed to load.
+        GpuLayers::Auto => (
+            if gpus.is_empty() { 0 } else { all_layers },
+            if gpus.is_empty() {
+                backends.note()
+            } else {
+                None
+            },
+        ),
+        GpuLayers::All | GpuLayers::Count(_) if gpus.is_empty() => (
+            0,
+            Some(format!(
+                "GPU offload was asked for, but {}; running on the CPU",
+                no_gpu()
             )),
         ),
         GpuLayers::All => (all_layers, None),
@@ -154,7 +341,12 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
     };
     let params = LlamaModelParams::default()
         .with_n_gpu_layers(n_gpu_layers)
-        .with_main_gpu(config.main_gpu);
+        .with_main_gpu(config.main_gpu.map_or(0, |i| i as i32))
+        .with_split_mode(match split_mode {
+            SplitMode::Layer => LlamaSplitMode::Layer,
+            SplitMode::Row => LlamaSplitMode::Row,
+            SplitMode::None => LlamaSplitMode::None,
+        });
     logs::clear();
     let t = Instant::now();
     let model =
@@ -171,14 +363,28 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
     let load_seconds = t.elapsed().as_secs_f64();
     // What llama.cpp says it did, not what was asked.
     let (offloaded, total) = logs::offloaded_layers().unwrap_or((0, all_layers));
-    let device = if offloaded > 0 {
-        gpus.iter()
-            .find(|d| d.index as i32 == config.main_gpu)
-            .or(gpus.first())
-            .map(|d| format!("{} ({})", d.name, d.description))
-            .unwrap_or_else(|| "GPU".into())
+    // The GPUs the layers went to: the main one alone with split mode `none`, else every GPU.
+    let used: Vec<&&Device> = if offloaded == 0 {
+        Vec::new()
+    } else if split_mode == SplitMode::None {
+        gpus.get(config.main_gpu.unwrap_or(0) as usize)
+            .into_iter()
+            .collect()
     } else {
-        "CPU".into()
+        gpus.iter().collect()
+    };
+    let (device, backend_name) = if used.is_empty() {
+        ("CPU".to_string(), backends.cpu())
+    } else {
+        let mut names: Vec<&str> = used.iter().map(|d| d.backend.as_str()).collect();
+        names.dedup();
+        (
+            used.iter()
+                .map(|d| format!("{} ({})", d.name, d.description))
+                .collect::<Vec<_>>()
+                .join(", "),
+            names.join(", "),
+        )
     };
     let offload = Offload {
         requested: match config.gpu_layers {
@@ -190,6 +396,8 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
         offloaded_layers: offloaded,
         total_layers: total,
         device,
+        backend: Some(backend_name),
+        split_mode: Some(split_mode),
         devices,
     };
     let loaded = Arc::new(Loaded {
@@ -425,6 +633,7 @@ pub fn run(
         threads,
         flash_attention: config.flash_attention.into(),
         offload: loaded.offload.clone(),
+        setup_seconds: None,
         constraint: None,
     };
     let finish =
@@ -442,7 +651,10 @@ pub fn run(
             })
         };
 
-    // The prompt, in batches, checking for cancellation between them.
+    // The prompt, in batches, checking for cancellation between them. Its speed is timed from
+    // the first decode: what came before (template, tokenizing, the context) is set-up.
+    let prompt_start = Instant::now();
+    details.setup_seconds = Some(prompt_start.duration_since(start).as_secs_f64());
     let mut batch = LlamaBatch::new(n_batch as usize, 1);
     let mut pos: i32 = 0;
     for chunk in tokens.chunks(n_batch as usize) {
@@ -466,7 +678,7 @@ pub fn run(
             .map_err(|e| engine_error("processing the prompt", e))?;
         pos += chunk.len() as i32;
     }
-    let prompt_seconds = start.elapsed().as_secs_f64();
+    let prompt_seconds = prompt_start.elapsed().as_secs_f64();
 
     let (mut active, constraint_details) =
         build_constraint(&loaded, &req.constraint, config.prefer_gbnf, on_event)?;

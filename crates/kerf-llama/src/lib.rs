@@ -8,6 +8,7 @@
 //! [`kerf_llm::Error::Unavailable`] saying how to build with it. The GGUF reader and the model
 //! store work either way.
 
+pub mod backends;
 pub mod gguf;
 pub mod grammar;
 pub mod logs;
@@ -67,7 +68,13 @@ pub struct LocalConfig {
     pub flash_attention: Option<bool>,
     pub batch: u32,
     pub gpu_layers: GpuLayers,
-    pub main_gpu: i32,
+    /// The GPU (0 = the first) that holds the model, or with split mode `layer`/`row` the small
+    /// tensors and intermediate results. Given, it must exist, and the split mode defaults to
+    /// `none` (llama.cpp honours it only then).
+    pub main_gpu: Option<u32>,
+    /// How layers spread over several GPUs: `None` is `none` when `main_gpu` is given, else
+    /// llama.cpp's `layer`.
+    pub split_mode: Option<SplitMode>,
     /// A chat template to use instead of the model's own (llama.cpp's built-in names such as
     /// `chatml`, or a template string).
     pub chat_template: Option<String>,
@@ -85,7 +92,8 @@ impl LocalConfig {
             flash_attention: None,
             batch: 512,
             gpu_layers: GpuLayers::Auto,
-            main_gpu: 0,
+            main_gpu: None,
+            split_mode: None,
             chat_template: None,
             prefer_gbnf: false,
         }
@@ -93,7 +101,19 @@ impl LocalConfig {
 }
 
 /// A backend device llama.cpp can run on (the run vocabulary's, kept with a run's offload).
-pub use kerf_llm::details::Device;
+pub use kerf_llm::details::{Device, SplitMode};
+
+impl LocalConfig {
+    /// The split mode a run uses: the one asked for, else `none` when a main GPU is named (so
+    /// that it holds the model), else llama.cpp's default, `layer`.
+    pub fn effective_split_mode(&self) -> SplitMode {
+        self.split_mode.unwrap_or(if self.main_gpu.is_some() {
+            SplitMode::None
+        } else {
+            SplitMode::Layer
+        })
+    }
+}
 
 #[cfg_attr(feature = "engine", allow(dead_code))]
 fn unavailable() -> Error {
@@ -204,6 +224,18 @@ pub fn devices() -> Result<Vec<Device>> {
     #[cfg(feature = "engine")]
     {
         engine::devices()
+    }
+    #[cfg(not(feature = "engine"))]
+    {
+        Err(unavailable())
+    }
+}
+
+/// The compute backends this process has (loading them first in a `dynamic-backends` build).
+pub fn backends() -> Result<backends::Backends> {
+    #[cfg(feature = "engine")]
+    {
+        engine::backends()
     }
     #[cfg(not(feature = "engine"))]
     {

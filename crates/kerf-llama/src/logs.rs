@@ -68,6 +68,14 @@ pub fn last_containing(needle: &str) -> Option<String> {
         .cloned()
 }
 
+/// Every captured line containing `needle`, oldest first.
+pub fn all_containing(needle: &str) -> Vec<String> {
+    RECENT.lock().map_or_else(
+        |_| Vec::new(),
+        |r| r.iter().filter(|l| l.contains(needle)).cloned().collect(),
+    )
+}
+
 /// `(offloaded, total)` from llama.cpp's "offloaded N/M layers to GPU" line, if it said so.
 pub fn offloaded_layers() -> Option<(u32, u32)> {
     let line = last_containing("layers to GPU")?;

@@ -24,20 +24,34 @@ pub fn models_dir() -> PathBuf {
     kerf_core::dirs::models_dir()
 }
 
+/// Where an installed package keeps the bundled model: `../share/kerf/models` beside the
+/// executable (`/usr/share/kerf/models` for `/usr/bin/kerf`), read-only; `None` when this
+/// program was not installed so (a build run from its target directory).
+pub fn installed_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?.join("../share/kerf/models");
+    dir.is_dir().then(|| dir.canonicalize().unwrap_or(dir))
+}
+
 /// The bundled default model's place in `models` (the models folder).
 pub fn default_model_path(models: &Path) -> PathBuf {
     models.join(DEFAULT_MODEL_FILE)
 }
 
 /// The model a run uses: `model` when named, else the default model in `models`, which must
-/// have been fetched.
+/// have been fetched, else the one an installed package put in [`installed_dir`].
 pub fn resolve(models: &Path, model: Option<&Path>) -> Result<PathBuf, Error> {
     match model {
         Some(p) => Ok(p.to_path_buf()),
         None => {
             let p = default_model_path(models);
+            let installed = installed_dir()
+                .map(|d| default_model_path(&d))
+                .filter(|p| p.is_file());
             if p.is_file() {
                 Ok(p)
+            } else if let Some(installed) = installed {
+                Ok(installed)
             } else {
                 Err(Error::Model {
                     path: p.display().to_string(),
@@ -72,6 +86,17 @@ fn hex(bytes: &[u8]) -> String {
 /// verified copy is already there. `say` receives progress lines.
 pub fn fetch(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
     let dest = default_model_path(dir);
+    if !dest.is_file()
+        && let Some(installed) = installed_dir()
+            .map(|d| default_model_path(&d))
+            .filter(|p| sha256_file(p).is_ok_and(|h| h == DEFAULT_MODEL_SHA256))
+    {
+        say(&format!(
+            "{} came with the installed package and is verified; nothing to fetch",
+            installed.display()
+        ));
+        return Ok(installed);
+    }
     if dest.is_file() {
         if sha256_file(&dest).map_err(|e| io_error(&dest, e))? == DEFAULT_MODEL_SHA256 {
             say(&format!("{} is already here and verified", dest.display()));
@@ -161,17 +186,24 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
     }
 }
 
-/// Every `.gguf` in the models folder `dir`, with what its header says (or why it cannot be
-/// read).
+/// Every `.gguf` in the models folder `dir`, then those an installed package put in
+/// [`installed_dir`], with what its header says (or why it cannot be read).
 pub fn list(dir: &Path) -> Vec<(PathBuf, Result<GgufInfo, Error>)> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "gguf"))
-                .collect()
-        })
-        .unwrap_or_default();
-    paths.sort();
+    let ggufs = |dir: &Path| {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "gguf"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        paths.sort();
+        paths
+    };
+    let mut paths = ggufs(dir);
+    if let Some(installed) = installed_dir().filter(|d| d.as_path() != dir) {
+        paths.extend(ggufs(&installed));
+    }
     paths
         .into_iter()
         .map(|p| {

@@ -33,6 +33,12 @@ pub struct LocalDetails {
     pub threads: i32,
     pub flash_attention: FlashAttention,
     pub offload: Offload,
+    /// Seconds from the run's start to its first decode: the chat template, tokenizing, the
+    /// context's creation (kept apart, so prompt tok/s is the engine's). Absent in runs recorded
+    /// before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub setup_seconds: Option<f64>,
     /// Absent when the run stopped before generating (cancelled during the prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
@@ -68,10 +74,68 @@ pub struct Offload {
     pub requested: String,
     pub offloaded_layers: u32,
     pub total_layers: u32,
-    /// `CPU`, or the GPU's name and description.
+    /// `CPU`, or the name and description of each GPU the model's layers went to.
     pub device: String,
+    /// The ggml backend that ran the offloaded layers (`CUDA`, `Vulkan`, …), or the CPU backend
+    /// (with the variant for this CPU's instruction set, `CPU (haswell)`, in a build that loads
+    /// its backends at run time). Absent in runs recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub backend: Option<String>,
+    /// How layers were spread over the GPUs. Absent in runs recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub split_mode: Option<SplitMode>,
     /// Every backend device llama.cpp found.
     pub devices: Vec<Device>,
+}
+
+impl Offload {
+    /// Where the run's layers ran, in one phrase (`CUDA0 (NVIDIA H100) on CUDA`, `CPU on CPU
+    /// (haswell)`): what two runs are compared by, since greedy output differs between devices.
+    pub fn ran_on(&self) -> String {
+        match &self.backend {
+            Some(b) => format!("{} on {b}", self.device),
+            None => self.device.clone(),
+        }
+    }
+}
+
+/// How llama.cpp spreads a model over several GPUs (its `split_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub enum SplitMode {
+    /// Layers (and their KV cache) spread over every GPU: llama.cpp's default.
+    Layer,
+    /// Rows of each tensor spread over every GPU.
+    Row,
+    /// One GPU, the main one, holds every offloaded layer.
+    None,
+}
+
+impl SplitMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SplitMode::Layer => "layer",
+            SplitMode::Row => "row",
+            SplitMode::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for SplitMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "layer" => Ok(SplitMode::Layer),
+            "row" => Ok(SplitMode::Row),
+            "none" => Ok(SplitMode::None),
+            other => Err(format!(
+                "`{other}` is not a split mode (use `layer`, `row` or `none`)"
+            )),
+        }
+    }
 }
 
 /// A backend device llama.cpp can run on.

@@ -54,6 +54,8 @@ pub struct Side {
     pub sweep: Sweep,
     /// The reply's accepted objects, in order, each where it sits.
     pub objects: Vec<Placed>,
+    /// Where a local run ran (see [`crate::history::ran_on`]).
+    pub ran_on: Option<String>,
 }
 
 /// The tokenizer run `settings`' replies are cut with: the local model's own (its GGUF path,
@@ -83,6 +85,7 @@ pub fn side(store: &Store, models: &Path, id: i64, cancel: &CancelToken) -> Resu
     )?;
     let vars = record.input.vars.as_object().cloned().unwrap_or_default();
     let tokenizer = tokenizer_for(&params.settings, models);
+    let ran_on = crate::history::ran_on(&record.details);
     let text = record.raw;
     let parser = &prompt.parser;
     let unit = token_unit(&tokenizer, &text)?;
@@ -108,6 +111,7 @@ pub fn side(store: &Store, models: &Path, id: i64, cancel: &CancelToken) -> Resu
         curve,
         sweep,
         objects,
+        ran_on,
     })
 }
 

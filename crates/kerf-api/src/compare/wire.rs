@@ -206,6 +206,8 @@ pub struct ReplySide {
     /// Objects in the whole reply.
     pub total: u32,
     pub objects: Vec<PlacedObject>,
+    /// Where a local run ran: two replies from different devices differ for that alone.
+    pub ran_on: Option<String>,
 }
 
 /// Two replies side by side: a compare's two formats, or any two runs from History.
@@ -264,6 +266,7 @@ impl From<&Side> for ReplySide {
                     label: p.label.clone(),
                 })
                 .collect(),
+            ran_on: s.ran_on.clone(),
         }
     }
 }

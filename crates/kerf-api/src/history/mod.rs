@@ -169,6 +169,26 @@ pub struct RunDiff {
     pub input: TextChange,
     pub params: Vec<ParamChange>,
     pub objects: kerf_core::diff::ObjectDiff,
+    /// Where each of two local runs ran, when that differs: greedy output differs between a
+    /// CPU and a GPU (seen: 6 objects against 5 at one budget), so a change may come from that
+    /// alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devices: Option<(String, String)>,
+}
+
+/// Where a local run ran (`CPU on CPU (haswell)`, `CUDA0 (NVIDIA H100) on CUDA`), from its
+/// stored details; `None` for a cloud run or one that ended before it loaded a model.
+pub fn ran_on(details: &Value) -> Option<String> {
+    match serde_json::from_value::<kerf_llm::RunDetails>(details.clone()).ok()? {
+        kerf_llm::RunDetails::Local(l) => Some(l.offload.ran_on()),
+        _ => None,
+    }
+}
+
+/// The two devices when two local runs ran on different ones.
+pub fn different_devices(a: &Value, b: &Value) -> Option<(String, String)> {
+    let (a, b) = (ran_on(a)?, ran_on(b)?);
+    (a != b).then_some((a, b))
 }
 
 fn outcome(r: &RunRecord) -> Outcome {
@@ -257,5 +277,43 @@ pub fn diff(store: &Store, a: i64, b: i64) -> Result<RunDiff> {
         input,
         params,
         objects,
+        devices: different_devices(&x.details, &y.details),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(device: &str, backend: Option<&str>) -> Value {
+        let mut offload = json!({"requested": "auto", "offloaded_layers": 0, "total_layers": 31,
+            "device": device, "devices": []});
+        if let Some(b) = backend {
+            offload["backend"] = json!(b);
+        }
+        json!({"engine": "llama.cpp", "model": "/m.gguf", "model_reused": false,
+            "load_seconds": 0.1, "context": 2048, "threads": 2, "flash_attention": "auto",
+            "offload": offload})
+    }
+
+    /// Two local runs from different devices are named (greedy output differs between them);
+    /// the same device, a cloud run, or a run with no details are not.
+    #[test]
+    fn runs_from_different_devices_are_named() {
+        let cpu = local("CPU", Some("CPU (haswell)"));
+        let gpu = local("CUDA0 (NVIDIA H100)", Some("CUDA"));
+        assert_eq!(
+            different_devices(&cpu, &gpu),
+            Some((
+                "CPU on CPU (haswell)".to_string(),
+                "CUDA0 (NVIDIA H100) on CUDA".to_string()
+            ))
+        );
+        assert_eq!(different_devices(&cpu, &cpu.clone()), None);
+        // A run recorded before the backend was kept still names its device.
+        assert_eq!(ran_on(&local("CPU", None)).as_deref(), Some("CPU"));
+        let cloud = json!({"provider": "scripted"});
+        assert_eq!(different_devices(&cpu, &cloud), None);
+        assert_eq!(different_devices(&cpu, &Value::Null), None);
+    }
 }

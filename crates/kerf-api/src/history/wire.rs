@@ -291,6 +291,9 @@ pub struct RunDiffView {
     pub changed: Vec<ChangedObject>,
     pub outcome_a: String,
     pub outcome_b: String,
+    /// Where each run ran, when two local runs ran on different devices (their output may
+    /// differ for that alone).
+    pub devices: Option<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
@@ -359,6 +362,7 @@ impl From<&RunDiff> for RunDiffView {
                 .collect(),
             outcome_a: outcome(&d.a),
             outcome_b: outcome(&d.b),
+            devices: d.devices.clone(),
         }
     }
 }

@@ -21,7 +21,7 @@ pub use subject::Subject;
 use std::path::PathBuf;
 
 use kerf_core::{ParseReport, Prompt, Rendered, ResponseType};
-use kerf_llama::{GpuLayers, LocalConfig, LocalProvider};
+use kerf_llama::{GpuLayers, LocalConfig, LocalProvider, SplitMode};
 use kerf_llm::cloud::CloudProvider;
 use kerf_llm::providers::Structured;
 use kerf_llm::{
@@ -55,7 +55,10 @@ pub struct RunSettings {
     pub seed: Option<u64>,
     pub stop: Vec<String>,
     pub gpu_layers: GpuLayers,
-    pub main_gpu: i32,
+    /// The GPU that holds the model (0 = the first); given, it must exist.
+    pub main_gpu: Option<u32>,
+    /// How layers spread over several GPUs (`None`: `none` with a main GPU, else `layer`).
+    pub split_mode: Option<SplitMode>,
     pub threads: Option<i32>,
     /// Flash attention: `None` lets llama.cpp decide.
     pub flash_attention: Option<bool>,
@@ -103,7 +106,8 @@ impl Default for RunSettings {
             seed: None,
             stop: Vec::new(),
             gpu_layers: GpuLayers::Auto,
-            main_gpu: 0,
+            main_gpu: None,
+            split_mode: None,
             threads: None,
             flash_attention: None,
             context: None,
@@ -139,6 +143,7 @@ impl RunSettings {
         let mut config = LocalConfig::new(model);
         config.gpu_layers = self.gpu_layers;
         config.main_gpu = self.main_gpu;
+        config.split_mode = self.split_mode;
         config.threads = self.threads;
         config.flash_attention = self.flash_attention;
         config.context = self.context;
@@ -224,7 +229,8 @@ impl RunParams {
             stop: s.stop.clone(),
             structured: s.structured,
             gpu_layers: Some(gpu_layers_name(s.gpu_layers)),
-            main_gpu: Some(s.main_gpu),
+            main_gpu: s.main_gpu.and_then(|g| i32::try_from(g).ok()),
+            split_mode: s.split_mode,
             threads: s.threads,
             context: s.context,
             flash_attn: Some(flash_attn_name(s.flash_attention).to_string()),
@@ -301,11 +307,15 @@ impl RunParams {
                 .transpose()?
                 .unwrap_or(defaults.gpu_layers),
             main_gpu: match field!("main_gpu") {
-                Some(n) => n,
+                // Runs recorded before the split mode was kept stored 0, the default, whether or
+                // not it was asked for: read as not asked.
+                Some(0i32) if params.get("split_mode").is_none() => None,
+                Some(n) => Some(u32::try_from(n).map_err(|_| bad("main_gpu"))?),
                 None => flag("--main-gpu")
                     .and_then(|n| n.parse().ok())
-                    .unwrap_or(defaults.main_gpu),
+                    .or(defaults.main_gpu),
             },
+            split_mode: field!("split_mode"),
             threads: field!("threads"),
             flash_attention: match flash.as_deref() {
                 None => None,

@@ -3,7 +3,7 @@
 //! flags fill one in field by field (no round trip through `kerf run`'s argv, so a value that
 //! begins with `-` — a stop sequence `-->`, a negative seed offset — is a value, not a flag).
 
-use kerf_llama::GpuLayers;
+use kerf_llama::{GpuLayers, SplitMode};
 use kerf_llm::ReasoningEffort;
 use kerf_llm::providers::Structured;
 
@@ -23,7 +23,8 @@ pub struct Overrides {
     /// Replaces every stored stop sequence (`Some(vec![])` clears them).
     pub stop: Option<Vec<String>>,
     pub gpu_layers: Option<GpuLayers>,
-    pub main_gpu: Option<i32>,
+    pub main_gpu: Option<u32>,
+    pub split_mode: Option<SplitMode>,
     pub threads: Option<i32>,
     /// `Some(None)`: let llama.cpp decide.
     pub flash_attention: Option<Option<bool>>,
@@ -70,7 +71,10 @@ impl Overrides {
             s.gpu_layers = v;
         }
         if let Some(v) = self.main_gpu {
-            s.main_gpu = v;
+            s.main_gpu = Some(v);
+        }
+        if let Some(v) = self.split_mode {
+            s.split_mode = Some(v);
         }
         if let Some(v) = self.flash_attention {
             s.flash_attention = v;

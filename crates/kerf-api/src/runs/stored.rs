@@ -3,6 +3,7 @@
 //! experiment's spec carries the settings its cells share.
 
 use kerf_llm::ReasoningEffort;
+use kerf_llm::details::SplitMode;
 use kerf_llm::providers::Structured;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
@@ -30,6 +31,8 @@ pub struct StoredParams {
     /// `auto`, `none`, `all` or a count of layers.
     pub gpu_layers: Option<String>,
     pub main_gpu: Option<i32>,
+    /// `layer`, `row` or `none`; absent when not asked for (and in runs recorded before it).
+    pub split_mode: Option<SplitMode>,
     pub threads: Option<i32>,
     pub context: Option<u32>,
     /// `on`, `off` or `auto`.

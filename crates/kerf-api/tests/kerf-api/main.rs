@@ -182,7 +182,8 @@ fn run_params_round_trip_through_the_history_every_setting_included() {
             seed: Some(42),
             stop: vec!["\n\n".into(), "END".into()],
             gpu_layers: "12".parse().unwrap(),
-            main_gpu: 1,
+            main_gpu: Some(1),
+            split_mode: Some(kerf_llama::SplitMode::Row),
             threads: Some(3),
             flash_attention: Some(false),
             context: Some(4096),
@@ -236,9 +237,18 @@ fn run_params_of_runs_recorded_before_them() {
     );
     assert_eq!(
         (s.main_gpu, s.chat_template.as_deref()),
-        (1, Some("llama3"))
+        (Some(1), Some("llama3"))
     );
     assert_eq!((s.limits.max_requests, s.limits.max_run_tokens), (3, 5000));
+
+    // Before the split mode was kept, every run stored `main_gpu: 0` whether or not it was
+    // asked for: read as not asked (a GPU named would now turn split mode `none` on).
+    let v1 = json!({"params_version": 1, "max_tokens": 10, "constrain": "none", "main_gpu": 0});
+    let p = RunParams::from_stored(&v1, "local", "").unwrap();
+    assert_eq!((p.settings.main_gpu, p.settings.split_mode), (None, None));
+    let v1 = json!({"params_version": 1, "max_tokens": 10, "constrain": "none", "main_gpu": 2});
+    let p = RunParams::from_stored(&v1, "local", "").unwrap();
+    assert_eq!(p.settings.main_gpu, Some(2));
 
     // The window's runs kept five settings and no argv; the rest are today's defaults.
     let window = json!({"max_tokens": 200, "constrain": "auto", "temperature": 0.3, "seed": null,

@@ -207,8 +207,10 @@ pub struct OverrideArgs {
     pub no_stop: bool,
     #[arg(long, value_parser = |s: &str| s.parse::<kerf_llama::GpuLayers>())]
     pub gpu_layers: Option<kerf_llama::GpuLayers>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub main_gpu: Option<i32>,
+    #[arg(long)]
+    pub main_gpu: Option<u32>,
+    #[arg(long, value_parser = |s: &str| s.parse::<kerf_llama::SplitMode>())]
+    pub split_mode: Option<kerf_llama::SplitMode>,
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i32>,
     #[arg(long, value_parser = ["auto", "on", "off"])]
@@ -249,6 +251,7 @@ impl OverrideArgs {
             },
             gpu_layers: self.gpu_layers,
             main_gpu: self.main_gpu,
+            split_mode: self.split_mode,
             threads: self.threads,
             // clap accepts only the three names.
             flash_attention: self
@@ -633,6 +636,13 @@ fn diff(store: &Store, a: &DiffArgs) -> Result<Outcome> {
         opt(x.completion_tokens),
         opt(y.completion_tokens),
     );
+    if let Some((da, db)) = &d.devices {
+        crate::outln!(
+            "warning: run {} ran on {da}, run {} on {db}: greedy output differs between devices, so some of this difference may come from that alone",
+            x.id,
+            y.id
+        );
+    }
     let o = &d.objects;
     crate::outln!(
         "objects: {} unchanged, {} added, {} removed, {} changed",

@@ -121,8 +121,9 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
         }
         Action::Devices { json } => {
             let devices = kerf_llama::devices()?;
+            let backends = kerf_llama::backends()?;
             if json {
-                print_json(&json!({"devices": devices}));
+                print_json(&json!({"devices": devices, "backends": backends}));
             } else {
                 for d in &devices {
                     crate::outln!(
@@ -136,8 +137,30 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                         d.memory_total >> 20
                     );
                 }
+                print_backends(&backends);
             }
         }
     }
     Ok(Outcome::Ok)
+}
+
+/// Which backends this build has and where they came from: linked in, or modules loaded at run
+/// time (and those that could not load, with llama.cpp's reason).
+fn print_backends(b: &kerf_llama::backends::Backends) {
+    let names = b
+        .loaded
+        .iter()
+        .map(|l| match &l.file {
+            Some(f) => format!("{} ({f})", l.name),
+            None => l.name.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    match (&b.dir, b.dynamic) {
+        (Some(dir), true) => crate::outln!("backends: {names}, loaded from {}", dir.display()),
+        _ => crate::outln!("backends: {names} (linked into this build)"),
+    }
+    for f in &b.failed {
+        crate::outln!("not loaded: {}: {}", f.file, f.why);
+    }
 }

@@ -8,7 +8,7 @@ pub use kerf_api::runs::Outcomes;
 use kerf_api::runs::{RunEvent, RunJob, RunParams, RunSettings, parse_flash_attn};
 use kerf_api::workbench::Workbench;
 use kerf_core::Prompt;
-use kerf_llama::GpuLayers;
+use kerf_llama::{GpuLayers, SplitMode};
 use kerf_llm::details::CloudDetails;
 use kerf_llm::providers::Structured;
 use kerf_llm::{CancelToken, Finish, ReasoningEffort, RunDetails};
@@ -55,9 +55,14 @@ pub struct ModelArgs {
     /// Layers to offload to the GPU: all, none, auto (all when a GPU backend exists) or a number.
     #[arg(long, default_value = "auto", value_parser = parse_gpu_layers)]
     pub gpu_layers: GpuLayers,
-    /// Which GPU holds the model when several exist.
-    #[arg(long, default_value_t = 0)]
-    pub main_gpu: i32,
+    /// Which GPU holds the model (0 = the first, as `kerf models devices` counts them); it must
+    /// exist, and the split mode becomes `none` unless given.
+    #[arg(long)]
+    pub main_gpu: Option<u32>,
+    /// How layers spread over several GPUs: layer (llama.cpp's default), row, or none (the main
+    /// GPU holds them all).
+    #[arg(long, value_parser = parse_split_mode)]
+    pub split_mode: Option<SplitMode>,
     /// CPU threads (default: every core).
     #[arg(long)]
     pub threads: Option<i32>,
@@ -86,6 +91,10 @@ fn parse_gpu_layers(s: &str) -> Result<GpuLayers, String> {
     s.parse()
 }
 
+fn parse_split_mode(s: &str) -> Result<SplitMode, String> {
+    s.parse()
+}
+
 fn parse_structured(s: &str) -> Result<Structured, String> {
     s.parse()
 }
@@ -109,6 +118,7 @@ impl ModelArgs {
             stop: self.stop.clone(),
             gpu_layers: self.gpu_layers,
             main_gpu: self.main_gpu,
+            split_mode: self.split_mode,
             threads: self.threads,
             // clap accepts only the three names.
             flash_attention: parse_flash_attn(&self.flash_attn).flatten(),
@@ -352,11 +362,15 @@ fn print_summary(prompt: &Prompt, out: &Outcomes) {
     if let Some(d) = d {
         let o = &d.offload;
         crate::outln!(
-            "   device: {} · {}/{} layers offloaded (asked: {}) · {} threads · context {}{}",
-            o.device,
+            "   device: {} · {}/{} layers offloaded (asked: {}{}) · {} threads · context {}{}",
+            o.ran_on(),
             o.offloaded_layers,
             o.total_layers,
             o.requested,
+            o.split_mode
+                .filter(|_| o.offloaded_layers > 0)
+                .map(|m| format!(", split {}", m.as_str()))
+                .unwrap_or_default(),
             d.threads,
             d.context,
             if d.model_reused {
@@ -364,6 +378,16 @@ fn print_summary(prompt: &Prompt, out: &Outcomes) {
             } else {
                 format!(" · model loaded in {:.2}s", d.load_seconds)
             }
+        );
+        crate::outln!(
+            "   prompt: {:.0} tok/s from the first decode{}",
+            f.timings.prompt_tokens_per_second,
+            d.setup_seconds
+                .map(|s| format!(
+                    " · set-up {:.0} ms (chat template, tokens, context)",
+                    s * 1000.0
+                ))
+                .unwrap_or_default()
         );
     }
     if let Some(e) = &f.error {

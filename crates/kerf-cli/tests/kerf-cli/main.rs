@@ -947,6 +947,19 @@ fn local_model_runs_compare_and_model_token_sweeps() {
     assert_eq!(default["chat_template"], true);
     let gguf = default["path"].as_str().unwrap().to_string();
 
+    // Which backends this build has: linked in (the test build); the packages' build loads them
+    // at run time and says from where (scripts/package-test).
+    let o = kerf(&["models", "devices"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("backends: CPU (linked into this build)"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = kerf(&["models", "devices", "--json"]);
+    let devices = stdout_json(&o);
+    assert_eq!(devices["backends"]["dynamic"], false, "{devices}");
+    assert_eq!(devices["backends"]["loaded"][0]["name"], "CPU", "{devices}");
+
     // kerf run --json: the parse report's keys plus the run's.
     let o = kerf(&[
         "run",
@@ -1001,6 +1014,46 @@ fn local_model_runs_compare_and_model_token_sweeps() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("finish: "), "{out}");
     assert!(out.contains("layers offloaded"), "{out}");
+    // Where it ran, backend included; prompt speed from the first decode, set-up apart.
+    assert!(out.contains("device: CPU on CPU"), "{out}");
+    assert!(
+        out.contains("tok/s from the first decode · set-up "),
+        "{out}"
+    );
+    let details = &v["details"];
+    assert!(
+        details["offload"]["backend"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("CPU")),
+        "{details}"
+    );
+    assert!(
+        details["setup_seconds"].as_f64().unwrap() > 0.0,
+        "{details}"
+    );
+    assert_eq!(details["offload"]["split_mode"], "layer");
+
+    // A GPU that does not exist is refused, by name, before anything loads (llama.cpp would
+    // ignore it and run elsewhere); a GPU named sets split mode `none`, which llama.cpp needs to
+    // honour it (here, on a machine without one, it is refused all the same).
+    let o = kerf(&[
+        "run",
+        "prompts/extract-definitions.json",
+        "--sample",
+        "--max-tokens",
+        "8",
+        "--main-gpu",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--main-gpu 1: there is no GPU 1 here"),
+        "{err}"
+    );
+    let o = kerf(&["run", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("--split-mode"), "{help}");
 
     // Ctrl-C stops the run between tokens; the reply so far is still parsed and reported. The
     // signal comes as the reply starts to show, with the model's whole reply still to write; a

@@ -24,6 +24,12 @@ model_reused: boolean, load_seconds: number,
  */
 context: number, threads: number, flash_attention: FlashAttention, offload: Offload, 
 /**
+ * Seconds from the run's start to its first decode: the chat template, tokenizing, the
+ * context's creation (kept apart, so prompt tok/s is the engine's). Absent in runs recorded
+ * before it was measured.
+ */
+setup_seconds?: number, 
+/**
  * Absent when the run stopped before generating (cancelled during the prompt).
  */
 constraint?: ConstraintRun, };

@@ -29,4 +29,8 @@ points: Array<[number, number]>,
 /**
  * Objects in the whole reply.
  */
-total: number, objects: Array<PlacedObject>, };
+total: number, objects: Array<PlacedObject>, 
+/**
+ * Where a local run ran: two replies from different devices differ for that alone.
+ */
+ranOn: string | null, };

@@ -9,4 +9,9 @@ export type RunDiffView = { a: number, b: number, promptName: string,
 /**
  * A unified diff of the prompt files' text (`None`: the same version).
  */
-promptDiff: string | null, inputDiff: string | null, params: Array<ParamChangeView>, unchanged: number, added: unknown[], removed: unknown[], changed: Array<ChangedObject>, outcomeA: string, outcomeB: string, };
+promptDiff: string | null, inputDiff: string | null, params: Array<ParamChangeView>, unchanged: number, added: unknown[], removed: unknown[], changed: Array<ChangedObject>, outcomeA: string, outcomeB: string, 
+/**
+ * Where each run ran, when two local runs ran on different devices (their output may
+ * differ for that alone).
+ */
+devices: [string, string] | null, };
