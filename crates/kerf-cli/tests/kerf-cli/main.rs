@@ -14,6 +14,7 @@ mod history;
 #[path = "../../../kerf-llm/tests/kerf-llm/isolation.rs"]
 mod isolation;
 mod providers;
+mod reference;
 mod score;
 #[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
 mod server;
