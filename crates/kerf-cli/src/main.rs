@@ -1,6 +1,6 @@
 //! `kerf`: the command-line front end of Kerf's core.
 //!
-//! Exit codes (documented in the README and in `kerf --help`):
+//! Exit codes (the table in the book's CLI tour, `docs/src/cli.md`, and in `kerf --help`):
 //! 0 success · 1 the input failed (parse, validation, template or lint errors) · 2 usage or I/O error.
 
 mod cmd;
@@ -50,7 +50,7 @@ enum Command {
 }
 
 /// How a command ended when it did not fail outright. With the errors' codes, this is the exit
-/// code table in the README ("Exit codes"), the same for every command:
+/// code table in the book (`docs/src/cli.md`, "Exit codes"), the same for every command:
 ///
 /// | exit | meaning |
 /// | 0 | done |
