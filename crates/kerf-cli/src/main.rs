@@ -1,16 +1,17 @@
 //! `kerf`: the command-line front end of Kerf's core.
 //!
-//! Exit codes (documented in the README and in `kerf --help`):
+//! Exit codes (the table in the book's CLI tour, `docs/src/cli.md`, and in `kerf --help`):
 //! 0 success · 1 the input failed (parse, validation, template or lint errors) · 2 usage or I/O error.
 
 mod cmd;
 mod junit;
 mod output;
 mod record;
+mod reference;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 success; 1 the input failed (parse, validation, template or lint errors); 2 usage or I/O error.
@@ -42,10 +43,14 @@ enum Command {
     Models(cmd::models::Args),
     Providers(cmd::providers::Args),
     History(cmd::history::Args),
+    /// The CLI reference of the book (docs/src/reference/cli.md), as Markdown, from these very
+    /// definitions.
+    #[command(hide = true)]
+    HelpMarkdown,
 }
 
 /// How a command ended when it did not fail outright. With the errors' codes, this is the exit
-/// code table in the README ("Exit codes"), the same for every command:
+/// code table in the book (`docs/src/cli.md`, "Exit codes"), the same for every command:
 ///
 /// | exit | meaning |
 /// | 0 | done |
@@ -104,6 +109,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Command::HelpMarkdown = cli.command {
+        output::write_stdout(format_args!("{}", reference::markdown(Cli::command())));
+        return ExitCode::SUCCESS;
+    }
     let json = match &cli.command {
         Command::Render(a) => a.json,
         Command::Parse(a) => a.json,
@@ -120,6 +129,7 @@ fn main() -> ExitCode {
         Command::Models(a) => a.json(),
         Command::Providers(a) => a.json(),
         Command::History(a) => a.json(),
+        Command::HelpMarkdown => false,
     };
     // The composition root: every command works in these places, and nothing below reads a
     // default place behind its back.
@@ -148,6 +158,7 @@ fn main() -> ExitCode {
         Command::Models(a) => cmd::models::run(a, wb),
         Command::Providers(a) => cmd::providers::run(a, wb),
         Command::History(a) => cmd::history::run(a, wb, globals),
+        Command::HelpMarkdown => Ok(Outcome::Ok),
     };
     match result {
         Ok(outcome) => ExitCode::from(outcome.exit_status()),

@@ -312,7 +312,7 @@ pub fn run_job(
     ))
 }
 
-/// How a run ends the command (the README's exit code table): a reply that failed, or was cut
+/// How a run ends the command (the book's exit code table): a reply that failed, or was cut
 /// with nothing usable in it, is a run that failed; one cut short with objects in it is cut;
 /// one that ended on its own is judged by its parse.
 fn outcome(reason: kerf_llm::FinishReason, parse_failed: bool, kept_nothing: bool) -> Outcome {

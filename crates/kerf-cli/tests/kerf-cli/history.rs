@@ -55,7 +55,7 @@ fn run_json(dir: &Path, model: &str, extra: &[&str]) -> Value {
     run_out(kerf_in(dir, &args))
 }
 
-/// The JSON of a `kerf run`-like command, whose exit code follows the README's table for the
+/// The JSON of a `kerf run`-like command, whose exit code follows the book's table for the
 /// way its reply ended (a tiny budget cuts it: 3, or 2 with nothing whole in it); the JSON is
 /// printed all the same.
 fn run_out(o: Output) -> Value {

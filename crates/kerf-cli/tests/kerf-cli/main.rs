@@ -14,6 +14,7 @@ mod history;
 #[path = "../../../kerf-llm/tests/kerf-llm/isolation.rs"]
 mod isolation;
 mod providers;
+mod reference;
 mod score;
 #[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]
 mod server;
@@ -114,7 +115,7 @@ fn ctrl_c(child: &std::process::Child) {
     assert!(kill.success());
 }
 
-/// The exit code the README's table gives a `kerf run` whose `--json` output is `v`.
+/// The exit code the book's table gives a `kerf run` whose `--json` output is `v`.
 fn run_exit_code(v: &Value) -> i32 {
     let objects = v["objects"].as_array().map_or(0, Vec::len);
     let dropped = v["dropped"].as_array().map_or(0, Vec::len);

@@ -65,7 +65,7 @@ fn unfinished(text: &str) -> Vec<u8> {
 }
 
 /// Issue 36, item 17: `kerf run` exited 0 when its reply failed. Each way a reply can end gets
-/// the exit code of the README's table.
+/// the exit code of the book's table.
 #[test]
 fn kerf_run_exits_by_the_table_for_every_way_a_reply_ends() {
     let config = tempfile::tempdir().unwrap();
@@ -1039,7 +1039,7 @@ fn server_run_seeded(cfg: &Path, prompt: &str, mode: &str, budget: &str, seed: u
     let o = kerf_env(cfg, &[], &args, None);
     assert!(matches!(o.status.code(), Some(0..=3)), "{}", everything(&o));
     let v = stdout_json(&o);
-    // The exit code the README's table gives the way this reply ended.
+    // The exit code the book's table gives the way this reply ended.
     assert_eq!(o.status.code(), Some(super::run_exit_code(&v)), "{v}");
     v
 }
