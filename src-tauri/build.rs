@@ -51,6 +51,11 @@ fn main() {
     if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
         std::fs::write(path, text).expect("cannot write capabilities/main.json");
     }
+    // A `dynamic-backends` build (the packages') links llama.cpp as shared libraries: found
+    // beside the program (the target directory) or in ../lib/kerf (/usr/lib/kerf when installed).
+    if std::env::var_os("CARGO_FEATURE_DYNAMIC_BACKENDS").is_some() {
+        println!("cargo:rustc-link-arg-bins=-Wl,-rpath,$ORIGIN/../lib/kerf:$ORIGIN");
+    }
     let manifest = tauri_build::AppManifest::new().commands(COMMANDS);
     tauri_build::try_build(tauri_build::Attributes::new().app_manifest(manifest))
         .expect("tauri-build failed (see the message above)");
