@@ -51,8 +51,8 @@ fn main() {
     if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
         std::fs::write(path, text).expect("cannot write capabilities/main.json");
     }
-    // A `dynamic-backends` build (the packages') links llama.cpp as shared libraries: found
-    // beside the program (the target directory) or in ../lib/kerf (/usr/lib/kerf when installed).
+    // A `dynamic-backends` build (the packages') links llama.cpp as shared libraries: found in
+    // ../lib/kerf (/usr/lib/kerf when installed) or beside the program (see kerf-cli's build.rs).
     if std::env::var_os("CARGO_FEATURE_DYNAMIC_BACKENDS").is_some() {
         println!("cargo:rustc-link-arg-bins=-Wl,-rpath,$ORIGIN/../lib/kerf:$ORIGIN");
     }

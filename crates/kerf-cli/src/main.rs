@@ -14,7 +14,10 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 const AFTER_HELP: &str = "\
-Exit codes: 0 success; 1 the input failed (parse, validation, template or lint errors); 2 usage or I/O error.
+Exit codes: 0 done; 1 the input failed (template, schema, prompt file, dataset, lint, a reply that
+parsed to nothing, a missed --fail-under or test minimum); 2 could not run (usage, I/O, provider,
+network, a failed reply, work left undone); 3 the reply was cut short and what it held is parsed;
+4 conflict (another process runs the same work); 130 cancelled (Ctrl-C), what finished is kept.
 Commands print for people by default; --json gives machine-readable output (export always writes JSON).";
 
 #[derive(Parser)]

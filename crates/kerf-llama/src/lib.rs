@@ -243,6 +243,15 @@ pub fn backends() -> Result<backends::Backends> {
     }
 }
 
+/// llama.cpp as this process's engine started it (modules loaded, logs routed), for programs
+/// that drive llama-cpp-2 beside Kerf's engine: the engine-overhead benchmark's bare side. It
+/// can be started once per process, so there is no other way to get one.
+#[cfg(feature = "engine")]
+#[doc(hidden)]
+pub fn llama_backend() -> Result<&'static llama_cpp_2::llama_backend::LlamaBackend> {
+    engine::backend()
+}
+
 /// The largest char boundary at or before `i`.
 #[cfg_attr(not(feature = "engine"), allow(dead_code))]
 fn floor_boundary(text: &str, i: usize) -> usize {
