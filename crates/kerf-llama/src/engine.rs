@@ -276,6 +276,13 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
         .iter()
         .filter(|d| matches!(d.kind.as_str(), "gpu" | "igpu"))
         .collect();
+    let device_names = || {
+        devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     // llama.cpp counts `main_gpu` among the GPUs it uses, and ignores one that does not exist.
     if let Some(i) = config.main_gpu
         && i as usize >= gpus.len()
@@ -285,11 +292,7 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
             if gpus.is_empty() {
                 format!(
                     "this build finds no GPU on this machine, only {}",
-                    devices
-                        .iter()
-                        .map(|d| d.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    device_names()
                 )
             } else {
                 format!(
@@ -310,11 +313,7 @@ fn load(config: &LocalConfig) -> Result<(Arc<Loaded>, bool)> {
         backends.failures().unwrap_or_else(|| {
             format!(
                 "this build has no GPU backend on this machine (devices: {})",
-                devices
-                    .iter()
-                    .map(|d| d.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                device_names()
             )
         })
     };
