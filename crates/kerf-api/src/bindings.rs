@@ -111,6 +111,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         compare::wire::CompareInput,
         compare::wire::CompareProgress,
         compare::wire::CellText,
+        compare::wire::CellEnded,
         compare::wire::PlacedObject,
         compare::wire::ReplySide,
         compare::wire::SideBySide,
@@ -118,6 +119,8 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         compare::wire::SweepCurve,
         compare::wire::Comparison,
         // History.
+        crate::opened::OpenedExperiment,
+        crate::opened::SweptCurve,
         history::wire::RunRow,
         history::wire::RunDetail,
         history::wire::HistoryFilter,

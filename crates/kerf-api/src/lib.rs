@@ -22,6 +22,7 @@
 //!   start, resume, a pass and how it ends), reports, comparisons, and a prompt file's tests.
 //! - [`history`] — a stored run in full, what changed between two runs, and
 //!   [`history::replay`]: a stored run made ready to run again (both front ends' rerun).
+//! - [`opened`] — a stored compare, sweep or test opened again, as its screen shows it.
 //! - [`prompts`] — prompt folders, drafts inspected as the user types, saved atomically, imports.
 //! - [`providers`] — cloud providers and servers: definitions, keys into the keyring, probes.
 //! - [`export`] — prompts in production shapes.
@@ -43,6 +44,7 @@ pub mod export;
 pub mod history;
 pub mod meta;
 pub mod models;
+pub mod opened;
 pub mod prompts;
 pub mod providers;
 mod recovery;

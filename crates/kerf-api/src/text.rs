@@ -44,9 +44,49 @@ impl<'t> Utf16<'t> {
     }
 }
 
+/// Byte offsets into a text that grows (a reply as it streams) as UTF-16 offsets, asked in
+/// increasing order: each is counted on from the last, so a whole reply costs one pass.
+#[derive(Debug, Default)]
+pub(crate) struct Utf16Cursor {
+    byte: usize,
+    units: u32,
+}
+
+impl Utf16Cursor {
+    /// The UTF-16 offset of byte `b` of `text`, a character boundary (an offset before the last
+    /// one asked is counted from the start again).
+    pub(crate) fn at(&mut self, text: &str, b: usize) -> u32 {
+        let b = b.min(text.len());
+        if b < self.byte {
+            *self = Self::default();
+        }
+        self.units += text[self.byte..b]
+            .chars()
+            .map(|c| c.len_utf16() as u32)
+            .sum::<u32>();
+        self.byte = b;
+        self.units
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Utf16;
+    use super::{Utf16, Utf16Cursor};
+
+    #[test]
+    fn a_cursor_counts_on_as_a_table_does_and_starts_over_when_asked_behind() {
+        let text = "é😀x{\"a\":\"ü\"}";
+        let table = Utf16::new(text);
+        let mut cursor = Utf16Cursor::default();
+        let bounds: Vec<usize> = (0..=text.len())
+            .filter(|&b| text.is_char_boundary(b))
+            .collect();
+        for &b in &bounds {
+            assert_eq!(cursor.at(text, b), table.at(b), "at byte {b}");
+        }
+        assert_eq!(cursor.at(text, 2), 1, "behind the last: counted again");
+        assert_eq!(cursor.at(text, 6), 3);
+    }
 
     #[test]
     fn byte_offsets_become_utf16_offsets_past_accents_and_emoji() {

@@ -157,6 +157,30 @@ impl std::fmt::Display for DropCounts {
     }
 }
 
+/// Read back in the map's order (a stored compare opened again).
+impl<'de> Deserialize<'de> for DropCounts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Counts;
+        impl<'de> serde::de::Visitor<'de> for Counts {
+            type Value = DropCounts;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("drop counts by kind")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<DropCounts, A::Error> {
+                let mut counts = Vec::new();
+                while let Some(entry) = map.next_entry::<DropKind, usize>()? {
+                    counts.push(entry);
+                }
+                Ok(DropCounts(counts))
+            }
+        }
+        d.deserialize_map(Counts)
+    }
+}
+
 impl Serialize for DropCounts {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;

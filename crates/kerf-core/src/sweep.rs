@@ -21,7 +21,7 @@
 //!   at most 64 candidate openings appears or settles; between those points the count follows the
 //!   chosen array's element ends (see `parse::json::salvage_curve` for the argument).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::cancel::CancelToken;
@@ -235,7 +235,8 @@ impl Unit {
 
 /// A sweep in one unit, with its metrics. `points` holds offset 0, every offset where the count
 /// changes, and the final offset.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredSweep")]
 pub struct Sweep {
     pub total: usize,
     pub points: Vec<(usize, usize)>,
@@ -244,6 +245,27 @@ pub struct Sweep {
     /// Number of cut units in the whole reply (the final offset).
     #[serde(skip)]
     pub length: usize,
+}
+
+/// A sweep as it is written (a stored experiment's result): its length is its last point's.
+#[derive(Deserialize)]
+struct StoredSweep {
+    total: usize,
+    points: Vec<(usize, usize)>,
+    score: f64,
+    unit: String,
+}
+
+impl From<StoredSweep> for Sweep {
+    fn from(s: StoredSweep) -> Self {
+        Sweep {
+            length: s.points.last().map_or(0, |p| p.0),
+            total: s.total,
+            points: s.points,
+            score: s.score,
+            unit: s.unit,
+        }
+    }
 }
 
 impl Sweep {

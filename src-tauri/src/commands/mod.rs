@@ -20,6 +20,7 @@ use kerf_api::export::{ExportTarget, wire::ExportView};
 use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
 use kerf_api::meta::Meta;
 use kerf_api::models::wire::Models;
+use kerf_api::opened::{self, OpenedExperiment};
 use kerf_api::prompts::wire::{Inspection, PromptDoc, PromptDraft, PromptEntry};
 use kerf_api::providers::wire::{ProviderInfo, ProviderSpec, ProvidersView};
 use kerf_api::runs::wire::{RunDone, RunInput, RunMessage, RunOptions};
@@ -545,6 +546,11 @@ async fn history_experiments<R: Runtime>(cx: Cx<'_, R>) -> Result<Vec<Experiment
             .collect::<Result<Vec<_>>>()
     })
     .await
+}
+
+async fn experiment_open<R: Runtime>(cx: Cx<'_, R>, id: i64) -> Result<OpenedExperiment> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || opened::open(&wb.store_required()?, id)).await
 }
 
 async fn history_detail<R: Runtime>(cx: Cx<'_, R>, id: i64) -> Result<RunDetail> {

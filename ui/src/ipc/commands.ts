@@ -22,6 +22,7 @@ import type { HistoryFilter } from "./bindings/HistoryFilter";
 import type { Inspection } from "./bindings/Inspection";
 import type { Meta } from "./bindings/Meta";
 import type { Models } from "./bindings/Models";
+import type { OpenedExperiment } from "./bindings/OpenedExperiment";
 import type { PromptDoc } from "./bindings/PromptDoc";
 import type { PromptDraft } from "./bindings/PromptDraft";
 import type { PromptEntry } from "./bindings/PromptEntry";
@@ -285,10 +286,17 @@ export function historyList(filter: HistoryFilter): Promise<Array<RunRow>> {
 }
 
 /**
- * The newest experiments (compares and sweeps).
+ * The newest experiments of every kind (compares, evals, sweeps, tests).
  */
 export function historyExperiments(): Promise<Array<ExperimentRow>> {
   return call<Array<ExperimentRow>>("history_experiments", {});
+}
+
+/**
+ * A stored experiment opened again as its screen shows it (an eval: its id, for Evaluate).
+ */
+export function experimentOpen(id: number): Promise<OpenedExperiment> {
+  return call<OpenedExperiment>("experiment_open", { id });
 }
 
 /**

@@ -4,9 +4,6 @@
 import type { PlacedObject } from "../ipc/bindings/PlacedObject";
 import type { ReplySide } from "../ipc/bindings/ReplySide";
 
-/** A reply as it streams, before its run is stored: what it is, and its text as it arrived. */
-export interface LiveColumn { label: string; pieces: string[] }
-
 /** The sweep's count at `cut`: the last step at or before it (kerf-core's `ByteCurve::at`). */
 export function countAt(steps: ReadonlyArray<readonly [number, number]>, cut: number): number {
   let lo = 0, hi = steps.length;

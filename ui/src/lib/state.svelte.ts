@@ -1,6 +1,7 @@
 // The app's shared state: which screen, the prompt being edited (its draft, saved or not), the
 // input, the run settings. Drafts are kept in localStorage as they change, so unsaved edits
 // survive a crash or a closed window and are offered back when the prompt is opened again.
+import type { OpenedExperiment } from "../ipc/bindings/OpenedExperiment";
 import type { PromptDoc } from "../ipc/bindings/PromptDoc";
 import type { PromptDraft } from "../ipc/bindings/PromptDraft";
 import type { PromptEntry } from "../ipc/bindings/PromptEntry";
@@ -24,6 +25,8 @@ export const app = $state({
   options: undefined as unknown as RunOptions,
   // An eval for the Evaluate screen to open (History's "Open"), taken by the screen once shown.
   openEval: null as number | null,
+  // A stored compare for the Compare screen to show (History's "Open"), taken once shown.
+  openCompare: null as Extract<OpenedExperiment, { kind: "compare" }> | null,
   // The dataset the window was opened with (`kerf-desktop --evaluate DATASET`), for Evaluate.
   startDataset: null as string | null,
 });

@@ -10,7 +10,7 @@ use kerf_core::sweep::Sweep;
 use kerf_core::{DropCounts, ResponseType};
 use kerf_llm::{CancelToken, FinishReason};
 use kerf_store::Store;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::charts::{Axis, BudgetCurve, BudgetPoint, Chart, Scale, Ticks};
@@ -27,9 +27,13 @@ use crate::runs::{Chosen, Outcomes, Rendering, RunParams, RunSettings};
 pub mod sides;
 pub mod wire;
 
+use std::collections::HashMap;
 use std::time::Instant;
 
-use wire::{CellText, CompareProgress};
+use kerf_core::StreamParser;
+
+use crate::text::Utf16Cursor;
+use wire::{CellEnded, CellText, CompareProgress, PlacedObject};
 
 /// One prompt in a compare: the subject, rendered with the shared input.
 pub struct Contender {
@@ -225,6 +229,7 @@ fn run_all(
         on_progress,
         pending: None,
         sent: Instant::now(),
+        streams: HashMap::new(),
     });
     let tell = |done: u32, label: String| relay.borrow_mut().tell(done, total, label);
     let cell_of = |at: usize| {
@@ -235,6 +240,7 @@ fn run_all(
             max_tokens,
             constrained,
             text: String::new(),
+            objects: Vec::new(),
         }
     };
     let runner = Runner {
@@ -273,7 +279,10 @@ fn run_all(
                 let done = relay.borrow().done;
                 tell(done, label(&plan[at]));
             },
-            on_text: &|&at, t| relay.borrow_mut().text(total, at, t, cell_of),
+            on_text: &|&at, t| {
+                let contender = &job.contenders[plan[at].0];
+                relay.borrow_mut().text(total, at, t, contender, cell_of)
+            },
             ..Hooks::default()
         },
         |at, end| {
@@ -281,19 +290,16 @@ fn run_all(
                 return Err(ApiError::new(Code::Internal, "a compare cell has no cache"));
             };
             let (subject, max_tokens, constrained) = plan[at];
-            // The cell's last text before its end.
-            relay.borrow_mut().flush(total);
-            ended.push((
-                at,
-                Row {
-                    run_id: done.history_id,
-                    subject,
-                    max_tokens,
-                    constrained,
-                    seconds: end.seconds,
-                    out: done.out,
-                },
-            ));
+            let row = Row {
+                run_id: done.history_id,
+                subject,
+                max_tokens,
+                constrained,
+                seconds: end.seconds,
+                out: done.out,
+            };
+            relay.borrow_mut().ended(total, at, &row);
+            ended.push((at, row));
             tell(ended.len() as u32, label(&plan[at]));
             Ok(())
         },
@@ -316,20 +322,101 @@ fn run_all(
 }
 
 /// Where a compare's progress goes: each start and end at once, the text of the cells as it
-/// streams coalesced (at most one message every [`TEXT_EVERY`], and one before any other).
-struct Relay<'p> {
+/// streams coalesced (at most one message every [`TEXT_EVERY`], and one before any other), with
+/// the objects each cell's format accepts as they are accepted.
+struct Relay<'p, 'c> {
     done: u32,
     label: String,
     on_progress: &'p mut dyn FnMut(CompareProgress),
     /// Text not yet sent, and the cell it belongs to.
     pending: Option<CellText>,
     sent: Instant,
+    /// Each cell in flight, parsed as it streams.
+    streams: HashMap<usize, LiveParse<'c>>,
+}
+
+/// A cell's reply parsed as it streams (kerf-core's incremental parser: what it has committed
+/// is exactly what parsing the whole reply yields first), and how many of its objects were sent.
+struct LiveParse<'c> {
+    stream: StreamParser<'c>,
+    sent: usize,
+    units: Utf16Cursor,
+}
+
+impl<'c> LiveParse<'c> {
+    fn new(contender: &'c Contender) -> Self {
+        LiveParse {
+            stream: StreamParser::new(
+                &contender.subject.prompt.parser,
+                contender.rendering.vars.clone(),
+            ),
+            sent: 0,
+            units: Utf16Cursor::default(),
+        }
+    }
+
+    /// `text` taken in; the objects it completed.
+    fn feed(&mut self, text: &str) -> Vec<PlacedObject> {
+        self.stream.feed(text);
+        let committed = self.stream.committed();
+        let spans: Vec<(usize, usize)> = committed
+            .starts
+            .iter()
+            .zip(committed.ends.iter())
+            .skip(self.sent)
+            .collect();
+        let values: Vec<Value> = committed.objects.iter_from(self.sent).collect();
+        self.sent += values.len();
+        self.place(spans, &values)
+    }
+
+    /// The reply has ended: the objects the whole of it yields that were not yet sent, and how
+    /// many it yields in all.
+    fn end(self) -> (Vec<PlacedObject>, usize) {
+        let LiveParse {
+            stream,
+            sent,
+            mut units,
+        } = self;
+        let (parser, vars, text) = (
+            stream.parser(),
+            stream.vars().clone(),
+            stream.text().to_string(),
+        );
+        let report = stream.finish();
+        let spans = parser.spans(&text, &vars, &report);
+        // Those sent while streaming are the whole reply's first: committed steps never change.
+        let from = sent.min(spans.len());
+        let placed = spans[from..]
+            .iter()
+            .zip(report.objects.iter_from(from))
+            .map(|(&(start, end), value)| PlacedObject {
+                start: units.at(&text, start),
+                end: units.at(&text, end),
+                label: sides::label(&value),
+            })
+            .collect();
+        (placed, report.objects.len())
+    }
+
+    fn place(&mut self, spans: Vec<(usize, usize)>, values: &[Value]) -> Vec<PlacedObject> {
+        let text = self.stream.text();
+        spans
+            .into_iter()
+            .zip(values)
+            .map(|((start, end), value)| PlacedObject {
+                start: self.units.at(text, start),
+                end: self.units.at(text, end),
+                label: sides::label(value),
+            })
+            .collect()
+    }
 }
 
 /// A window takes a message as a callback: a fast provider's pieces are sent together.
 const TEXT_EVERY: std::time::Duration = std::time::Duration::from_millis(33);
 
-impl Relay<'_> {
+impl<'c> Relay<'_, 'c> {
     fn tell(&mut self, done: u32, total: u32, label: String) {
         self.flush(total);
         self.done = done;
@@ -339,20 +426,56 @@ impl Relay<'_> {
             total,
             label,
             text: None,
+            ended: None,
         });
     }
 
-    fn text(&mut self, total: u32, at: usize, text: &str, cell: impl Fn(usize) -> CellText) {
+    fn text(
+        &mut self,
+        total: u32,
+        at: usize,
+        text: &str,
+        contender: &'c Contender,
+        cell: impl Fn(usize) -> CellText,
+    ) {
         if self.pending.as_ref().is_some_and(|p| p.cell != at as u32) {
             self.flush(total);
         }
-        self.pending
-            .get_or_insert_with(|| cell(at))
-            .text
-            .push_str(text);
+        let objects = self
+            .streams
+            .entry(at)
+            .or_insert_with(|| LiveParse::new(contender))
+            .feed(text);
+        let pending = self.pending.get_or_insert_with(|| cell(at));
+        pending.text.push_str(text);
+        pending.objects.extend(objects);
         if self.sent.elapsed() >= TEXT_EVERY {
             self.flush(total);
         }
+    }
+
+    /// Cell `at` ended as `row`: its last text, then its end with the objects not yet named.
+    fn ended(&mut self, total: u32, at: usize, row: &Row) {
+        self.flush(total);
+        let (objects, whole) = match self.streams.remove(&at) {
+            Some(live) => live.end(),
+            None => (Vec::new(), 0),
+        };
+        (self.on_progress)(CompareProgress {
+            done: self.done,
+            total,
+            label: self.label.clone(),
+            text: None,
+            ended: Some(CellEnded {
+                cell: at as u32,
+                prompt: row.subject as u32,
+                history_id: row.run_id,
+                objects,
+                total: whole as u32,
+                finish_reason: row.out.finish.reason,
+                truncated: row.truncated(),
+            }),
+        });
     }
 
     fn flush(&mut self, total: u32) {
@@ -363,6 +486,7 @@ impl Relay<'_> {
                 total,
                 label: self.label.clone(),
                 text: Some(text),
+                ended: None,
             });
         }
     }
@@ -433,7 +557,7 @@ pub fn best_reply(rows: &[Row], subject: usize) -> Option<usize> {
 }
 
 /// One run of a compare, as reported.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportRow {
     pub prompt: String,
     pub response_type: ResponseType,
@@ -449,7 +573,7 @@ pub struct ReportRow {
 }
 
 /// One format's reply swept, as reported.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportSweep {
     pub prompt: String,
     pub response_type: ResponseType,
@@ -460,7 +584,7 @@ pub struct ReportSweep {
     pub history_id: Option<i64>,
     /// The swept reply's length in tokens, as the model counted them (shown beside the curve;
     /// the row with the same prompt, budget and constraint has it too).
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub completion_tokens: u32,
     #[serde(flatten)]
     pub sweep: Sweep,
@@ -469,7 +593,7 @@ pub struct ReportSweep {
 /// A compare's result as every front end reports it: `kerf compare --json` prints this, the
 /// history keeps it as the experiment's result, and the Compare screen draws
 /// [`wire::Comparison`], built from it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub model: String,
     pub experiment: Option<i64>,

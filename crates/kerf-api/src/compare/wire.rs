@@ -143,8 +143,8 @@ pub struct CompareInput {
     pub confirmed: Option<bool>,
 }
 
-/// What a compare reports as it goes: each cell as it starts and ends, and the text of its
-/// reply as it streams.
+/// What a compare reports as it goes: each cell as it starts and ends, the text of its reply as
+/// it streams with each object its format accepts as it is accepted, and each cell's end.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct CompareProgress {
@@ -155,9 +155,14 @@ pub struct CompareProgress {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub text: Option<CellText>,
+    /// A cell's reply ended (present on that cell's end only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub ended: Option<CellEnded>,
 }
 
-/// Text of one cell's reply, to append to what came before it.
+/// Text of one cell's reply, to append to what came before it, and the objects its format
+/// accepted in what has arrived so far that no earlier message named.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct CellText {
@@ -168,6 +173,27 @@ pub struct CellText {
     pub max_tokens: u32,
     pub constrained: bool,
     pub text: String,
+    /// Newly accepted objects, placed in the cell's whole reply so far (UTF-16 offsets from its
+    /// first character). A JSONL or delimited reply yields each as its line or record
+    /// completes; a JSON array yields none until it has ended (see [`CellEnded`]).
+    pub objects: Vec<PlacedObject>,
+}
+
+/// One cell's reply has ended: the objects the whole reply yields that were not yet named
+/// (a JSON array's every element; what the end of a JSONL reply settled), and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CellEnded {
+    pub cell: u32,
+    pub prompt: u32,
+    /// The run in the history.
+    pub history_id: Option<i64>,
+    pub objects: Vec<PlacedObject>,
+    /// Objects the whole reply yields (those named while streaming and `objects`).
+    pub total: u32,
+    pub finish_reason: FinishReason,
+    /// Cut short (its budget ran out, or the stream was cut).
+    pub truncated: bool,
 }
 
 /// One accepted object where it sits in its reply, as the window highlights it.

@@ -8,7 +8,7 @@ use kerf_core::Parser;
 use kerf_core::sweep::{self, Sweep, Unit};
 use kerf_llm::CancelToken;
 use kerf_store::Store;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::ExperimentSpec;
 use super::spec::{CutUnit, SweepSpec, SweptReply};
@@ -30,14 +30,14 @@ pub enum Step {
 }
 
 /// What `kerf sweep --json` prints and the history keeps: one reply's curve, or several named.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum SweepReport {
     One(Sweep),
     Compare { compare: Vec<NamedSweep> },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NamedSweep {
     pub name: String,
     pub sweep: Sweep,

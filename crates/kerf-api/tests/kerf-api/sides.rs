@@ -193,8 +193,134 @@ fn the_window_reads_the_sweeps_counts_and_each_objects_place_at_every_token_cut(
         }
     }
     assert_eq!(streamed, [JSONL.to_string(), ARRAY.to_string()]);
+
+    // Each object was named as its format accepted it, placed where the stored run's view
+    // places it: the JSONL reply's while it streamed, the array's only once it had ended.
+    let mut while_streaming = [Vec::new(), Vec::new()];
+    let mut at_end = [Vec::new(), Vec::new()];
+    for p in &progress {
+        if let Some(t) = &p.text {
+            while_streaming[t.prompt as usize].extend(t.objects.iter().cloned());
+        }
+        if let Some(e) = &p.ended {
+            let i = e.prompt as usize;
+            assert!(at_end[i].is_empty(), "one end per cell");
+            at_end[i].extend(e.objects.iter().cloned());
+            assert_eq!(e.history_id, Some(ids[i]));
+            assert_eq!(e.total as usize, [&a, &b][i].objects.len());
+            let messages = progress.iter().filter(|q| q.ended.is_some()).count();
+            assert_eq!(messages, 2);
+        }
+    }
+    assert_eq!(
+        (while_streaming[0].len(), at_end[0].len()),
+        (4, 0),
+        "each JSONL object as its line completed; the cut last line yields none"
+    );
+    assert!(
+        while_streaming[1].is_empty(),
+        "a strict array yields nothing before it ends"
+    );
+    assert_eq!(at_end[1].len(), 3);
+    for (i, side) in [&a, &b].into_iter().enumerate() {
+        let live: Vec<_> = while_streaming[i]
+            .iter()
+            .chain(&at_end[i])
+            .cloned()
+            .collect();
+        assert_eq!(live, ReplySide::from(side).objects, "prompt {i}'s objects");
+    }
     let json = serde_json::to_value(&progress[0]).unwrap();
     assert!(json.get("text").is_none(), "a start has no text: {json}");
+}
+
+/// History's "Open": a stored compare comes back as the Compare screen drew it when it ended
+/// (the same table, sweeps and charts, from the result the history keeps), with its spec to run
+/// it again; a stored sweep as its curves; one still running or failed says so.
+#[test]
+fn a_stored_compare_sweep_and_test_open_as_their_screens_show_them() {
+    use kerf_api::compare::wire::Comparison;
+    use kerf_api::opened::{self, OpenedExperiment};
+    let store = Store::in_memory().unwrap();
+    let (report, _) = compared(&store);
+    let id = report.experiment.unwrap();
+    match opened::open(&store, id).unwrap() {
+        OpenedExperiment::Compare {
+            id: got,
+            spec,
+            comparison,
+        } => {
+            assert_eq!(got, id);
+            assert_eq!(comparison, Comparison::from(&report));
+            assert_eq!(spec.max_tokens, vec![400]);
+            assert_eq!(spec.prompts.len(), 2);
+            assert!(spec.prompts[1].ends_with("agent-kg-extract-array.json"));
+        }
+        other => panic!("not a compare: {other:?}"),
+    }
+
+    // A sweep of the two replies, kept in the history as `kerf sweep` keeps it.
+    let reply = |name: &str, prompt: &str, text: &str| kerf_api::experiments::sweep::Reply {
+        name: name.into(),
+        parser: subject(prompt).prompt.parser,
+        text: text.into(),
+    };
+    let replies = [
+        reply("a.jsonl", "agent-kg-extract.json", JSONL),
+        reply("b.json", "agent-kg-extract-array.json", ARRAY),
+    ];
+    let (sweeps, _) = kerf_api::experiments::sweep::sweep(
+        Some(&store),
+        &replies,
+        kerf_api::experiments::spec::CutUnit::Char,
+        "o200k_base",
+        &CancelToken::new(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let swept = store.latest_experiment("sweep").unwrap().unwrap();
+    match opened::open(&store, swept).unwrap() {
+        OpenedExperiment::Sweep { curves, chart, .. } => {
+            let got: Vec<_> = curves
+                .iter()
+                .map(|c| (c.name.as_str(), c.total, c.length))
+                .collect();
+            assert_eq!(
+                got,
+                vec![
+                    ("a.jsonl", 4, sweeps[0].length as u32),
+                    ("b.json", 3, sweeps[1].length as u32)
+                ]
+            );
+            assert_eq!(chart.series.len(), 2);
+        }
+        other => panic!("not a sweep: {other:?}"),
+    }
+
+    // Not done: no result to show, and the reason.
+    let running = store
+        .begin_experiment(
+            "compare",
+            &serde_json::to_value(opened_spec(&store, id)).unwrap(),
+        )
+        .unwrap();
+    let e = opened::open(&store, running).unwrap_err();
+    assert_eq!(e.code, kerf_api::Code::Conflict);
+    assert!(e.message.contains("still running"), "{}", e.message);
+    store
+        .finish_experiment(running, &Value::Null, Some("the model went away"))
+        .unwrap();
+    let e = opened::open(&store, running).unwrap_err();
+    assert!(e.message.contains("the model went away"), "{}", e.message);
+    assert_eq!(
+        opened::open(&store, 999).unwrap_err().code,
+        kerf_api::Code::NotFound
+    );
+}
+
+/// The spec experiment `id` was stored with.
+fn opened_spec(store: &Store, id: i64) -> Value {
+    store.experiment(id).unwrap().spec
 }
 
 #[test]

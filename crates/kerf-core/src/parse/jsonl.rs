@@ -351,7 +351,13 @@ impl Scanner {
             if let Some(Ok(value)) = stream.next() {
                 let end = pos + stream.byte_offset();
                 let next = text[end..eol].trim_start().bytes().next();
-                if matches!(next, None | Some(b',') | Some(b']')) {
+                // A string with a `{` in it is read as prose: whether its closing quote comes
+                // can depend on text not yet written, and a reply cut before it would find an
+                // object in it that the whole reply then hides (`"{}` yields `{}`, `"{}"` would
+                // yield nothing), so a sweep's count at a cut would not be what that cut parses
+                // to. Read as prose, its objects are the same at every cut.
+                let hides_object = value.is_string() && text[pos..end].contains('{');
+                if !hides_object && matches!(next, None | Some(b',') | Some(b']')) {
                     report.drop(
                         line,
                         DropKind::NotObject,

@@ -327,3 +327,34 @@ fn many_small_objects_are_held_compactly() {
     assert!(held(&a) < 12 * n, "{} bytes for {n} objects", held(&a));
     assert!(a.ends.iter().all(|e| e == array.len()));
 }
+
+/// Fuzzing, 2026-11-25 (`sweep_vs_reparse`): a JSONL line that is a JSON string with a `{` in
+/// it. Cut before its closing quote, the `{}` in it was read as an object; whole, the line was a
+/// string and had none: the sweep (from the whole reply's objects) said 0 where the cut parses to
+/// 1. A string holding a `{` is now read as prose, so the object is there at every cut.
+#[test]
+fn fuzz_crash_jsonl_sweep_string_holding_an_object() {
+    let p = kerf_core::Parser::new(ResponseType::Jsonl);
+    let bytes = [
+        0x22, 0x29, 0xe2, 0x2f, 0x29, 0x7b, 0x7d, 0xaf, 0x83, 0x83, 0x83, 0x5c, 0x72, 0x22, 0x83,
+        0xff, 0x08, 0x83, 0x23, 0x7c, 0x3e, 0xa8, 0x83,
+    ];
+    let lossy = String::from_utf8_lossy(&bytes).into_owned();
+    for text in [
+        "\"{}\"",
+        "\"{}\" and {}",
+        "\"{}\"\n{\"a\": 1}\n",
+        lossy.as_str(),
+    ] {
+        crate::sweep::assert_exact(&p, text);
+    }
+    // What each reads as: the object in the string counts; a string without one is still
+    // reported as a string where an object was expected.
+    let count = |t: &str| p.parse(t, &Default::default()).objects.len();
+    assert_eq!(
+        (count("\"{}"), count("\"{}\""), count("\"{}\" and {}")),
+        (1, 1, 2)
+    );
+    let plain = p.parse("\"abc\"\n", &Default::default());
+    assert_eq!(plain.dropped[0].kind, kerf_core::DropKind::NotObject);
+}
