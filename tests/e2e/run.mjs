@@ -717,24 +717,44 @@ try {
   await scenario("compare side by side: the scrubber, moved by keys, keeps the sweep's counts at three offsets", async () => {
     // The compare's input: the JSONL prompt's own sample (an earlier scenario loaded another).
     await (await $t("nav-run")).click();
-    await (await $t("run-input")).setValue(fs.readFileSync(path.join(work, "prompts", "inputs", "photosynthesis.txt"), "utf8"));
+    // Set whole, newlines and all (typed by WebDriver, its 7 newlines were lost: another
+    // document, on which the constrained array never closed within its budget).
+    await browser.execute((text) => {
+      const input = document.querySelector('[data-testid="run-input"]');
+      input.value = text;
+      input.dispatchEvent(new Event("input", { bubbles: true }));
+    }, fs.readFileSync(path.join(work, "prompts", "inputs", "photosynthesis.txt"), "utf8"));
     await (await $t("nav-compare")).click();
     await (await $t("compare-a")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract.json"));
     await (await $t("compare-b")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract-array.json"));
     await (await $t("budgets")).setValue("300");
     await (await $t("compare-constrain")).selectByAttribute("value", "auto");
     await (await $t("compare-concurrency")).setValue("4");
+    // What the columns showed while the compare ran, watched in the page (a poll from here would
+    // miss the moment between the last reply's end and the compare's).
+    await browser.execute(() => {
+      const seen = (window.__liveSeen = { streamingObjects: 0, endedArrayObjects: 0 });
+      new MutationObserver(() => {
+        const [a, b] = ["a", "b"].map((n) => document.querySelector(`[data-testid="compare-sbs-live-${n}"]`));
+        const marked = (col) => (col ? Math.min(Number(col.dataset.objects), col.querySelectorAll("pre span.obj").length) : 0);
+        if (a && a.dataset.ended !== "true") seen.streamingObjects = Math.max(seen.streamingObjects, marked(a));
+        if (b && b.dataset.ended === "true") seen.endedArrayObjects = Math.max(seen.endedArrayObjects, marked(b));
+      }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+    });
     await (await $t("compare-run")).click();
-    // The two columns fill as the runs stream, before the compare ends.
-    const liveText = () => browser.execute(() => ["a", "b"].map((n) =>
-      document.querySelector(`[data-testid="compare-sbs-live-${n}"] pre`)?.textContent.length ?? 0));
+    // The two columns fill as the runs stream, before the compare ends, each object its format
+    // accepts highlighted as it is accepted: a JSONL reply's while it still streams.
+    const liveText = () => browser.execute(() => ["a", "b"].map((n) => ({
+      text: document.querySelector(`[data-testid="compare-sbs-live-${n}"] pre`)?.textContent.length ?? 0 })));
     let sawLive = false, last = "";
     try {
       await waitProgress({
         done: async () => (await (await $t("compare-sbs")).getAttribute("data-loaded")) === "true",
         progress: async () => {
-          const [la, lb] = await liveText().catch(() => [0, 0]);
+          const [ca, cb] = await liveText().catch(() => [{ text: 0 }, { text: 0 }]);
+          const [la, lb] = [ca.text, cb.text];
           if (la + lb > 0) sawLive = true;
+
           const p = await browser.$('[data-testid="compare-progress"]');
           last = `${(await p.isExisting()) ? await p.getText() : ""} · streamed ${la}/${lb}`;
           return `${last} @ ${historyWritten()}`;
@@ -750,6 +770,10 @@ try {
       throw e;
     }
     assert.ok(sawLive, "no reply text streamed into the columns while the compare ran");
+    const seen = await browser.execute(() => window.__liveSeen);
+    assert.ok(seen.streamingObjects > 0, "no JSONL object was highlighted while its reply streamed");
+    assert.ok(seen.endedArrayObjects > 0, "no array reply's objects were highlighted once it ended");
+    console.log(`     while streaming: up to ${seen.streamingObjects} JSONL objects highlighted; the array's ${seen.endedArrayObjects} at its end`);
 
     // What the sweep says, from the CLI: each column's stored run, cut at its model's tokens.
     const cli = process.env.KERF_CLI_BIN ?? path.join(path.dirname(app), "kerf");
@@ -804,7 +828,28 @@ try {
     await press(["End", "ArrowLeft", "ArrowLeft", "ArrowRight"], "End, arrows");
     // The curve's marker is at the cut.
     assert.equal(Number(await (await $t("compare-sbs-marker")).getAttribute("data-k")), maxK - 1);
+    // The array's reply ended on its own with objects: its column keeps them at the end.
+    assert.ok(sweeps.b.at(maxK) > 0 && (await kept("b")) === sweeps.b.at(maxK - 1),
+      `the array column keeps ${await kept("b")} at the end (the sweep: ${sweeps.b.at(maxK)})`);
     console.log(`     kept (JSONL/array) after k tokens, as the sweep says: ${offsets.join(", ")} of ${sweeps.a.length}/${sweeps.b.length} tokens`);
+
+    // Dragging on the curve moves the cut too: pressed at a quarter of its width and dragged to
+    // three quarters, the cut follows the pointer and the counts are the sweep's there.
+    const curve = await $t("compare-sbs-curve");
+    const { width } = await curve.getSize();
+    const at = (f) => Math.round((f - 0.5) * width);
+    await browser.action("pointer", { parameters: { pointerType: "mouse" } })
+      .move({ origin: curve, x: at(0.25), y: 0 }).down().pause(50)
+      .move({ origin: curve, x: at(0.5), y: 0 }).pause(50)
+      .move({ origin: curve, x: at(0.75), y: 0 }).up().perform();
+    const dragged = await cutK();
+    assert.ok(Math.abs(dragged - 0.75 * maxK) <= Math.max(2, maxK * 0.03), `dragged to ${dragged} of ${maxK} tokens, not near three quarters`);
+    assert.equal(Number(await (await $t("compare-sbs-marker")).getAttribute("data-k")), dragged);
+    for (const side of ["a", "b"]) {
+      await waitFor(async () => (await kept(side)) === sweeps[side].at(dragged), UI,
+        () => `dragged to ${dragged} tokens, column ${side} does not keep the sweep's ${sweeps[side].at(dragged)}`);
+    }
+    console.log(`     dragged on the curve to ${dragged} tokens: ${await kept("a")}/${await kept("b")} kept`);
 
     // The same two runs from History: tick both, "Compare side by side", and cut with the keys.
     await (await $t("nav-history")).click();
@@ -826,6 +871,57 @@ try {
         assert.equal(n, side.at(k), `History: run ${run} after ${k} tokens keeps ${n}, the sweep says ${side.at(k)}`);
       }
     }
+  });
+
+  await scenario("History opens a compare in Compare, a sweep's curves and a test's verdicts", async () => {
+    const cli = process.env.KERF_CLI_BIN ?? path.join(path.dirname(app), "kerf");
+    // A sweep and a prompt file's tests, from the CLI, into the same history.
+    const reply = path.join(work, "swept.jsonl");
+    fs.writeFileSync(reply, kgLines(3).join("\n") + "\n");
+    execFileSync(cli, ["sweep", reply, "--prompt", path.join(work, "prompts", "agent-kg-extract.json"), "--unit", "char", "--json"], { encoding: "utf8" });
+    const withTests = JSON.parse(fs.readFileSync(path.join(work, "prompts", "agent-kg-extract.json"), "utf8"));
+    const input = fs.readFileSync(path.join(work, "prompts", "inputs", "photosynthesis.txt"), "utf8");
+    const expected = [{ type: "definition", entity: "a thing no model names", definition: "none" }];
+    withTests.tests = [
+      { name: "anything goes", input, expected, min: { recall: 0 }, "max-tokens": 48 },
+      { name: "finds the unnamed", input, expected, min: { recall: 1 }, "max-tokens": 48 },
+    ];
+    const testedPrompt = path.join(work, "tested.json");
+    fs.writeFileSync(testedPrompt, JSON.stringify(withTests, null, 2));
+    try { execFileSync(cli, ["test", testedPrompt, "--json"], { encoding: "utf8" }); } catch (e) {
+      // One test fails by design: exit 1, its report on stdout.
+      assert.equal(e.status, 1, `kerf test: ${e.stderr}`);
+    }
+
+    await (await $t("nav-run")).click();
+    await (await $t("nav-history")).click();
+    const openKind = async (kind) => {
+      await waitFor(async () => (await browser.$$(`[data-testid="experiment-row"][data-kind="${kind}"]`)).length > 0, UI, `History lists no ${kind}`);
+      const row = await browser.$(`[data-testid="experiment-row"][data-kind="${kind}"]`);
+      const id = await row.getAttribute("data-id");
+      await (await row.$('[data-testid="experiment-open"]')).click();
+      return id;
+    };
+    // The sweep: its curves here, its chart drawn.
+    const sweepId = await openKind("sweep");
+    await waitFor(async () => (await (await $t("opened-title")).getAttribute("data-kind")) === "sweep", UI, "the sweep did not open");
+    assert.match(await (await $t("opened-title")).getText(), new RegExp(`Sweep e${sweepId}: 1 reply cut at every char`));
+    assert.equal(await (await $t("opened-sweep-chart")).getAttribute("data-drawn"), "1");
+    const curves = await browser.execute(() => [...document.querySelectorAll('[data-testid="opened-curve"]')].map((r) => [r.cells[0].textContent, Number(r.dataset.total)]));
+    assert.ok(curves.length === 1 && curves[0][0].includes("swept.jsonl") && curves[0][1] === 3, `the sweep's curves: ${JSON.stringify(curves)}`);
+    // The test: each verdict, and its run one click away.
+    await openKind("test");
+    await waitFor(async () => (await (await $t("opened-title")).getAttribute("data-kind")) === "test", UI, "the test did not open");
+    assert.match(await (await $t("opened-title")).getText(), /1 passed, 1 failed/);
+    const verdicts = await browser.execute(() => [...document.querySelectorAll('[data-testid="opened-test"]')].map((r) => r.dataset.verdict));
+    assert.deepEqual(verdicts, ["passed", "failed"]);
+    await shot("history-opened-test");
+    // The compare: in Compare, as it ended, its two formats side by side.
+    const compareId = await openKind("compare");
+    await waitFor(async () => (await (await $t("compare-stored")).getAttribute("data-id")) === compareId, UI, `compare e${compareId} did not open in Compare`);
+    assert.equal((await browser.$$('[data-testid="compare-row"]')).length, 2);
+    await waitFor(async () => (await (await $t("compare-sbs")).getAttribute("data-loaded")) === "true", UI, "the stored compare's side by side did not load");
+    assert.equal(await (await $t("budgets")).getValue(), "300");
   });
 
   // A cloud provider through the window: its key typed once into the keyring, then a run on it

@@ -19,6 +19,8 @@ use crate::experiments::spec::{CompareSpec, SweepSpec, TestSpec};
 use crate::experiments::sweep::SweepReport;
 
 /// A stored experiment as its screen shows it.
+// Made once per "Open" and serialised at once: boxing the larger variants would save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum OpenedExperiment {
