@@ -359,11 +359,11 @@ impl<'c> LiveParse<'c> {
     fn feed(&mut self, text: &str) -> Vec<PlacedObject> {
         self.stream.feed(text);
         let committed = self.stream.committed();
+        // From where the last feed left off (never a walk over every object so far).
         let spans: Vec<(usize, usize)> = committed
             .starts
-            .iter()
-            .zip(committed.ends.iter())
-            .skip(self.sent)
+            .iter_from(self.sent)
+            .zip(committed.ends.iter_from(self.sent))
             .collect();
         let values: Vec<Value> = committed.objects.iter_from(self.sent).collect();
         self.sent += values.len();
