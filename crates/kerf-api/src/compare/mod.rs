@@ -367,7 +367,7 @@ impl<'c> LiveParse<'c> {
             .collect();
         let values: Vec<Value> = committed.objects.iter_from(self.sent).collect();
         self.sent += values.len();
-        self.place(spans, &values)
+        place(&mut self.units, self.stream.text(), spans, values)
     }
 
     /// The reply has ended: the objects the whole of it yields that were not yet sent, and how
@@ -387,30 +387,32 @@ impl<'c> LiveParse<'c> {
         let spans = parser.spans(&text, &vars, &report);
         // Those sent while streaming are the whole reply's first: committed steps never change.
         let from = sent.min(spans.len());
-        let placed = spans[from..]
-            .iter()
-            .zip(report.objects.iter_from(from))
-            .map(|(&(start, end), value)| PlacedObject {
-                start: units.at(&text, start),
-                end: units.at(&text, end),
-                label: sides::label(&value),
-            })
-            .collect();
+        let placed = place(
+            &mut units,
+            &text,
+            spans[from..].to_vec(),
+            report.objects.iter_from(from),
+        );
         (placed, report.objects.len())
     }
+}
 
-    fn place(&mut self, spans: Vec<(usize, usize)>, values: &[Value]) -> Vec<PlacedObject> {
-        let text = self.stream.text();
-        spans
-            .into_iter()
-            .zip(values)
-            .map(|((start, end), value)| PlacedObject {
-                start: self.units.at(text, start),
-                end: self.units.at(text, end),
-                label: sides::label(value),
-            })
-            .collect()
-    }
+/// Objects at byte `spans` of `text`, as the window places and names them.
+fn place(
+    units: &mut Utf16Cursor,
+    text: &str,
+    spans: Vec<(usize, usize)>,
+    values: impl IntoIterator<Item = Value>,
+) -> Vec<PlacedObject> {
+    spans
+        .into_iter()
+        .zip(values)
+        .map(|((start, end), value)| PlacedObject {
+            start: units.at(text, start),
+            end: units.at(text, end),
+            label: sides::label(&value),
+        })
+        .collect()
 }
 
 /// A window takes a message as a callback: a fast provider's pieces are sent together.
