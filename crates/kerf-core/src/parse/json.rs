@@ -145,6 +145,13 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
     report
 }
 
+/// JSON's four blanks (RFC 8259 `ws`). Not `is_ascii_whitespace`, which also takes a form feed:
+/// serde breaks on one, and a walk that stepped over it would read a member the read before it
+/// called broken (a salvage sweep's choice of value then changed where no settle point said).
+fn is_json_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
 /// The ranges of the elements a strict parse of `text` accepted, when its value is an array
 /// (the value's own range when it is not): each element read again and put through `acceptor`
 /// (the post rules, which decide per element; the schema judged the value as a whole, and a
@@ -161,7 +168,7 @@ pub(crate) fn strict_spans(text: &str, acceptor: &Acceptor<'_>) -> Option<Vec<(u
         return (start < end).then(|| vec![(start, end)]);
     }
     let skip_ws = |mut p: usize| {
-        while p < end && bytes[p].is_ascii_whitespace() {
+        while p < end && is_json_blank(bytes[p]) {
             p += 1;
         }
         p
@@ -305,7 +312,7 @@ impl Salvager<'_, '_> {
 
     fn skip_ws(&self, mut pos: usize, end: usize) -> usize {
         let b = self.text.as_bytes();
-        while pos < end && b[pos].is_ascii_whitespace() {
+        while pos < end && is_json_blank(b[pos]) {
             pos += 1;
         }
         pos
@@ -1189,7 +1196,7 @@ fn object_probes(salvager: &Salvager<'_, '_>, a: usize, hi: usize) -> Vec<usize>
             }
             // JSON's blanks only: a form feed is blank to `trim` but breaks a read, so a cut
             // after it can change the count.
-            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            blank if is_json_blank(blank) => i += 1,
             _ => {
                 i += 1;
                 probes.push(i);

@@ -220,7 +220,7 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
     let array = serde_json::json!({"type": "array", "items": {"type": "object"}});
     for (text, schema) in [
         ("[\u{c}3\u{fffd}g\u{fffd}", None),
-        (" {0\u{c}0:\0\0\0", Some(array)),
+        (" {0\u{c}0:\0\0\0", Some(array.clone())),
         // A key position holding a nested value: cut off, the walk ends quietly; broken, it drops.
         (
             ".{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{u{{{{{{{{{{{{{{{{[.[\nU\u{fffd}\u{fffd}",
@@ -228,6 +228,10 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
         ),
         // 2026-11-25, on the device's 16 cores: an array of arrays cut after an empty inner one.
         ("[[\n[]\u{fffd}", None),
+        // 2026-11-25: a form feed before an array's first element. The read breaks at it, but
+        // the walk stepped over it and read the element, so the whole text chose the array
+        // (0 objects) where the sweep kept the object cut open after it (1).
+        ("[\u{c}\"{\"", Some(array.clone())),
     ] {
         let p = match schema {
             Some(s) => kerf_core::Parser::new(ResponseType::Json)
