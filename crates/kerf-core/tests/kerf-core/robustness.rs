@@ -205,10 +205,21 @@ fn fuzz_crash_stream_vs_whole() {
     ]);
 }
 
-/// Found by the `sweep_vs_reparse` fuzz target: a multi-byte character right after a bare number.
+/// Found by the `sweep_vs_reparse` fuzz target: a multi-byte character right after a bare number;
+/// then (2026-11-25) after a bare literal, which the whole text's value stream refuses while the
+/// prefix that ends at the word is that literal.
 #[test]
 fn fuzz_crash_sweep_after_bare_number() {
-    for text in ["2\u{fffd}J", "4\u{fffd}\n", "[]\u{e9}", "{} é"] {
+    for text in [
+        "2\u{fffd}J",
+        "4\u{fffd}\n",
+        "[]\u{e9}",
+        "{} é",
+        "null\u{fffd}",
+        "truex",
+        "false \u{fffd}",
+        "nul",
+    ] {
         crate::sweep::assert_exact(&kerf_core::Parser::new(ResponseType::Json), text);
     }
 }
