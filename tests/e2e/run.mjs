@@ -1003,6 +1003,32 @@ try {
         assert.deepEqual(on, ["Photosynthesis"]);
         assert.match(await text("cell-ungrounded"), /Unicorn/);
         await shot("evaluate-loopback-cell");
+        // Why pieces were dropped: the line of prose in every reply, as a bar chart that saves
+        // as SVG (drawn by Rust, the HTML report's chart) and PNG; a click on the bar filters
+        // the matrix to that reason.
+        const drops = await $t("eval-drop-chart");
+        await drops.scrollIntoView();
+        assert.equal(await drops.getAttribute("data-drawn"), "1", "one prompt, one bar per reason");
+        const dropSvg = path.join(work, "exported", "drops.svg");
+        const dropPng = path.join(work, "exported", "drops.png");
+        fs.mkdirSync(path.dirname(dropSvg), { recursive: true });
+        answerDialogs(dropSvg);
+        await (await drops.parentElement().$("button=Save SVG")).click();
+        await browser.waitUntil(() => fs.existsSync(dropSvg), { timeout: UI, timeoutMsg: "no drop chart SVG written" });
+        const dropDoc = fs.readFileSync(dropSvg, "utf8");
+        for (const label of ["\nprose\n", "\nagent-kg-extract\n", "pieces dropped"]) {
+          assert.ok(dropDoc.includes(label), `the drop chart's SVG lacks ${JSON.stringify(label)}`);
+        }
+        answerDialogs(dropPng);
+        await (await drops.parentElement().$("button=Save PNG")).click();
+        await browser.waitUntil(() => fs.existsSync(dropPng) && fs.statSync(dropPng).size > 0, { timeout: UI, timeoutMsg: "no drop chart PNG written" });
+        assert.equal(fs.readFileSync(dropPng).subarray(1, 4).toString(), "PNG");
+        assert.equal(await (await $t("matrix-drop")).getValue(), "");
+        // One reason: its bars are the plot's middle.
+        await (await browser.$('[data-testid="eval-drop-chart"] .u-over')).click();
+        await waitFor(async () => (await (await $t("matrix-drop")).getValue()) === "prose", UI, "a click on the prose bar did not filter the matrix");
+        assert.equal((await matrixCells()).length, 4, "every row dropped a line of prose");
+        await shot("evaluate-drops");
       } finally {
         cloud.options.reply = saved;
         // The scenarios after this one start from the Run screen, as the one before left it.

@@ -6,6 +6,7 @@
 
 use kerf_core::sweep::Sweep;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -23,6 +24,10 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// Each value holds until the next x (a sweep's counts), instead of a line between points.
     pub stepped: bool,
+    /// Set, the chart is a bar chart: x `i` is the category `categories[i]` (xs are `0..n`), and
+    /// each series is one bar in every category's group.
+    #[serde(default)]
+    pub categories: Option<Vec<String>>,
 }
 
 /// An axis: its label, scale, how its ticks read, and its range where fixed.
@@ -190,6 +195,7 @@ impl Chart {
             xs,
             series,
             stepped: true,
+            categories: None,
         }
     }
 
@@ -227,6 +233,40 @@ impl Chart {
             xs: budgets.iter().map(|&b| f64::from(b)).collect(),
             series,
             stepped: false,
+            categories: None,
+        }
+    }
+
+    /// Grouped bars: a group per category (named by `x`), a bar per series in each (`values[i]`
+    /// is the series' bar in category `i`).
+    pub fn bars(
+        title: &str,
+        x: &str,
+        y: Axis,
+        categories: Vec<String>,
+        series: Vec<(String, Vec<f64>)>,
+    ) -> Chart {
+        // At least four groups' width, the groups centred: one reason is not a wall of colour.
+        let pad = 0.5 + 4usize.saturating_sub(categories.len()) as f64 / 2.0;
+        let last = categories.len().saturating_sub(1) as f64;
+        Chart {
+            title: title.to_string(),
+            x: Axis::new(x, Scale::Linear, Ticks::Count).range(-pad, last + pad),
+            y,
+            xs: (0..categories.len()).map(|i| i as f64).collect(),
+            series: series
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, values))| Series {
+                    name,
+                    color: color(i),
+                    ys: values.into_iter().map(Some).collect(),
+                    band: None,
+                    marks: false,
+                })
+                .collect(),
+            stepped: false,
+            categories: Some(categories),
         }
     }
 }
@@ -257,11 +297,11 @@ fn rgb(hex: &str) -> RGBColor {
     RGBColor(c(1), c(3), c(5))
 }
 
-fn draw(chart: &Chart, root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Drawn {
-    root.fill(&WHITE)?;
-    let scale = chart.x.scale;
-    let (x0, x1) = x_range(chart);
-    let y_max = chart.y.max.unwrap_or_else(|| {
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// The top of the y axis: fixed, or a little above the highest value.
+fn y_top(chart: &Chart) -> f64 {
+    chart.y.max.unwrap_or_else(|| {
         let top = chart
             .series
             .iter()
@@ -269,7 +309,17 @@ fn draw(chart: &Chart, root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift
             .copied()
             .fold(0.0, f64::max);
         top.max(1.0) * 1.05
-    });
+    })
+}
+
+fn draw(chart: &Chart, root: &Area<'_>) -> Drawn {
+    root.fill(&WHITE)?;
+    if let Some(categories) = &chart.categories {
+        return draw_bars(chart, categories, root);
+    }
+    let scale = chart.x.scale;
+    let (x0, x1) = x_range(chart);
+    let y_max = y_top(chart);
     let y_min = chart.y.min.unwrap_or(0.0);
     let mut c = ChartBuilder::on(root)
         .caption(&chart.title, ("sans-serif", 20))
@@ -344,6 +394,57 @@ fn draw(chart: &Chart, root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift
         } else {
             SeriesLabelPosition::LowerRight
         })
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Grouped bars, each category's name under its group (drawn by hand: the mesh's own labels
+/// fall on whatever round numbers it picks, not on every category).
+fn draw_bars(chart: &Chart, categories: &[String], root: &Area<'_>) -> Drawn {
+    let n = categories.len().max(1) as f64;
+    let (x0, x1) = (chart.x.min.unwrap_or(-0.5), chart.x.max.unwrap_or(n - 0.5));
+    let mut c = ChartBuilder::on(root)
+        .caption(&chart.title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(52)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x0..x1, chart.y.min.unwrap_or(0.0)..y_top(chart))?;
+    let y_tick = |v: &f64| tick(chart.y.ticks, *v);
+    c.configure_mesh()
+        .x_desc(chart.x.label.as_str())
+        .y_desc(chart.y.label.as_str())
+        .disable_x_mesh()
+        .x_labels(0)
+        .light_line_style(WHITE)
+        .y_label_formatter(&y_tick)
+        .axis_desc_style(("sans-serif", 14))
+        .draw()?;
+    // The bars of a group share 80% of its width, side by side.
+    let width = 0.8 / chart.series.len().max(1) as f64;
+    for (k, s) in chart.series.iter().enumerate() {
+        let colour = rgb(&s.color);
+        let bars = s.ys.iter().enumerate().filter_map(|(i, y)| {
+            let left = i as f64 - 0.4 + k as f64 * width;
+            y.map(|y| Rectangle::new([(left, 0.0), (left + width * 0.92, y)], colour.filled()))
+        });
+        c.draw_series(bars)?
+            .label(s.name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
+    }
+    let under = ("sans-serif", 13)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    for (i, name) in categories.iter().enumerate() {
+        let (x, y) = c.backend_coord(&(i as f64, chart.y.min.unwrap_or(0.0)));
+        root.draw(&Text::new(name.as_str(), (x, y + 8), under.clone()))?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .label_font(("sans-serif", 14))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
@@ -471,5 +572,38 @@ mod tests {
         );
         let doc = svg(&budgets, 760, 380).expect("drawn");
         assert!(doc.contains("\n128\n") && doc.contains("\n256\n"), "{doc}");
+    }
+
+    #[test]
+    fn a_bar_chart_names_every_category_under_its_group_and_draws_each_bar() {
+        let chart = Chart::bars(
+            "Why pieces were dropped",
+            "reason",
+            Axis::new("pieces", Scale::Linear, Ticks::Count),
+            vec!["truncated".into(), "schema".into(), "invalid_json".into()],
+            vec![
+                ("kg".into(), vec![7.0, 2.0, 0.0]),
+                ("kg-array".into(), vec![1.0, 0.0, 3.0]),
+            ],
+        );
+        assert_eq!(chart.xs, [0.0, 1.0, 2.0]);
+        // Fewer than four groups are centred in four groups' width.
+        assert_eq!((chart.x.min, chart.x.max), (Some(-1.0), Some(3.0)));
+        assert_eq!(chart.series[1].ys, [Some(1.0), Some(0.0), Some(3.0)]);
+        let doc = svg(&chart, 760, 380).expect("drawn");
+        for name in ["truncated", "schema", "invalid_json", "kg", "kg-array"] {
+            assert!(doc.contains(&format!("\n{name}\n")), "{name} in {doc}");
+        }
+        // One filled rectangle per bar (six), plus the two legend swatches, in the series' colours.
+        let filled = |colour: String| {
+            doc.matches(&format!("fill=\"{}\"", colour.to_uppercase()))
+                .count()
+        };
+        assert!(filled(color(0)) == 4 && filled(color(1)) == 4, "{doc}");
+        // Stored before bar charts existed, a chart reads back as lines.
+        let mut old = serde_json::to_value(&chart).expect("serialised");
+        old.as_object_mut().expect("an object").remove("categories");
+        let back: Chart = serde_json::from_value(old).expect("read back");
+        assert_eq!(back.categories, None);
     }
 }

@@ -264,6 +264,7 @@ pub fn show(store: &Store, id: i64, options: Options) -> Result<super::wire::Eva
     let mut charts = report.budget_charts();
     charts.extend(report.repeat_chart());
     Ok(super::wire::EvalShown {
+        drop_chart: report.drop_chart(),
         charts,
         rows: e.rows.clone(),
         report,

@@ -105,13 +105,10 @@ fn head_context(report: &Report) -> Result<Value> {
         .iter()
         .map(|c| crate::charts::svg(c, 760, 380))
         .collect::<Result<Vec<_>>>()?;
-    let drops_max = report
-        .drops
-        .iter()
-        .flat_map(|d| d.bars.iter().map(|b| b.objects))
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let drop_chart = report
+        .drop_chart()
+        .map(|c| crate::charts::svg(&c, 760, 380))
+        .transpose()?;
     Ok(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "r": report,
@@ -121,7 +118,7 @@ fn head_context(report: &Report) -> Result<Value> {
         } else {
             "Shaded: F1's 95% bootstrap interval over the rows."
         },
-        "drops_max": drops_max,
+        "drop_chart": drop_chart,
     }))
 }
 

@@ -9,9 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use kerf_core::DropCounts;
 use kerf_core::eval::dataset::Row;
 use kerf_core::eval::{Grounding, Matcher, Tally, identity, score};
+use kerf_core::{DropCounts, DropKind};
 use kerf_core::{ParseReport, Prompt};
 use kerf_llm::{FinishReason, RunDetails};
 use kerf_store::{Status, Store};
@@ -702,7 +702,45 @@ impl Report {
             xs: (1..=self.repeat).map(f64::from).collect(),
             series,
             stepped: false,
+            categories: None,
         })
+    }
+
+    /// Why pieces were dropped, as bars: a group per reason (the most pieces first), a bar per
+    /// prompt. Each category is the reason's wire name (`truncated`, `schema`, …), the value
+    /// the window's matrix filters by when a bar is clicked. `None` when nothing was dropped.
+    pub fn drop_chart(&self) -> Option<Chart> {
+        let shown: Vec<&Drops> = self.drops.iter().filter(|d| !d.bars.is_empty()).collect();
+        let mut kinds: Vec<(DropKind, usize)> = Vec::new();
+        for b in shown.iter().flat_map(|d| &d.bars) {
+            match kinds.iter_mut().find(|(k, _)| *k == b.kind) {
+                Some((_, n)) => *n += b.objects,
+                None => kinds.push((b.kind, b.objects)),
+            }
+        }
+        if kinds.is_empty() {
+            return None;
+        }
+        // Stable: reasons with as many pieces keep the order they were first met in.
+        kinds.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+        let series = shown
+            .iter()
+            .map(|d| {
+                let bar =
+                    |k: DropKind| d.bars.iter().find(|b| b.kind == k).map_or(0, |b| b.objects);
+                (
+                    d.prompt.clone(),
+                    kinds.iter().map(|&(k, _)| bar(k) as f64).collect(),
+                )
+            })
+            .collect();
+        Some(Chart::bars(
+            "Why pieces were dropped",
+            "reason",
+            Axis::new("pieces dropped", Scale::Linear, Ticks::Count),
+            kinds.iter().map(|(k, _)| k.as_str().to_string()).collect(),
+            series,
+        ))
     }
 
     pub fn budget_charts(&self) -> Vec<Chart> {

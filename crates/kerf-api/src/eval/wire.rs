@@ -81,11 +81,13 @@ pub use super::view::{
 };
 
 /// An eval opened from the history: its report, its charts (F1 and recall against the budget,
-/// as the HTML report draws them) and its rows' ids in the dataset's order.
+/// as the HTML report draws them; repeat stability), why pieces were dropped (bars whose
+/// categories the matrix filters by) and its rows' ids in the dataset's order.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct EvalShown {
     pub report: Report,
     pub charts: Vec<crate::charts::Chart>,
+    pub drop_chart: Option<crate::charts::Chart>,
     pub rows: Vec<String>,
 }
 

@@ -867,6 +867,63 @@ fn an_eval_with_repeats_charts_each_repeats_f1() {
     assert_eq!(shown.rows.len(), 2);
 }
 
+/// Why pieces were dropped, drawn: a group of bars per reason (most pieces first), a bar per
+/// prompt, each bar the count the report gives; its categories are the reasons' wire names,
+/// which the window's matrix filters by.
+#[test]
+fn the_drop_reasons_are_bars_of_the_reports_counts() {
+    let store = Store::in_memory().unwrap();
+    let good = r#"{"type":"definition","entity":"Photosynthesis","definition":"light into sugar"}"#;
+    // Row 1: a line of prose, a whole line, a line cut by the budget. Row 2: a whole line and
+    // a cut one.
+    let provider = Chosen::Scripted(Box::new(Scripted::new([
+        Reply::text(&format!("Here they are:\n{good}\n{{\"type\":\"defin"), 16)
+            .ending(kerf_llm::FinishReason::Length),
+        Reply::text(&format!("{good}\n{{\"type\":\"relationship\",\"subj"), 16)
+            .ending(kerf_llm::FinishReason::Length),
+    ])));
+    let e = eval::begin(
+        &store,
+        rows(2),
+        vec![subject("agent-kg-extract.json")],
+        &plan(&[256], 1, 1, Allowance::default()),
+        params(),
+        &provider,
+        &mut |_| {},
+    )
+    .unwrap();
+    let pace = Pace {
+        concurrency: 1,
+        retry_errors: false,
+        live: false,
+    };
+    eval::run_cells(
+        &store,
+        &e,
+        &provider,
+        pace,
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let shown = eval::flow::show(&store, e.experiment, eval::Options::default()).unwrap();
+    let chart = shown.drop_chart.expect("pieces were dropped");
+    assert_eq!(
+        chart.categories.as_deref(),
+        Some(&["truncated".to_string(), "prose".to_string()][..]),
+        "{:#?}",
+        shown.report.drops
+    );
+    assert_eq!(chart.series.len(), 1);
+    assert_eq!(chart.series[0].name, "agent-kg-extract");
+    assert_eq!(chart.series[0].ys, [Some(2.0), Some(1.0)]);
+    let svg = kerf_api::charts::svg(&chart, 760, 380).unwrap();
+    assert!(
+        svg.contains("\ntruncated\n") && svg.contains("\nprose\n"),
+        "{svg}"
+    );
+}
+
 /// A dataset where every row is wrong is counted, not held: the preview lists the first
 /// problems and rows, and says how many there are.
 #[test]

@@ -638,9 +638,13 @@ fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(
         page.matches("<svg").count(),
-        2,
-        "F1 and recall against the budget"
+        3,
+        "F1 and recall against the budget, and why pieces were dropped"
     );
+    // The drop reasons are a chart too, each reason named under its bars.
+    let drops = &page[page.find("Why pieces were dropped").unwrap()..];
+    let chart = &drops[drops.find("<svg").unwrap()..drops.find("</svg>").unwrap()];
+    assert!(chart.contains("\ntruncated\n"), "{chart}");
     for needle in [
         "F1 against the budget",
         "Budget advice",

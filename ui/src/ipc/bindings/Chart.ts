@@ -13,4 +13,9 @@ xs: Array<number>, series: Array<ChartSeries>,
 /**
  * Each value holds until the next x (a sweep's counts), instead of a line between points.
  */
-stepped: boolean, };
+stepped: boolean, 
+/**
+ * Set, the chart is a bar chart: x `i` is the category `categories[i]` (xs are `0..n`), and
+ * each series is one bar in every category's group.
+ */
+categories: Array<string> | null, };

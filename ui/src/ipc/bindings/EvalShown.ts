@@ -4,6 +4,7 @@ import type { EvalReport } from "./EvalReport";
 
 /**
  * An eval opened from the history: its report, its charts (F1 and recall against the budget,
- * as the HTML report draws them) and its rows' ids in the dataset's order.
+ * as the HTML report draws them; repeat stability), why pieces were dropped (bars whose
+ * categories the matrix filters by) and its rows' ids in the dataset's order.
  */
-export type EvalShown = { report: EvalReport, charts: Array<Chart>, rows: Array<string>, };
+export type EvalShown = { report: EvalReport, charts: Array<Chart>, drop_chart: Chart | null, rows: Array<string>, };
