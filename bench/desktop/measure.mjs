@@ -40,11 +40,17 @@ function startedAt(pid) {
   const boot = Date.now() - uptime * 1000;
   return boot + (stat(pid).start / TICKS) * 1000;
 }
+/**
+ * The app just launched: the newest kerf-desktop. The one a section before closed can still be
+ * shutting down when the next launches (its session is ended, its process not yet gone); it is
+ * never the one measured.
+ */
 function appPid() {
   const pids = fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number);
   const mine = pids.filter((p) => { try { return fs.readFileSync(`/proc/${p}/comm`, "utf8").trim() === "kerf-desktop"; } catch { return false; } });
-  if (mine.length !== 1) throw new Error(`expected one kerf-desktop, found ${mine.length}`);
-  return mine[0];
+  if (mine.length === 0) throw new Error("no kerf-desktop is running");
+  const started = (p) => { try { return stat(p).start; } catch { return -1; } };
+  return mine.reduce((a, b) => (started(b) > started(a) ? b : a));
 }
 function tree(root) {
   const pids = fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number);
@@ -158,6 +164,9 @@ async function scrubber(browser, provider) {
   await browser.execute(() => {
     const w = window;
     w.__ks = [];
+    // Runs until stopFrames: not stopped already by the flag an earlier section left set (in a
+    // full run, the streaming section's), which ended this loop after one frame.
+    w.__stop = false;
     const cut = document.querySelector('[data-testid="compare-sbs-cut"]');
     const tick = () => { w.__ks.push(Number(cut.dataset.k)); if (!w.__stop) requestAnimationFrame(tick); };
     requestAnimationFrame(tick);
