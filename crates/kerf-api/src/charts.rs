@@ -5,6 +5,7 @@
 //! points, labels, scales and colours are decided once, here and in the builders.
 
 use kerf_core::sweep::Sweep;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::{Deserialize, Serialize};
@@ -388,12 +389,21 @@ fn draw(chart: &Chart, root: &Area<'_>) -> Drawn {
                 PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3))
             });
     }
+    let legend_at = if chart.stepped {
+        SeriesLabelPosition::UpperLeft
+    } else {
+        SeriesLabelPosition::LowerRight
+    };
+    legend_and_present(&mut c, root, legend_at)
+}
+
+/// A drawn chart's plotting area (on the document being written, borrowed for as long).
+type Plot<'a> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The series' names in a box at `at`, and the document finished.
+fn legend_and_present(c: &mut Plot<'_>, root: &Area<'_>, at: SeriesLabelPosition) -> Drawn {
     c.configure_series_labels()
-        .position(if chart.stepped {
-            SeriesLabelPosition::UpperLeft
-        } else {
-            SeriesLabelPosition::LowerRight
-        })
+        .position(at)
         .label_font(("sans-serif", 14))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
@@ -443,14 +453,7 @@ fn draw_bars(chart: &Chart, categories: &[String], root: &Area<'_>) -> Drawn {
         let (x, y) = c.backend_coord(&(i as f64, chart.y.min.unwrap_or(0.0)));
         root.draw(&Text::new(name.as_str(), (x, y + 8), under.clone()))?;
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 14))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    legend_and_present(&mut c, root, SeriesLabelPosition::UpperRight)
 }
 
 /// The x range: fixed, or the data's — with a little room either side on a log scale (a third

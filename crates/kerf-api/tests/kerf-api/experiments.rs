@@ -826,18 +826,16 @@ fn a_dataset_preview_puts_each_problem_at_its_row() {
     );
 }
 
-/// With repeats, the Evaluate screen charts each line's F1 in each repeat.
-#[test]
-fn an_eval_with_repeats_charts_each_repeats_f1() {
-    let store = Store::in_memory().unwrap();
-    let provider = scripted(4);
+/// An eval of agent-kg-extract over the dataset's first two rows at 256 tokens, `repeat` times,
+/// its cells run one at a time on `provider`.
+fn eval_run_in_turn(store: &Store, provider: &Chosen, repeat: u32) -> eval::Eval {
     let e = eval::begin(
-        &store,
+        store,
         rows(2),
         vec![subject("agent-kg-extract.json")],
-        &plan(&[256], 2, 1, Allowance::default()),
+        &plan(&[256], repeat, 1, Allowance::default()),
         params(),
-        &provider,
+        provider,
         &mut |_| {},
     )
     .unwrap();
@@ -846,15 +844,15 @@ fn an_eval_with_repeats_charts_each_repeats_f1() {
         retry_errors: false,
         live: false,
     };
-    eval::run_cells(
-        &store,
-        &e,
-        &provider,
-        pace,
-        &CancelToken::new(),
-        &mut |_| {},
-    )
-    .unwrap();
+    eval::run_cells(store, &e, provider, pace, &CancelToken::new(), &mut |_| {}).unwrap();
+    e
+}
+
+/// With repeats, the Evaluate screen charts each line's F1 in each repeat.
+#[test]
+fn an_eval_with_repeats_charts_each_repeats_f1() {
+    let store = Store::in_memory().unwrap();
+    let e = eval_run_in_turn(&store, &scripted(4), 2);
     let report = eval::finish(&store, &e, false, eval::Options::default()).unwrap();
     let chart = report.repeat_chart().expect("two repeats make a chart");
     assert_eq!(chart.xs, [1.0, 2.0]);
@@ -882,30 +880,7 @@ fn the_drop_reasons_are_bars_of_the_reports_counts() {
         Reply::text(&format!("{good}\n{{\"type\":\"relationship\",\"subj"), 16)
             .ending(kerf_llm::FinishReason::Length),
     ])));
-    let e = eval::begin(
-        &store,
-        rows(2),
-        vec![subject("agent-kg-extract.json")],
-        &plan(&[256], 1, 1, Allowance::default()),
-        params(),
-        &provider,
-        &mut |_| {},
-    )
-    .unwrap();
-    let pace = Pace {
-        concurrency: 1,
-        retry_errors: false,
-        live: false,
-    };
-    eval::run_cells(
-        &store,
-        &e,
-        &provider,
-        pace,
-        &CancelToken::new(),
-        &mut |_| {},
-    )
-    .unwrap();
+    let e = eval_run_in_turn(&store, &provider, 1);
     let shown = eval::flow::show(&store, e.experiment, eval::Options::default()).unwrap();
     let chart = shown.drop_chart.expect("pieces were dropped");
     assert_eq!(
