@@ -179,19 +179,7 @@ fn strict_json_curve(
                 intervals.push((run_end + 1, hi, count(run_end)));
             }
         } else {
-            // Where the value ends. A bare literal ends after its word: the stream below refuses
-            // `null` followed by a character that cannot follow a value (`nullé`), but the
-            // prefix that ends at the word never sees that character.
-            let literal = ["true", "false", "null"]
-                .into_iter()
-                .find(|l| text[s..].starts_with(l))
-                .map(|l| s + l.len());
-            let end = literal.or_else(|| {
-                let mut stream =
-                    serde_json::Deserializer::from_str(&text[s..]).into_iter::<Value>();
-                matches!(stream.next(), Some(Ok(_))).then(|| s + stream.byte_offset())
-            });
-            if let Some(e) = end {
+            if let Some(e) = crate::parse::value_end(text, s, len) {
                 let hi = blank_run_end(e);
                 if e < hi {
                     intervals.push((e, hi, count(e)));

@@ -1245,6 +1245,22 @@ fn container_end(b: &[u8], i: usize) -> usize {
 
 /// Offsets where a bare scalar in `[start, end)` can become (or stop being) the whole region:
 /// each character of a number, the end of a string or literal, and the next non-blank character.
+/// Where the JSON value at `s` in `text[..end]` ends, read as the prefix that ends there reads
+/// it. A bare literal ends after its word: serde's value stream refuses `null` followed by a
+/// character that cannot follow a value (`nullé`), but the prefix that ends at the word never
+/// sees that character. `None` when no value is read there.
+pub(crate) fn value_end(text: &str, s: usize, end: usize) -> Option<usize> {
+    let body = &text[s..end];
+    if let Some(word) = ["true", "false", "null"]
+        .into_iter()
+        .find(|w| body.starts_with(w))
+    {
+        return Some(s + word.len());
+    }
+    let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+    matches!(stream.next(), Some(Ok(_))).then(|| s + stream.byte_offset())
+}
+
 fn bare_probes(text: &str, start: usize, end: usize) -> Vec<usize> {
     let Some((i, ch)) = text[start..end]
         .char_indices()
@@ -1259,11 +1275,7 @@ fn bare_probes(text: &str, start: usize, end: usize) -> Vec<usize> {
         .take_while(|b| b"-+.eE0123456789".contains(b))
         .count();
     probes.extend(s + 1..=s + run);
-    let mut stream = serde_json::Deserializer::from_str(&text[s..end]).into_iter::<Value>();
-    let value_end = match stream.next() {
-        Some(Ok(_)) => s + stream.byte_offset(),
-        _ => s + run,
-    };
+    let value_end = value_end(text, s, end).unwrap_or(s + run);
     probes.push(value_end);
     if let Some((j, ch)) = text[value_end..end]
         .char_indices()

@@ -12,7 +12,7 @@ mod stream;
 mod value;
 
 pub use delimited::DelimitedFormat;
-pub(crate) use json::salvage_curve;
+pub(crate) use json::{salvage_curve, value_end};
 pub use stream::StreamParser;
 
 use serde_json::{Map, Number, Value};

@@ -239,6 +239,10 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
         ),
         // 2026-11-25, on the device's 16 cores: an array of arrays cut after an empty inner one.
         ("[[\n[]\u{fffd}", None),
+        // 2026-11-25: a bare literal then a character that cannot follow a value; the prefix
+        // that ends at the word is that literal (salvage keeps a bare scalar).
+        ("null\u{fffd}eni", None),
+        ("true\u{e9}", Some(array.clone())),
         // 2026-11-25: a form feed before an array's first element. The read breaks at it, but
         // the walk stepped over it and read the element, so the whole text chose the array
         // (0 objects) where the sweep kept the object cut open after it (1).
