@@ -218,7 +218,7 @@ pub(crate) fn salvage(text: &str, parser: &Parser, vars: &Map<String, Value>) ->
         report: &mut report,
         parser,
         vars,
-        number_reads: None,
+        scalar_reads: None,
         resyncs: Vec::new(),
     };
     salvager.find_and_take(region_start, region_start + region.len());
@@ -231,11 +231,13 @@ struct Salvager<'a, 'r> {
     report: &'r mut ParseReport,
     parser: &'a Parser,
     vars: &'a Map<String, Value>,
-    /// When set, `walk_array` records where each element that starts like a number was read:
-    /// (its offset, the last prefix end at which a shorter number may be read there, the first
-    /// prefix end at which the walk reaches it — later than the offset after a resync, below).
-    number_reads: Option<Vec<(usize, usize, usize)>>,
-    /// When set (with `number_reads`, by sweeps), `walk_array` records each resync after a
+    /// When set, `walk_array` records where each bare scalar element (one that starts like a
+    /// number, `true`, `false` or `null`) was read: (its offset, the last prefix end at which a
+    /// shorter read may be a value there — `1` of `12`, `true` of `truex`, which whole breaks —
+    /// and the first prefix end at which the walk reaches it: later than the offset after a
+    /// resync, below).
+    scalar_reads: Option<Vec<(usize, usize, usize)>>,
+    /// When set (with `scalar_reads`, by sweeps), `walk_array` records each resync after a
     /// broken element: (how many element ends were recorded before it, the first prefix end at
     /// which that element reads as broken rather than cut off). The resync goes back to the line
     /// after the broken element's start, so elements it recovers can end before the break: a
@@ -483,8 +485,11 @@ impl Salvager<'_, '_> {
             }
             let line = self.lines.line_of(pos);
             let read = self.read(pos, end);
-            if let Some(reads) = self.number_reads.as_mut()
-                && matches!(self.text.as_bytes()[pos], b'-' | b'0'..=b'9')
+            if let Some(reads) = self.scalar_reads.as_mut()
+                && matches!(
+                    self.text.as_bytes()[pos],
+                    b'-' | b'0'..=b'9' | b't' | b'f' | b'n'
+                )
             {
                 let last = match &read {
                     Read::Value(_, next) => next - 1,
@@ -556,7 +561,7 @@ impl Salvager<'_, '_> {
                             excerpt(&self.text[pos..line_end(self.text, pos)])
                         ),
                     );
-                    if self.number_reads.is_some() {
+                    if self.scalar_reads.is_some() {
                         let broken_from = broken_from(self.text, failed_at, end);
                         let found = match &sink {
                             Sink::Report(objects, ..) => objects.len(),
@@ -791,8 +796,9 @@ enum Step {
 ///   candidate appears or settles — at most two points per candidate (64 at most). At each such
 ///   point the real `choose` runs on the prefix.
 /// - While an array is chosen, a prefix recovers exactly the elements of the longest prefix's walk
-///   that end within it, plus — when it ends inside an element that starts like a number — that
-///   shorter number if accepted (`[1` of `[12`). One walk gives every element's end.
+///   that end within it, plus — when it ends inside a bare scalar element — that shorter read if
+///   it is a value and accepted (`[1` of `[12`; `[true` of `[truex`, broken whole). One walk gives
+///   every element's end.
 /// - While an object or a bare scalar is chosen, the count (0 or 1) can only change where one of
 ///   its top-level tokens starts or ends; the real parser runs at each of those points (the cost
 ///   grows with the number of top-level members, not with the reply's length).
@@ -814,7 +820,7 @@ pub(crate) fn salvage_curve(
             report: &mut scratch,
             parser,
             vars,
-            number_reads: None,
+            scalar_reads: None,
             resyncs: Vec::new(),
         },
         steps: Vec::new(),
@@ -940,16 +946,16 @@ impl SalvageSweep<'_, '_> {
     }
 
     /// Walk the array at `a` over `[a, end)`: the ends of its accepted elements, and where its
-    /// number-like elements were read.
+    /// bare scalar elements were read.
     fn walk(&mut self, a: usize, end: usize) -> ArrayWalk {
-        self.salvager.number_reads = Some(Vec::new());
+        self.salvager.scalar_reads = Some(Vec::new());
         self.salvager.resyncs.clear();
         let items = self.salvager.parser.items.as_ref();
         // Only where the elements end is kept, not the elements.
         let mut ends = Vec::new();
         self.salvager
             .walk_array(a, end, items, Sink::Ends(&mut ends));
-        let reads = self.salvager.number_reads.take().unwrap_or_default();
+        let reads = self.salvager.scalar_reads.take().unwrap_or_default();
         // An element found after a resync exists for a prefix only once the element that broke
         // reads as broken: it counts from then (or from its own end, if later).
         let resyncs = std::mem::take(&mut self.salvager.resyncs);
@@ -1116,7 +1122,7 @@ impl SalvageSweep<'_, '_> {
                 Err(i) => {
                     let (p, last, reached) = reads[i - 1];
                     if c <= last && c >= reached {
-                        self.number_at(p, c)
+                        self.scalar_at(p, c)
                     } else {
                         0
                     }
@@ -1126,8 +1132,8 @@ impl SalvageSweep<'_, '_> {
         }
     }
 
-    /// Whether the number-like element at `p`, cut at `c`, is read and accepted as an element.
-    fn number_at(&mut self, p: usize, c: usize) -> usize {
+    /// Whether the bare scalar element at `p`, cut at `c`, is read and accepted as an element.
+    fn scalar_at(&mut self, p: usize, c: usize) -> usize {
         let Read::Value(v, _) = self.salvager.read(p, c) else {
             return 0;
         };
@@ -1305,7 +1311,7 @@ struct ObjectWalk {
 }
 
 /// One walk of the array salvage chose: where it starts, the ends of its accepted elements, and
-/// where its number-like elements were read (`(start, last byte read)`).
+/// where its bare scalar elements were read (`(start, last byte read)`).
 struct ArrayWalk {
     at: usize,
     ends: Vec<usize>,

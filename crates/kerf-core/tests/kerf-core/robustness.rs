@@ -243,6 +243,9 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
         // that ends at the word is that literal (salvage keeps a bare scalar).
         ("null\u{fffd}eni", None),
         ("true\u{e9}", Some(array.clone())),
+        // And one inside an array: `[true` keeps it, `[true\u{fffd}` breaks it.
+        ("[true\u{fffd}", None),
+        ("[1, null\u{e9}, false]", None),
         // 2026-11-25: a form feed before an array's first element. The read breaks at it, but
         // the walk stepped over it and read the element, so the whole text chose the array
         // (0 objects) where the sweep kept the object cut open after it (1).
