@@ -11,8 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kerf_core::eval::dataset::Row;
 use kerf_core::eval::{Grounding, Matcher, Tally, identity, score};
-use kerf_core::{DropCounts, DropKind};
-use kerf_core::{ParseReport, Prompt};
+use kerf_core::{DropCounts, DropKind, ParseReport, Prompt};
 use kerf_llm::{FinishReason, RunDetails};
 use kerf_store::{Status, Store};
 use serde::Serialize;
