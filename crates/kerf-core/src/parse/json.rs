@@ -79,11 +79,12 @@ pub(crate) fn strict(text: &str, parser: &Parser, vars: &Map<String, Value>) -> 
         Err(e) => {
             let line = body_line + e.line().saturating_sub(1);
             let at = line_start(text, line);
+            let body_end = offset + body.len();
             let err_at = floor_char_boundary(
                 text,
                 if e.line() <= 1 { offset + lead } else { at } + e.column().saturating_sub(1),
             );
-            let body_end = offset + body.len();
+            let err_at = super::break_at(&text[..body_end], err_at, &e);
             // Broken only by the end of the body (a cut string then a newline) is cut off too.
             if e.is_eof()
                 || text
@@ -302,6 +303,7 @@ impl Salvager<'_, '_> {
                     self.lines.start_of(line, self.text.len()) + e.column().saturating_sub(1)
                 };
                 let at = floor_char_boundary(self.text, at.min(end));
+                let at = super::break_at(&self.text[..end], at, &e);
                 if self.text[at..end].trim().is_empty() {
                     // Broken only by the end of the text (a cut string then a newline): cut off.
                     return Read::CutOff;

@@ -282,6 +282,7 @@ impl Scanner {
                 };
                 let err_at =
                     floor_char_boundary(text, err_line_start + e.column().saturating_sub(1));
+                let err_at = super::break_at(text, err_at, &e);
                 if text[err_at..].trim().is_empty() {
                     // Broken only by the end of the text (e.g. a cut string then a newline): cut off.
                     if !at_eof {

@@ -330,3 +330,22 @@ pub(crate) fn coerce(value: &mut Value, schema: &Value) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Where serde_json's error `e`, reported at byte `at`, breaks `text` (the text read, ending where
+/// the read ended). serde says a number is out of range at the digit where it gave up: inside the
+/// number, or at its last digit when the text ends there. But a text that ends inside a number was
+/// cut there (more digits, or an `e-5`, could follow), and a prefix's number can be out of range
+/// where the whole reply's is not. So an out-of-range number breaks the text at its own end, where
+/// each reader's "only blanks after the break: cut off" takes over. Without this, a reply cut
+/// inside a long number read as broken JSON, and a sweep's cut there disagreed with its re-parse.
+pub(crate) fn break_at(text: &str, at: usize, e: &serde_json::Error) -> usize {
+    let number = |b: &u8| matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-');
+    let Some(rest) = text.as_bytes().get(at..) else {
+        return at;
+    };
+    // Only a number can be out of range; most errors are elsewhere, and need no message built.
+    if !rest.first().is_some_and(number) || !e.to_string().starts_with("number out of range") {
+        return at;
+    }
+    at + rest.iter().take_while(|b| number(b)).count()
+}

@@ -1,6 +1,6 @@
 //! Bad input: never a panic, always a report or a clear error.
 
-use kerf_core::ResponseType;
+use kerf_core::{DropKind, ResponseType};
 use serde_json::Map;
 
 use crate::support::*;
@@ -250,15 +250,68 @@ fn fuzz_crash_salvage_sweep_form_feed_before_number() {
         // the walk stepped over it and read the element, so the whole text chose the array
         // (0 objects) where the sweep kept the object cut open after it (1).
         ("[\u{c}\"{\"", Some(array.clone())),
-    ] {
+    ]
+    .into_iter()
+    .map(|(t, s)| (t.to_string(), s))
+    // 2026-11-26: a number that only a prefix has out of range. serde says "number out of
+    // range" as soon as the digits so far overflow, so the prefix ending at the 309th digit read
+    // as broken (and salvage took the inner array's `1`) where the sweep saw it cut off. A text
+    // that ends inside a number is cut off; the number breaks the text only once it ends.
+    .chain([
+        (
+            format!("[[[1,21{}8{}{}138,2]]", "9".repeat(38), "9".repeat(8), "0".repeat(259)),
+            None,
+        ),
+        (format!("[[1,{}e-5]]", "9".repeat(312)), None),
+        (format!("[{{\"entity\": \"a\", \"n\": {}e-5}}]", "9".repeat(312)), Some(array.clone())),
+    ]) {
         let p = match schema {
             Some(s) => kerf_core::Parser::new(ResponseType::Json)
                 .with_schema(kerf_core::CompiledSchema::compile(&s, "t").unwrap()),
             None => kerf_core::Parser::new(ResponseType::Json),
         }
         .with_salvage(true);
-        crate::sweep::assert_exact(&p, text);
+        crate::sweep::assert_exact(&p, &text);
     }
+}
+
+/// A reply that ends inside a number was cut there, whatever serde says of the digits so far
+/// ("number out of range" once they overflow): truncated in every JSON reader, not invalid JSON.
+/// A whole number out of range is still invalid.
+#[test]
+fn a_reply_cut_inside_a_number_is_truncated_even_when_its_digits_overflow() {
+    let digits = "9".repeat(320);
+    let kind = |p: &kerf_core::Parser, t: &str| {
+        let r = p.parse(t, &Default::default());
+        (
+            r.objects.len(),
+            r.dropped.iter().map(|d| d.kind).collect::<Vec<_>>(),
+        )
+    };
+    let strict = kerf_core::Parser::new(ResponseType::Json);
+    let salvage = kerf_core::Parser::new(ResponseType::Json).with_salvage(true);
+    let jsonl = kerf_core::Parser::new(ResponseType::Jsonl);
+    let cut = format!("[{{\"a\": 1}}, {{\"n\": {digits}");
+    assert_eq!(kind(&strict, &cut), (0, vec![DropKind::Truncated]));
+    assert_eq!(kind(&salvage, &cut), (1, vec![DropKind::Truncated]));
+    let cut = "{\"a\": 1}\n{\"n\": 1e400";
+    assert_eq!(kind(&jsonl, cut), (1, vec![DropKind::Truncated]));
+    // Blanks after the number, then the end: the object is still cut off, not broken.
+    assert_eq!(
+        kind(&jsonl, &format!("{cut}  ")),
+        (1, vec![DropKind::Truncated])
+    );
+    // Ended, the number is broken.
+    let whole = format!("[{{\"a\": 1}}, {{\"n\": {digits}}}]");
+    assert_eq!(kind(&strict, &whole), (0, vec![DropKind::InvalidJson]));
+    assert_eq!(kind(&salvage, &whole), (1, vec![DropKind::InvalidJson]));
+    assert_eq!(
+        kind(&jsonl, "{\"a\": 1}\n{\"n\": 1e400}\n"),
+        (1, vec![DropKind::InvalidJson])
+    );
+    // Digits that overflow, brought back in range by the exponent: a number like any other.
+    let fine = format!("[{{\"n\": {digits}e-30}}]");
+    assert_eq!(kind(&strict, &fine), (1, vec![]));
 }
 
 /// Security review, finding 13: a backtracking `pattern` hit the regex engine's step limit and

@@ -306,6 +306,12 @@ pub(crate) fn salvage_reply() -> impl Strategy<Value = String> {
         1 => prop_oneof![Just("12"), Just("-3.5e2"), Just("1.x"), Just("true")].prop_map(str::to_string),
         1 => Just("{\n  \"entity\": \"p\",\n  \"definition\": \"pretty\"\n}".to_string()),
         1 => Just("\"bad \u{1} string\"".to_string()),
+        // Numbers a cut can put out of range, or that are out of range whole.
+        1 => prop_oneof![
+            Just(format!("{}e-5", "9".repeat(312))),
+            Just(format!("[1, {}]", "9".repeat(312))),
+            Just("1e400".to_string())
+        ],
     ];
     let items = prop::collection::vec(element, 0..5);
     let value = (items.clone(), items, any::<bool>(), 0..4u8).prop_map(|(a, b, pretty, shape)| {
@@ -380,6 +386,8 @@ fn object_reply() -> impl Strategy<Value = String> {
         3 => (0..9u32).prop_map(|i| format!("\"entity\": \"e{i}\"")),
         2 => Just("\"definition\": \"a pigment\"".to_string()),
         2 => prop_oneof![Just("3"), Just("12"), Just("-0.5e1"), Just("true"), Just("null")]
+            .prop_map(|v| format!("\"n\": {v}")),
+        1 => prop_oneof![Just(format!("{}e-5", "9".repeat(312))), Just("1e400".to_string())]
             .prop_map(|v| format!("\"n\": {v}")),
         1 => Just("\"nested\": {\"a\": [1, {\"b\": \"}\"}], \"c\": null}".to_string()),
         2 => prop::collection::vec(element, 0..3)
