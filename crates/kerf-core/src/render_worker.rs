@@ -5,10 +5,12 @@
 //! of gigabytes (`{% set ns.s = ns.s ~ ns.s %}` in a loop doubles it each time) and an allocation
 //! that fails aborts the whole process — the window, with the prompt still unsaved. minijinja has
 //! no hook on what a render allocates, so the bound is the operating system's: the binaries
-//! (`kerf`, the desktop app) call [`set_up`] first thing in `main`; from then on every [`crate::template::Template`] render is sent to a
+//! (`kerf`, the desktop app) call [`set_up`] first thing in `main`; from then on every [`crate::template::Template`] compile and render is sent to a
 //! worker — the same executable started with [`WORKER_ARG`] — whose data segment is limited to
 //! `KERF_RENDER_MEMORY_MIB` (`limits::render_memory_bytes`). A worker that dies is reported as
-//! the template's `template_render` error, and the next render starts a new one.
+//! the template's `template_render` error, and the next render starts a new one. Compiling goes
+//! there too: minijinja folds constant expressions while it compiles (`"x" * 100000000 ~ …`),
+//! and a worker that dies compiling is the template's `template_syntax` error.
 //!
 //! Workers live for many renders (an eval renders every row; starting a process per render
 //! would cost more than the render) and are kept in a small pool so that renders of concurrent
@@ -56,18 +58,52 @@ pub fn isolated() -> bool {
     PROGRAM.get().is_some()
 }
 
-/// One render, as sent to a worker.
+/// What a worker is asked: to compile a template (constant folding happens there) or to
+/// render one.
 #[derive(Serialize, Deserialize)]
-struct Request {
-    name: String,
-    source: String,
-    ctx: Map<String, Value>,
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Request {
+    Compile {
+        name: String,
+        source: String,
+    },
+    Render {
+        name: String,
+        source: String,
+        ctx: Map<String, Value>,
+    },
+}
+
+impl Request {
+    fn name(&self) -> &str {
+        match self {
+            Request::Compile { name, .. } | Request::Render { name, .. } => name,
+        }
+    }
+
+    /// Do it in this process (the worker's side).
+    fn answer(&self) -> Reply {
+        match self {
+            Request::Compile { name, source } => {
+                match crate::template::compile_here(name, source) {
+                    Ok(variables) => Reply::Compiled { variables },
+                    Err(e) => Reply::of(Err(e)),
+                }
+            }
+            Request::Render { name, source, ctx } => {
+                Reply::of(crate::template::Template::uncompiled(name, source).render_here(ctx))
+            }
+        }
+    }
 }
 
 /// A worker's answer: the render's text and warnings, or its template error.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Reply {
+    Compiled {
+        variables: Vec<String>,
+    },
     Rendered {
         text: String,
         warnings: Vec<String>,
@@ -102,10 +138,11 @@ impl Reply {
         }
     }
 
-    fn into_result(self, name: &str) -> Result<(String, Vec<String>)> {
+    fn into_result(self, name: &str) -> Result<Answer> {
         let name = name.to_string();
         match self {
-            Reply::Rendered { text, warnings } => Ok((text, warnings)),
+            Reply::Compiled { variables } => Ok(Answer::Compiled(variables)),
+            Reply::Rendered { text, warnings } => Ok(Answer::Rendered(text, warnings)),
             Reply::Syntax { line, message } => Err(Error::TemplateSyntax {
                 name,
                 line,
@@ -138,19 +175,15 @@ fn serve_if_worker() {
         let Ok(line) = line else { break };
         let reply = match serde_json::from_str::<Request>(&line) {
             Ok(req) => {
-                let template = crate::template::Template::new(&req.name, &req.source);
                 // A panic inside the engine is the template's failure, not the worker's end.
-                let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    template.and_then(|t| t.render_here(&req.ctx))
-                }))
-                .unwrap_or_else(|_| {
-                    Err(Error::TemplateRender {
-                        name: req.name.clone(),
-                        line: None,
-                        message: "the template engine failed on this template".into(),
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| req.answer()))
+                    .unwrap_or_else(|_| {
+                        Reply::of(Err(Error::TemplateRender {
+                            name: req.name().to_string(),
+                            line: None,
+                            message: "the template engine failed on this template".into(),
+                        }))
                     })
-                });
-                Reply::of(rendered)
             }
             Err(e) => Reply::Failed {
                 line: None,
@@ -276,6 +309,32 @@ impl Drop for Worker {
     }
 }
 
+/// What a worker answered.
+enum Answer {
+    Compiled(Vec<String>),
+    Rendered(String, Vec<String>),
+}
+
+/// Compile `source` (named `name`) in a worker, when renders were isolated: its top-level
+/// variables, sorted; `None` otherwise (the caller compiles in its own process).
+pub(crate) fn compile(name: &str, source: &str) -> Option<Result<Vec<String>>> {
+    let program = PROGRAM.get()?;
+    let request = Request::Compile {
+        name: name.into(),
+        source: source.into(),
+    };
+    Some(
+        ask_worker(program, &request).and_then(|answer| match answer {
+            Answer::Compiled(variables) => Ok(variables),
+            Answer::Rendered(..) => Err(Error::TemplateSyntax {
+                name: name.into(),
+                line: None,
+                message: "the template's worker answered a compile with a render".into(),
+            }),
+        }),
+    )
+}
+
 /// Render `source` (named `name`) with `ctx` in a worker, when renders were isolated;
 /// `None` otherwise (the caller renders in its own process).
 pub(crate) fn render(
@@ -293,18 +352,45 @@ fn render_in_worker(
     source: &str,
     ctx: &Map<String, Value>,
 ) -> Result<(String, Vec<String>)> {
-    let failed = |message: String| Error::TemplateRender {
-        name: name.into(),
-        line: None,
-        message,
-    };
-    let mut request = serde_json::to_vec(&Request {
+    let request = Request::Render {
         name: name.into(),
         source: source.into(),
         ctx: ctx.clone(),
+    };
+    ask_worker(program, &request).and_then(|answer| match answer {
+        Answer::Rendered(text, warnings) => Ok((text, warnings)),
+        Answer::Compiled(_) => Err(Error::TemplateRender {
+            name: name.into(),
+            line: None,
+            message: "the template's worker answered a render with a compile".into(),
+        }),
     })
-    .map_err(|e| failed(format!("the render could not be sent to its worker: {e}")))?;
-    request.push(b'\n');
+}
+
+/// Send `request` to an idle worker (or a new one) and read its answer. A worker that dies
+/// doing it met its memory limit: the error says so, as a syntax error of a compile (the
+/// template is refused as it stands) or a failure of a render.
+fn ask_worker(program: &PathBuf, request: &Request) -> Result<Answer> {
+    let name = request.name();
+    let compiling = matches!(request, Request::Compile { .. });
+    let failed = |message: String| {
+        if compiling {
+            Error::TemplateSyntax {
+                name: name.into(),
+                line: None,
+                message,
+            }
+        } else {
+            Error::TemplateRender {
+                name: name.into(),
+                line: None,
+                message,
+            }
+        }
+    };
+    let mut line = serde_json::to_vec(request)
+        .map_err(|e| failed(format!("the template could not be sent to its worker: {e}")))?;
+    line.push(b'\n');
     let start = || {
         Worker::start(program).map_err(|e| {
             failed(format!(
@@ -324,10 +410,10 @@ fn render_in_worker(
         Some(w) => (w, true),
         None => (start()?, false),
     };
-    let mut asked = worker.ask(&request);
+    let mut asked = worker.ask(&line);
     if reused && matches!(asked, Asked::NotSent) {
         worker = start()?;
-        asked = worker.ask(&request);
+        asked = worker.ask(&line);
     }
     match asked {
         Asked::Reply(reply) => {
@@ -339,20 +425,29 @@ fn render_in_worker(
         }
         Asked::NotSent | Asked::Died => {
             let status = worker.child.wait().ok();
-            Err(failed(died(status)))
+            Err(failed(died(compiling, status)))
         }
     }
 }
 
 /// What a worker's end says about the template: a worker is only ever stopped by its memory
-/// limit (failed allocations abort it; the kernel may kill it first).
-fn died(status: Option<std::process::ExitStatus>) -> String {
+/// limit (failed allocations abort it; the kernel may kill it first). While compiling, only
+/// constant folding allocates at that scale.
+fn died(compiling: bool, status: Option<std::process::ExitStatus>) -> String {
     let limit = crate::limits::render_memory_bytes() >> 20;
     let how = status.map_or_else(|| "ended".to_string(), |s| s.to_string());
-    format!(
-        "the render built more than {limit} MiB (KERF_RENDER_MEMORY_MIB) and was stopped; \
-         a loop that grows a string? (the render's process {how})"
-    )
+    if compiling {
+        format!(
+            "compiling it built more than {limit} MiB (KERF_RENDER_MEMORY_MIB) and was stopped; \
+             a constant expression that builds a huge value, such as `\"x\" * 100000000`? \
+             (the compiling process {how})"
+        )
+    } else {
+        format!(
+            "the render built more than {limit} MiB (KERF_RENDER_MEMORY_MIB) and was stopped; \
+             a loop that grows a string? (the render's process {how})"
+        )
+    }
 }
 
 #[cfg(all(test, unix))]

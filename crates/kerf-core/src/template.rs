@@ -13,11 +13,12 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::python_str;
 
-/// A compiled template with its name (for errors) and source.
+/// A compiled template with its name (for errors), source and the variables it reads.
 #[derive(Debug, Clone)]
 pub struct Template {
     name: String,
     source: String,
+    variables: Vec<String>,
 }
 
 /// The render's output, refused past `max` bytes (the render then stops with a write failure).
@@ -107,15 +108,28 @@ fn python_join(
 }
 
 impl Template {
-    /// Compile `source`; a syntax error names the template and line.
+    /// Compile `source`; a syntax error names the template and line. Compiling runs where
+    /// renders run (a render worker, see `render_worker`): minijinja folds constant expressions
+    /// while it compiles, and `"x" * 100000000` chained with `~` builds gigabytes before a
+    /// single step of the template has run.
     pub fn new(name: &str, source: &str) -> Result<Self> {
-        let env = environment(None);
-        env.template_from_named_str(name, source)
-            .map_err(|e| syntax_error(name, &e))?;
+        let variables = crate::render_worker::compile(name, source)
+            .unwrap_or_else(|| compile_here(name, source))?;
         Ok(Template {
             name: name.into(),
             source: source.into(),
+            variables,
         })
+    }
+
+    /// A template not compiled yet, for a render worker: `render_here` compiles it and reports
+    /// its syntax errors.
+    pub(crate) fn uncompiled(name: &str, source: &str) -> Self {
+        Template {
+            name: name.into(),
+            source: source.into(),
+            variables: Vec::new(),
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -128,13 +142,7 @@ impl Template {
 
     /// The top-level variables the template reads, sorted (what an input form must offer).
     pub fn variables(&self) -> Vec<String> {
-        let env = environment(None);
-        let Ok(t) = env.template_from_named_str(&self.name, &self.source) else {
-            return Vec::new();
-        };
-        let mut vars: Vec<String> = t.undeclared_variables(false).into_iter().collect();
-        vars.sort();
-        vars
+        self.variables.clone()
     }
 
     /// Render with `ctx`. An undefined variable is an error naming it.
@@ -235,6 +243,18 @@ impl Template {
             .map(|m| m.to_string())
             .unwrap_or_else(|| "(unknown)".into())
     }
+}
+
+/// Compile in this process: what a render worker does for [`Template::new`], and what the
+/// library does when no worker was set up. The template's top-level variables, sorted.
+pub(crate) fn compile_here(name: &str, source: &str) -> Result<Vec<String>> {
+    let env = environment(None);
+    let t = env
+        .template_from_named_str(name, source)
+        .map_err(|e| syntax_error(name, &e))?;
+    let mut vars: Vec<String> = t.undeclared_variables(false).into_iter().collect();
+    vars.sort();
+    Ok(vars)
 }
 
 /// A template that does not compile: name, line and minijinja's own description.
