@@ -19,23 +19,64 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 /// this write (two writers of the same file never share one) beside `path`; `commit` syncs them,
 /// renames the file into place and syncs the folder, so a crash leaves the old file or the new
 /// one, never half of either. Dropped without `commit`, the temporary file is removed.
+///
+/// Only a regular file (or a new one) is replaced that way. A `path` that is a link to a
+/// regular file replaces the file it points to and keeps the link. A `path` that exists and is
+/// no regular file — a device (`/dev/null`), a FIFO, a terminal — or that lies under `/dev` or
+/// `/proc` (`/dev/stdout`) is written in place: renaming a file over it would put a regular
+/// file where the device or pipe was, and its reader would get nothing. `-` is standard output.
 pub struct AtomicFile {
     path: PathBuf,
-    tmp: PathBuf,
+    target: Target,
     file: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+/// How an [`AtomicFile`] reaches its path.
+enum Target {
+    /// Written to this temporary file, renamed over the path on commit.
+    Replace { tmp: PathBuf },
+    /// Written to the path itself (a device, a FIFO, standard output).
+    InPlace,
 }
 
 impl AtomicFile {
     pub fn create(path: &Path) -> Result<AtomicFile> {
+        if path.as_os_str() == "-" {
+            return Ok(AtomicFile {
+                path: path.to_path_buf(),
+                target: Target::InPlace,
+                file: Some(std::io::BufWriter::new(stdout_file(path)?)),
+            });
+        }
+        if written_in_place(path) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Error::io(path, e))?;
+            return Ok(AtomicFile {
+                path: path.to_path_buf(),
+                target: Target::InPlace,
+                file: Some(std::io::BufWriter::new(file)),
+            });
+        }
+        // A link to a regular file: replace the file, keep the link.
+        let real = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?
+            }
+            _ => path.to_path_buf(),
+        };
         use std::sync::atomic::{AtomicU64, Ordering};
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        let dir = folder_of(path);
+        let dir = folder_of(&real);
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let name = real
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        sweep_orphans(dir, &name);
         let tmp = dir.join(format!(
-            ".{}.{}-{}.kerf-tmp",
-            path.file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default(),
+            ".{name}.{}-{}{TMP_SUFFIX}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
@@ -45,19 +86,22 @@ impl AtomicFile {
             .open(&tmp)
             .map_err(|e| Error::io(path, e))?;
         Ok(AtomicFile {
-            path: path.to_path_buf(),
-            tmp,
+            path: real,
+            target: Target::Replace { tmp },
             file: Some(std::io::BufWriter::new(file)),
         })
     }
 
     /// Write out what is buffered and sync it to the disk (still under the temporary name).
+    /// Written in place, the bytes are only flushed: a pipe or a device has nothing to sync.
     pub fn sync(&mut self) -> Result<()> {
         if let Some(f) = &mut self.file {
             f.flush().map_err(|e| Error::io(&self.path, e))?;
-            f.get_ref()
-                .sync_all()
-                .map_err(|e| Error::io(&self.path, e))?;
+            if matches!(self.target, Target::Replace { .. }) {
+                f.get_ref()
+                    .sync_all()
+                    .map_err(|e| Error::io(&self.path, e))?;
+            }
         }
         Ok(())
     }
@@ -65,15 +109,89 @@ impl AtomicFile {
     /// Sync, rename into place, sync the folder.
     pub fn commit(mut self) -> Result<()> {
         self.sync()?;
-        if self.file.take().is_some() {
-            if let Err(e) = std::fs::rename(&self.tmp, &self.path) {
-                let _ = std::fs::remove_file(&self.tmp);
+        if self.file.take().is_some()
+            && let Target::Replace { tmp } = &self.target
+        {
+            if let Err(e) = std::fs::rename(tmp, &self.path) {
+                let _ = std::fs::remove_file(tmp);
                 return Err(Error::io(&self.path, e));
             }
             sync_dir(folder_of(&self.path));
         }
         Ok(())
     }
+}
+
+/// How every temporary file of [`AtomicFile`] ends: `.NAME.PID-SEQ.kerf-tmp`.
+pub const TMP_SUFFIX: &str = ".kerf-tmp";
+
+/// Whether `path` is written in place rather than replaced: it exists and is no regular file
+/// (following links), or it lies under `/dev` or `/proc`, which hold no temporary files (and
+/// where `/dev/stdout` may resolve to a regular file that the shell holds open).
+fn written_in_place(path: &Path) -> bool {
+    if path.starts_with("/dev") || path.starts_with("/proc") {
+        return path.exists();
+    }
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+}
+
+/// Remove the temporary files of earlier writes of `name` in `dir` whose process has ended (a
+/// write killed before its commit or its drop: SIGKILL, a power cut). A temporary file of a
+/// process still running is another writer's, and stays.
+fn sweep_orphans(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|f| f.strip_suffix(TMP_SUFFIX))
+        else {
+            continue;
+        };
+        let Some((pid, seq)) = rest.split_once('-') else {
+            continue;
+        };
+        let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), seq.parse::<u64>()) else {
+            continue;
+        };
+        if pid != std::process::id() && process_ended(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` has ended (Linux: no `/proc/PID`). Where that cannot be told, it has
+/// not.
+fn process_ended(pid: u32) -> bool {
+    cfg!(target_os = "linux")
+        && Path::new("/proc/self").exists()
+        && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Standard output as a file, for `-`: the same open file (its offset shared with what the
+/// program prints there).
+#[cfg(unix)]
+fn stdout_file(path: &Path) -> Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::io(path, e))?;
+    Ok(std::fs::File::from(fd))
+}
+
+#[cfg(windows)]
+fn stdout_file(path: &Path) -> Result<std::fs::File> {
+    use std::os::windows::io::AsHandle;
+    let handle = std::io::stdout()
+        .as_handle()
+        .try_clone_to_owned()
+        .map_err(|e| Error::io(path, e))?;
+    Ok(std::fs::File::from(handle))
 }
 
 impl Write for AtomicFile {
@@ -93,8 +211,10 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+        if self.file.take().is_some()
+            && let Target::Replace { tmp } = &self.target
+        {
+            let _ = std::fs::remove_file(tmp);
         }
     }
 }

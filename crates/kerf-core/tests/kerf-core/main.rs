@@ -5,6 +5,7 @@
 mod dataset;
 mod delimited;
 mod export;
+mod files;
 mod json;
 mod jsonl;
 mod lint;
