@@ -9,8 +9,12 @@
 //!
 //! Run: `cargo bench -p kerf-core --bench score`
 //!
+//! And the dense groups of issue 58, each within 1 s and 200 MB: 2,000 numbered names found
+//! exactly at `fuzzy` 0 and 0.8, 10,000 at 0.8; and 2,000 names with no exact pair at `fuzzy: 0`
+//! (one group of 4 million candidate pairs, solved within the flow's bound).
+//!
 //! One hostile case once, for its peak memory (run the bench binary itself under
-//! `/usr/bin/time -v`, not cargo): `KERF_SCORE_ONCE=grounding|identical-5000|identical-10000|fuzzy-10000`.
+//! `/usr/bin/time -v`, not cargo): `KERF_SCORE_ONCE=grounding|identical-5000|identical-10000|fuzzy-10000|numbered-2000-fuzzy-0|numbered-2000-fuzzy-0.8|numbered-10000-fuzzy-0.8|no-exact-2000-fuzzy-0`.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -225,6 +229,31 @@ fn run_fuzzy(m: &Matcher, expected: &[Value], actual: &[Value]) -> u64 {
     s.counts.tp
 }
 
+/// The dense groups of issue 58: `n` distinct names found exactly on both sides at `fuzzy`
+/// (0: every pair a candidate), as numbered records (`Record number 17`: each within a letter
+/// or two of its neighbours).
+fn dense_case(n: usize, fuzzy: f64) -> (Matcher, Vec<Value>, Vec<Value>) {
+    let records: Vec<Value> = (0..n)
+        .map(|i| json!({"type": "definition", "entity": format!("Record number {i}"), "definition": "x"}))
+        .collect();
+    let p = prompt();
+    let spec = MatchSpec {
+        fuzzy: Some(fuzzy),
+        ..MatchSpec::default()
+    };
+    (Matcher::new(&spec, p.parser.item_schema()), records.clone(), records)
+}
+
+/// 2,000 distinct names on each side, none found exactly, at `fuzzy: 0` (every pair a
+/// candidate, one group of 4 million pairs): the bound of the flow, not the optimum.
+fn no_exact_case() -> (Matcher, Vec<Value>, Vec<Value>) {
+    let (m, expected, _) = dense_case(2_000, 0.0);
+    let actual = (0..2_000)
+        .map(|i| json!({"type": "definition", "entity": format!("Other thing {i}"), "definition": "x"}))
+        .collect();
+    (m, expected, actual)
+}
+
 fn hostile(c: &mut Criterion) {
     let mut g = c.benchmark_group("score_hostile");
     g.sample_size(10);
@@ -243,6 +272,12 @@ fn hostile(c: &mut Criterion) {
     g.bench_function("fuzzy_10k_x_10k_distinct_names", |b| {
         b.iter(|| run_fuzzy(&m, &expected, &actual))
     });
+    for (n, fuzzy) in [(2_000, 0.0), (2_000, 0.8), (10_000, 0.8)] {
+        let (m, expected, actual) = dense_case(n, fuzzy);
+        g.bench_function(format!("numbered_{n}_fuzzy_{fuzzy}"), |b| {
+            b.iter(|| run_identical(&m, &expected, &actual))
+        });
+    }
     g.finish();
 }
 
@@ -273,9 +308,26 @@ fn once(case: &str) {
             let tp = run_fuzzy(&m, &expected, &actual);
             eprintln!("{case}: {:?} ({tp} matched)", start.elapsed());
         }
+        "numbered-2000-fuzzy-0" | "numbered-2000-fuzzy-0.8" | "numbered-10000-fuzzy-0.8" => {
+            let (n, fuzzy) = match case {
+                "numbered-2000-fuzzy-0" => (2_000, 0.0),
+                "numbered-2000-fuzzy-0.8" => (2_000, 0.8),
+                _ => (10_000, 0.8),
+            };
+            let (m, expected, actual) = dense_case(n, fuzzy);
+            let start = Instant::now();
+            run_identical(&m, &expected, &actual);
+            eprintln!("{case}: {:?}", start.elapsed());
+        }
+        "no-exact-2000-fuzzy-0" => {
+            let (m, expected, actual) = no_exact_case();
+            let start = Instant::now();
+            let s = score(&m, &expected, &actual);
+            eprintln!("{case}: {:?} ({} matched)", start.elapsed(), s.counts.tp);
+        }
         other => {
             eprintln!(
-                "unknown case {other:?}: grounding, identical-5000, identical-10000, fuzzy-10000"
+                "unknown case {other:?}: grounding, identical-5000, identical-10000, fuzzy-10000, numbered-2000-fuzzy-0, numbered-2000-fuzzy-0.8, numbered-10000-fuzzy-0.8, no-exact-2000-fuzzy-0"
             );
             std::process::exit(2);
         }

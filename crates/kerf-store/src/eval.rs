@@ -412,6 +412,66 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Every endpoint eval `experiment`'s own runs came from (see [`Endpoint`]), each once, in
+    /// the order first used: a resume checks that the provider's name still points there. Runs
+    /// that never finished (killed, interrupted before an answer) recorded none, and say nothing.
+    pub fn experiment_endpoints(&self, experiment: i64) -> Result<Vec<Endpoint>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT json_extract(b.details, '$.protocol'), json_extract(b.details, '$.base_url'),
+                        json_extract(b.details, '$.served_model'), min(r.id)
+                 FROM runs r JOIN run_bodies b ON b.run_id = r.id
+                 WHERE r.experiment_id = ?1 AND b.details IS NOT NULL
+                 GROUP BY 1, 2, 3 ORDER BY 4",
+            )
+            .map_err(|e| self.err(e))?;
+        let endpoints = stmt
+            .query_map([experiment], |r| {
+                Ok(Endpoint {
+                    protocol: r.get(0)?,
+                    base_url: r.get(1)?,
+                    served_model: r.get(2)?,
+                })
+            })
+            .map_err(|e| self.err(e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))?;
+        Ok(endpoints)
+    }
+
+    /// The score kept for run `run` under `key` (see the `cell_scores` table), if any.
+    pub fn cell_score(&self, run: i64, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT score FROM cell_scores WHERE run_id = ?1 AND key = ?2",
+                params![run, key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Keep each `(run, key, score)` (see [`Store::cell_score`]), in one transaction.
+    pub fn put_cell_scores(&self, scores: &[(i64, String, String)]) -> Result<()> {
+        if scores.is_empty() {
+            return Ok(());
+        }
+        let tx = self.write()?;
+        {
+            let mut stmt = tx
+                .prepare(
+                    "INSERT OR REPLACE INTO cell_scores (run_id, key, score) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(|e| self.err(e))?;
+            for (run, key, score) in scores {
+                stmt.execute(params![run, key, score])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
     /// Measure `cell` of eval `experiment` with an existing run (a cached reply).
     pub fn put_eval_cell(&self, experiment: i64, cell: &EvalCell, run: i64) -> Result<()> {
         let tx = self.write()?;

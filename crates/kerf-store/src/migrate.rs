@@ -18,6 +18,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0003_submitted.sql",
         include_str!("../migrations/0003_submitted.sql"),
     ),
+    (
+        "0004_cell_scores.sql",
+        include_str!("../migrations/0004_cell_scores.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

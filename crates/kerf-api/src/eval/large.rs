@@ -365,3 +365,95 @@ fn a_dataset_that_changed_since_it_was_checked_keeps_no_row() {
     assert_eq!(ids.len(), 5);
     assert_eq!(store.eval_row_ids(experiment).unwrap(), ids);
 }
+
+/// A reply of thousands of records (a model that never stops, cut at 64 MiB, holds hundreds of
+/// thousands) is not copied whole into the HTML page: each cell shows its first records up to
+/// a bound, counts the rest, and names the run that holds the whole reply (eight such cells
+/// once made a 522 MB page).
+#[test]
+fn the_html_report_shows_a_bounded_part_of_a_huge_reply_and_names_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::in_memory().unwrap();
+    let records = 3_000;
+    let reply: String = (0..records)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"type": "definition", "entity": format!("Thing {i}"), "definition": "x".repeat(300)})
+            )
+        })
+        .collect();
+    let cells = 2 * BUDGETS.len();
+    let provider = Chosen::Scripted(Box::new(Scripted::new(
+        (0..cells).map(|_| Reply::text(&reply, 4096)),
+    )));
+    let e = super::begin(
+        &store,
+        Rows::file(&dataset_file(dir.path(), 1), None),
+        subjects(dir.path()),
+        &plan(1),
+        params(),
+        &provider,
+        &mut |_| {},
+    )
+    .unwrap();
+    let pace = Pace {
+        concurrency: 1,
+        retry_errors: false,
+        live: false,
+    };
+    super::run_cells(
+        &store,
+        &e,
+        &provider,
+        pace,
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let report = super::report(&store, &e, Options::default()).unwrap();
+    let page = html::html(&store, &e, &report).unwrap();
+    let shown = page.matches("<li class=\"spurious\">").count()
+        + page.matches("<li class=\"matched\">").count()
+        + page.matches("<li class=\"partial\">").count();
+    assert!(shown < cells * records, "{shown} records listed");
+    let per_cell = page.matches("more records (").count();
+    assert_eq!(per_cell, cells, "each cell counts what it left out");
+    for c in report.cells.iter() {
+        let run = c.run.unwrap();
+        assert!(
+            page.contains(&format!("the whole reply is run {run} of the history")),
+            "run {run} is named"
+        );
+    }
+    // The page stays far below the replies it stands for.
+    assert!(page.len() < cells * reply.len() / 4, "{} bytes", page.len());
+}
+
+/// A cell's score is kept with its run: opening the eval again (`eval show`, `report`, the
+/// window) takes the kept scores and scores no document again, with the same figures; a
+/// rescore with other `match` settings scores afresh (another key). Counted, not timed: an eval
+/// row of 2,000 records once took 41 s to score on every open.
+#[test]
+fn opening_an_eval_again_takes_its_kept_scores() {
+    use kerf_core::eval::score::compared;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::in_memory().unwrap();
+    let mut e = ran(dir.path(), &store, 3, 1);
+    compared::reset();
+    let first = super::report(&store, &e, Options::default()).unwrap();
+    let scored = compared::documents();
+    assert_eq!(scored as usize, first.cells.len(), "each cell scored once");
+    compared::reset();
+    let again = super::report(&store, &e, Options::default()).unwrap();
+    assert_eq!(compared::documents(), 0, "nothing scored again");
+    assert_eq!(again, first);
+    // Other `match` settings: scored afresh, then kept under their own key.
+    e.subjects[0].prompt.file.match_spec =
+        Some(serde_json::from_value(json!({"fuzzy": 0.5})).unwrap());
+    compared::reset();
+    super::report(&store, &e, Options::default()).unwrap();
+    let prompt = e.subjects[0].prompt.id().to_string();
+    let theirs = first.cells.iter().filter(|c| c.prompt == prompt).count();
+    assert_eq!(compared::documents() as usize, theirs);
+}

@@ -122,6 +122,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         (*si, l.max_tokens, !l.constrained, *ri, l.repeat)
     });
     let mut repeats = Repeats::default();
+    let mut to_keep: Vec<(i64, String, String)> = Vec::new();
     // The row being read (a line's cells of one row come together).
     let mut row: Option<(usize, Row)> = None;
     for i in order {
@@ -144,7 +145,34 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         let Some((_, r)) = row.as_ref() else { continue };
         let (prompt, m) = (&eval.subjects[si].prompt, &matchers[si]);
         let reply = reader.reply(run, prompt, r)?;
-        let objects = score_line(line, m, prompt, r, &reply.report);
+        // A score kept with the run is taken as it is; one made now is kept (best effort: a
+        // history opened read-only is scored each time, as before).
+        let key = score_key(eval, si, ri, options.replies);
+        let kept = store
+            .cell_score(run, &key)
+            .ok()
+            .flatten()
+            .and_then(|text| serde_json::from_str::<CellScore>(&text).ok());
+        let objects = match kept {
+            Some(kept) => {
+                kept.apply(line, &reply.report);
+                if repeated {
+                    reply.report.objects.to_vec()
+                } else {
+                    Vec::new()
+                }
+            }
+            None => {
+                let objects = score_line(line, m, prompt, r, &reply.report);
+                if let Ok(text) = serde_json::to_string(&CellScore::of(line)) {
+                    to_keep.push((run, key, text));
+                }
+                if to_keep.len() >= KEEP_BATCH {
+                    let _ = store.put_cell_scores(&std::mem::take(&mut to_keep));
+                }
+                objects
+            }
+        };
         if repeated {
             repeats.cells.push(RepeatCell {
                 identities: super::analysis::identities(m, &objects),
@@ -156,6 +184,8 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             });
         }
     }
+    let _ = store.put_cell_scores(&to_keep);
+    drop(to_keep);
     repeats.close(&row, eval, &matchers);
     drop(row);
     let mut cells: Vec<CellLine> = lines.into_iter().map(|(_, _, l)| l).collect();
@@ -297,30 +327,80 @@ pub(crate) fn score_line(
     row: &Row,
     report: &ParseReport,
 ) -> Vec<Value> {
-    line.objects = report.objects.len();
-    line.dropped = report.drop_counts();
     // The report holds its objects as text; scoring reads them as values.
     let objects = report.objects.to_vec();
-    if let Some(doc) = row.document(prompt) {
-        line.ungrounded = Some(Grounding::new(m, doc).ungrounded(m, &objects).len());
-    }
-    if let Some((expected, _)) = row.expected_for(prompt) {
+    let ungrounded = row
+        .document(prompt)
+        .map(|doc| Grounding::new(m, doc).ungrounded(m, &objects).len());
+    let scored = row.expected_for(prompt).map(|(expected, _)| {
         let mut s = score(m, expected, &objects);
-        let f = s.counts.scores();
-        (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
-        (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
         // Indices into the reply, which is not kept.
         s.spurious = Vec::new();
-        line.types = s
-            .by_type
-            .iter()
-            .filter(|(_, c)| c.tp + c.fp + c.fn_ > 0)
-            .map(|(t, _)| t.clone())
-            .collect();
-        line.scored = Some(s);
-    }
+        s
+    });
+    CellScore { ungrounded, scored }.apply(line, report);
     objects
 }
+
+/// What scoring a cell gives, kept with its run (`cell_scores`) so that opening an eval again
+/// does not score it again.
+#[derive(Serialize, serde::Deserialize)]
+struct CellScore {
+    ungrounded: Option<usize>,
+    scored: Option<kerf_core::eval::Scored>,
+}
+
+impl CellScore {
+    /// Fill `line`'s figures in from this score and its reply's parse.
+    fn apply(self, line: &mut CellLine, report: &ParseReport) {
+        line.objects = report.objects.len();
+        line.dropped = report.drop_counts();
+        line.ungrounded = self.ungrounded;
+        if let Some(s) = self.scored {
+            let f = s.counts.scores();
+            (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
+            (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
+            line.types = s
+                .by_type
+                .iter()
+                .filter(|(_, c)| c.tp + c.fp + c.fn_ > 0)
+                .map(|(t, _)| t.clone())
+                .collect();
+            line.scored = Some(s);
+        }
+    }
+
+    fn of(line: &CellLine) -> CellScore {
+        CellScore {
+            ungrounded: line.ungrounded,
+            scored: line.scored.clone(),
+        }
+    }
+}
+
+/// The version of scoring a kept score was made by: a change to how cells are scored changes
+/// it, and every kept score is made again.
+const SCORING: &str = "2";
+
+/// What a kept score of a cell of `eval` (row `seq`, prompt `si`) depends on, besides its run:
+/// the eval and row (an eval's rows never change), the prompt's text and its `match` settings
+/// now (`rescore` may have changed them), which objects were scored, and the scoring's version.
+fn score_key(eval: &Eval, si: usize, seq: usize, replies: Replies) -> String {
+    let s = &eval.subjects[si];
+    let matching = serde_json::to_string(&s.prompt.file.match_spec).unwrap_or_default();
+    let prompt = kerf_store::sha256_hex(format!("{}\n{matching}", s.source.text).as_bytes());
+    let replies = match replies {
+        Replies::Stored => "stored",
+        Replies::Reread => "reread",
+    };
+    format!(
+        "v{SCORING} eval {} row {seq} {replies} {prompt}",
+        eval.experiment
+    )
+}
+
+/// Kept scores are written in batches of this many cells, so a report of many cells holds few.
+const KEEP_BATCH: usize = 256;
 
 /// A line: its prompt's index, budget and constraint.
 type LineKey = (usize, u32, bool);

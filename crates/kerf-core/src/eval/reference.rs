@@ -1,5 +1,6 @@
-//! The scoring algorithms as they were before issue 36 (item 9), kept word for word as the
-//! oracle the fast ones are tested against: every input these finish on must score the same.
+//! The scoring algorithms as they were before issue 36 (item 9), kept as the oracle the fast
+//! ones are tested against: every input these finish on must score the same. One change since:
+//! the assignment's weights put exact pairs first (issue 58), as the fast one's do.
 //! Test-only: the window × full edit distance grounding and the dense assignment over every
 //! candidate pair are what made hostile replies take minutes.
 
@@ -334,9 +335,11 @@ fn assign(n: usize, k: usize, edges: &[(usize, usize, f64)]) -> Vec<(usize, usiz
         } else {
             (&rows, &cols)
         };
-        // A pair is worth far more than any similarity: the most pairs first, then the closest.
-        const PAIR: i64 = 1_000_000_000;
-        let mut weights = vec![0i64; r.len() * c.len()];
+        // A pair is worth far more than any similarity: the most pairs first, then the closest;
+        // and an exact pair more than any number of others: exact pairs first (issue 58).
+        const PAIR: i128 = 1_000_000_000;
+        const EXACT: i128 = 1_000_000_000_000_000_000_000_000;
+        let mut weights = vec![0i128; r.len() * c.len()];
         let mut sims = vec![0f64; r.len() * c.len()];
         for &(i, j, s) in &group {
             let (x, y) = if transposed { (j, i) } else { (i, j) };
@@ -344,7 +347,8 @@ fn assign(n: usize, k: usize, edges: &[(usize, usize, f64)]) -> Vec<(usize, usiz
                 r.binary_search(&x).unwrap_or_default(),
                 c.binary_search(&y).unwrap_or_default(),
             );
-            weights[ri * c.len() + ci] = PAIR + (s * 1_000_000.0).round() as i64;
+            let close = PAIR + (s * 1_000_000.0).round() as i128;
+            weights[ri * c.len() + ci] = if s >= 1.0 { EXACT + close } else { close };
             sims[ri * c.len() + ci] = s;
         }
         let Ok(matrix) = pathfinding::matrix::Matrix::from_vec(r.len(), c.len(), weights.clone())

@@ -6,8 +6,10 @@
 //! nothing was extracted, recall when nothing was expected, F1 only when both sets are empty.
 //!
 //! Matching is an optimal assignment on the pairs whose identity fields all reach the
-//! threshold: as many pairs as possible, then the most similar. One extracted record never
-//! satisfies two expected ones, so a duplicate extraction is spurious.
+//! threshold: as many exact pairs as possible (a record extracted exactly as expected is
+//! credited to that record, never traded for two near misses), then as many pairs as possible,
+//! then the most similar. One extracted record never satisfies two expected ones, so a
+//! duplicate extraction is spurious.
 //!
 //! The cost stays near linear in what the model writes (issue 36, item 9: `eval show`, `report`
 //! and `rescore` score again every time), by these means:
@@ -22,10 +24,18 @@
 //!   of its `k + 1` segments unchanged, so only classes sharing a segment, at a shift of at most
 //!   `k`, are compared at all, and then by Myers' bit-parallel distance, stopped as soon as it
 //!   must exceed `k` (the most edits the threshold allows at that length).
+//! - **Exact pairs first, and only open classes compared fuzzily.** In a large type, the most
+//!   exact pairs are found first (a max flow over the classes); a class they fill to its size in
+//!   every way of making them can take no fuzzy pair in any optimal assignment, so it is never
+//!   compared fuzzily: 2,000 names found exactly on both sides cost no fuzzy comparison at all
+//!   (they once cost 4 million, and a flow over them: 368 s at `fuzzy: 0`).
 //! - **The assignment per connected group.** A group of one candidate pair needs no solving; a
 //!   small group is solved by Kuhn–Munkres (the `pathfinding` crate) over its records exactly
 //!   as before; a large one by successive shortest paths over its classes, with the same
-//!   integer weights, so the same number of pairs and the same total weight.
+//!   integer weights, so the same number of pairs and the same total weight — unless the flow
+//!   would take more than `FLOW_WORK`: such a group takes its pairs greedily, most weight first,
+//!   then raises them to the most pairs by augmenting paths (the most pairs, exact ones first,
+//!   but its total similarity may fall short of the optimum).
 //! - **Grounding by one pass over the document** ([`Grounding`]): Myers' bit-parallel search
 //!   rules out every run of words at once, and only runs it cannot rule out get a distance.
 //!
@@ -50,6 +60,40 @@ use serde_json::{Map, Value};
 use super::distance::{Myers, levenshtein_within, max_edits, similarity_from};
 use super::matching::{ANY_TYPE, Matcher};
 use super::normalize::{agreement, normalize, value_text, value_text_into};
+
+/// How many fuzzy comparisons of a wanted class with an extracted one scoring made on this
+/// thread: counted, not timed, so a test can hold the work to a bound however fast the machine.
+pub mod compared {
+    use std::cell::Cell;
+
+    thread_local! {
+        static COMPARED: Cell<u64> = const { Cell::new(0) };
+        static DOCUMENTS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Comparisons on this thread since [`reset`].
+    pub fn count() -> u64 {
+        COMPARED.with(Cell::get)
+    }
+
+    /// Documents scored ([`super::score`] calls) on this thread since [`reset`].
+    pub fn documents() -> u64 {
+        DOCUMENTS.with(Cell::get)
+    }
+
+    pub fn reset() {
+        COMPARED.with(|c| c.set(0));
+        DOCUMENTS.with(|c| c.set(0));
+    }
+
+    pub(super) fn one() {
+        COMPARED.with(|c| c.set(c.get() + 1));
+    }
+
+    pub(super) fn document() {
+        DOCUMENTS.with(|c| c.set(c.get() + 1));
+    }
+}
 
 /// Matched, spurious and missed records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,7 +216,7 @@ impl Agreement {
 }
 
 /// One document scored.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Scored {
     pub counts: Counts,
     /// Per record type: every type of the prompt, and any other seen.
@@ -350,6 +394,7 @@ impl<'a> Types<'a> {
 /// Score the extracted records `actual` against `expected` (both in the prompt's record shape;
 /// an expected record may carry `aliases`).
 pub fn score(m: &Matcher, expected: &[Value], actual: &[Value]) -> Scored {
+    compared::document();
     let mut out = Scored::default();
     let types: Vec<&str> = m
         .types
@@ -456,18 +501,25 @@ fn match_type(
     }
     // The assignment's column classes: records with the same tuple under every list.
     let (cols, within) = column_classes(&sides, a.len());
-    let fuzzy = m.fuzzy < 1.0;
     // Candidate pairs of classes: (wanted class, column class, similarity).
     let mut edges: Vec<(usize, usize, f64)> = Vec::new();
     let mut stamps: Vec<Vec<usize>> = sides.iter().map(|s| vec![0; s.classes]).collect();
     let mut found: Vec<usize> = Vec::new();
+    // The column classes inside class `c` of list `si`.
+    let inside = |si: usize, c: usize| -> Vec<usize> {
+        match &within {
+            Some(within) => within[si][c].clone(),
+            None => vec![c],
+        }
+    };
+    // First the exact candidates of every wanted class: exact pairs come first (see
+    // `assign`), and in a large type they decide which classes may take a fuzzy pair at all.
     for (wi, w) in wanted.iter().enumerate() {
         let si = side_of[wi];
         let side = &mut sides[si];
         let stamp = &mut stamps[si];
         // A mark per wanted class: its exact candidates, then its fuzzy ones.
         let exact_mark = 2 * wi + 1;
-        let fuzzy_mark = exact_mark + 1;
         found.clear();
         let combinations = w
             .forms
@@ -506,15 +558,25 @@ fn match_type(
                 }
             }
         }
-        // A pair of classes of this list is a pair with each column class inside it.
-        let pair = |edges: &mut Vec<(usize, usize, f64)>, c: usize, s: f64| match &within {
-            Some(within) => edges.extend(within[si][c].iter().map(|&g| (wi, g, s))),
-            None => edges.push((wi, c, s)),
-        };
         for &c in &found {
-            pair(&mut edges, c, 1.0);
+            edges.extend(inside(si, c).into_iter().map(|g| (wi, g, 1.0)));
         }
-        if fuzzy {
+    }
+    if m.fuzzy < 1.0 {
+        // In a large type, only classes that the exact pairs need not fill whole may take a
+        // fuzzy pair: 2,000 names found exactly on both sides are then never compared fuzzily
+        // with each other (4 million comparisons, and a flow over them, once).
+        let open =
+            (e.len().saturating_mul(a.len()) > DENSE_CELLS).then(|| Open::of(&rows, &cols, &edges));
+        for (wi, w) in wanted.iter().enumerate() {
+            if open.as_ref().is_some_and(|o| !o.rows[wi]) {
+                continue;
+            }
+            let si = side_of[wi];
+            let side = &mut sides[si];
+            let stamp = &mut stamps[si];
+            let exact_mark = 2 * wi + 1;
+            let fuzzy_mark = exact_mark + 1;
             let forms = chars_of(&w.forms);
             side.fields(m, a, actual);
             let candidates = side.fuzzy_candidates(&forms, m.fuzzy);
@@ -528,8 +590,15 @@ fn match_type(
                     continue;
                 }
                 stamp[c] = fuzzy_mark;
+                let mut columns = inside(si, c);
+                if let Some(o) = &open {
+                    columns.retain(|&g| o.cols[g]);
+                }
+                if columns.is_empty() {
+                    continue;
+                }
                 if let Some(s) = side.fuzzy_similarity(&forms, &patterns, c, m.fuzzy) {
-                    pair(&mut edges, c, s);
+                    edges.extend(columns.into_iter().map(|g| (wi, g, s)));
                 }
             }
         }
@@ -848,6 +917,7 @@ impl<'k> Extracted<'k> {
         c: usize,
         threshold: f64,
     ) -> Option<f64> {
+        compared::one();
         let mut lowest = 1.0f64;
         for ((forms, patterns), v) in forms.iter().zip(patterns).zip(self.texts(c)) {
             let mut best: Option<f64> = None;
@@ -1076,19 +1146,30 @@ fn for_each_combination(forms: &[Vec<String>], f: &mut dyn FnMut(&Vec<String>)) 
 /// records as before classes existed; a larger one is solved over its classes.
 const DENSE_CELLS: usize = 4096;
 
+/// The most work (augmenting paths × arcs) a group's exact min-cost flow may take; a group past
+/// it is solved by the bounded method of [`flow`] instead (issue 58: a dense group of 2,000
+/// fuzzy candidates each took 368 s by successive shortest paths).
+const FLOW_WORK: u64 = 20_000_000;
+
 /// A pair is worth far more than any similarity: the most pairs first, then the closest.
-const PAIR: i64 = 1_000_000_000;
+const PAIR: i128 = 1_000_000_000;
+
+/// An exact pair is worth more than any number of fuzzy ones: exact pairs are made first (the
+/// most of them there can be), then the most pairs, then the closest. A record extracted
+/// exactly as expected is credited to that expected record, never traded for two near misses.
+const EXACT: i128 = 1_000_000_000_000_000_000_000_000;
 
 /// The weight the assignment maximises for a pair of similarity `s`.
-fn weight(s: f64) -> i64 {
-    PAIR + (s * 1_000_000.0).round() as i64
+fn weight(s: f64) -> i128 {
+    let close = PAIR + (s * 1_000_000.0).round() as i128;
+    if s >= 1.0 { EXACT + close } else { close }
 }
 
 /// The optimal one-to-one choice among candidate `edges` (wanted class, column class,
 /// similarity) between the classes `rows` and `cols` (each its members, ascending): the most
-/// pairs, then the highest total similarity. Returns record pairs (a member of each). Each
-/// connected group of candidates is solved on its own; a group of one record pair needs no
-/// solving.
+/// exact pairs, then the most pairs, then the highest total similarity. Returns record pairs (a
+/// member of each). Each connected group of candidates is solved on its own; a group of one
+/// record pair needs no solving.
 fn assign(
     rows: &Classes,
     cols: &Classes,
@@ -1150,7 +1231,7 @@ fn assign(
 }
 
 /// One connected group of record pairs solved by Kuhn–Munkres (the assignment before issue 36,
-/// unchanged, so small groups pair exactly as they did).
+/// with exact pairs first since issue 58).
 fn dense(group: &[(usize, usize, f64)], out: &mut Vec<(usize, usize, f64)>) {
     if let [only] = group {
         out.push(*only);
@@ -1169,7 +1250,7 @@ fn dense(group: &[(usize, usize, f64)], out: &mut Vec<(usize, usize, f64)>) {
     } else {
         (&rows, &cols)
     };
-    let mut weights = vec![0i64; r.len() * c.len()];
+    let mut weights = vec![0i128; r.len() * c.len()];
     let mut sims = vec![0f64; r.len() * c.len()];
     for &(i, j, s) in group {
         let (x, y) = if transposed { (j, i) } else { (i, j) };
@@ -1198,11 +1279,179 @@ fn dense(group: &[(usize, usize, f64)], out: &mut Vec<(usize, usize, f64)>) {
     }
 }
 
-/// An arc of the flow network; arcs come in pairs, `a ^ 1` the reverse of `a`.
+/// An arc of a flow network; arcs come in pairs, `a ^ 1` the reverse of `a`.
 struct Arc {
     to: usize,
     room: usize,
-    cost: i64,
+    cost: i128,
+}
+
+/// A flow network over classes: source (node 0) → each row class (its size) → candidate column
+/// classes → sink (node 1) (each column class's size).
+struct Network {
+    arcs: Vec<Arc>,
+    out_of: Vec<Vec<usize>>,
+}
+
+const SOURCE: usize = 0;
+const SINK: usize = 1;
+
+impl Network {
+    fn new(nodes: usize) -> Network {
+        Network {
+            arcs: Vec::new(),
+            out_of: vec![Vec::new(); nodes],
+        }
+    }
+
+    fn add(&mut self, from: usize, to: usize, room: usize, cost: i128) -> usize {
+        self.out_of[from].push(self.arcs.len());
+        self.arcs.push(Arc { to, room, cost });
+        self.out_of[to].push(self.arcs.len());
+        self.arcs.push(Arc {
+            to: from,
+            room: 0,
+            cost: -cost,
+        });
+        self.arcs.len() - 2
+    }
+
+    /// Send `units` along arc `a` (and take them back from its reverse).
+    fn push(&mut self, a: usize, units: usize) {
+        self.arcs[a].room -= units;
+        self.arcs[a ^ 1].room += units;
+    }
+
+    /// The units arc `a` carries.
+    fn carried(&self, a: usize) -> usize {
+        self.arcs[a ^ 1].room
+    }
+
+    /// Raise the flow from source to sink to the most it can be (Dinic: shortest augmenting
+    /// paths a level graph at a time), keeping what it carries already; costs play no part.
+    fn max_flow(&mut self) {
+        let nodes = self.out_of.len();
+        loop {
+            let mut level = vec![usize::MAX; nodes];
+            level[SOURCE] = 0;
+            let mut queue = std::collections::VecDeque::from([SOURCE]);
+            while let Some(u) = queue.pop_front() {
+                for &a in &self.out_of[u] {
+                    let arc = &self.arcs[a];
+                    if arc.room > 0 && level[arc.to] == usize::MAX {
+                        level[arc.to] = level[u] + 1;
+                        queue.push_back(arc.to);
+                    }
+                }
+            }
+            if level[SINK] == usize::MAX {
+                return;
+            }
+            let mut next = vec![0usize; nodes];
+            // Blocking flow by depth-first search, iterative (no recursion on deep graphs).
+            loop {
+                let mut path: Vec<usize> = Vec::new();
+                let mut u = SOURCE;
+                let found = loop {
+                    if u == SINK {
+                        break true;
+                    }
+                    let mut advanced = false;
+                    while next[u] < self.out_of[u].len() {
+                        let a = self.out_of[u][next[u]];
+                        let arc = &self.arcs[a];
+                        if arc.room > 0 && level[arc.to] == level[u] + 1 {
+                            path.push(a);
+                            u = arc.to;
+                            advanced = true;
+                            break;
+                        }
+                        next[u] += 1;
+                    }
+                    if !advanced {
+                        // A dead end: never tried again this round; step back.
+                        level[u] = usize::MAX;
+                        match path.pop() {
+                            Some(a) => u = self.arcs[a ^ 1].to,
+                            None => break false,
+                        }
+                    }
+                };
+                if !found {
+                    break;
+                }
+                let units = path.iter().map(|&a| self.arcs[a].room).min().unwrap_or(0);
+                for &a in &path {
+                    self.push(a, units);
+                }
+            }
+        }
+    }
+
+    /// The nodes that reach `from` (`backwards`) or that `from` reaches, over arcs with room.
+    fn reach(&self, from: usize, backwards: bool) -> Vec<bool> {
+        let mut seen = vec![false; self.out_of.len()];
+        seen[from] = true;
+        let mut stack = vec![from];
+        while let Some(u) = stack.pop() {
+            for &a in &self.out_of[u] {
+                // Forwards: arc `a` from u with room. Backwards: its reverse, into u, with room.
+                let room = if backwards {
+                    self.arcs[a ^ 1].room
+                } else {
+                    self.arcs[a].room
+                };
+                let v = self.arcs[a].to;
+                if room > 0 && !seen[v] {
+                    seen[v] = true;
+                    stack.push(v);
+                }
+            }
+        }
+        seen
+    }
+}
+
+/// Which classes may still take a fuzzy pair once exact pairs come first: a row class the most
+/// exact pairs fill to its size in every way of making them has no record left for a fuzzy
+/// pair in any optimal assignment, nor has such a column class (those reach no free place by
+/// an alternating path: Dulmage–Mendelsohn). Every other class is open.
+struct Open {
+    rows: Vec<bool>,
+    cols: Vec<bool>,
+}
+
+impl Open {
+    fn of(rows: &Classes, cols: &Classes, exact: &[(usize, usize, f64)]) -> Open {
+        let row_node = |i: usize| 2 + i;
+        let col_node = |j: usize| 2 + rows.len() + j;
+        let mut net = Network::new(2 + rows.len() + cols.len());
+        let mut from_source = Vec::with_capacity(rows.len());
+        for i in 0..rows.len() {
+            from_source.push(net.add(SOURCE, row_node(i), rows.of(i).len(), 0));
+        }
+        let mut to_sink = Vec::with_capacity(cols.len());
+        for j in 0..cols.len() {
+            to_sink.push(net.add(col_node(j), SINK, cols.of(j).len(), 0));
+        }
+        // Greedily first (most exact graphs are one class to one class), then to the most.
+        for &(i, j, _) in exact {
+            let a = net.add(row_node(i), col_node(j), usize::MAX, 0);
+            let units = net.arcs[from_source[i]].room.min(net.arcs[to_sink[j]].room);
+            if units > 0 {
+                net.push(from_source[i], units);
+                net.push(a, units);
+                net.push(to_sink[j], units);
+            }
+        }
+        net.max_flow();
+        let from = net.reach(SOURCE, false);
+        let to = net.reach(SINK, true);
+        Open {
+            rows: (0..rows.len()).map(|i| from[row_node(i)]).collect(),
+            cols: (0..cols.len()).map(|j| to[col_node(j)]).collect(),
+        }
+    }
 }
 
 /// One connected group of class pairs solved as a min-cost flow: source → each row class (its
@@ -1212,6 +1461,11 @@ struct Arc {
 /// records can have (members of a class are interchangeable), so this is the optimum
 /// Kuhn–Munkres finds over the records; the flow on each class pair is then dealt out to their
 /// members in index order. `r`, `c`: the group's row and column classes, ascending.
+///
+/// A group whose flow would take more than [`FLOW_WORK`] is solved within a bound instead:
+/// its pairs taken greedily, most weight first (exact pairs, then the closest), then the flow
+/// raised to the most pairs by augmenting paths. That keeps the most pairs there can be and
+/// takes exact pairs first, but the total similarity may fall short of the optimum.
 pub(super) fn flow(
     rows: &Classes,
     cols: &Classes,
@@ -1219,62 +1473,110 @@ pub(super) fn flow(
     c: &[usize],
     group: &[(usize, usize, f64)],
 ) -> Vec<(usize, usize, f64)> {
-    const SOURCE: usize = 0;
-    const SINK: usize = 1;
     let nodes = 2 + r.len() + c.len();
     let row_node = |i: usize| 2 + r.binary_search(&i).unwrap_or_default();
     let col_node = |j: usize| 2 + r.len() + c.binary_search(&j).unwrap_or_default();
-    let mut arcs: Vec<Arc> = Vec::with_capacity(2 * (r.len() + c.len() + group.len()));
-    let mut out_of: Vec<Vec<usize>> = vec![Vec::new(); nodes];
-    let mut add = |from: usize, to: usize, room: usize, cost: i64| {
-        out_of[from].push(arcs.len());
-        arcs.push(Arc { to, room, cost });
-        out_of[to].push(arcs.len());
-        arcs.push(Arc {
-            to: from,
-            room: 0,
-            cost: -cost,
-        });
-        arcs.len() - 2
-    };
+    let mut net = Network::new(nodes);
+    let mut from_source = HashMap::with_capacity(r.len());
     for &i in r {
-        add(SOURCE, row_node(i), rows.of(i).len(), 0);
+        from_source.insert(i, net.add(SOURCE, row_node(i), rows.of(i).len(), 0));
     }
+    let mut to_sink = HashMap::with_capacity(c.len());
     for &j in c {
-        add(col_node(j), SINK, cols.of(j).len(), 0);
+        to_sink.insert(j, net.add(col_node(j), SINK, cols.of(j).len(), 0));
     }
     let mut pair_arcs: Vec<(usize, usize, f64, usize)> = group
         .iter()
         .map(|&(i, j, s)| {
             let room = rows.of(i).len().min(cols.of(j).len());
-            (i, j, s, add(row_node(i), col_node(j), room, -weight(s)))
+            (i, j, s, net.add(row_node(i), col_node(j), room, -weight(s)))
         })
         .collect();
+    let records = |classes: &[usize], of: &Classes| -> u64 {
+        classes.iter().map(|&x| of.of(x).len() as u64).sum()
+    };
+    let augmentations = records(r, rows).min(records(c, cols));
+    if augmentations.saturating_mul(net.arcs.len() as u64) <= FLOW_WORK {
+        shortest_paths(&mut net, &pair_arcs, r.len(), c.len());
+    } else {
+        let mut order: Vec<usize> = (0..pair_arcs.len()).collect();
+        order.sort_by(|&x, &y| {
+            let (a, b) = (&pair_arcs[x], &pair_arcs[y]);
+            weight(b.2)
+                .cmp(&weight(a.2))
+                .then((a.0, a.1).cmp(&(b.0, b.1)))
+        });
+        for k in order {
+            let (i, j, _, a) = pair_arcs[k];
+            let (fs, ts) = (from_source[&i], to_sink[&j]);
+            let units = net.arcs[fs]
+                .room
+                .min(net.arcs[a].room)
+                .min(net.arcs[ts].room);
+            if units > 0 {
+                net.push(fs, units);
+                net.push(a, units);
+                net.push(ts, units);
+            }
+        }
+        net.max_flow();
+    }
+    // Deal each class pair's flow out to the next members of both classes.
+    pair_arcs.sort_by_key(|&(i, j, _, _)| (i, j));
+    let mut next_row: HashMap<usize, usize> = HashMap::new();
+    let mut next_col: HashMap<usize, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, j, s, a) in pair_arcs {
+        let pairs = net.carried(a);
+        let (x, y) = (
+            next_row.entry(i).or_insert(0),
+            next_col.entry(j).or_insert(0),
+        );
+        for _ in 0..pairs {
+            if let (Some(&wi), Some(&aj)) = (rows.of(i).get(*x), cols.of(j).get(*y)) {
+                out.push((wi, aj, s));
+            }
+            *x += 1;
+            *y += 1;
+        }
+    }
+    out
+}
+
+/// The min-cost flow of `net` (a group's network, its pair arcs `pair_arcs` from `rows` row
+/// classes to `cols` column classes) by successive shortest paths.
+fn shortest_paths(
+    net: &mut Network,
+    pair_arcs: &[(usize, usize, f64, usize)],
+    rows: usize,
+    cols: usize,
+) {
+    let nodes = net.out_of.len();
     // Potentials that make every reduced cost non-negative: the shortest distances of the
     // initial network, a DAG whose only negative arcs go from rows to columns.
-    let mut potential = vec![0i64; nodes];
-    for &(_, j, s, _) in &pair_arcs {
-        let to = col_node(j);
-        potential[to] = potential[to].min(-weight(s));
+    let mut potential = vec![0i128; nodes];
+    for &(_, _, _, a) in pair_arcs {
+        let to = net.arcs[a].to;
+        potential[to] = potential[to].min(net.arcs[a].cost);
     }
-    potential[SINK] = (0..c.len())
-        .map(|x| potential[2 + r.len() + x])
+    potential[SINK] = (0..cols)
+        .map(|x| potential[2 + rows + x])
         .min()
         .unwrap_or(0);
-    const FAR: i64 = i64::MAX / 4;
+    const FAR: i128 = i128::MAX / 4;
     let mut distance = vec![FAR; nodes];
     let mut via: Vec<Option<usize>> = vec![None; nodes];
     loop {
         distance.fill(FAR);
         via.fill(None);
         distance[SOURCE] = 0;
-        let mut queue = BinaryHeap::from([Reverse((0i64, SOURCE))]);
+        let mut queue = BinaryHeap::from([Reverse((0i128, SOURCE))]);
         while let Some(Reverse((d, u))) = queue.pop() {
             if d > distance[u] {
                 continue;
             }
-            for &a in &out_of[u] {
-                let arc = &arcs[a];
+            for &a in &net.out_of[u] {
+                let arc = &net.arcs[a];
                 if arc.room == 0 {
                     continue;
                 }
@@ -1306,36 +1608,15 @@ pub(super) fn flow(
         let mut room = usize::MAX;
         let mut at = SINK;
         while let Some(a) = via[at] {
-            room = room.min(arcs[a].room);
-            at = arcs[a ^ 1].to;
+            room = room.min(net.arcs[a].room);
+            at = net.arcs[a ^ 1].to;
         }
         let mut at = SINK;
         while let Some(a) = via[at] {
-            arcs[a].room -= room;
-            arcs[a ^ 1].room += room;
-            at = arcs[a ^ 1].to;
+            net.push(a, room);
+            at = net.arcs[a ^ 1].to;
         }
     }
-    // Deal each class pair's flow out to the next members of both classes.
-    pair_arcs.sort_by_key(|&(i, j, _, _)| (i, j));
-    let mut next_row: HashMap<usize, usize> = HashMap::new();
-    let mut next_col: HashMap<usize, usize> = HashMap::new();
-    let mut out = Vec::new();
-    for (i, j, s, a) in pair_arcs {
-        let pairs = arcs[a ^ 1].room;
-        let (x, y) = (
-            next_row.entry(i).or_insert(0),
-            next_col.entry(j).or_insert(0),
-        );
-        for _ in 0..pairs {
-            if let (Some(&wi), Some(&aj)) = (rows.of(i).get(*x), cols.of(j).get(*y)) {
-                out.push((wi, aj, s));
-            }
-            *x += 1;
-            *y += 1;
-        }
-    }
-    out
 }
 
 /// An input document, ready for grounding lookups.
