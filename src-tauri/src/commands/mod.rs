@@ -463,16 +463,24 @@ async fn eval_resume<R: Runtime>(
     cx: Cx<'_, R>,
     id: String,
     experiment: i64,
+    confirmed: bool,
     on_progress: Channel<EvalProgress>,
 ) -> Result<EvalReport> {
     let running = Running::start(cx.state, &id);
     let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
     blocking(move || {
         let store = wb.store_required()?;
-        let finished =
-            eval::flow::resume_run(&wb, &store, experiment, &token, &mut |_| {}, &mut |p| {
+        let finished = eval::flow::resume_run(
+            &wb,
+            &store,
+            experiment,
+            confirmed,
+            &token,
+            &mut |_| {},
+            &mut |p| {
                 let _ = on_progress.send(p.clone());
-            })?;
+            },
+        )?;
         stopped_or_report(finished)
     })
     .await

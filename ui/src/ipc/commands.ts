@@ -234,10 +234,11 @@ export function evalPlan(input: EvalInput): Promise<EvalPlan> {
 
 /**
  * Take up eval `experiment` where it stopped (from the CLI or the window) and run the rest,
- * each cell's end on `on_progress`. Cancellable by `id`.
+ * each cell's end on `on_progress`. Cancellable by `id`. What remains is held to the same
+ * bounds as a start: over 2,000 requests it is `plan_too_large` until `confirmed`.
  */
-export function evalResume(id: string, experiment: number, onProgress: (message: EvalProgress) => void): Promise<EvalReport> {
-  return call<EvalReport>("eval_resume", { id, experiment, onProgress: channel(onProgress) });
+export function evalResume(id: string, experiment: number, confirmed: boolean, onProgress: (message: EvalProgress) => void): Promise<EvalReport> {
+  return call<EvalReport>("eval_resume", { id, experiment, confirmed, onProgress: channel(onProgress) });
 }
 
 /**

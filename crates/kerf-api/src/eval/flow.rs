@@ -154,18 +154,43 @@ pub fn which(store: &Store, id: Option<i64>) -> Result<i64> {
     }
 }
 
-/// Take eval `id` up again where it stopped: claimed by this process (an eval another live
-/// process runs is a conflict), its provider built from its stored settings, and what the pass
-/// will send handed to `on_plan` before anything is.
+/// What a resume may do beyond running what remains: the same bounds as a start.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResumeInput {
+    /// Run again the cells whose run failed.
+    pub retry_errors: bool,
+    /// What the person resuming allowed (a pass over 2,000 requests needs it, as a start does).
+    pub allowed: Allowance,
+    /// Go on although the provider's name now points at another endpoint or model than the
+    /// eval's runs came from (`--allow-endpoint-change`): the eval then mixes two servers.
+    pub endpoint_changed: bool,
+}
+
+/// What a resume of eval `id` would send, with nothing claimed, stored or sent (`kerf eval
+/// resume --dry-run`): the same checks as [`resume`], the endpoint's included.
+pub fn dry_run_resume(wb: &Workbench, store: &Store, id: i64, input: ResumeInput) -> Result<Size> {
+    let e = super::stored(store, id)?;
+    let provider = e.settings().provider(wb)?;
+    check_endpoint(store, id, &provider, input.endpoint_changed)?;
+    e.remaining(store, &provider, input.retry_errors)
+}
+
+/// Take eval `id` up again where it stopped: its provider built from its stored settings and
+/// checked to be where the eval's runs came from, what the pass will send checked against the
+/// same bounds as a start and handed to `on_plan`, then claimed by this process (an eval
+/// another live process runs is a conflict) — all before anything is sent.
 pub fn resume(
     wb: &Workbench,
     store: &Store,
     id: i64,
-    retry_errors: bool,
+    input: ResumeInput,
     on_plan: &mut dyn FnMut(&Size),
 ) -> Result<(Eval, Chosen)> {
     let e = super::stored(store, id)?;
     let provider = e.settings().provider(wb)?;
+    check_endpoint(store, id, &provider, input.endpoint_changed)?;
+    let remaining = e.remaining(store, &provider, input.retry_errors)?;
+    crate::experiments::plan::check_allowed(&remaining, input.allowed)?;
     if !store.resume_experiment(id)? {
         return Err(ApiError::new(
             Code::Conflict,
@@ -174,8 +199,61 @@ pub fn resume(
             ),
         ));
     }
-    on_plan(&e.remaining(store, &provider, retry_errors)?);
+    on_plan(&remaining);
     Ok((e, provider))
+}
+
+/// Refuse to resume eval `id` on `provider` when its name now points elsewhere than the eval's
+/// own runs came from — another protocol, base URL, or served model (asked of the server, as
+/// the cache asks) — naming both, unless `allowed`. A provider re-pointed with `kerf providers
+/// add` once took the remaining cells without a word.
+fn check_endpoint(store: &Store, id: i64, provider: &Chosen, allowed: bool) -> Result<()> {
+    if allowed {
+        return Ok(());
+    }
+    let was = store.experiment_endpoints(id)?;
+    if was.is_empty() {
+        return Ok(());
+    }
+    if let Chosen::Cloud(p) = provider {
+        kerf_llm::runtime::block_on(p.served_model());
+    }
+    let now = provider.endpoint();
+    let differs = |w: &kerf_store::Endpoint| {
+        w.protocol != now.protocol
+            || w.base_url != now.base_url
+            || matches!((&w.served_model, &now.served_model), (Some(a), Some(b)) if a != b)
+    };
+    match was.iter().find(|w| differs(w)) {
+        None => Ok(()),
+        Some(w) => Err(ApiError::new(
+            Code::Conflict,
+            format!(
+                "eval {id} ran on {} but provider `{}` now points at {}: its remaining cells would come from another server; `kerf eval resume {id} --allow-endpoint-change` goes on anyway, or point the provider back",
+                describe(w),
+                provider.name(),
+                describe(&now)
+            ),
+        )),
+    }
+}
+
+/// An endpoint as a person reads it: `openai at http://…, serving {…}`, or the local engine.
+fn describe(e: &kerf_store::Endpoint) -> String {
+    match (&e.protocol, &e.base_url) {
+        (None, None) => "the local engine".into(),
+        (p, u) => {
+            let mut s = format!(
+                "{} at {}",
+                p.as_deref().unwrap_or("an API"),
+                u.as_deref().unwrap_or("an unknown URL")
+            );
+            if let Some(m) = &e.served_model {
+                s.push_str(&format!(" (serving {m})"));
+            }
+            s
+        }
+    }
 }
 
 /// How an eval stands after a pass.
@@ -304,16 +382,25 @@ pub fn compare(store: &Store, a: i64, b: i64) -> Result<Vec<super::analysis::Com
 }
 
 /// Resume eval `id` and run what remains at the concurrency it was started with, scoring each
-/// cell as it ends (the window's "Resume").
+/// cell as it ends (the window's "Resume"). Over the limit it is `PlanTooLarge` until the
+/// person `confirmed` the count the error carries, as for a start.
 pub fn resume_run(
     wb: &Workbench,
     store: &Store,
     id: i64,
+    confirmed: bool,
     cancel: &CancelToken,
     on_plan: &mut dyn FnMut(&Size),
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<Finished> {
-    let (eval, provider) = resume(wb, store, id, false, on_plan)?;
+    let input = ResumeInput {
+        allowed: Allowance {
+            max_requests: None,
+            yes: confirmed,
+        },
+        ..ResumeInput::default()
+    };
+    let (eval, provider) = resume(wb, store, id, input, on_plan)?;
     let pace = Pace {
         concurrency: eval.spec.concurrency,
         retry_errors: false,

@@ -261,7 +261,7 @@ fn planned(
     }
     plan::check_repeat(repeat).map_err(first)?;
     plan::check_concurrency(concurrency).map_err(first)?;
-    params.check_budgets(budgets).map_err(first)?;
+    params.check(budgets).map_err(first)?;
     let mut ids = BTreeSet::new();
     for s in subjects {
         if !ids.insert(s.prompt.id()) {
@@ -763,6 +763,18 @@ pub fn run_cells(
                         // The history cannot keep what is bought: stop buying.
                         cancel.cancel();
                         return Err(e.clone());
+                    }
+                    Err(e) if e.code == Code::Refused => {
+                        // The provider refuses everything: stop rather than retry for hours.
+                        cancel.cancel();
+                        let id = eval.experiment;
+                        return Err(ApiError::new(
+                            Code::Refused,
+                            format!(
+                                "eval {id} stopped: {}; what finished is kept: `kerf eval resume {id}` runs the rest",
+                                e.message
+                            ),
+                        ));
                     }
                     Err(_) => p.failed += 1,
                 }

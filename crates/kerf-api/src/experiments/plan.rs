@@ -43,6 +43,11 @@ pub struct Size {
     /// Dollars it may cost, at most, from the price table (`None`: no price is known, or the
     /// local engine).
     pub cost_max_usd: Option<f64>,
+    /// The requests go to a provider that may refuse them (a cloud API or a server): a refused
+    /// request is retried, and retries are not counted above; the plan stops after
+    /// `KERF_MAX_REFUSALS` refusals in a row.
+    #[serde(default)]
+    pub retried: bool,
 }
 
 impl Size {
@@ -54,6 +59,7 @@ impl Size {
             input_tokens_max: 0,
             output_tokens_max: 0,
             cost_max_usd: None,
+            retried: false,
         }
     }
 
@@ -83,8 +89,10 @@ impl Size {
         );
     }
 
-    /// The cost bound from `provider`'s price (none for the local engine or an unpriced model).
+    /// The cost bound from `provider`'s price (none for the local engine or an unpriced model),
+    /// and whether its requests may be refused and retried.
     pub fn priced(mut self, provider: &Chosen) -> Result<Self> {
+        self.retried = matches!(provider, Chosen::Cloud(_));
         self.cost_max_usd = provider.price()?.map(|p| {
             (self.input_tokens_max as f64 * p.input + self.output_tokens_max as f64 * p.output)
                 / 1e6
@@ -103,6 +111,14 @@ impl Size {
         );
         if let Some(c) = self.cost_max_usd {
             s.push_str(&format!(" · ≤ ${c:.4}"));
+        }
+        // A refused request is retried and counted by no bound above; a provider that refuses
+        // KERF_MAX_REFUSALS requests in a row stops the plan.
+        if self.retried && self.requests > 0 {
+            s.push_str(&format!(
+                " · retries not counted (stops after {} refusals in a row)",
+                kerf_llm::ratelimit::max_refusals()
+            ));
         }
         s
     }

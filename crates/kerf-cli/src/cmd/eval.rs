@@ -149,6 +149,12 @@ fn parse_percent(s: &str) -> std::result::Result<f64, String> {
 pub struct ResumeArgs {
     /// The eval (default: the latest).
     pub experiment: Option<i64>,
+    /// Go on although the provider's name now points at another endpoint or served model than
+    /// the eval's runs came from (the eval then mixes the two).
+    #[arg(long)]
+    pub allow_endpoint_change: bool,
+    #[command(flatten)]
+    pub allow: super::AllowArgs,
     #[command(flatten)]
     pub pace: PaceArgs,
     #[command(flatten)]
@@ -274,8 +280,16 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
 
 fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
     let id = eval::flow::which(store, args.experiment)?;
-    let (e, provider) =
-        eval::flow::resume(wb, store, id, args.pace.retry_errors, &mut super::announce)?;
+    let input = eval::flow::ResumeInput {
+        retry_errors: args.pace.retry_errors,
+        allowed: args.allow.allowance(),
+        endpoint_changed: args.allow_endpoint_change,
+    };
+    if args.allow.dry_run {
+        super::announce(&eval::flow::dry_run_resume(wb, store, id, input)?);
+        return Ok(Outcome::Ok);
+    }
+    let (e, provider) = eval::flow::resume(wb, store, id, input, &mut super::announce)?;
     go(store, &e, &provider, &args.pace, &args.out)
 }
 

@@ -1555,6 +1555,144 @@ fn a_rate_limited_provider_is_waited_for_and_no_row_is_lost() {
     assert_eq!(waited, 5, "every 429 retried once it was allowed");
 }
 
+/// A server that refuses everything (429 forever) is not retried for hours: after
+/// KERF_MAX_REFUSALS refusals in a row (retries included) no more requests go out, the eval
+/// stops with what finished kept, says why and how to go on, and its plan line said that
+/// retries are not counted.
+#[test]
+fn a_provider_that_refuses_everything_stops_the_eval_after_refusals_in_a_row() {
+    let rows = rows();
+    let model = Model::start_with(rows.clone(), Duration::ZERO, Again::Limited(usize::MAX));
+    let (dir, data) = setup(&model, &rows);
+    let mut args = vec!["eval", data.to_str().unwrap()];
+    args.extend_from_slice(EVAL);
+    let args: Vec<&str> = args
+        .into_iter()
+        .map(|a| if a == "4" { "1" } else { a })
+        .collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(&args)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir.path())
+        .env("KERF_DATA_DIR", dir.path())
+        .env("KERF_KEYRING", "kernel")
+        .env("KERF_MAX_REFUSALS", "6")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("retries not counted (stops after 6 refusals in a row)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("error[refused]: eval 1 stopped: srv refused the last 8 requests in a row")
+            && e.contains("`kerf eval resume 1` runs the rest"),
+        "{e}"
+    );
+    // Two runs of four attempts each (the first and three retries); the third is not sent.
+    assert_eq!(model.requests(), 8);
+    // What was kept: nothing finished, every cell still to run.
+    let show = kerf_in(dir.path(), &["eval", "show", "--json"]);
+    let v = stdout_json(&show);
+    assert_eq!(v["pending"], 12, "{v}");
+}
+
+/// A resume goes through the same bounds as a start (2,396 requests left once started 2,400
+/// once needed no `--yes`), and refuses to send the rest to where the provider's name points
+/// now when that is another server (it once sent them without a word, one summary line mixing
+/// two servers) — each naming why, nothing sent.
+#[test]
+fn a_resume_is_held_to_the_plan_limits_and_to_the_server_the_eval_ran_on() {
+    let rows = rows();
+    let old = Model::start(rows.clone(), Duration::ZERO);
+    old.hold_from(4);
+    let (dir, data) = setup(&old, &rows);
+    let mut args: Vec<String> = [
+        "eval",
+        data.to_str().unwrap(),
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--prompt",
+        "prompts/agent-kg-extract-array.json",
+        "--provider",
+        "srv",
+        "--constrain",
+        "none",
+        "--max-tokens",
+        "40,80,160,1000",
+        "--repeat",
+        "100",
+        "--concurrency",
+        "2",
+        "--yes",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(&args)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir.path())
+        .env("KERF_DATA_DIR", dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    old.wait_held(2);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    old.release();
+    let before = old.requests();
+    args.clear();
+
+    // Over the limit without a word: refused, as a start would be.
+    let o = kerf_in(dir.path(), &["eval", "resume"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("error[plan_too_large]") && e.contains("needs --allow-requests 2396 (or --yes)"),
+        "{e}"
+    );
+    let o = kerf_in(dir.path(), &["eval", "resume", "--allow-requests", "100"]);
+    assert!(
+        stderr(&o).contains("more than --allow-requests 100"),
+        "{}",
+        stderr(&o)
+    );
+    // A dry run says what it would send and sends nothing.
+    let o = kerf_in(dir.path(), &["eval", "resume", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("kerf: eval plan: 2,396 cell(s) · 2,396 request(s) at most"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(old.requests(), before, "nothing sent");
+
+    // The provider's name re-pointed at another server: refused, naming both.
+    let new = Model::start(rows.clone(), Duration::ZERO);
+    add_server(dir.path(), "srv", &new.url(), "loopback");
+    let o = kerf_in(dir.path(), &["eval", "resume", "--yes"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{e}");
+    assert!(
+        e.contains("error[conflict]")
+            && e.contains(&format!("ran on openai at {}", old.url()))
+            && e.contains(&format!("now points at openai at {}", new.url()))
+            && e.contains("--allow-endpoint-change"),
+        "{e}"
+    );
+    assert_eq!(new.requests(), 0, "nothing sent to the new server");
+    // Told to go on, it would (a dry run, to keep the test short).
+    let o = kerf_in(
+        dir.path(),
+        &["eval", "resume", "--allow-endpoint-change", "--dry-run"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(new.requests(), 0);
+}
+
 /// `kerf eval` of the three rows with both prompts on the server, with `extra` flags.
 fn eval_with(dir: &Path, data: &Path, extra: &[&str]) -> Output {
     let mut args = vec![

@@ -27,4 +27,10 @@ output_tokens_max: number,
  * Dollars it may cost, at most, from the price table (`None`: no price is known, or the
  * local engine).
  */
-cost_max_usd: number | null, };
+cost_max_usd: number | null, 
+/**
+ * The requests go to a provider that may refuse them (a cloud API or a server): a refused
+ * request is retried, and retries are not counted above; the plan stops after
+ * `KERF_MAX_REFUSALS` refusals in a row.
+ */
+retried: boolean, };
