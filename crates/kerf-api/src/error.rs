@@ -53,6 +53,7 @@ codes! {
     Request = "request", true;
     Engine = "engine", false;
     Http = "http", false;
+    Refused = "refused", false;
     Timeout = "timeout", false;
     Network = "network", false;
     Auth = "auth", false;
@@ -137,6 +138,7 @@ impl From<&kerf_llm::Error> for Code {
             E::Request(_) => Code::Request,
             E::Engine(_) => Code::Engine,
             E::Http { .. } => Code::Http,
+            E::Refused { .. } => Code::Refused,
             E::Timeout(_) => Code::Timeout,
             E::Network(_) => Code::Network,
             E::Auth(_) => Code::Auth,

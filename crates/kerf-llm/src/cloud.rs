@@ -106,6 +106,8 @@ impl CloudProvider {
                     .await
                     .ok()
                     .and_then(|list| served_entry(&list, &self.def.model))
+                    // Kept with every run: a server that echoes the key gets it redacted.
+                    .map(|served| self.redact(&served))
             })
             .await
             .clone()
@@ -314,6 +316,7 @@ impl Protocol {
 /// The state of one streamed reply, filled in by the protocol's event reader.
 #[derive(Default)]
 pub(crate) struct Reply {
+    /// Text that arrived and is not yet handed on (each event's, until `drive` passes it on).
     pub text: String,
     pub finish: Option<FinishReason>,
     pub usage: Option<Usage>,
@@ -324,6 +327,9 @@ pub(crate) struct Reply {
     pub done: bool,
     /// Content-bearing events seen (a token count estimate when usage is missing).
     pub deltas: u32,
+    /// Why the provider's usage could not be read (a count that is no number, an event after
+    /// the reply's end that is not JSON): the usage is then unknown, not 0.
+    pub usage_unreadable: Option<String>,
 }
 
 /// Drive one streamed run: post, decode SSE (or a whole JSON reply if the server ignored
@@ -377,6 +383,10 @@ async fn drive(
         )));
         details.rate_limit_wait_seconds = Some(waited.as_secs_f64());
     }
+    // A provider that refused the last requests, every run's counted, gets no more.
+    if let Some(refusing) = limiter.refusing(&p.def.name) {
+        return Err(p.redact_error(refusing));
+    }
     let mut retry_notes = Vec::new();
     let posted = http::post(&p.http, &built.http, cancel, &mut |r| {
         let note = p.redact(&format!(
@@ -385,6 +395,9 @@ async fn drive(
             r.delay.as_secs_f64(),
             r.why
         ));
+        if r.refused {
+            limiter.refused(&note);
+        }
         on_event(Event::Warning(&note));
         retry_notes.push(note);
     })
@@ -393,24 +406,42 @@ async fn drive(
     let mut resp = match posted {
         Ok(r) => r,
         Err(Error::Cancelled) => return nothing(details),
-        Err(e) => return Err(name_rejected_parameter(p, request, p.redact_error(e))),
+        Err(e) => {
+            if let Error::Http { status, message } = &e
+                && http::is_refusal(*status)
+            {
+                limiter.refused(&p.redact(&format!("HTTP {status}: {message}")));
+            }
+            return Err(name_rejected_parameter(p, request, p.redact_error(e)));
+        }
     };
+    limiter.answered();
     limiter.learn(&resp.headers);
     let head_at = Instant::now();
     let mut reply = Reply::default();
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
-    let mut sent = 0usize;
-    let mut emit = |reply: &Reply,
+    // A server may echo the key into the reply itself: what is shown and kept is redacted as
+    // it streams (a few characters held back until they cannot be a piece of the key).
+    let mut redactor = crate::secrets::Redactor::new(p.key.as_ref());
+    // Whether any text but blanks came (a budget spent on reasoning leaves none).
+    let mut wrote = false;
+    // The text each event adds is handed on and let go: the caller keeps the reply (a reply cut
+    // at 64 MiB was once held here too).
+    let mut emit = |reply: &mut Reply,
                     on_event: &mut dyn FnMut(Event<'_>),
                     first: &mut Option<Instant>,
                     last: &mut Instant| {
-        if reply.text.len() > sent {
+        if !reply.text.is_empty() {
             let now = Instant::now();
             first.get_or_insert(now);
             *last = now;
-            on_event(Event::Text(&reply.text[sent..]));
-            sent = reply.text.len();
+            wrote |= !reply.text.trim().is_empty();
+            let released = redactor.push(&reply.text);
+            if !released.is_empty() {
+                on_event(Event::Text(&released));
+            }
+            reply.text.clear();
         }
     };
     let mut cut: Option<String> = None;
@@ -429,7 +460,7 @@ async fn drive(
         })?;
         (protocol.read_whole)(&v, &mut reply)
             .map_err(|e| Error::Protocol(format!("{}: {e}", p.def.name)))?;
-        emit(&reply, on_event, &mut first, &mut last);
+        emit(&mut reply, on_event, &mut first, &mut last);
         details.streamed = Some(false);
     } else {
         let mut events = std::pin::pin!(sse::events(resp.into_stream(cancel)));
@@ -437,10 +468,18 @@ async fn drive(
             match ev {
                 Ok(ev) => {
                     if let Err(e) = (protocol.read_event)(&ev, &mut reply) {
+                        // After the reply's end (its finish reason came), an event that cannot
+                        // be read is the usage that follows: the reply stands, its usage is
+                        // unknown.
+                        if reply.finish.is_some() {
+                            reply.usage_unreadable =
+                                Some(format!("event {} of the stream: {e}", ev.number));
+                            continue;
+                        }
                         cut = Some(format!("event {} of the stream: {e}", ev.number));
                         break;
                     }
-                    emit(&reply, on_event, &mut first, &mut last);
+                    emit(&mut reply, on_event, &mut first, &mut last);
                 }
                 Err(SseError::Malformed(e)) => cut = Some(format!("malformed event stream: {e}")),
                 Err(SseError::Body(Chunk::Cancelled)) => {
@@ -468,8 +507,17 @@ async fn drive(
     }
     if !reply.refusal.is_empty() {
         reply.text.push_str(&reply.refusal);
-        emit(&reply, on_event, &mut first, &mut last);
+        emit(&mut reply, on_event, &mut first, &mut last);
         reply.finish = Some(FinishReason::Refusal);
+    }
+    let rest = redactor.finish();
+    if !rest.is_empty() {
+        on_event(Event::Text(&rest));
+    }
+    if let Some(why) = &reply.usage_unreadable {
+        on_event(Event::Warning(&p.redact(&format!(
+            "the provider's token usage could not be read ({why}): the tokens are counted from the streamed pieces and the cost is unknown"
+        ))));
     }
     let (reason, error) = match (&cut, reply.finish, &reply.error) {
         (_, Some(FinishReason::Cancelled), _) => (FinishReason::Cancelled, None),
@@ -482,7 +530,7 @@ async fn drive(
         ),
     };
     details.first_byte_seconds = Some(head_at.duration_since(start).as_secs_f64());
-    if let Some(note) = budget_went_to_reasoning(reason, &reply, request.max_tokens) {
+    if let Some(note) = budget_went_to_reasoning(reason, &reply, wrote, request.max_tokens) {
         on_event(Event::Warning(&note));
     }
     Ok(finish(
@@ -497,9 +545,14 @@ async fn drive(
 
 /// A reply cut by its budget with nothing in it, from a model that reasoned: the budget went to
 /// reasoning (OpenAI counts reasoning tokens against `max_completion_tokens`).
-fn budget_went_to_reasoning(reason: FinishReason, reply: &Reply, budget: u32) -> Option<String> {
+fn budget_went_to_reasoning(
+    reason: FinishReason,
+    reply: &Reply,
+    wrote: bool,
+    budget: u32,
+) -> Option<String> {
     let reasoning = reply.usage.and_then(|u| u.reasoning_tokens)?;
-    (reason == FinishReason::Length && reply.text.trim().is_empty() && reasoning > 0).then(|| {
+    (reason == FinishReason::Length && !wrote && reasoning > 0).then(|| {
         format!(
             "the budget went to reasoning: {reasoning} of {budget} tokens were spent reasoning and none reached the reply; raise --max-tokens or lower --reasoning-effort"
         )
@@ -583,12 +636,22 @@ fn finish(
     error: Option<String>,
     mut details: CloudDetails,
 ) -> Finish {
-    let usage = match reply.usage {
-        Some(u) => {
+    let usage = match (reply.usage, &reply.usage_unreadable) {
+        (_, Some(why)) => {
+            details.usage_source = Some(format!(
+                "unreadable ({why}): completion_tokens counts streamed deltas"
+            ));
+            Usage {
+                prompt_tokens: 0,
+                completion_tokens: reply.deltas,
+                reasoning_tokens: None,
+            }
+        }
+        (Some(u), None) => {
             details.usage_source = Some("provider".into());
             u
         }
-        None => {
+        (None, None) => {
             details.usage_source =
                 Some("none reported: completion_tokens counts streamed deltas".into());
             Usage {
@@ -794,14 +857,47 @@ pub(crate) fn base_details(p: &CloudProvider, mode: Structured, why: &str) -> Cl
     }
 }
 
-/// A token count from a usage object. A count past `u32::MAX` (a broken or hostile server) is
-/// held at `u32::MAX` rather than wrapped or overflowing into a panic.
+/// A token count from a usage object: a whole number, also written `10.0` or `"10"` (servers
+/// differ). A count past `u32::MAX` (a broken or hostile server) is held at `u32::MAX` rather
+/// than wrapped or overflowing into a panic. `None` when absent or unreadable
+/// ([`unreadable_counts`] tells which).
 pub(crate) fn token_count(usage: &Value, key: &str) -> Option<u32> {
-    usage
-        .pointer(key)
-        .or_else(|| usage.get(key))
-        .and_then(Value::as_u64)
-        .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+    count_of(usage.pointer(key).or_else(|| usage.get(key))?).ok()
+}
+
+fn count_of(v: &Value) -> std::result::Result<u32, ()> {
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    match v {
+        Value::Number(n) => match (n.as_u64(), n.as_f64()) {
+            (Some(n), _) => Ok(clamp(n)),
+            (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 && f.is_finite() => {
+                Ok(if f >= f64::from(u32::MAX) {
+                    u32::MAX
+                } else {
+                    f as u32
+                })
+            }
+            _ => Err(()),
+        },
+        Value::String(s) => s.trim().parse::<u64>().map(clamp).map_err(|_| ()),
+        _ => Err(()),
+    }
+}
+
+/// Of `keys`, those present in `usage` whose value is no token count (`-5`, `1.5`, `"ten"`,
+/// an object): the usage cannot be trusted, and is kept as unknown rather than as 0.
+pub(crate) fn unreadable_counts(usage: &Value, keys: &[&str]) -> Option<String> {
+    let bad: Vec<String> = keys
+        .iter()
+        .filter_map(|k| {
+            let v = usage.pointer(k).or_else(|| usage.get(*k))?;
+            count_of(v).is_err().then(|| {
+                let shown: String = v.to_string().chars().take(40).collect();
+                format!("{} = {shown}", k.trim_start_matches('/'))
+            })
+        })
+        .collect();
+    (!bad.is_empty()).then(|| bad.join(", "))
 }
 
 /// An event's `data` as JSON, or what it was instead.

@@ -94,6 +94,14 @@ pub struct Retry {
     pub attempt: u32,
     pub delay: Duration,
     pub why: String,
+    /// The server refused the attempt (see [`is_refusal`]): rate limited or overloaded.
+    pub refused: bool,
+}
+
+/// A status that says "not now" rather than "not this request": 429 (rate limited), 503 (over
+/// capacity), 529 (Anthropic's overloaded). A provider that answers only these is refusing.
+pub fn is_refusal(status: u16) -> bool {
+    matches!(status, 429 | 503 | 529)
 }
 
 /// A successful (2xx) response whose body is still arriving.
@@ -519,6 +527,7 @@ pub async fn post(
                 attempt: retries.borrow().len() as u32 + 1,
                 delay,
                 why: f.why(),
+                refused: matches!(f, Failure::Status { status, .. } if is_refusal(*status)),
             };
             on_retry(&r);
             retries.borrow_mut().push(r);

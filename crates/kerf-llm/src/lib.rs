@@ -172,6 +172,18 @@ pub struct Finish {
     pub details: RunDetails,
 }
 
+impl Finish {
+    /// Whether `usage` is what the provider reported: a cloud reply whose usage was missing or
+    /// unreadable has only an estimate of its completion tokens (the run's details say which),
+    /// and its prompt tokens and cost are unknown, not 0.
+    pub fn usage_reported(&self) -> bool {
+        match &self.details {
+            RunDetails::Cloud(d) => d.usage_source.as_deref() == Some("provider"),
+            RunDetails::Local(_) | RunDetails::Other { .. } => true,
+        }
+    }
+}
+
 /// What a run reports while it goes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event<'a> {
@@ -218,6 +230,16 @@ pub enum Error {
     /// A cloud API answered with an error status (after any retries).
     #[error("HTTP {status}: {message}")]
     Http { status: u16, message: String },
+    /// The provider refused this many requests in a row (429, 503, 529, retries included):
+    /// Kerf stops sending to it rather than retry for hours.
+    #[error(
+        "{provider} refused the last {refusals} requests in a row (the last: {last}); Kerf stopped sending to it (KERF_MAX_REFUSALS); wait or check the account's limits, then go on"
+    )]
+    Refused {
+        provider: String,
+        refusals: u32,
+        last: String,
+    },
     /// Connecting, or the first byte, or a gap between chunks took too long.
     #[error("timeout: {0}")]
     Timeout(String),
@@ -248,6 +270,7 @@ impl Error {
             Error::Request(_) => "request",
             Error::Engine(_) => "engine",
             Error::Http { .. } => "http",
+            Error::Refused { .. } => "refused",
             Error::Timeout(_) => "timeout",
             Error::Network(_) => "network",
             Error::Auth(_) => "auth",

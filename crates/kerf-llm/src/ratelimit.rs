@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -95,6 +96,22 @@ impl State {
 /// One provider's limiter, shared by every run of it in this process.
 pub struct Limiter {
     state: Mutex<State>,
+    /// Refusals (429, 503, 529) since the provider last answered, over every run of it: past
+    /// [`max_refusals`] no more requests are sent (a server that refuses everything would
+    /// otherwise be retried for hours: 2,000 cells at `Retry-After: 60`, about 25).
+    refusals: AtomicU32,
+    /// The last refusal, for the error that stops sending.
+    last_refusal: Mutex<String>,
+}
+
+/// Refusals in a row after which a provider gets no more requests in this process:
+/// `KERF_MAX_REFUSALS` (default 20; at least 1).
+pub fn max_refusals() -> u32 {
+    std::env::var("KERF_MAX_REFUSALS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(20)
+        .max(1)
 }
 
 impl Limiter {
@@ -106,7 +123,35 @@ impl Limiter {
         };
         Limiter {
             state: Mutex::new(State::new(configured, source)),
+            refusals: AtomicU32::new(0),
+            last_refusal: Mutex::new(String::new()),
         }
+    }
+
+    /// The provider refused a request (`why`: the status and message).
+    pub fn refused(&self, why: &str) {
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        *self.last_refusal.lock().unwrap_or_else(|e| e.into_inner()) = why.to_string();
+    }
+
+    /// The provider answered a request: the count of refusals starts over.
+    pub fn answered(&self) {
+        self.refusals.store(0, Ordering::Relaxed);
+    }
+
+    /// The error that stops sending to provider `name`, once it has refused
+    /// [`max_refusals`] requests in a row.
+    pub fn refusing(&self, name: &str) -> Option<crate::Error> {
+        let refusals = self.refusals.load(Ordering::Relaxed);
+        (refusals >= max_refusals()).then(|| crate::Error::Refused {
+            provider: name.to_string(),
+            refusals,
+            last: self
+                .last_refusal
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

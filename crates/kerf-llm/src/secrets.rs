@@ -67,34 +67,109 @@ pub const REDACT_MIN_PIECE: usize = 6;
 /// end. (A stretch of ordinary text that happens to share 6 characters with a random key is
 /// redacted too; that is the safe way to be wrong.)
 pub fn redact(text: &str, key: Option<&Key>) -> String {
-    let Some(key) = key.map(Key::expose).filter(|k| !k.is_empty()) else {
-        return text.to_string();
-    };
-    let key_chars: Vec<char> = key.chars().collect();
-    if key_chars.len() < REDACT_MIN_PIECE {
-        return text.replace(key, "[redacted]");
-    }
-    let windows: std::collections::HashSet<&[char]> = key_chars.windows(REDACT_MIN_PIECE).collect();
-    let chars: Vec<char> = text.chars().collect();
-    let mut hidden = vec![false; chars.len()];
-    for (i, w) in chars.windows(REDACT_MIN_PIECE).enumerate() {
-        if windows.contains(w) {
-            hidden[i..i + REDACT_MIN_PIECE]
-                .iter_mut()
-                .for_each(|h| *h = true);
+    let mut r = Redactor::new(key);
+    let mut out = r.push(text);
+    out.push_str(&r.finish());
+    out
+}
+
+/// [`redact`] over a text that arrives in pieces (a streamed reply a server may echo the key
+/// into, split anywhere): each piece gives back what can be released, the end the rest, and
+/// the whole is exactly `redact` of the whole. A character is held back only while a window of
+/// the key could still cover it — while the text's end is the start of a piece of the key — so
+/// ordinary text streams through at once.
+pub struct Redactor {
+    /// The key's windows of `width` characters (the key itself when it is shorter than
+    /// [`REDACT_MIN_PIECE`]); empty without a key: everything passes.
+    windows: std::collections::HashSet<Vec<char>>,
+    width: usize,
+    key: Vec<char>,
+    /// Characters not yet released, each with whether a window hid it.
+    held: std::collections::VecDeque<(char, bool)>,
+    /// Whether the last character released was hidden (a run of hidden characters is one
+    /// `[redacted]`).
+    in_run: bool,
+}
+
+impl Redactor {
+    pub fn new(key: Option<&Key>) -> Redactor {
+        let key: Vec<char> = key.map(Key::expose).unwrap_or_default().chars().collect();
+        let width = key.len().min(REDACT_MIN_PIECE);
+        Redactor {
+            windows: if width == 0 {
+                Default::default()
+            } else {
+                key.windows(width).map(<[char]>::to_vec).collect()
+            },
+            width,
+            key,
+            held: Default::default(),
+            in_run: false,
         }
     }
-    let mut out = String::with_capacity(text.len());
-    let mut in_run = false;
-    for (c, h) in chars.iter().zip(&hidden) {
-        match (h, in_run) {
+
+    /// How many of the last characters held a later window could still hide: the longest end
+    /// of the text, shorter than a window, found in the key (a window that is to cover a
+    /// character must begin with the characters from it to the end).
+    fn live(&self) -> usize {
+        let n = self.held.len();
+        (1..self.width.min(n + 1))
+            .rev()
+            .find(|&len| {
+                let tail: Vec<char> = self.held.range(n - len..).map(|(c, _)| *c).collect();
+                self.key.windows(len).any(|w| w == tail.as_slice())
+            })
+            .unwrap_or(0)
+    }
+
+    /// Take `piece`; what can be released of the text so far, redacted.
+    pub fn push(&mut self, piece: &str) -> String {
+        if self.windows.is_empty() {
+            return piece.to_string();
+        }
+        let mut out = String::with_capacity(piece.len());
+        let mut window: Vec<char> = Vec::with_capacity(self.width);
+        for c in piece.chars() {
+            self.held.push_back((c, false));
+            let n = self.held.len();
+            if n >= self.width {
+                window.clear();
+                window.extend(self.held.range(n - self.width..).map(|(c, _)| *c));
+                if self.windows.contains(&window) {
+                    self.held
+                        .range_mut(n - self.width..)
+                        .for_each(|(_, h)| *h = true);
+                }
+            }
+            // A character no window to come can cover is final.
+            let live = self.live();
+            while self.held.len() > live {
+                self.release(&mut out);
+            }
+        }
+        out
+    }
+
+    /// The end of the text: the rest, redacted.
+    pub fn finish(&mut self) -> String {
+        let mut out = String::new();
+        while !self.held.is_empty() {
+            self.release(&mut out);
+        }
+        out
+    }
+
+    fn release(&mut self, out: &mut String) {
+        let Some((c, hidden)) = self.held.pop_front() else {
+            return;
+        };
+        match (hidden, self.in_run) {
             (true, false) => out.push_str("[redacted]"),
             (true, true) => {}
-            (false, _) => out.push(*c),
+            (false, _) => out.push(c),
         }
-        in_run = *h;
+        self.in_run = hidden;
     }
-    out
 }
 
 /// Where keys are kept on this machine.
@@ -203,20 +278,66 @@ fn keyring_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Auth(format!("{what} the {} keyring: {e}", store()))
 }
 
-/// Store `key` for `provider` in the keyring.
-pub fn set_key(provider: &str, key: &str) -> Result<()> {
+/// What a keyring entry holds from this version on: the key and the origin (scheme, host,
+/// port) it was given for, so that a provider of the same name pointing elsewhere — another
+/// config folder, a hand-edited `providers.json` — never receives it.
+const BOUND: &str = "kerf-key-v2";
+
+/// The origin of `base_url` (`https://api.openai.com`, `http://127.0.0.1:8080`): where a key
+/// may go. A URL that does not parse is its own origin.
+pub fn origin(base_url: &str) -> String {
+    url::Url::parse(base_url)
+        .ok()
+        .map(|u| u.origin())
+        .filter(url::Origin::is_tuple)
+        .map_or_else(|| base_url.trim().to_string(), |o| o.ascii_serialization())
+}
+
+/// A keyring entry read back.
+enum Stored {
+    /// Given for this origin.
+    Bound { origin: String, key: String },
+    /// Stored by a Kerf before keys were tied to an address: no origin known.
+    Legacy(String),
+}
+
+impl Stored {
+    fn read(text: String) -> Stored {
+        let mut parts = text.splitn(3, '\n');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(BOUND), Some(origin), Some(key)) => Stored::Bound {
+                origin: origin.to_string(),
+                key: key.to_string(),
+            },
+            _ => Stored::Legacy(text),
+        }
+    }
+}
+
+/// Store `key` for provider `def` in the keyring, tied to the origin of its base URL.
+pub fn set_key(def: &ProviderDef, key: &str) -> Result<()> {
     let key = key.trim();
     if key.is_empty() {
         return Err(Error::Auth("an empty key was given; nothing stored".into()));
     }
+    let value = format!("{BOUND}\n{}\n{key}", origin(&def.base_url));
     match choice().0 {
-        Store::Platform => entry(provider)?
-            .set_password(key)
+        Store::Platform => entry(&def.name)?
+            .set_password(&value)
             .map_err(|e| keyring_error("could not store the key in", e)),
         #[cfg(target_os = "linux")]
-        Store::Kernel => {
-            kernel::set(provider, key).map_err(|e| keyring_error("could not store the key in", e))
-        }
+        Store::Kernel => kernel::set(&def.name, &value)
+            .map_err(|e| keyring_error("could not store the key in", e)),
+    }
+}
+
+/// Tie the key stored for provider `def.name` (whatever origin it was given for) to `def`'s
+/// origin: the user re-confirmed it for a provider that moved (`--keep-key`). Whether there was
+/// one.
+pub fn rebind_key(def: &ProviderDef) -> Result<bool> {
+    match from_keyring(&def.name).map(Stored::read) {
+        Some(Stored::Bound { key, .. } | Stored::Legacy(key)) => set_key(def, &key).map(|()| true),
+        None => Ok(false),
     }
 }
 
@@ -263,17 +384,45 @@ pub fn key_for(def: &ProviderDef) -> Result<Option<Key>> {
     Ok(key)
 }
 
-/// Where `key_for` finds the key, before the transport check.
+/// Where `key_for` finds the key, before the transport check. A keyring key goes only to the
+/// origin it was given for; one stored by an older Kerf (no origin) only to the kind's own
+/// public endpoint, and is tied to it then.
 fn find_key(def: &ProviderDef) -> Result<Option<Key>> {
-    if let Some(k) = from_keyring(&def.name) {
-        return Ok(Some(Key {
-            value: k,
-            source: KeySource::Keyring,
-        }));
-    }
     let standard = def.kind.key_env();
     let own_endpoint =
         def.base_url.trim_end_matches('/') == def.kind.default_base_url().trim_end_matches('/');
+    let here = origin(&def.base_url);
+    match from_keyring(&def.name).map(Stored::read) {
+        Some(Stored::Bound { origin, key }) if origin == here => {
+            return Ok(Some(Key {
+                value: key,
+                source: KeySource::Keyring,
+            }));
+        }
+        Some(Stored::Bound { origin, .. }) => {
+            return Err(Error::Auth(format!(
+                "the key stored for provider `{}` was given for {origin}, and the provider now points at {here}: it is not sent there; `kerf providers set-key {}` stores a key for {here}",
+                def.name, def.name
+            )));
+        }
+        Some(Stored::Legacy(key)) if own_endpoint => {
+            // Best effort: unbound, it is still sent only to the public endpoint.
+            let _ = set_key(def, &key);
+            return Ok(Some(Key {
+                value: key,
+                source: KeySource::Keyring,
+            }));
+        }
+        Some(Stored::Legacy(_)) => {
+            return Err(Error::Auth(format!(
+                "the key stored for provider `{}` by an earlier Kerf is tied to no address, and the provider points at {here}, not {}: it is not sent there; `kerf providers set-key {}` stores it again, tied to {here}",
+                def.name,
+                def.kind.default_base_url(),
+                def.name
+            )));
+        }
+        None => {}
+    }
     let vars: Vec<String> = def
         .key_env
         .iter()
@@ -365,5 +514,59 @@ mod tests {
         assert_eq!(redact("nothing here", Some(&k)), "nothing here");
         let short = Key::new("abc12", KeySource::Env("X".into()));
         assert_eq!(redact("x abc12 y", Some(&short)), "x [redacted] y");
+    }
+
+    /// A key is tied to scheme, host and port: the path does not matter, the port does; an
+    /// entry written before keys had an origin reads as such.
+    #[test]
+    fn keys_are_tied_to_an_origin() {
+        assert_eq!(
+            origin("https://api.openai.com/v1"),
+            "https://api.openai.com"
+        );
+        assert_eq!(
+            origin("https://API.openai.com:443/v1/"),
+            "https://api.openai.com"
+        );
+        assert_eq!(origin("http://127.0.0.1:8080/v1"), "http://127.0.0.1:8080");
+        assert_ne!(
+            origin("http://127.0.0.1:8080"),
+            origin("http://127.0.0.1:8081")
+        );
+        assert!(matches!(
+            Stored::read(format!("{BOUND}\nhttps://a.example\nsk-1")),
+            Stored::Bound { origin, key } if origin == "https://a.example" && key == "sk-1"
+        ));
+        assert!(matches!(Stored::read("sk-old".into()), Stored::Legacy(k) if k == "sk-old"));
+    }
+
+    /// A key a server echoes into a streamed reply, split across pieces anywhere: the pieces
+    /// redacted as they come give exactly the whole text redacted, and no piece holds six
+    /// characters of the key (the reply was once stored and shown unredacted).
+    #[test]
+    fn a_streamed_text_is_redacted_as_the_whole_text_is_wherever_it_is_cut() {
+        let k = Key::new("sk-proj-AbCdEf0123456789XyZ", KeySource::Env("X".into()));
+        let text = "{\"entity\": \"sk-proj-AbCdEf0123456789XyZ\"} and 0123456789 — naïve AbCdEf";
+        let whole = redact(text, Some(&k));
+        assert!(
+            !whole.contains("AbCdEf") && whole.contains("naïve"),
+            "{whole}"
+        );
+        let chars: Vec<char> = text.chars().collect();
+        for size in 1..=chars.len() {
+            let mut r = Redactor::new(Some(&k));
+            let mut out = String::new();
+            for piece in chars.chunks(size) {
+                let released = r.push(&piece.iter().collect::<String>());
+                assert!(!released.contains("AbCdEf"), "{size}: {released}");
+                out.push_str(&released);
+            }
+            out.push_str(&r.finish());
+            assert_eq!(out, whole, "pieces of {size}");
+        }
+        // Without a key, every piece passes at once.
+        let mut r = Redactor::new(None);
+        assert_eq!(r.push("abc"), "abc");
+        assert_eq!(r.finish(), "");
     }
 }

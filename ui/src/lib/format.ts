@@ -78,6 +78,7 @@ export function errorTitle(e: ApiError): string {
     case "provider_unavailable": return "That provider is not available";
     case "auth": return "The provider refused the API key";
     case "network": case "timeout": case "http": return "The provider could not be reached";
+    case "refused": return "The provider keeps refusing requests";
     case "schema_invalid": return "The schema is not valid";
     case "template_syntax": case "template_undefined": case "template_render": return "The template does not render";
     case "invalid_json": return "That is not valid JSON";

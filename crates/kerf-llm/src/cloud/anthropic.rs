@@ -96,6 +96,17 @@ fn add_usage(r: &mut Reply, u: &Value) {
         completion_tokens: 0,
         reasoning_tokens: None,
     });
+    if let Some(why) = super::unreadable_counts(
+        u,
+        &[
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        ],
+    ) {
+        r.usage_unreadable = Some(why);
+    }
     let n = |k: &str| super::token_count(u, k);
     if let Some(i) = n("input_tokens") {
         usage.prompt_tokens = i

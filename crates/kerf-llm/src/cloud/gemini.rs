@@ -138,6 +138,16 @@ fn read(v: &Value, r: &mut Reply) {
         }
     }
     if let Some(u) = v.get("usageMetadata") {
+        if let Some(why) = super::unreadable_counts(
+            u,
+            &[
+                "promptTokenCount",
+                "candidatesTokenCount",
+                "thoughtsTokenCount",
+            ],
+        ) {
+            r.usage_unreadable = Some(why);
+        }
         let n = |k: &str| super::token_count(u, k);
         let thoughts = n("thoughtsTokenCount");
         r.usage = Some(Usage {

@@ -210,6 +210,7 @@ pub(crate) fn read_event(ev: &SseEvent, r: &mut Reply) -> std::result::Result<()
     if let Some(u) = usage(&v) {
         r.usage = Some(u);
     }
+    unreadable(&v, r);
     if let Some(choice) = v.get("choices").and_then(|c| c.get(0)) {
         let delta = choice.get("delta").unwrap_or(&Value::Null);
         if let Some(t) = delta.get("content").and_then(Value::as_str)
@@ -249,5 +250,22 @@ pub(crate) fn read_whole(v: &Value, r: &mut Reply) -> std::result::Result<(), St
         .and_then(Value::as_str)
         .map(reason);
     r.usage = usage(v);
+    unreadable(v, r);
     Ok(())
+}
+
+/// A usage object whose counts are no numbers: unknown, not 0.
+fn unreadable(v: &Value, r: &mut Reply) {
+    if let Some(u) = v.get("usage").filter(|u| u.is_object())
+        && let Some(why) = super::unreadable_counts(
+            u,
+            &[
+                "prompt_tokens",
+                "completion_tokens",
+                "/completion_tokens_details/reasoning_tokens",
+            ],
+        )
+    {
+        r.usage_unreadable = Some(why);
+    }
 }

@@ -87,6 +87,16 @@ fn usage(u: &Value) -> Usage {
 fn read_response(resp: &Value, r: &mut Reply) {
     if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
         r.usage = Some(usage(u));
+        if let Some(why) = super::unreadable_counts(
+            u,
+            &[
+                "input_tokens",
+                "output_tokens",
+                "/output_tokens_details/reasoning_tokens",
+            ],
+        ) {
+            r.usage_unreadable = Some(why);
+        }
     }
     match resp.get("status").and_then(Value::as_str) {
         Some("completed") => r.finish = Some(FinishReason::Stop),

@@ -546,6 +546,101 @@ fn a_key_the_server_echoes_back_is_redacted() {
     assert!(!format!("{:?}", provider(&server, Kind::Openai)).contains("PLANTED"));
 }
 
+/// A server that echoes the key into the reply itself, split across stream events, and into
+/// its `GET /models` answer (kept with each eval run): the text shown and kept, and the served
+/// model, hold `[redacted]` where the key was — never six characters of it.
+#[test]
+fn a_key_echoed_into_the_reply_or_the_model_list_is_redacted() {
+    let reply = format!("{{\"entity\": \"{PLANTED_KEY}\"}}\n");
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    for piece in reply.as_bytes().chunks(5) {
+        let ev = json!({"choices": [{"index": 0, "delta": {"content": String::from_utf8_lossy(piece)}, "finish_reason": null}]});
+        pieces.push(format!("data: {ev}\n\n").into_bytes());
+    }
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 5, "completion_tokens": 9}});
+    pieces.push(format!("data: {end}\n\ndata: [DONE]\n\n").into_bytes());
+    let models = json!({"object": "list", "data": [{"id": "test-model", "owned_by": PLANTED_KEY}]});
+    let server = Server::start(vec![
+        Act::sse(200, pieces),
+        Act::status(200, &models.to_string()),
+    ]);
+    let p = provider(&server, Kind::Openai);
+    let mut r = json_request();
+    r.constraint = Constraint::None;
+    let ran = run(&p, &r);
+    assert!(ran.result.is_ok(), "{:?}", ran.result.as_ref().err());
+    assert_eq!(ran.text, "{\"entity\": \"[redacted]\"}\n");
+    assert_no_key(&ran);
+    let served = kerf_llm::runtime::block_on(p.served_model()).unwrap();
+    assert!(
+        served.contains("[redacted]") && !served.contains("PLANTED"),
+        "{served}"
+    );
+}
+
+/// The usage event after a finished reply cannot be decoded (a count of `1e400`, usage nested
+/// 100,000 deep): the reply and its finish reason stand (it once ended `interrupted`, and every
+/// resume bought it again), its usage is unknown, with a warning. Counts written `10.0` or
+/// `"10"` are 10 tokens (they were silently 0); `"ten"` is unknown, not 0.
+#[test]
+fn usage_that_cannot_be_read_is_unknown_and_the_reply_stands() {
+    let data = |v: &Value| format!("data: {v}\n\n").into_bytes();
+    let text = json!({"choices": [{"index": 0, "delta": {"content": "{\"entity\": \"x\"}"}, "finish_reason": null}]});
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    let nested = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let unreadable_events = [
+        "data: {\"choices\": [], \"usage\": {\"prompt_tokens\": 5, \"completion_tokens\": 1e400}}\n\n".to_string(),
+        format!("data: {{\"choices\": [], \"usage\": {{\"prompt_tokens\": {nested}}}}}\n\n"),
+        String::from_utf8(data(
+            &json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": "ten"}}),
+        ))
+        .unwrap(),
+    ];
+    for usage in unreadable_events {
+        let body = vec![
+            data(&text),
+            data(&end),
+            usage.into_bytes(),
+            b"data: [DONE]\n\n".to_vec(),
+        ];
+        let server = Server::start(vec![Act::sse(200, body)]);
+        let ran = run(&provider(&server, Kind::Openai), &json_request());
+        let f = ran.result.as_ref().unwrap();
+        assert_eq!(f.reason, FinishReason::Stop, "{:?}", f.error);
+        assert_eq!(ran.text, "{\"entity\": \"x\"}");
+        assert!(!f.usage_reported());
+        assert!(
+            shown(&f.details)["usage_source"]
+                .as_str()
+                .unwrap()
+                .starts_with("unreadable ("),
+            "{}",
+            shown(&f.details)
+        );
+        assert!(
+            ran.warnings
+                .iter()
+                .any(|w| w.contains("token usage could not be read")),
+            "{:?}",
+            ran.warnings
+        );
+    }
+    for (prompt, completion) in [(json!(5.0), json!(10.0)), (json!("5"), json!("10"))] {
+        let usage = json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}});
+        let body = vec![
+            data(&text),
+            data(&end),
+            data(&usage),
+            b"data: [DONE]\n\n".to_vec(),
+        ];
+        let server = Server::start(vec![Act::sse(200, body)]);
+        let ran = run(&provider(&server, Kind::Openai), &json_request());
+        let f = ran.result.unwrap();
+        assert!(f.usage_reported());
+        assert_eq!((f.usage.prompt_tokens, f.usage.completion_tokens), (5, 10));
+    }
+}
+
 /// The two records of `openai-complete.sse`'s reply.
 const CHLOROPHYLL: &str = "{\"type\":\"definition\",\"entity\":\"chlorophyll\",\"definition\":\"a green pigment — naïve café\"}\n";
 const GLUCOSE: &str =
