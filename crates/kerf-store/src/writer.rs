@@ -40,14 +40,19 @@ pub struct NewRun {
     pub user: String,
 }
 
-/// How a run ended.
+/// How a run ended. The reply and its report may be borrowed from the run's outcome: a reply
+/// cut at 64 MiB is not copied to be kept.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunEnd {
+pub struct RunEnd<'a> {
     pub finish_reason: FinishReason,
     /// The last reply, exactly as received.
-    pub raw: String,
-    pub report: Option<ParseReport>,
+    pub raw: std::borrow::Cow<'a, str>,
+    pub report: Option<std::borrow::Cow<'a, ParseReport>>,
     pub usage: Usage,
+    /// Whether `usage` is what the provider reported. When not (missing or unreadable), the
+    /// prompt tokens are kept as unknown (NULL), not 0, and `completion_tokens` is the
+    /// streamed-pieces estimate the run's details name.
+    pub usage_reported: bool,
     pub timings: Timings,
     /// What the provider did, in its own terms (device, offload, constraint engine, retries).
     pub details: Value,
@@ -59,14 +64,15 @@ pub struct RunEnd {
     pub error: Option<(String, String)>,
 }
 
-impl RunEnd {
+impl RunEnd<'_> {
     /// A run that ended for `reason` with the reply `raw`, nothing else known yet.
     pub fn new(finish_reason: FinishReason, raw: impl Into<String>) -> Self {
         RunEnd {
             finish_reason,
-            raw: raw.into(),
+            raw: std::borrow::Cow::Owned(raw.into()),
             report: None,
             usage: Usage::default(),
+            usage_reported: true,
             timings: Timings::default(),
             details: Value::Null,
             cost: None,
@@ -131,7 +137,7 @@ impl<'s> RunWriter<'s> {
     }
 
     /// End the run: its reply, report, usage and status, in one transaction.
-    pub fn finish(mut self, end: RunEnd) -> Result<i64> {
+    pub fn finish(mut self, end: RunEnd<'_>) -> Result<i64> {
         self.done = true;
         let s = self.store;
         let tx = s.write()?;
@@ -196,7 +202,7 @@ impl Drop for RunWriter<'_> {
 }
 
 /// Write how a run ended — its reply, report, usage, status — in the transaction `tx`.
-fn write_end(s: &Store, tx: &rusqlite::Transaction<'_>, id: i64, end: &RunEnd) -> Result<()> {
+fn write_end(s: &Store, tx: &rusqlite::Transaction<'_>, id: i64, end: &RunEnd<'_>) -> Result<()> {
     let status = Status::for_finish(end.finish_reason);
     let json = |v: &Value| v.to_string();
     let report = end
@@ -208,7 +214,7 @@ fn write_end(s: &Store, tx: &rusqlite::Transaction<'_>, id: i64, end: &RunEnd) -
          details = ?7, earlier = ?8 WHERE run_id = ?1",
         params![
             id,
-            end.raw,
+            end.raw.as_ref(),
             report,
             serde_json::to_string(&end.usage).unwrap_or_default(),
             serde_json::to_string(&end.timings).unwrap_or_default(),
@@ -233,7 +239,7 @@ fn write_end(s: &Store, tx: &rusqlite::Transaction<'_>, id: i64, end: &RunEnd) -
             end.report.as_ref().map(|r| r.objects.len() as i64),
             end.report.as_ref().map(|r| r.dropped.len() as i64),
             end.report.as_ref().map(|r| r.truncated),
-            end.usage.prompt_tokens,
+            end.usage_reported.then_some(end.usage.prompt_tokens),
             end.usage.completion_tokens,
             end.cost
                 .as_ref()
@@ -252,7 +258,7 @@ impl Store {
     /// Settle a `submitted` run with how it ended (its provider answered), written as a
     /// finished run is. The status is read again in the transaction, so of two processes
     /// settling the same run one does (`true`) and the other leaves it (`false`).
-    pub fn settle_run(&self, id: i64, end: &RunEnd) -> Result<bool> {
+    pub fn settle_run(&self, id: i64, end: &RunEnd<'_>) -> Result<bool> {
         let tx = self.write()?;
         let status: Option<String> = tx
             .query_row("SELECT status FROM runs WHERE id = ?1", [id], |r| r.get(0))

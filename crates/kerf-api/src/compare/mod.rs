@@ -80,6 +80,12 @@ impl CompareJob<'_> {
             ));
         }
         plan::check_concurrency(self.concurrency)?;
+        RunParams {
+            settings: self.settings.clone(),
+            max_tokens: 1,
+            constrain: false,
+        }
+        .check(self.budgets)?;
         let mut budgets = self.budgets.to_vec();
         budgets.sort_unstable();
         budgets.dedup();

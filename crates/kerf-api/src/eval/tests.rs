@@ -202,7 +202,7 @@ pub fn plan(job: &TestJob<'_>, provider: &Chosen, allowed: Allowance) -> Result<
         });
         for (test, row) in p.file.tests.iter().zip(&data.rows) {
             let max_tokens = test.max_tokens.unwrap_or(params.max_tokens);
-            params.check_budgets(&[max_tokens]).map_err(|e| ApiError {
+            params.check(&[max_tokens]).map_err(|e| ApiError {
                 message: format!("{}: {}", row.place(), e.message),
                 ..e
             })?;

@@ -191,19 +191,52 @@ impl RunParams {
         r
     }
 
-    /// Each budget within what one run may spend: a first request's `max_tokens` above
-    /// `--max-run-tokens` could spend past it on its own.
-    pub fn check_budgets(&self, budgets: &[u32]) -> Result<()> {
-        let ceiling = self.settings.limits.max_run_tokens;
-        match budgets.iter().find(|&&b| u64::from(b) > ceiling) {
-            Some(b) => Err(crate::error::ApiError::new(
+    /// The one check of what a run is asked to do, for every front end and every rerun, before
+    /// anything is sent or stored: each budget above 0 and within what one run may spend (a
+    /// first request's `max_tokens` above `--max-run-tokens` could spend past it on its own),
+    /// and the sampling settings within their ranges (`NaN` once went out as "unset").
+    pub fn check(&self, budgets: &[u32]) -> Result<()> {
+        let usage = |message: String| {
+            Err(crate::error::ApiError::new(
                 crate::error::Code::Usage,
-                format!(
-                    "--max-tokens {b} is above --max-run-tokens {ceiling}: one request could spend more than the run may; raise --max-run-tokens or lower the budget"
-                ),
-            )),
-            None => Ok(()),
+                message,
+            ))
+        };
+        let s = &self.settings;
+        let ceiling = s.limits.max_run_tokens;
+        if budgets.contains(&0) {
+            return usage("--max-tokens 0: a budget must be at least 1 token".into());
         }
+        if let Some(b) = budgets.iter().find(|&&b| u64::from(b) > ceiling) {
+            return usage(format!(
+                "--max-tokens {b} is above --max-run-tokens {ceiling}: one request could spend more than the run may; raise --max-run-tokens or lower the budget"
+            ));
+        }
+        if let Some(t) = s.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return usage(format!(
+                "--temperature {t}: give a number from 0 to 2 (0 is greedy)"
+            ));
+        }
+        if let Some(p) = s.top_p
+            && !(0.0..=1.0).contains(&p)
+        {
+            return usage(format!("--top-p {p}: give a number from 0 to 1"));
+        }
+        if s.threads.is_some_and(|t| t < 1) {
+            return usage(format!(
+                "--threads {}: give 1 or more",
+                s.threads.unwrap_or_default()
+            ));
+        }
+        if s.context == Some(0) {
+            return usage("--context 0: give a context of 1 token or more".into());
+        }
+        if s.limits.max_requests == 0 {
+            return usage("--max-requests 0: a run needs at least 1 request".into());
+        }
+        Ok(())
     }
 
     /// The parameters as the history keeps them: readable keys (the History screen and
@@ -451,6 +484,9 @@ impl Chosen {
     /// electricity).
     pub fn cost(&self, f: &Finish) -> Result<Option<kerf_llm::prices::Cost>> {
         Ok(match self {
+            // Usage the provider did not report (or that could not be read): the cost is
+            // unknown, not the price of 0 prompt tokens.
+            Chosen::Cloud(_) if !f.usage_reported() => None,
             Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?.estimate(&p.def.model, &f.usage),
             Chosen::Local(_) | Chosen::Scripted(_) => None,
         })
@@ -786,12 +822,13 @@ pub struct Prepared {
     pub new_run: Option<NewRun>,
 }
 
-/// The first phase of a run: check the job (a budget above `--max-run-tokens` is refused),
+/// The first phase of a run: check the job ([`RunParams::check`]: a budget of 0 or above
+/// `--max-run-tokens`, a sampling setting out of range are refused),
 /// build the request from its parameters, and (with a history) store the prompt version and
 /// input the run will name. Nothing is sent, and the run is not begun: a live run begins it
 /// now ([`run`]), a batch hands it to a provider first.
 pub fn prepare(history: Option<&Store>, job: &RunJob<'_>) -> Result<Prepared> {
-    job.params.check_budgets(&[job.params.max_tokens])?;
+    job.params.check(&[job.params.max_tokens])?;
     let new_run = history
         .map(|store| new_run(store, &job.meta, job.params, job.provider))
         .transpose()?;
@@ -806,23 +843,24 @@ pub fn prepare(history: Option<&Store>, job: &RunJob<'_>) -> Result<Prepared> {
 /// the price table, where the provider's model is in it). A live run ends its writer with it;
 /// a submitted run is settled with it by whichever process hears the answer
 /// (`Store::settle_run`).
-pub fn settle(
+pub fn settle<'o>(
     provider: &Chosen,
-    out: &Outcomes,
-) -> Result<(RunEnd, Option<kerf_llm::prices::Cost>)> {
+    out: &'o Outcomes,
+) -> Result<(RunEnd<'o>, Option<kerf_llm::prices::Cost>)> {
     let cost = provider.cost(&out.finish)?;
     Ok((run_end(out, cost.as_ref()), cost))
 }
 
 /// How a finished run is kept: its last reply, report, usage, and the replies a repair loop
 /// sent back.
-fn run_end(out: &Outcomes, cost: Option<&kerf_llm::prices::Cost>) -> RunEnd {
+fn run_end<'o>(out: &'o Outcomes, cost: Option<&kerf_llm::prices::Cost>) -> RunEnd<'o> {
     let f = &out.finish;
     RunEnd {
         finish_reason: f.reason,
-        raw: out.raw.clone(),
-        report: Some(out.report.clone()),
+        raw: std::borrow::Cow::Borrowed(&out.raw),
+        report: Some(std::borrow::Cow::Borrowed(&out.report)),
         usage: f.usage,
+        usage_reported: f.usage_reported(),
         timings: f.timings,
         details: serde_json::to_value(&f.details).unwrap_or_default(),
         cost: cost.map(|c| {

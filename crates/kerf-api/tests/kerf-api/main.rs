@@ -61,7 +61,7 @@ fn stored(store: &Store, prompt: &str, params: serde_json::Value, raw: &str) -> 
         .parse(raw, &Default::default());
     let w = store.begin_run(&new_run(store, prompt, params)).unwrap();
     w.finish(RunEnd {
-        report: Some(parsed),
+        report: Some(std::borrow::Cow::Owned(parsed)),
         ..RunEnd::new(kerf_llm::FinishReason::Stop, raw)
     })
     .unwrap()

@@ -465,6 +465,14 @@ fn a_run_killed_mid_stream_is_interrupted_with_its_partial_reply() {
         );
         shown_texts.push(shown);
     }
+    // The next command marks the last killed run interrupted and says so on stderr, a pipe
+    // here: plain text, no colour codes (they once came along into pipes and CI logs).
+    let listed = kerf_in(dir, &["history", "list"]);
+    let said = stderr(&listed);
+    assert!(
+        said.contains("marked interrupted") && !said.contains('\x1b'),
+        "KERF_TEST_SEED={seed}: {said:?}"
+    );
     let runs = runs_oldest_first(dir);
     assert_eq!(runs.len(), kills, "KERF_TEST_SEED={seed}");
     for (r, shown) in runs.iter().zip(&shown_texts) {
@@ -844,9 +852,47 @@ fn csv_export_never_writes_a_formula_cell() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("runs.csv")]);
-    // The same rows on standard output.
+    // The same rows on standard output, and with `-o -` (once a file named `-`).
     let o = kerf_in(dir, &["history", "export", "--format", "csv"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), csv);
+    let o = kerf_in(dir, &["history", "export", "--format", "csv", "-o", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), csv);
+    assert!(!dir.join("-").exists() && !repo().join("-").exists());
+    // A FIFO is written in place: its reader gets the rows and it stays a FIFO (a rename once
+    // replaced it with a regular file and the reader got nothing).
+    let fifo = dir.join("rows.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let o = kerf_in(
+        dir,
+        &[
+            "history",
+            "export",
+            "--format",
+            "csv",
+            "-o",
+            fifo.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(reader.join().unwrap(), csv);
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
 }
 
 /// The parameters run `id` was recorded with (`kerf history show --json`).
@@ -1059,4 +1105,48 @@ fn a_rerun_replaces_only_the_settings_given_and_takes_values_beginning_with_a_da
     assert_eq!(sent["max_tokens"], 128, "{sent}");
     assert_eq!(sent["temperature"], 0.5, "{sent}");
     assert_eq!(sent["seed"], 7, "{sent}");
+
+    // Out of range, from the run flags or a rerun's: refused before anything is sent or stored
+    // (NaN and inf once went out as "unset", -5 and 0 as given).
+    for (args, says) in [
+        (
+            vec![
+                "run",
+                "prompts/agent-kg-extract.json",
+                "--sample",
+                "--provider",
+                "srv",
+                "--temperature",
+                "NaN",
+            ],
+            "--temperature NaN: give a number from 0 to 2",
+        ),
+        (
+            vec![
+                "run",
+                "prompts/agent-kg-extract.json",
+                "--sample",
+                "--provider",
+                "srv",
+                "--temperature",
+                "inf",
+            ],
+            "--temperature inf: give a number from 0 to 2",
+        ),
+        (
+            vec!["history", "rerun", &id, "--top-p", "-5"],
+            "--top-p -5: give a number from 0 to 1",
+        ),
+        (
+            vec!["history", "rerun", &id, "--max-tokens", "0"],
+            "--max-tokens 0: a budget must be at least 1 token",
+        ),
+    ] {
+        let o = kerf_in_config(dir, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(server.requests().len(), 2, "nothing more was sent");
+    let runs = ok_json(kerf_in(dir, &["history", "list", "--json"]));
+    assert_eq!(runs.as_array().unwrap().len(), 2, "nothing more was stored");
 }

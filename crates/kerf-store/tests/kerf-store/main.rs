@@ -60,7 +60,7 @@ fn record(store: &Store, doc: &str, pieces: &[&str], finish: &str) -> i64 {
     .unwrap()
     .parse(&raw, &Default::default());
     w.finish(RunEnd {
-        report: Some(report),
+        report: Some(std::borrow::Cow::Owned(report)),
         usage: Usage {
             prompt_tokens: 10,
             completion_tokens: 20,
