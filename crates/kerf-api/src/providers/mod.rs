@@ -208,6 +208,10 @@ pub fn add(registry: &Path, spec: &ProviderSpec) -> Result<Added> {
                 // that fails) leaves the provider where it was, instead of sending the key to
                 // the new host.
                 key_dropped = secrets::delete_key(&def.name)?;
+            } else if moved {
+                // Re-confirmed: the stored key is tied to the new origin (keys go only to the
+                // origin they were given for).
+                secrets::rebind_key(&def)?;
             }
             if !moved && old.kind == def.kind {
                 // Verdicts are per model: the prompt probes keep theirs, the toy probe only
@@ -234,10 +238,11 @@ pub fn remove(registry: &Path, name: &str) -> Result<bool> {
     Ok(secrets::delete_key(&def.name).unwrap_or(false))
 }
 
-/// Store a configured provider's key in the keyring (surrounding whitespace trimmed).
+/// Store a configured provider's key in the keyring (surrounding whitespace trimmed), tied to
+/// the origin its base URL names: a provider of that name elsewhere never gets it.
 pub fn set_key(registry: &Path, name: &str, key: &str) -> Result<()> {
-    Registry::load(registry)?.get(name)?;
-    secrets::set_key(name, key)?;
+    let def = Registry::load(registry)?.get(name)?.clone();
+    secrets::set_key(&def, key)?;
     Ok(())
 }
 

@@ -643,6 +643,86 @@ fn keys_go_to_the_keyring_from_standard_input_only() {
     );
 }
 
+/// A keyring key is tied to the origin it was given for, not to the provider's name alone:
+/// another config folder (or a hand-edited providers.json) with a provider of the same name at
+/// another address does not receive it — no request goes there with it — and the error names
+/// both addresses. The provider it was given for still gets it.
+#[test]
+fn a_stored_key_goes_only_to_the_origin_it_was_given_for() {
+    let name = unique("origin");
+    let theirs = Server::start(vec![Act::sse(200, vec![openai_stream("{}", "stop")])]);
+    let ours = Server::start(vec![Act::sse(200, vec![openai_stream("{}", "stop")])]);
+    let add = |cfg: &Path, url: &str| {
+        let o = kerf_env(
+            cfg,
+            &[],
+            &[
+                "providers",
+                "add",
+                &name,
+                "--kind",
+                "openai",
+                "--base-url",
+                url,
+                "--model",
+                "m",
+            ],
+            None,
+        );
+        assert!(o.status.success(), "{}", everything(&o));
+    };
+    let run = |cfg: &Path| {
+        kerf_env(
+            cfg,
+            &[],
+            &[
+                "run",
+                "prompts/agent-kg-extract.json",
+                "--sample",
+                "--provider",
+                &name,
+                "--no-history",
+            ],
+            None,
+        )
+    };
+    let mine = tempfile::tempdir().unwrap();
+    add(mine.path(), &ours.base_url());
+    let set = kerf_env(
+        mine.path(),
+        &[],
+        &["providers", "set-key", &name],
+        Some(format!("{PLANTED}\n").as_bytes()),
+    );
+    assert!(set.status.success(), "{}", everything(&set));
+    let other = tempfile::tempdir().unwrap();
+    add(other.path(), &theirs.base_url());
+    let o = run(other.path());
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    let origin = |url: &str| url.trim_end_matches("/v1").to_string();
+    assert!(
+        e.contains("error[auth]")
+            && e.contains(&format!("was given for {}", origin(&ours.base_url())))
+            && e.contains(&format!("now points at {}", origin(&theirs.base_url()))),
+        "{e}"
+    );
+    assert!(
+        theirs.requests().is_empty(),
+        "the key went to another server"
+    );
+    // Where it was given, it is sent (the reply, `{}`, is no record: what the run makes of it
+    // does not matter here).
+    let o = run(mine.path());
+    assert_ne!(o.status.code(), Some(2), "{}", everything(&o));
+    assert_eq!(
+        ours.requests()[0].header("authorization").as_deref(),
+        Some(format!("Bearer {PLANTED}").as_str())
+    );
+    let removed = kerf_env(mine.path(), &[], &["providers", "remove", &name], None);
+    assert!(removed.status.success(), "{}", everything(&removed));
+}
+
 #[test]
 fn bad_provider_configuration_names_the_place() {
     let config = tempfile::tempdir().unwrap();
