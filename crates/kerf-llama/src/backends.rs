@@ -80,25 +80,84 @@ pub(crate) fn gpu_module(file: &str) -> Option<&str> {
     (name != "base" && name != "cpu" && !name.starts_with("cpu-")).then_some(name)
 }
 
-/// Where a `dynamic-backends` build finds its modules: `KERF_BACKENDS_DIR` when set; else
-/// `../lib/kerf` beside the executable (the packages' layout: `/usr/bin/kerf`,
-/// `/usr/lib/kerf/libggml-cpu-*.so`); else the executable's own folder; else the folder the
-/// build put them in (a build run from its target directory). The first that holds a CPU module.
-pub fn search(env: Option<PathBuf>, exe: Option<&Path>, built: Option<&Path>) -> Option<PathBuf> {
+/// Where a `dynamic-backends` build finds its modules: `KERF_BACKENDS_DIR` when set (as given);
+/// else the folder of the llama.cpp this process runs (`ggml_base`: the `libggml-base.so` the
+/// dynamic linker loaded, found through the program's rpath — `/usr/lib/kerf` for the packages'
+/// `/usr/bin/kerf`); else, when that library is the build's own file (a build run from its
+/// target directory, where the library is a hard link of the build's), the folder the build put
+/// the modules in (`built`). Never a folder merely beside the executable: a copied or planted
+/// `libggml-*.so` there once ran inside Kerf. The folder must hold a CPU module.
+pub fn search(
+    env: Option<PathBuf>,
+    ggml_base: Option<&Path>,
+    built: Option<&Path>,
+) -> Option<PathBuf> {
     if let Some(dir) = env {
         return Some(dir);
     }
-    let exe_dir = exe.and_then(Path::parent);
-    let candidates = [
-        exe_dir.map(|d| d.join("../lib/kerf")),
-        exe_dir.map(Path::to_path_buf),
-        built.map(Path::to_path_buf),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|d| has_cpu_module(d))
+    let own = ggml_base
+        .and_then(Path::parent)
+        .filter(|d| has_cpu_module(d));
+    let build = built.filter(|b| {
+        has_cpu_module(b)
+            && ggml_base.is_none_or(|lib| b.parent().is_some_and(|out| same_file_within(lib, out)))
+    });
+    own.map(Path::to_path_buf)
+        .or(build.map(Path::to_path_buf))
         .map(|d| d.canonicalize().unwrap_or(d))
+}
+
+/// The `libggml-base.so` this process loaded, from its memory map (Linux); `None` elsewhere or
+/// when none is mapped (a build with llama.cpp linked in statically).
+pub fn loaded_ggml_base() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| {
+            Path::new(p)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libggml-base.so"))
+        })
+        .map(PathBuf::from)
+}
+
+/// Whether `lib` is the same file (device and inode: a hard link counts) as a file of the same
+/// name somewhere under `root`, at most three folders down (a build's `out/lib`).
+fn same_file_within(lib: &Path, root: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(want) = std::fs::metadata(lib) else {
+            return false;
+        };
+        let Some(name) = lib.file_name() else {
+            return false;
+        };
+        let mut dirs = vec![(root.to_path_buf(), 0)];
+        while let Some((dir, depth)) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let path = e.path();
+                if e.file_name() == name
+                    && std::fs::metadata(&path)
+                        .is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino())
+                {
+                    return true;
+                }
+                if depth < 3 && e.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push((path, depth + 1));
+                }
+            }
+        }
+        false
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (lib, root);
+        false
+    }
 }
 
 fn has_cpu_module(dir: &Path) -> bool {
@@ -125,24 +184,57 @@ mod tests {
         assert_eq!(cpu_variant("libggml-cpu-skylakex.so"), Some("skylakex"));
     }
 
+    /// The modules come from the folder of the llama.cpp the process loaded (the package's
+    /// /usr/lib/kerf), or the build's own folder when that library is the build's file; never
+    /// from a folder beside the executable alone (a planted module there once ran in Kerf).
     #[test]
-    fn the_first_folder_with_a_cpu_module_is_searched() {
+    fn modules_load_only_from_the_folder_of_the_loaded_llama_cpp() {
         let root = tempfile::tempdir().expect("temp dir");
-        let bin = root.path().join("usr/bin");
         let lib = root.path().join("usr/lib/kerf");
-        std::fs::create_dir_all(&bin).expect("bin");
         std::fs::create_dir_all(&lib).expect("lib");
-        let exe = bin.join("kerf");
-        // Nothing there yet: the build's folder is the last resort.
-        assert_eq!(search(None, Some(&exe), Some(root.path())), None);
+        let base = lib.join("libggml-base.so");
+        std::fs::write(&base, b"").expect("base");
+        // Its folder has no CPU module yet, and no build is known: none.
+        assert_eq!(search(None, Some(&base), None), None);
         std::fs::write(lib.join("libggml-cpu-x64.so"), b"").expect("module");
         assert_eq!(
-            search(None, Some(&exe), None),
+            search(None, Some(&base), None),
             Some(lib.canonicalize().expect("canonical"))
+        );
+        // A build's folder is used only when the loaded library is that build's own file.
+        let out = root.path().join("target/build/out");
+        let built = out.join("backends");
+        std::fs::create_dir_all(out.join("lib")).expect("out/lib");
+        std::fs::create_dir_all(&built).expect("backends");
+        std::fs::write(built.join("libggml-cpu-x64.so"), b"").expect("module");
+        let debug = root.path().join("target/debug");
+        std::fs::create_dir_all(&debug).expect("debug");
+        let copied = debug.join("libggml-base.so");
+        std::fs::write(&copied, b"").expect("a copy");
+        std::fs::write(out.join("lib/libggml-base.so"), b"").expect("build's");
+        assert_eq!(
+            search(None, Some(&copied), Some(&built)),
+            None,
+            "a copy is not the build's"
+        );
+        std::fs::remove_file(&copied).expect("rm");
+        std::fs::hard_link(out.join("lib/libggml-base.so"), &copied).expect("link");
+        assert_eq!(
+            search(None, Some(&copied), Some(&built)),
+            Some(built.canonicalize().expect("canonical"))
+        );
+        // Modules planted beside an executable are not searched at all.
+        let bin = root.path().join("planted");
+        std::fs::create_dir_all(&bin).expect("bin");
+        std::fs::write(bin.join("libggml-cpu-x64.so"), b"").expect("planted");
+        std::fs::write(bin.join("libggml-base.so"), b"").expect("planted base");
+        assert_eq!(
+            search(None, Some(&copied), Some(&built)),
+            Some(built.canonicalize().expect("c"))
         );
         // The environment wins, as given.
         assert_eq!(
-            search(Some(PathBuf::from("/elsewhere")), Some(&exe), None),
+            search(Some(PathBuf::from("/elsewhere")), Some(&base), None),
             Some(PathBuf::from("/elsewhere"))
         );
     }

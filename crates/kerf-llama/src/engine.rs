@@ -95,15 +95,18 @@ static MODULES: OnceLock<Modules> = OnceLock::new();
 fn load_modules() -> std::result::Result<(), String> {
     #[cfg(feature = "dynamic-backends")]
     {
+        let base = crate::backends::loaded_ggml_base();
         let dir = crate::backends::search(
             std::env::var_os("KERF_BACKENDS_DIR").map(PathBuf::from),
-            std::env::current_exe().ok().as_deref(),
+            base.as_deref(),
             llama_cpp_sys_2::BACKENDS_DIR.map(Path::new),
         )
         .ok_or_else(|| {
-            "no CPU backend module (libggml-cpu-*.so) beside this program (../lib/kerf) nor where \
-             the build put them; set KERF_BACKENDS_DIR to the folder that holds them"
-                .to_string()
+            format!(
+                "no CPU backend module (libggml-cpu-*.so) beside the llama.cpp this program loaded ({}) nor where its build put them; set KERF_BACKENDS_DIR to the folder that holds them",
+                base.as_deref()
+                    .map_or_else(|| "not found".to_string(), |b| b.display().to_string())
+            )
         })?;
         if dir.to_str().is_none() {
             return Err(format!(

