@@ -16,7 +16,14 @@ pub fn init(dir: &Path) {
         .filename_suffix("log")
         .max_log_files(7)
         .build(dir);
-    let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colour only for a person at a terminal: a pipe or a CI log gets plain text.
+    let colour = {
+        use std::io::IsTerminal;
+        std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    };
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(colour);
     // llama.cpp's lines are kept for run reports (the layers it really offloaded, the backend
     // modules it loaded), whatever the filter shows.
     let registry = tracing_subscriber::registry()

@@ -197,6 +197,12 @@ fn classify(err: &anyhow::Error) -> kerf_api::Code {
     Code::Internal
 }
 
+/// Whether standard error is a terminal that takes colour (`NO_COLOR` unset).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Logs go through `tracing`: llama.cpp's lines are kept for reports (what it offloaded) and
 /// shown only when asked (`KERF_LOG=llama-cpp-2=info`); Kerf's own warnings show by default.
 fn init_tracing() {
@@ -209,6 +215,8 @@ fn init_tracing() {
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_target(true)
+                // Colour only for a person at a terminal: a pipe or a CI log gets plain text.
+                .with_ansi(colour_on_stderr())
                 .with_filter(filter),
         )
         .try_init();

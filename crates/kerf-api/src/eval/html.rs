@@ -256,11 +256,11 @@ fn cell_head(c: &CellLine) -> Value {
 
 /// A cell's expected and extracted records, each with its mark.
 pub(super) fn side_by_side(c: &CellLine, expected: &[Value], extracted: &[Value]) -> Value {
-    let text = |o: &Value| without_aliases(o).to_string();
-    let (expected, extracted): (Vec<Value>, Vec<Value>) = match &c.scored {
+    let marks = |n: usize, default: &'static str| vec![default; n];
+    let (expected_marks, extracted_marks) = match &c.scored {
         Some(s) => {
-            let mut e: Vec<&str> = vec!["missed"; expected.len()];
-            let mut x: Vec<&str> = vec!["spurious"; extracted.len()];
+            let mut e = marks(expected.len(), "missed");
+            let mut x = marks(extracted.len(), "spurious");
             for p in &s.matched {
                 let mark = if p.is_partial() { "partial" } else { "matched" };
                 if let Some(m) = e.get_mut(p.expected) {
@@ -270,31 +270,64 @@ pub(super) fn side_by_side(c: &CellLine, expected: &[Value], extracted: &[Value]
                     *m = mark;
                 }
             }
-            (
-                expected
-                    .iter()
-                    .zip(e)
-                    .map(|(o, m)| json!({"text": text(o), "mark": m}))
-                    .collect(),
-                extracted
-                    .iter()
-                    .zip(x)
-                    .map(|(o, m)| json!({"text": text(o), "mark": m}))
-                    .collect(),
-            )
+            (e, x)
         }
-        None => (
-            Vec::new(),
-            extracted
-                .iter()
-                .map(|o| json!({"text": text(o), "mark": "unscored"}))
-                .collect(),
-        ),
+        None => (Vec::new(), marks(extracted.len(), "unscored")),
     };
+    let expected_shown = if c.scored.is_some() { expected } else { &[] };
+    let (expected, expected_more) = shown(expected_shown, &expected_marks);
+    let (extracted, extracted_more) = shown(extracted, &extracted_marks);
     json!({
         "prompt": c.prompt, "max_tokens": c.max_tokens, "constrained": c.constrained,
         "finish_reason": c.finish_reason, "run": c.run, "f1": c.f1,
         "tp": c.tp, "fp": c.fp, "fn": c.fn_,
         "expected": expected, "extracted": extracted,
+        "expected_more": expected_more, "extracted_more": extracted_more,
     })
+}
+
+/// Records a cell shows in the page, at most: a reply cut at 64 MiB holds hundreds of
+/// thousands, and eight such cells once made a 522 MB page. The rest is counted, and the page
+/// points at the run that holds the whole reply.
+const SHOWN_RECORDS: usize = 500;
+/// Bytes of record text a cell shows, at most (each record's own text at most
+/// [`SHOWN_RECORD_CHARS`] characters).
+const SHOWN_BYTES: usize = 256 << 10;
+const SHOWN_RECORD_CHARS: usize = 2_000;
+
+/// `records` with their `marks` as the page lists them, up to the bounds above; and what was
+/// left out (`{records, size}`), if anything.
+fn shown(records: &[Value], marks: &[&str]) -> (Vec<Value>, Value) {
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    for (o, m) in records.iter().zip(marks) {
+        if out.len() == SHOWN_RECORDS || bytes >= SHOWN_BYTES {
+            break;
+        }
+        let mut text = without_aliases(o).to_string();
+        if let Some((cut, _)) = text.char_indices().nth(SHOWN_RECORD_CHARS) {
+            let left = text.len() - cut;
+            text.truncate(cut);
+            text.push_str(&format!("… ({} more)", size(left)));
+        }
+        bytes += text.len();
+        out.push(json!({"text": text, "mark": m}));
+    }
+    let rest = &records[out.len().min(records.len())..];
+    let more = if rest.is_empty() {
+        Value::Null
+    } else {
+        let left: usize = rest.iter().map(|o| o.to_string().len()).sum();
+        json!({"records": rest.len(), "size": size(left)})
+    };
+    (out, more)
+}
+
+/// A byte count as people read it: `812 bytes`, `4.2 KiB`, `63.9 MiB`.
+fn size(bytes: usize) -> String {
+    match bytes {
+        b if b < 1 << 10 => format!("{b} bytes"),
+        b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{:.1} MiB", b as f64 / (1 << 20) as f64),
+    }
 }

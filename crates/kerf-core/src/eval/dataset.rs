@@ -321,12 +321,17 @@ impl Ids {
 /// in memory.
 fn bounded_lines(path: &Path) -> Result<BoundedLines> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    Ok(BoundedLines {
+    Ok(bounded_lines_of(file, path))
+}
+
+/// [`bounded_lines`] of a file already opened (and checked) as `path`.
+fn bounded_lines_of(file: std::fs::File, path: &Path) -> BoundedLines {
+    BoundedLines {
         path: path.to_path_buf(),
         reader: BufReader::new(file),
         max: limits::max_row_bytes(),
         n: 0,
-    })
+    }
 }
 
 /// The iterator [`bounded_lines`] gives: `(line, Ok(text) or Err(size))`, or the error that
@@ -635,19 +640,19 @@ fn load_csv<E: From<Error>>(
     Ok(())
 }
 
-fn read_vars(path: &Path, problems: &mut Vec<String>) -> Result<Map<String, Value>> {
-    if !path.exists() {
-        return Ok(Map::new());
-    }
-    let size = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, e))?
-        .len();
+/// The variables in `file` (opened, and checked, as `path`).
+fn read_vars(
+    file: std::fs::File,
+    path: &Path,
+    problems: &mut Vec<String>,
+) -> Result<Map<String, Value>> {
+    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
     let max = limits::max_row_bytes();
     if size > max {
         problems.push(too_large(&path.display().to_string(), 1, size));
         return Ok(Map::new());
     }
-    let text = crate::error::read_text(path)?;
+    let text = read_opened(file, path)?;
     match serde_json::from_str(&text) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => {
@@ -669,22 +674,64 @@ fn read_vars(path: &Path, problems: &mut Vec<String>) -> Result<Map<String, Valu
     }
 }
 
-/// Whether `path` (in the dataset folder whose real path is `base`) may be read: a regular file
-/// whose real path stays inside the folder. A link out of it (a checkout or an archive can carry
-/// one to `/proc/self/environ`, the environment's keys) or to a device is a problem naming it,
-/// and is never opened.
-fn readable_inside(base: &Path, path: &Path, problems: &mut Vec<String>) -> bool {
-    let ok = match (path.canonicalize(), std::fs::metadata(path)) {
-        (Ok(real), Ok(meta)) => real.starts_with(base) && meta.is_file(),
-        _ => false,
-    };
-    if !ok {
+/// The text of `file` (opened as `path`), which must be UTF-8.
+fn read_opened(mut file: std::fs::File, path: &Path) -> Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    String::from_utf8(bytes).map_err(|e| Error::Utf8 {
+        place: path.display().to_string(),
+        offset: e.utf8_error().valid_up_to(),
+    })
+}
+
+/// Open `path` (in the dataset folder whose real path is `base`) once, and check the file that
+/// was opened — not the path again, which could have been swapped for a link in between: a
+/// regular file whose real path (the open file's own, on Linux) stays inside the folder. A link
+/// out of it (a checkout or an archive can carry one to `/proc/self/environ`, the environment's
+/// keys), a device or a FIFO is a problem naming it, and is never read. Opened without
+/// blocking, so a FIFO cannot hold the eval up.
+fn open_inside(base: &Path, path: &Path, problems: &mut Vec<String>) -> Option<std::fs::File> {
+    let opened = open_nonblocking(path).ok().filter(|f| {
+        f.metadata().is_ok_and(|m| m.is_file())
+            && real_path(f, path).is_some_and(|real| real.starts_with(base))
+    });
+    if opened.is_none() {
         problems.push(format!(
             "{}: not a regular file inside the dataset folder (a link out of it, or a device); refused unread",
             path.display()
         ));
     }
-    ok
+    opened
+}
+
+#[cfg(unix)]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// Where the open file `f` really is: the kernel's own answer on Linux (`/proc/self/fd`), else
+/// `path` resolved.
+fn real_path(f: &std::fs::File, path: &Path) -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())) {
+            return Some(real);
+        }
+    }
+    let _ = f;
+    path.canonicalize().ok()
 }
 
 fn load_folder<E: From<Error>>(
@@ -697,39 +744,45 @@ fn load_folder<E: From<Error>>(
         .map_err(|e| Error::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .filter(|p| readable_inside(&base, p, problems))
         .collect();
     docs.sort();
-    // The companions of a document (and the folder's shared variables), when present.
-    let companion = |path: PathBuf, problems: &mut Vec<String>| -> Option<PathBuf> {
+    // The companions of a document (and the folder's shared variables), when present: each
+    // opened once and checked as opened.
+    let companion = |path: PathBuf, problems: &mut Vec<String>| {
         let present = std::fs::symlink_metadata(&path).is_ok();
-        (present && readable_inside(&base, &path, problems)).then_some(path)
+        present
+            .then(|| open_inside(&base, &path, problems))
+            .flatten()
+            .map(|file| (file, path))
     };
     let shared = match companion(dir.join("vars.json"), problems) {
-        Some(p) => read_vars(&p, problems)?,
+        Some((file, p)) => read_vars(file, &p, problems)?,
         None => Map::new(),
     };
     let max = limits::max_row_bytes();
     for doc in docs {
+        let Some(file) = open_inside(&base, &doc, problems) else {
+            continue;
+        };
         let id = doc
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let file = doc.display().to_string();
-        let size = std::fs::metadata(&doc)
-            .map_err(|e| Error::io(&doc, e))?
-            .len();
+        let place = doc.display().to_string();
+        let size = file.metadata().map_err(|e| Error::io(&doc, e))?.len();
         if size > max {
-            problems.push(too_large(&file, 1, size));
+            problems.push(too_large(&place, 1, size));
             continue;
         }
         let mut vars = shared.clone();
-        if let Some(p) = companion(dir.join(format!("{id}.vars.json")), problems) {
-            vars.extend(read_vars(&p, problems)?);
+        if let Some((f, p)) = companion(dir.join(format!("{id}.vars.json")), problems) {
+            vars.extend(read_vars(f, &p, problems)?);
         }
         let expected = match companion(dir.join(format!("{id}.expected.jsonl")), problems) {
-            Some(expected_path) => {
-                let (records, lines) = records_in(&expected_path, problems)?.into_iter().unzip();
+            Some((f, expected_path)) => {
+                let (records, lines) = records_of(bounded_lines_of(f, &expected_path), problems)?
+                    .into_iter()
+                    .unzip();
                 Some((
                     Expected::All(records),
                     (expected_path.display().to_string(), lines),
@@ -741,11 +794,11 @@ fn load_folder<E: From<Error>>(
         each(Row {
             id,
             line: 1,
-            input: Some(crate::error::read_text(&doc)?),
+            input: Some(read_opened(file, &doc)?),
             vars,
             expected,
             expected_lines,
-            file,
+            file: place,
             held: held::Held::new(),
         })?;
     }
@@ -755,9 +808,14 @@ fn load_folder<E: From<Error>>(
 /// The records of a JSONL file with the line of each; a line that is not JSON, or too large, is
 /// a problem naming the file and line.
 fn records_in(path: &Path, problems: &mut Vec<String>) -> Result<Vec<(Value, usize)>> {
-    let place = path.display().to_string();
+    records_of(bounded_lines(path)?, problems)
+}
+
+/// [`records_in`] over lines already opened.
+fn records_of(lines: BoundedLines, problems: &mut Vec<String>) -> Result<Vec<(Value, usize)>> {
+    let place = lines.path.display().to_string();
     let mut records = Vec::new();
-    for read in bounded_lines(path)? {
+    for read in lines {
         let (line, text) = read?;
         match text {
             Err(size) => problems.push(too_large(&place, line, size)),

@@ -267,6 +267,15 @@ fn a_folder_dataset_refuses_files_linked_out_of_the_folder() {
     symlink("/dev/zero", folder.join("ada.vars.json")).unwrap();
     symlink(&outside, folder.join("ada.expected.jsonl")).unwrap();
     symlink("/dev/zero", folder.join("zero.txt")).unwrap();
+    // A FIFO inside the folder: opened without blocking (no writer ever comes), checked as
+    // opened, refused unread.
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(folder.join("pipe.txt"))
+            .status()
+            .unwrap()
+            .success()
+    );
     // A link that stays inside is a document like any other.
     std::fs::write(folder.join("notes.md"), "Babbage built engines.").unwrap();
     symlink(folder.join("notes.md"), folder.join("babbage.txt")).unwrap();
@@ -276,6 +285,7 @@ fn a_folder_dataset_refuses_files_linked_out_of_the_folder() {
         "ada.vars.json",
         "ada.expected.jsonl",
         "zero.txt",
+        "pipe.txt",
     ] {
         assert!(
             p.iter().any(|m| m.contains(refused)
@@ -283,7 +293,7 @@ fn a_folder_dataset_refuses_files_linked_out_of_the_folder() {
             "{refused} not refused by name: {p:#?}"
         );
     }
-    assert_eq!(p.len(), 4, "{p:#?}");
+    assert_eq!(p.len(), 5, "{p:#?}");
     assert!(p.iter().all(|m| !m.contains("sk-planted")), "{p:#?}");
 
     // Without the links out, the folder loads, the link inside followed.
@@ -292,6 +302,7 @@ fn a_folder_dataset_refuses_files_linked_out_of_the_folder() {
         "ada.vars.json",
         "ada.expected.jsonl",
         "zero.txt",
+        "pipe.txt",
     ] {
         std::fs::remove_file(folder.join(name)).unwrap();
     }

@@ -340,6 +340,23 @@ fn a_pattern_past_the_regex_step_limit_is_unchecked_not_invalid() {
     assert!(!kerf_core::DropKind::Unchecked.is_repairable());
 }
 
+/// A backtracking pattern (a backreference: no linear-time engine takes it) is held to
+/// `BACKTRACK_STEPS` a value, not the engine's million: `^(a|aa)+\1$` on 20 `a`s and a `b`
+/// takes some tens of thousands of steps, which the old limit let run to a decided `schema`
+/// drop (~95 ms a value at the limit); now it is `unchecked` within the bound.
+#[test]
+fn a_backreference_pattern_is_held_to_the_step_bound() {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "code": {"type": "string", "pattern": "^(a|aa)+\\1$"}}});
+    assert!(!kerf_core::schema::pattern_is_linear("^(a|aa)+\\1$"));
+    let p = parser(kerf_core::ResponseType::Jsonl, Some(schema));
+    let slow = format!("{{\"code\": \"{}b\"}}", "a".repeat(20));
+    let r = p.parse(&format!("{slow}\n{{\"code\": \"aa\"}}\n"), &Map::new());
+    assert_eq!(r.objects, vec![serde_json::json!({"code": "aa"})]);
+    let kinds: Vec<&str> = r.dropped.iter().map(|d| d.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["unchecked"], "{:?}", r.dropped);
+}
+
 /// Issue 36, item 6: a backtracking pattern cost 3.9 s per 100 objects before the step limit
 /// gave up on it. A pattern that needs no backtracking feature is now checked by a linear-time
 /// engine: decided (never `unchecked`), however the value is built; `kerf lint` names the
