@@ -20,11 +20,12 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 /// renames the file into place and syncs the folder, so a crash leaves the old file or the new
 /// one, never half of either. Dropped without `commit`, the temporary file is removed.
 ///
-/// Only a regular file (or a new one) is replaced that way. A `path` that is a link to a
-/// regular file replaces the file it points to and keeps the link. A `path` that exists and is
-/// no regular file — a device (`/dev/null`), a FIFO, a terminal — or that lies under `/dev` or
-/// `/proc` (`/dev/stdout`) is written in place: renaming a file over it would put a regular
-/// file where the device or pipe was, and its reader would get nothing. `-` is standard output.
+/// A regular file, a new one, or a link (which is replaced, never written through: a planted
+/// link must not aim Kerf's output at another file) is replaced that way. A `path` that is, or
+/// links to, a character device (`/dev/null`, a terminal) or a FIFO, or that lies under `/dev`
+/// or `/proc` (`/dev/stdout`), is written in place: renaming a file over it would put a regular
+/// file where the device or pipe was, and its reader would get nothing. A block device is
+/// refused (a report written onto a disk would destroy it). `-` is standard output.
 pub struct AtomicFile {
     path: PathBuf,
     target: Target,
@@ -48,7 +49,7 @@ impl AtomicFile {
                 file: Some(std::io::BufWriter::new(stdout_file(path)?)),
             });
         }
-        if written_in_place(path) {
+        if written_in_place(path)? {
             let file = std::fs::OpenOptions::new()
                 .write(true)
                 .open(path)
@@ -59,13 +60,7 @@ impl AtomicFile {
                 file: Some(std::io::BufWriter::new(file)),
             });
         }
-        // A link to a regular file: replace the file, keep the link.
-        let real = match std::fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?
-            }
-            _ => path.to_path_buf(),
-        };
+        let real = path.to_path_buf();
         use std::sync::atomic::{AtomicU64, Ordering};
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let dir = folder_of(&real);
@@ -125,14 +120,33 @@ impl AtomicFile {
 /// How every temporary file of [`AtomicFile`] ends: `.NAME.PID-SEQ.kerf-tmp`.
 pub const TMP_SUFFIX: &str = ".kerf-tmp";
 
-/// Whether `path` is written in place rather than replaced: it exists and is no regular file
-/// (following links), or it lies under `/dev` or `/proc`, which hold no temporary files (and
-/// where `/dev/stdout` may resolve to a regular file that the shell holds open).
-fn written_in_place(path: &Path) -> bool {
-    if path.starts_with("/dev") || path.starts_with("/proc") {
-        return path.exists();
+/// Whether `path` is written in place rather than replaced: it is, or links to, a character
+/// device or a FIFO, or it lies under `/dev` or `/proc`, which hold no temporary files (and
+/// where `/dev/stdout` may resolve to a regular file that the shell holds open). A block device
+/// is an error.
+fn written_in_place(path: &Path) -> Result<bool> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(false);
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = meta.file_type();
+        if kind.is_block_device() {
+            return Err(Error::io(
+                path,
+                std::io::Error::other("a block device (a disk): not written"),
+            ));
+        }
+        if kind.is_char_device() || kind.is_fifo() {
+            return Ok(true);
+        }
     }
-    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+    Ok(
+        path.starts_with("/dev")
+            || path.starts_with("/proc")
+            || (!meta.is_file() && !meta.is_dir()),
+    )
 }
 
 /// Remove the temporary files of earlier writes of `name` in `dir` whose process has ended (a

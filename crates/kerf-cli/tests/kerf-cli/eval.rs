@@ -1842,7 +1842,9 @@ fn an_eval_announces_its_plan_before_its_first_request() {
     // 3 rows × 2 prompts × 2 budgets; the output bound is every request's budget.
     assert!(
         line.starts_with("kerf: eval plan: 12 cell(s) · 12 request(s) at most · ≤ ")
-            && line.ends_with(" input and ≤ 6,240 output tokens\n"),
+            && line.ends_with(
+                " input and ≤ 6,240 output tokens · retries not counted (stops after 20 refusals in a row)\n"
+            ),
         "{line}"
     );
     assert_eq!(model.requests(), 12);

@@ -67,24 +67,46 @@ fn a_fifo_is_written_in_place_and_its_reader_gets_the_bytes() {
     assert_eq!(left.len(), 1, "no temporary file beside the FIFO");
 }
 
-/// A link to a regular file: the file it points to is replaced whole, the link kept.
+/// A link at the target is replaced, never written through (a planted link must not aim the
+/// output at another file); a regular file is replaced by a rename, so a reader holding the old
+/// one keeps it.
 #[test]
-fn a_link_to_a_regular_file_replaces_the_file_and_keeps_the_link() {
+fn a_link_is_replaced_and_what_it_pointed_at_is_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    let real = dir.path().join("real.json");
-    let link = dir.path().join("link.json");
-    std::fs::write(&real, "old").unwrap();
-    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let victim = dir.path().join("victim.txt");
+    let link = dir.path().join("report.json");
+    std::fs::write(&victim, "not a report").unwrap();
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
     write_atomically(&link, b"new").unwrap();
-    assert!(kind(&link).is_symlink());
-    assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
-    // A regular file is still replaced by a rename: a reader holding the old one keeps it.
-    let mut held = std::fs::File::open(&real).unwrap();
-    write_atomically(&real, b"newer").unwrap();
+    assert!(kind(&link).is_file());
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), "new");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "not a report");
+    let mut held = std::fs::File::open(&link).unwrap();
+    write_atomically(&link, b"newer").unwrap();
     let mut old = String::new();
     held.read_to_string(&mut old).unwrap();
     assert_eq!(old, "new");
-    assert_eq!(std::fs::read_to_string(&real).unwrap(), "newer");
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), "newer");
+}
+
+/// A block device is never written (a report on a disk would destroy it): refused.
+#[test]
+fn a_block_device_is_refused() {
+    let Some(disk) = ["/dev/loop0", "/dev/sda", "/dev/vda", "/dev/nvme0n1"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| {
+            use std::os::unix::fs::FileTypeExt;
+            std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device())
+        })
+    else {
+        return; // no block device to point at on this machine
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("out.html");
+    std::os::unix::fs::symlink(disk, &link).unwrap();
+    let e = AtomicFile::create(&link).err().expect("refused");
+    assert!(e.to_string().contains("a block device"), "{e}");
 }
 
 /// A temporary file of a process that has ended (a write killed by SIGKILL) is removed by the
