@@ -9,12 +9,14 @@
 //! - `kerf+llguidance`: the same with a JSON Schema constraint (llguidance's mask per token).
 //!
 //! Tokens/s is generation only, first token to last, as Kerf reports it. Greedy decoding gives
-//! every side the same tokens; Kerf's sides also stop at end-of-generation, which the bare side
-//! does not check, so the output shows each side's token count.
+//! the bare side and Kerf's unconstrained side the same tokens, and both stop at
+//! end-of-generation, so they are timed over the same tokens; the constrained side writes its
+//! own (the output shows each side's token count).
 //!
 //! ```text
 //! cargo run --release -p kerf-llama --features engine --example engine-overhead -- \
 //!     [--model PATH.gguf] [--max-tokens 128] [--reps 5] [--gpu-layers all|none|N] [--threads N]
+//!     [--user TEXT]   (another request: one the model answers at length times more tokens)
 //! ```
 //! `bench/engine/run` runs it and writes bench/engine/results.json. Build it with the same
 //! features as the Kerf build being measured (`cuda`, `dynamic-backends`): it then links the same
@@ -40,6 +42,8 @@ mostly blue and red light, and the Calvin cycle fixes carbon dioxide into sugars
 
 struct Args {
     model: PathBuf,
+    /// The user's message (default: the extraction request above).
+    user: String,
     max_tokens: u32,
     reps: usize,
     gpu_layers: GpuLayers,
@@ -49,6 +53,7 @@ struct Args {
 fn args() -> Result<Args, String> {
     let mut a = Args {
         model: kerf_llama::models::default_model_path(&kerf_llama::models::models_dir()),
+        user: USER.to_string(),
         max_tokens: 128,
         reps: 5,
         gpu_layers: GpuLayers::Auto,
@@ -60,6 +65,7 @@ fn args() -> Result<Args, String> {
         let bad = |e: &dyn std::fmt::Display| format!("{flag} {value}: {e}");
         match flag.as_str() {
             "--model" => a.model = PathBuf::from(&value),
+            "--user" => a.user = value,
             "--max-tokens" => a.max_tokens = value.parse().map_err(|e| bad(&e))?,
             "--reps" => a.reps = value.parse().map_err(|e| bad(&e))?,
             "--gpu-layers" => a.gpu_layers = value.parse().map_err(|e: String| bad(&e))?,
@@ -75,7 +81,7 @@ fn bare(backend: &LlamaBackend, model: &LlamaModel, a: &Args) -> Result<(f64, Ve
     let template = model.chat_template(None).map_err(|e| e.to_string())?;
     let messages = [
         LlamaChatMessage::new("system".into(), SYSTEM.into()).map_err(|e| e.to_string())?,
-        LlamaChatMessage::new("user".into(), USER.into()).map_err(|e| e.to_string())?,
+        LlamaChatMessage::new("user".into(), a.user.clone()).map_err(|e| e.to_string())?,
     ];
     let prompt = model
         .apply_chat_template(&template, &messages, true)
@@ -116,7 +122,9 @@ fn bare(backend: &LlamaBackend, model: &LlamaModel, a: &Args) -> Result<(f64, Ve
         first.get_or_insert(now);
         last = now;
         out.push(best as i32);
-        if out.len() as u32 == a.max_tokens {
+        // End of generation ends the reply, as on Kerf's side: both are then timed over the
+        // same tokens (a side that ran on past it timed tokens the other never made).
+        if out.len() as u32 == a.max_tokens || model.vocab().is_eog(LlamaToken(best as i32)) {
             break;
         }
         batch.clear();
@@ -135,7 +143,7 @@ fn kerf(provider: &LocalProvider, a: &Args, constraint: &Constraint) -> Result<(
     let request = Request {
         messages: vec![
             Message::new(Role::System, SYSTEM),
-            Message::new(Role::User, USER),
+            Message::new(Role::User, &a.user),
         ],
         max_tokens: a.max_tokens,
         temperature: None,
