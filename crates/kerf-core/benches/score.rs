@@ -241,7 +241,11 @@ fn dense_case(n: usize, fuzzy: f64) -> (Matcher, Vec<Value>, Vec<Value>) {
         fuzzy: Some(fuzzy),
         ..MatchSpec::default()
     };
-    (Matcher::new(&spec, p.parser.item_schema()), records.clone(), records)
+    (
+        Matcher::new(&spec, p.parser.item_schema()),
+        records.clone(),
+        records,
+    )
 }
 
 /// 2,000 distinct names on each side, none found exactly, at `fuzzy: 0` (every pair a

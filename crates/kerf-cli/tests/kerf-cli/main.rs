@@ -466,7 +466,10 @@ fn a_template_whose_constants_build_gigabytes_is_refused_while_compiling() {
             // `check` lists each file's verdict on standard output.
             assert!(out.contains(&format!("FAIL  {said}")), "{out}");
         } else {
-            assert!(e.contains(&format!("error[template_syntax]: {said}")), "{args:?}: {e}");
+            assert!(
+                e.contains(&format!("error[template_syntax]: {said}")),
+                "{args:?}: {e}"
+            );
             assert!(out.is_empty(), "{args:?}");
         }
     }
