@@ -105,14 +105,18 @@ fn plan(repeat: u32) -> Plan<'static> {
 /// An eval of `rows` rows × 2 prompts × 2 budgets × `repeat` repeats, run to its end.
 fn ran(dir: &Path, store: &Store, rows: usize, repeat: u32) -> super::Eval {
     let cells = rows * 2 * BUDGETS.len() * repeat as usize;
-    let provider = scripted(cells);
+    ran_on(dir, store, rows, repeat, &scripted(cells))
+}
+
+/// [`ran`] on `provider`.
+fn ran_on(dir: &Path, store: &Store, rows: usize, repeat: u32, provider: &Chosen) -> super::Eval {
     let e = super::begin(
         store,
         Rows::file(&dataset_file(dir, rows), None),
         subjects(dir),
         &plan(repeat),
         params(),
-        &provider,
+        provider,
         &mut |_| {},
     )
     .unwrap();
@@ -121,7 +125,7 @@ fn ran(dir: &Path, store: &Store, rows: usize, repeat: u32) -> super::Eval {
         retry_errors: false,
         live: false,
     };
-    super::run_cells(store, &e, &provider, pace, &CancelToken::new(), &mut |_| {}).unwrap();
+    super::run_cells(store, &e, provider, pace, &CancelToken::new(), &mut |_| {}).unwrap();
     e
 }
 
@@ -387,30 +391,7 @@ fn the_html_report_shows_a_bounded_part_of_a_huge_reply_and_names_its_run() {
     let provider = Chosen::Scripted(Box::new(Scripted::new(
         (0..cells).map(|_| Reply::text(&reply, 4096)),
     )));
-    let e = super::begin(
-        &store,
-        Rows::file(&dataset_file(dir.path(), 1), None),
-        subjects(dir.path()),
-        &plan(1),
-        params(),
-        &provider,
-        &mut |_| {},
-    )
-    .unwrap();
-    let pace = Pace {
-        concurrency: 1,
-        retry_errors: false,
-        live: false,
-    };
-    super::run_cells(
-        &store,
-        &e,
-        &provider,
-        pace,
-        &CancelToken::new(),
-        &mut |_| {},
-    )
-    .unwrap();
+    let e = ran_on(dir.path(), &store, 1, 1, &provider);
     let report = super::report(&store, &e, Options::default()).unwrap();
     let page = html::html(&store, &e, &report).unwrap();
     let shown = page.matches("<li class=\"spurious\">").count()

@@ -606,9 +606,8 @@ fn match_type(
             // threshold every pair is one (2,000 × 2,000 distinct names at `fuzzy: 0` once
             // made a flow of 8 million arcs, 751 MB).
             if open.is_some() && mine.len() > FUZZY_PER_CLASS {
-                let closer = |a: &(usize, f64), b: &(usize, f64)| {
-                    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
-                };
+                let closer =
+                    |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
                 mine.select_nth_unstable_by(FUZZY_PER_CLASS - 1, closer);
                 mine.truncate(FUZZY_PER_CLASS);
                 mine.sort_unstable_by(closer);
