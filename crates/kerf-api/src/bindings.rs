@@ -95,7 +95,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         meta::ProviderKindMeta,
         meta::ExportTargetMeta,
         // Experiments.
-        experiments::ExperimentKind,
+        kerf_store::ExperimentKind,
         experiments::ConstrainMode,
         experiments::plan::Size,
         experiments::spec::ExperimentSpec,

@@ -62,14 +62,14 @@ pub struct SweptCurve {
 /// before it had a result is an error that says so.
 pub fn open(store: &Store, id: i64) -> Result<OpenedExperiment> {
     let e = store.experiment(id)?;
-    let kind = e.summary.kind.as_str();
+    let kind = e.summary.kind;
     let spec = ExperimentSpec::read(id, kind, &e.spec)?;
     if let ExperimentSpec::Eval(_) = spec {
         return Ok(OpenedExperiment::Eval { id });
     }
-    let result = match (&e.result, Status::parse(&e.summary.status)) {
+    let result = match (&e.result, e.summary.status) {
         (Some(r), _) => r,
-        (None, Some(Status::Running | Status::Submitted)) => {
+        (None, Status::Running | Status::Submitted) => {
             return Err(ApiError::new(
                 Code::Conflict,
                 format!("{kind} {id} is still running: it has no result to show yet"),

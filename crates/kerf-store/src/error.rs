@@ -57,6 +57,13 @@ impl Error {
     pub(crate) fn sqlite(path: &str, e: rusqlite::Error) -> Self {
         use rusqlite::ErrorCode as C;
         let path = path.to_string();
+        if let rusqlite::Error::FromSqlConversionFailure(_, _, why) = &e {
+            // A value no version of Kerf writes (a closed column edited by hand).
+            return Error::Corrupt {
+                path,
+                message: why.to_string(),
+            };
+        }
         let message = e.to_string();
         match e.sqlite_error_code() {
             Some(C::NotADatabase) => Error::not_sqlite(path),

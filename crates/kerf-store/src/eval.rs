@@ -1,8 +1,9 @@
-//! Evaluations (`kerf eval`): an experiment of kind `eval` keeps its dataset rows and one cell
-//! per point of its matrix (prompt × budget × constraint × repeat × row), each naming the run
-//! that measures it. A cell is written in the same transaction as its run begins
-//! ([`NewRun::eval_cell`](crate::NewRun)), so what a cell's run is — finished, failed, or cut
-//! off by a dead process — is always the run's own status.
+//! Cells and evaluations. Every experiment that runs cells (a compare, an eval, a prompt file's
+//! tests) keeps one record per cell ([`CellKey`]: prompt × provider and model × budget ×
+//! constraint × repeat × chunk × pass × row), each naming the run that measures it. A cell is
+//! written in the same transaction as its run begins ([`NewRun::cell`](crate::NewRun)), so
+//! what a cell's run is — finished, failed, or cut off by a dead process — is always the run's
+//! own status. An eval also keeps its dataset rows, and the scores made of its cells.
 
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -16,16 +17,25 @@ use crate::error::Result;
 use crate::status::Status;
 use crate::store::Store;
 
-/// A point of an eval's matrix.
+/// A point of an experiment's matrix: what one run measures. The same key for every kind; the
+/// order of its fields is the order cells are listed in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct EvalCell {
-    /// The prompt's id.
+pub struct CellKey {
+    /// The prompt as the experiment's spec names it: an eval's or test's prompt id (unique in
+    /// the experiment), a compare's contender.
     pub prompt: String,
+    /// The provider's name and the model it ran (one experiment may hold several).
+    pub provider: String,
+    pub model: String,
     pub max_tokens: u32,
     pub constrained: bool,
     /// 0-based repeat index.
     pub repeat: u32,
-    /// The dataset row's id.
+    /// 0-based index of the document's chunk the cell reads (0 for a whole document).
+    pub chunk: u32,
+    /// 0-based pass over it (0 for a plan of one pass).
+    pub pass: u32,
+    /// The dataset row's id (a test's name; empty for a kind with one input).
     pub row: String,
 }
 
@@ -33,7 +43,7 @@ pub struct EvalCell {
 /// stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredCell {
-    pub cell: EvalCell,
+    pub cell: CellKey,
     pub run: Option<i64>,
     pub status: Option<Status>,
 }
@@ -126,24 +136,29 @@ enum Bodies {
     Raw,
 }
 
-/// Point `cell` of eval `experiment` at `run`, replacing the run it had: each cell is in the
-/// history once. Used in the transaction that begins a cell's run, and for a cached reply.
-pub(crate) fn insert_eval_cell(
+/// Point `cell` of experiment `experiment` at `run`, replacing the run it had: each cell is in
+/// the history once. Used in the transaction that begins a cell's run, and for a cached reply.
+pub(crate) fn insert_cell(
     tx: &rusqlite::Transaction<'_>,
     experiment: i64,
-    cell: &EvalCell,
+    cell: &CellKey,
     run: i64,
 ) -> rusqlite::Result<usize> {
     tx.execute(
-        "INSERT OR REPLACE INTO eval_cells
-         (experiment_id, prompt, max_tokens, constrained, repeat, row_id, run_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT OR REPLACE INTO cells
+         (experiment_id, prompt, provider, model, max_tokens, constrained, repeat, chunk, pass,
+          row_id, run_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
             experiment,
             cell.prompt,
+            cell.provider,
+            cell.model,
             cell.max_tokens,
             cell.constrained,
             cell.repeat,
+            cell.chunk,
+            cell.pass,
             cell.row,
             run
         ],
@@ -173,7 +188,7 @@ impl Store {
     /// One cell of an eval with its run's outcome, as [`eval_outcomes`](Self::eval_outcomes)
     /// gives it, looked up by its key (the window opening a cell of a large eval reads one row,
     /// not the matrix). `None`: the eval has no such cell.
-    pub fn eval_outcome(&self, experiment: i64, cell: &EvalCell) -> Result<Option<StoredReply>> {
+    pub fn eval_outcome(&self, experiment: i64, cell: &CellKey) -> Result<Option<StoredReply>> {
         Ok(self
             .cells_with(experiment, Bodies::None, Some(cell))?
             .into_iter()
@@ -210,7 +225,7 @@ impl Store {
         &self,
         experiment: i64,
         bodies: Bodies,
-        only: Option<&EvalCell>,
+        only: Option<&CellKey>,
     ) -> Result<Vec<StoredReply>> {
         let (columns, join) = match bodies {
             Bodies::None => ("NULL, r.experiment_id, NULL, NULL", ""),
@@ -226,14 +241,17 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare(&format!(
-                "SELECT c.prompt, c.max_tokens, c.constrained, c.repeat, c.row_id, c.run_id,
+                "SELECT c.prompt, c.provider, c.model, c.max_tokens, c.constrained, c.repeat,
+                        c.chunk, c.pass, c.row_id, c.run_id,
                         r.status, r.finish_reason, r.completion_tokens, r.cost_usd, {columns}
-                 FROM eval_cells c LEFT JOIN runs r ON r.id = c.run_id {join}
+                 FROM cells c LEFT JOIN runs r ON r.id = c.run_id {join}
                  WHERE c.experiment_id = ?1{}
-                 ORDER BY c.prompt, c.max_tokens, c.constrained DESC, c.repeat, c.row_id",
+                 ORDER BY c.prompt, c.provider, c.model, c.max_tokens, c.constrained DESC,
+                          c.repeat, c.chunk, c.pass, c.row_id",
                 if only.is_some() {
-                    " AND c.prompt = ?2 AND c.max_tokens = ?3 AND c.constrained = ?4
-                       AND c.repeat = ?5 AND c.row_id = ?6"
+                    " AND c.prompt = ?2 AND c.provider = ?3 AND c.model = ?4
+                       AND c.max_tokens = ?5 AND c.constrained = ?6 AND c.repeat = ?7
+                       AND c.chunk = ?8 AND c.pass = ?9 AND c.row_id = ?10"
                 } else {
                     ""
                 }
@@ -243,9 +261,13 @@ impl Store {
             Some(c) => vec![
                 experiment.into(),
                 c.prompt.clone().into(),
+                c.provider.clone().into(),
+                c.model.clone().into(),
                 i64::from(c.max_tokens).into(),
                 c.constrained.into(),
                 i64::from(c.repeat).into(),
+                i64::from(c.chunk).into(),
+                i64::from(c.pass).into(),
                 c.row.clone().into(),
             ],
             None => vec![experiment.into()],
@@ -254,29 +276,33 @@ impl Store {
             let json = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
             Ok(StoredReply {
                 cell: StoredCell {
-                    cell: EvalCell {
+                    cell: CellKey {
                         prompt: r.get(0)?,
-                        max_tokens: r.get(1)?,
-                        constrained: r.get(2)?,
-                        repeat: r.get(3)?,
-                        row: r.get(4)?,
+                        provider: r.get(1)?,
+                        model: r.get(2)?,
+                        max_tokens: r.get(3)?,
+                        constrained: r.get(4)?,
+                        repeat: r.get(5)?,
+                        chunk: r.get(6)?,
+                        pass: r.get(7)?,
+                        row: r.get(8)?,
                     },
-                    run: r.get(5)?,
+                    run: r.get(9)?,
                     status: r
-                        .get::<_, Option<String>>(6)?
+                        .get::<_, Option<String>>(10)?
                         .as_deref()
                         .and_then(Status::parse),
                 },
                 finish_reason: r
-                    .get::<_, Option<String>>(7)?
+                    .get::<_, Option<String>>(11)?
                     .as_deref()
                     .and_then(FinishReason::parse),
-                completion_tokens: r.get(8)?,
-                cost_usd: r.get(9)?,
-                report: json(10)?.and_then(|t| serde_json::from_str(&t).ok()),
-                run_experiment: r.get(11)?,
-                raw: r.get(12)?,
-                details: json(13)?.and_then(|t| serde_json::from_str(&t).ok()),
+                completion_tokens: r.get(12)?,
+                cost_usd: r.get(13)?,
+                report: json(14)?.and_then(|t| serde_json::from_str(&t).ok()),
+                run_experiment: r.get(15)?,
+                raw: r.get(16)?,
+                details: json(17)?.and_then(|t| serde_json::from_str(&t).ok()),
             })
         })
         .map_err(|e| self.err(e))?
@@ -385,7 +411,8 @@ impl Store {
     ) -> Result<Option<i64>> {
         self.conn
             .query_row(
-                "SELECT r.id FROM runs r JOIN eval_cells c ON c.run_id = r.id
+                "SELECT r.id FROM runs r JOIN cells c ON c.run_id = r.id
+                   JOIN experiments e ON e.id = c.experiment_id AND e.kind = 'eval'
                    JOIN run_bodies b ON b.run_id = r.id
                  WHERE r.prompt_version = ?1 AND r.input_id = ?2 AND r.provider = ?3
                    AND r.model = ?4 AND r.model_sha256 IS ?5 AND r.params = ?6
@@ -472,15 +499,16 @@ impl Store {
         tx.commit().map_err(|e| self.err(e))
     }
 
-    /// Measure `cell` of eval `experiment` with an existing run (a cached reply).
-    pub fn put_eval_cell(&self, experiment: i64, cell: &EvalCell, run: i64) -> Result<()> {
+    /// Measure `cell` of experiment `experiment` with an existing run (a cached reply).
+    pub fn put_cell(&self, experiment: i64, cell: &CellKey, run: i64) -> Result<()> {
         let tx = self.write()?;
-        insert_eval_cell(&tx, experiment, cell, run).map_err(|e| self.err(e))?;
+        insert_cell(&tx, experiment, cell, run).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))
     }
 
-    /// An eval's cells with their runs' status, in key order.
-    pub fn eval_cells(&self, experiment: i64) -> Result<Vec<StoredCell>> {
+    /// An experiment's cells with their runs' status, in key order (every kind that runs cells
+    /// keeps them).
+    pub fn cells(&self, experiment: i64) -> Result<Vec<StoredCell>> {
         Ok(self
             .eval_outcomes(experiment)?
             .into_iter()
@@ -489,12 +517,12 @@ impl Store {
     }
 
     /// The newest experiment of `kind`.
-    pub fn latest_experiment(&self, kind: &str) -> Result<Option<i64>> {
+    pub fn latest_experiment(&self, kind: crate::ExperimentKind) -> Result<Option<i64>> {
         self.conn
             .query_row(
                 "SELECT id FROM experiments WHERE kind = ?1 ORDER BY created_at DESC, id DESC
                  LIMIT 1",
-                [kind],
+                [kind.as_str()],
                 |r| r.get(0),
             )
             .optional()

@@ -1,20 +1,64 @@
-//! Experiments: a compare or sweep kept as one record that groups its runs and holds its result.
+//! Experiments: a compare, sweep, eval or prompt file's tests kept as one record that groups
+//! its runs (and, for every kind that runs cells, its cells) and holds its result.
 
 use rusqlite::{OptionalExtension, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::read::{Filter, RunSummary};
+use crate::status::Status;
 use crate::store::Store;
 use crate::store::json_col;
+
+/// What an experiment is: how its cells are planned and what is made of them. The history's
+/// `experiments.kind` column holds [`as_str`](ExperimentKind::as_str), and a `CHECK` keeps it to
+/// these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub enum ExperimentKind {
+    /// Formats side by side under real budgets, each format's best reply swept.
+    Compare,
+    /// Prompts over a dataset, scored against its expected records.
+    Eval,
+    /// Replies cut at every offset.
+    Sweep,
+    /// A prompt file's own tests, held to their minimums.
+    Test,
+}
+
+impl ExperimentKind {
+    pub const ALL: [ExperimentKind; 4] = [Self::Compare, Self::Eval, Self::Sweep, Self::Test];
+
+    /// The kind the history keeps under `name` (`None`: not one).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// The name the history keeps it under.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Compare => "compare",
+            Self::Eval => "eval",
+            Self::Sweep => "sweep",
+            Self::Test => "test",
+        }
+    }
+}
+
+impl std::fmt::Display for ExperimentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
 
 /// One line of `kerf history experiments`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExperimentSummary {
     pub id: i64,
-    pub kind: String,
-    pub status: String,
+    pub kind: ExperimentKind,
+    pub status: Status,
     pub created_at: String,
     pub runs: i64,
     pub note: Option<String>,
@@ -63,10 +107,27 @@ const SUMMARY_COLUMNS: &str = "e.id, e.kind, e.status, e.created_at, e.note,
       ELSE NULL END";
 
 fn summary_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentSummary> {
+    // The schema's CHECKs hold both columns to what Kerf writes; a file edited by hand past
+    // them is named as corrupt, never read as some other kind.
+    fn closed<T>(
+        r: &rusqlite::Row<'_>,
+        i: usize,
+        name: &str,
+        parse: fn(&str) -> Option<T>,
+    ) -> rusqlite::Result<T> {
+        let value: String = r.get(i)?;
+        parse(&value).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                i,
+                rusqlite::types::Type::Text,
+                format!("experiment {name} `{value}` is not one Kerf writes").into(),
+            )
+        })
+    }
     Ok(ExperimentSummary {
         id: r.get(0)?,
-        kind: r.get(1)?,
-        status: r.get(2)?,
+        kind: closed(r, 1, "kind", ExperimentKind::parse)?,
+        status: closed(r, 2, "status", Status::parse)?,
         created_at: kerf_core::time::rfc3339(r.get(3)?),
         note: r.get(4)?,
         runs: r.get(5)?,
@@ -77,14 +138,14 @@ fn summary_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentSummary> {
 }
 
 impl Store {
-    /// Start a compare or sweep (`kind`) asked as `spec`; its runs name the returned id.
-    pub fn begin_experiment(&self, kind: &str, spec: &Value) -> Result<i64> {
+    /// Start an experiment of `kind` asked as `spec`; its runs name the returned id.
+    pub fn begin_experiment(&self, kind: ExperimentKind, spec: &Value) -> Result<i64> {
         let owner = self.owner_id()?;
         let tx = self.write()?;
         tx.execute(
             "INSERT INTO experiments (kind, status, created_at, spec, owner)
              VALUES (?1, 'running', ?2, ?3, ?4)",
-            params![kind, self.now(), spec.to_string(), owner],
+            params![kind.as_str(), self.now(), spec.to_string(), owner],
         )
         .map_err(|e| self.err(e))?;
         let id = tx.last_insert_rowid();

@@ -13,8 +13,9 @@
 //!   mid-run, the next open finds the run's [`owner`] gone and marks it `interrupted`, keeping the
 //!   text received; the caller parses that text ([`Store::runs_without_report`],
 //!   [`Store::set_report`]), since the store compiles no prompt.
-//! - Experiments: a `compare`, `sweep` or `eval` as one record grouping its runs and curves;
-//!   an eval also keeps its dataset rows and one [`EvalCell`] per point of its matrix.
+//! - Experiments: a `compare`, `sweep`, `eval` or `test` ([`ExperimentKind`]) as one record
+//!   grouping its runs and its result; every kind that runs cells keeps one [`CellKey`] per
+//!   point of its matrix, and an eval its dataset rows too.
 //! - Queries: [`Filter`] for lists, [`RunRecord`] for one run in full; tags and notes.
 //!
 //! No API key or other secret is stored: callers pass only what a run is (texts, parameters,
@@ -41,8 +42,8 @@ mod writer;
 
 pub use content::{Input, PromptVersion, sha256_hex};
 pub use error::{Error, Result};
-pub use eval::{Endpoint, EvalCell, EvalRowsWriter, ReplyBody, StoredCell, StoredReply};
-pub use experiments::{Experiment, ExperimentSummary};
+pub use eval::{CellKey, Endpoint, EvalRowsWriter, ReplyBody, StoredCell, StoredReply};
+pub use experiments::{Experiment, ExperimentKind, ExperimentSummary};
 pub use read::{Filter, RunRecord, RunSummary};
 pub use status::Status;
 pub use store::{Clock, Store};
@@ -68,7 +69,7 @@ mod testing {
             input: store.put_input(&json!({"text": "t"}), &json!({})).unwrap(),
             experiment: None,
             rerun_of: None,
-            eval_cell: None,
+            cell: None,
             provider: "local".into(),
             model: "m".into(),
             model_sha256: None,

@@ -22,6 +22,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0004_cell_scores.sql",
         include_str!("../migrations/0004_cell_scores.sql"),
     ),
+    (
+        "0005_cells.sql",
+        include_str!("../migrations/0005_cells.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

@@ -19,13 +19,13 @@ pub struct NewRun {
     pub prompt_version: String,
     /// An [`Input`] id from [`Store::put_input`].
     pub input: String,
-    /// The compare or sweep this run belongs to.
+    /// The experiment this run belongs to.
     pub experiment: Option<i64>,
     /// The run this one repeats (`kerf history rerun`).
     pub rerun_of: Option<i64>,
-    /// The eval cell this run measures (of `experiment`): written with the run, replacing the
-    /// cell's earlier run if it had one.
-    pub eval_cell: Option<crate::EvalCell>,
+    /// The cell of `experiment` this run measures: written with the run, replacing the cell's
+    /// earlier run if it had one.
+    pub cell: Option<crate::CellKey>,
     /// `local`, or the name of a configured provider.
     pub provider: String,
     /// A GGUF path, or the provider's model id.
@@ -327,8 +327,8 @@ impl Store {
             params![id, run.system, run.user],
         )
         .map_err(|e| self.err(e))?;
-        if let (Some(c), Some(experiment)) = (&run.eval_cell, run.experiment) {
-            crate::eval::insert_eval_cell(&tx, experiment, c, id).map_err(|e| self.err(e))?;
+        if let (Some(c), Some(experiment)) = (&run.cell, run.experiment) {
+            crate::eval::insert_cell(&tx, experiment, c, id).map_err(|e| self.err(e))?;
         }
         tx.commit().map_err(|e| self.err(e))?;
         Ok(RunWriter {

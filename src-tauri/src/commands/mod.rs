@@ -548,10 +548,10 @@ async fn history_experiments<R: Runtime>(cx: Cx<'_, R>) -> Result<Vec<Experiment
     let wb = cx.state.workbench.clone();
     blocking(move || {
         let store = wb.store_required()?;
-        history::experiments(&store, Some(50))?
+        Ok(history::experiments(&store, Some(50))?
             .into_iter()
-            .map(ExperimentRow::try_from)
-            .collect::<Result<Vec<_>>>()
+            .map(ExperimentRow::from)
+            .collect())
     })
     .await
 }

@@ -41,6 +41,17 @@ pub struct Contender {
     pub rendering: Rendering,
 }
 
+impl Contender {
+    /// The contender as the compare's spec and cells name it: its file, or a draft's name.
+    fn name(&self) -> String {
+        self.subject
+            .source
+            .path
+            .clone()
+            .unwrap_or_else(|| self.subject.source.name.clone())
+    }
+}
+
 /// A compare as a front end starts one.
 pub struct CompareJob<'a> {
     pub contenders: &'a [Contender],
@@ -167,17 +178,7 @@ pub fn compare(
                 constrain: false,
             };
             let spec = ExperimentSpec::Compare(CompareSpec {
-                prompts: job
-                    .contenders
-                    .iter()
-                    .map(|c| {
-                        c.subject
-                            .source
-                            .path
-                            .clone()
-                            .unwrap_or_else(|| c.subject.source.name.clone())
-                    })
-                    .collect(),
+                prompts: job.contenders.iter().map(Contender::name).collect(),
                 max_tokens: budgets.clone(),
                 constrain: job.constrain,
                 settings: SpecSettings::of(provider, &shared),
@@ -256,7 +257,8 @@ fn run_all(
         width: cells::width(provider, job.concurrency),
         // A compare measures each reply as it came.
         repair: false,
-        cache: false,
+        served_model: false,
+        layer: None,
     };
     let cells = plan
         .iter()
@@ -271,7 +273,8 @@ fn run_all(
                     max_tokens: budget,
                     constrain: constrained,
                 },
-                eval_cell: None,
+                // A compare has one input: its cells have no row.
+                key: Some(cells::key(provider, &c.name(), budget, constrained, 0, "")),
             };
             (at, Ok(cell))
         });

@@ -144,7 +144,7 @@ pub fn which(store: &Store, id: Option<i64>) -> Result<i64> {
     match id {
         Some(id) => Ok(id),
         None => store
-            .latest_experiment(ExperimentKind::Eval.as_str())?
+            .latest_experiment(ExperimentKind::Eval)?
             .ok_or_else(|| {
                 ApiError::new(
                     Code::NotFound,

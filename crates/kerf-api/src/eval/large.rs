@@ -358,7 +358,9 @@ fn a_dataset_that_changed_since_it_was_checked_keeps_no_row() {
     // The file changes between the check and the keeping.
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replace("Photosynthesis", "Chemosynthesis")).unwrap();
-    let experiment = store.begin_experiment("eval", &json!({})).unwrap();
+    let experiment = store
+        .begin_experiment(kerf_store::ExperimentKind::Eval, &json!({}))
+        .unwrap();
     let e = super::keep_rows(&store, experiment, &rows, checked).unwrap_err();
     assert_eq!(e.code, Code::Conflict);
     assert!(e.message.contains("the dataset changed"), "{}", e.message);

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use kerf_core::Prompt;
 use kerf_core::eval::dataset::{self, Dataset, Row};
 use kerf_llm::CancelToken;
-use kerf_store::{EvalCell, Store};
+use kerf_store::{CellKey, Store};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use ts_rs::TS;
@@ -444,7 +444,7 @@ fn to_json<T: Serialize>(v: &T) -> Result<Value> {
 /// and parameters.
 pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
     let e = store.experiment(experiment)?;
-    if e.summary.kind != "eval" {
+    if e.summary.kind != ExperimentKind::Eval {
         return Err(ApiError::new(
             Code::Usage,
             format!(
@@ -459,7 +459,7 @@ pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
             format!("eval {experiment}'s {what} is not what Kerf wrote: {err}"),
         )
     };
-    let ExperimentSpec::Eval(spec) = ExperimentSpec::read(experiment, &e.summary.kind, &e.spec)?
+    let ExperimentSpec::Eval(spec) = ExperimentSpec::read(experiment, e.summary.kind, &e.spec)?
     else {
         return Err(corrupt("spec", "not an eval's".into()));
     };
@@ -550,9 +550,9 @@ impl Eval {
     }
 
     /// The cells measured already (finished; failed ones too unless `retry_errors`).
-    fn kept(&self, store: &Store, retry_errors: bool) -> Result<BTreeSet<EvalCell>> {
+    fn kept(&self, store: &Store, retry_errors: bool) -> Result<BTreeSet<CellKey>> {
         Ok(store
-            .eval_cells(self.experiment)?
+            .cells(self.experiment)?
             .into_iter()
             .filter(|c| {
                 c.finished() || (!retry_errors && c.status == Some(kerf_store::Status::Error))
@@ -572,7 +572,7 @@ impl Eval {
     ) -> Result<(
         usize,
         usize,
-        impl Iterator<Item = (usize, usize, EvalCell)> + 'a,
+        impl Iterator<Item = (usize, usize, CellKey)> + 'a,
     )> {
         let keep = self.kept(store, retry_errors)?;
         let (mut skipped, mut total) = (0, 0);
@@ -607,13 +607,14 @@ impl Eval {
                     let mut n = 0;
                     for &constrained in &variants {
                         for repeat in 0..self.spec.repeat {
-                            let cell = EvalCell {
-                                prompt: s.prompt.id().to_string(),
+                            let cell = cells::key(
+                                provider,
+                                s.prompt.id(),
                                 max_tokens,
                                 constrained,
                                 repeat,
-                                row: id.clone(),
-                            };
+                                id,
+                            );
                             n += u64::from(!keep.contains(&cell));
                         }
                     }
@@ -641,7 +642,7 @@ impl Eval {
     pub fn matrix<'a>(
         &'a self,
         provider: &'a Chosen,
-    ) -> impl Iterator<Item = (usize, usize, EvalCell)> + 'a {
+    ) -> impl Iterator<Item = (usize, usize, CellKey)> + 'a {
         self.subjects.iter().enumerate().flat_map(move |(i, s)| {
             let variants = variants(self.spec.constrain, &s.prompt, provider);
             self.spec.max_tokens.iter().flat_map(move |&max_tokens| {
@@ -651,13 +652,14 @@ impl Eval {
                             (
                                 i,
                                 seq,
-                                EvalCell {
-                                    prompt: s.prompt.id().to_string(),
+                                cells::key(
+                                    provider,
+                                    s.prompt.id(),
                                     max_tokens,
                                     constrained,
                                     repeat,
-                                    row: row.clone(),
-                                },
+                                    row,
+                                ),
                             )
                         })
                     })
@@ -704,7 +706,11 @@ pub fn run_cells(
         width: cells::width(provider, pace.concurrency),
         // Each reply measured as it came.
         repair: false,
-        cache: eval.spec.cache,
+        served_model: true,
+        layer: eval
+            .spec
+            .cache
+            .then_some(&crate::experiments::cache::ReplyCache as &dyn cells::Layer),
     };
     // Each cell's row read back and rendered as the cell starts: a large matrix is never
     // held rendered, nor its dataset held at all.
@@ -722,7 +728,7 @@ pub fn run_cells(
                     constrain: cell.constrained,
                     ..eval.params.clone()
                 },
-                eval_cell: Some(cell),
+                key: Some(cell),
             });
         (key, prepared)
     });

@@ -271,7 +271,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
 impl CellLine {
     /// Cell `cell`, run by `run` and ended `status`, with no figure yet.
     pub(crate) fn of(
-        cell: &kerf_store::EvalCell,
+        cell: &kerf_store::CellKey,
         run: Option<i64>,
         status: Option<Status>,
     ) -> CellLine {

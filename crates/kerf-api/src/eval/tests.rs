@@ -300,18 +300,28 @@ fn run_tests(
         experiment,
         width: cells::width(provider, concurrency),
         repair: true,
-        cache: false,
+        served_model: false,
+        layer: None,
     };
     let cells = todo.iter().enumerate().map(|(i, &(subject, test, row))| {
         let params = RunParams {
             max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
             ..params.clone()
         };
+        // Each test is a row of its prompt's.
+        let key = cells::key(
+            provider,
+            subject.prompt.id(),
+            params.max_tokens,
+            params.constrain,
+            0,
+            &row.id,
+        );
         let cell = rendering(&subject.prompt, row).map(|rendering| Cell {
             subject,
             rendering,
             params,
-            eval_cell: None,
+            key: Some(key),
         });
         (i, cell)
     });

@@ -14,7 +14,7 @@ use kerf_core::eval::dataset::{self, Checker, Row};
 use kerf_core::eval::locate::{Words, places};
 use kerf_core::{Error as CoreError, ResponseType};
 use kerf_llm::RunDetails;
-use kerf_store::{EvalCell, Status, Store};
+use kerf_store::{Status, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use ts_rs::TS;
@@ -303,11 +303,16 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     let stored = store
         .eval_outcome(
             eval.experiment,
-            &EvalCell {
+            // The eval's one provider and model.
+            &kerf_store::CellKey {
                 prompt: key.prompt.clone(),
+                provider: eval.spec.settings.provider.clone(),
+                model: eval.spec.settings.model.clone(),
                 max_tokens: key.max_tokens,
                 constrained: key.constrained,
                 repeat: key.repeat,
+                chunk: 0,
+                pass: 0,
                 row: key.row.clone(),
             },
         )?
@@ -464,7 +469,7 @@ pub(super) fn live(
     eval: &Eval,
     subject: usize,
     seq: usize,
-    cell: EvalCell,
+    cell: kerf_store::CellKey,
     ran: &Ran,
 ) -> Result<CellLine> {
     let (run, finish, completion_tokens, cost_usd, cached) = match ran {

@@ -2,14 +2,16 @@
 //! run through [`run_cells`], which drives [`crate::runs::run`] `width` at a time on the
 //! caller's thread (`FuturesUnordered`: run futures call back into the caller, so they are not
 //! `Send`), the provider's rate limiter pacing them. Plans differ in which cells they make and
-//! what they do with each end; how a cell runs is here once.
+//! what they do with each end; how a cell runs is here once. Every cell has a key
+//! ([`CellKey`]), kept with its run as the run begins, so any plan's finished cells are known
+//! to a later process; a plan may put a [`Layer`] before the runs (an eval's reply cache).
 
 use std::time::Instant;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use kerf_llm::CancelToken;
-use kerf_store::{EvalCell, Store};
+use kerf_store::{CellKey, NewRun, Store};
 
 use super::Subject;
 use crate::error::Result;
@@ -27,9 +29,11 @@ pub struct Runner<'a> {
     /// Whether a prompt that opts in gets its repair loop: an experiment measures each reply as
     /// it came (off); a prompt's tests run as a run of it would (on).
     pub repair: bool,
-    /// Measure an eval cell by an earlier eval's reply when one ended on its own and
-    /// everything that shaped it is the same (`kerf eval --cache`).
-    pub cache: bool,
+    /// Ask a server what it serves under the model's name (once per provider) before the
+    /// first cell, so every run records it: an eval's resume and reply cache match on it.
+    pub served_model: bool,
+    /// What the plan puts before each run (`None`: every cell is a request).
+    pub layer: Option<&'a dyn Layer>,
 }
 
 /// One cell: a subject, rendered, run with its parameters.
@@ -37,15 +41,52 @@ pub struct Cell<'a> {
     pub subject: &'a Subject,
     pub rendering: Rendering,
     pub params: RunParams,
-    /// The eval cell this run measures (kept with the run as it begins).
-    pub eval_cell: Option<EvalCell>,
+    /// The point of the experiment's matrix this run measures (kept with the run as it
+    /// begins; `None` outside an experiment).
+    pub key: Option<CellKey>,
+}
+
+/// The key of a cell of `provider`: its prompt as the spec names it, its budget, constraint,
+/// repeat and row (chunk and pass 0: a plan of whole documents, one pass).
+pub fn key(
+    provider: &Chosen,
+    prompt: &str,
+    max_tokens: u32,
+    constrained: bool,
+    repeat: u32,
+    row: &str,
+) -> CellKey {
+    CellKey {
+        prompt: prompt.to_string(),
+        provider: provider.name(),
+        model: provider.as_provider().model(),
+        max_tokens,
+        constrained,
+        repeat,
+        chunk: 0,
+        pass: 0,
+        row: row.to_string(),
+    }
+}
+
+/// What a plan may put before its cells' runs: a run already in the history that measures a
+/// cell, so no request is sent for it (an eval's reply cache, `kerf eval --cache`).
+pub trait Layer {
+    /// A run that measures `key` of `experiment` as `run` would, if there is one.
+    fn measured(
+        &self,
+        store: &Store,
+        key: &CellKey,
+        run: &NewRun,
+        provider: &Chosen,
+    ) -> Result<Option<i64>>;
 }
 
 /// How a cell was measured.
 pub enum Ran {
     /// By its own run.
     Run(Box<RunResult>),
-    /// By an earlier eval's run (`cache`): its id.
+    /// By a run the plan's [`Layer`] found (an earlier eval's): its id.
     Cached(i64),
 }
 
@@ -130,26 +171,24 @@ async fn one(
         subject,
         rendering,
         params,
-        eval_cell,
+        key,
     } = cell;
-    // An eval's reply is kept as a measurement the cache may reuse: it records what the server
-    // serves (asked once per provider), and the cache matches on it.
-    if let (Some(_), Chosen::Cloud(p)) = (&eval_cell, runner.provider) {
+    if let (true, Chosen::Cloud(p)) = (runner.served_model, runner.provider) {
         p.served_model().await;
     }
     let mut job = subject.job(&rendering, runner.provider, &params);
     job.meta.experiment = runner.experiment;
     job.repair = runner.repair;
-    if let (true, Some(store), Some(experiment), Some(c)) =
-        (runner.cache, runner.store, runner.experiment, &eval_cell)
+    if let (Some(layer), Some(store), Some(experiment), Some(k)) =
+        (runner.layer, runner.store, runner.experiment, &key)
     {
         let new = crate::runs::new_run(store, &job.meta, &params, runner.provider)?;
-        if let Some(run) = store.cached_eval_run(&new, c.repeat, &runner.provider.endpoint())? {
-            store.put_eval_cell(experiment, c, run)?;
+        if let Some(run) = layer.measured(store, k, &new, runner.provider)? {
+            store.put_cell(experiment, k, run)?;
             return Ok(Ran::Cached(run));
         }
     }
-    job.meta.eval_cell = eval_cell;
+    job.meta.cell = key;
     crate::runs::run(runner.store, &job, cancel, on_event)
         .await
         .map(|r| Ran::Run(Box::new(r)))

@@ -5,12 +5,14 @@
 //!
 //! - [`Subject`] — a prompt as an experiment runs it, loaded once ([`Subject::load`]) by both
 //!   front ends, so the same file has the same prompt version wherever it runs.
-//! - [`cells`] — the cell runner and its in-flight driver.
+//! - [`cells`] — the cell runner and its in-flight driver; every cell keyed ([`CellKey`]) and
+//!   kept with its run. [`cache`] — the reply cache, a layer a plan opts into.
 //! - [`plan`] — what a plan will cost before its first request ([`plan::Size`]) and the limits
 //!   every plan is held to.
 //! - [`spec`] — what an experiment was asked, one typed record for every kind
 //!   ([`spec::ExperimentSpec`]).
 
+pub mod cache;
 pub mod cells;
 pub mod plan;
 pub mod spec;
@@ -22,40 +24,11 @@ use ts_rs::TS;
 
 use crate::runs::Chosen;
 
+pub use kerf_store::CellKey;
 pub use spec::ExperimentSpec;
 
-/// What an experiment is: how its cells are planned and what is made of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum ExperimentKind {
-    /// Formats side by side under real budgets, each format's best reply swept.
-    Compare,
-    /// Prompts over a dataset, scored against its expected records.
-    Eval,
-    /// Replies cut at every offset.
-    Sweep,
-    /// A prompt file's own tests, held to their minimums.
-    Test,
-}
-
-impl ExperimentKind {
-    pub const ALL: [ExperimentKind; 4] = [Self::Compare, Self::Eval, Self::Sweep, Self::Test];
-
-    /// The kind the history keeps under `name` (`None`: not one).
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-
-    /// The name the history keeps it under.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Compare => "compare",
-            Self::Eval => "eval",
-            Self::Sweep => "sweep",
-            Self::Test => "test",
-        }
-    }
-}
+/// What an experiment is (kept typed in the history).
+pub use kerf_store::ExperimentKind;
 
 /// Which passes each prompt gets: an axis of every plan that runs prompts on a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]

@@ -193,16 +193,17 @@ impl ExperimentSpec {
     pub fn begin(&self, store: &Store) -> Result<i64> {
         let spec =
             serde_json::to_value(self).map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
-        Ok(store.begin_experiment(self.kind().as_str(), &spec)?)
+        Ok(store.begin_experiment(self.kind(), &spec)?)
     }
 
     /// Experiment `id`'s spec as stored under `kind` (specs recorded before the spec carried its
     /// kind are read by the column's). A spec Kerf did not write is an error naming the
     /// experiment.
-    pub fn read(id: i64, kind: &str, spec: &Value) -> Result<Self> {
+    pub fn read(id: i64, kind: ExperimentKind, spec: &Value) -> Result<Self> {
         let mut spec = spec.clone();
         if let Value::Object(map) = &mut spec {
-            map.entry("kind").or_insert_with(|| Value::from(kind));
+            map.entry("kind")
+                .or_insert_with(|| Value::from(kind.as_str()));
         }
         serde_json::from_value(spec).map_err(|err| {
             ApiError::new(

@@ -240,35 +240,20 @@ fn headline(kind: crate::experiments::ExperimentKind, figures: &Value) -> Option
     }
 }
 
-impl TryFrom<kerf_store::ExperimentSummary> for ExperimentRow {
-    type Error = crate::ApiError;
-
-    fn try_from(e: kerf_store::ExperimentSummary) -> crate::Result<Self> {
-        let corrupt = |what: &str, value: &str| {
-            crate::ApiError::new(
-                crate::Code::StoreCorrupt,
-                format!(
-                    "experiment {}'s {what} `{value}` is not one Kerf writes",
-                    e.id
-                ),
-            )
-        };
-        let kind = crate::experiments::ExperimentKind::parse(&e.kind)
-            .ok_or_else(|| corrupt("kind", &e.kind))?;
-        let status =
-            kerf_store::Status::parse(&e.status).ok_or_else(|| corrupt("status", &e.status))?;
+impl From<kerf_store::ExperimentSummary> for ExperimentRow {
+    fn from(e: kerf_store::ExperimentSummary) -> Self {
         let figures = e.figures.unwrap_or(Value::Null);
-        Ok(ExperimentRow {
+        ExperimentRow {
             id: e.id,
-            kind,
-            status,
+            kind: e.kind,
+            status: e.status,
             created_at: e.created_at,
             runs: e.runs,
             note: e.note,
-            state: ExperimentState::of(status, figures.get("pending").and_then(Value::as_u64)),
+            state: ExperimentState::of(e.status, figures.get("pending").and_then(Value::as_u64)),
             cells: figures.get("cells").and_then(Value::as_u64),
-            headline: headline(kind, &figures),
-        })
+            headline: headline(e.kind, &figures),
+        }
     }
 }
 

@@ -772,8 +772,8 @@ pub struct RunMeta<'a> {
     pub rendering: &'a Rendering,
     pub experiment: Option<i64>,
     pub rerun_of: Option<i64>,
-    /// The eval cell this run measures (of `experiment`).
-    pub eval_cell: Option<kerf_store::EvalCell>,
+    /// The cell of `experiment` this run measures.
+    pub cell: Option<kerf_store::CellKey>,
 }
 
 /// A run as the history would keep it (its prompt version and input stored): what
@@ -803,7 +803,7 @@ pub(crate) fn new_run(
         input,
         experiment: meta.experiment,
         rerun_of: meta.rerun_of,
-        eval_cell: meta.eval_cell.clone(),
+        cell: meta.cell.clone(),
         provider: provider.name(),
         model: provider.as_provider().model(),
         model_sha256,
@@ -913,7 +913,7 @@ impl<'a> RunJob<'a> {
                 rendering,
                 experiment: None,
                 rerun_of: None,
-                eval_cell: None,
+                cell: None,
             },
             provider,
             prompt,

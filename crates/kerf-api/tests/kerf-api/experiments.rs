@@ -218,10 +218,48 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
         ]
     );
     let e = store.experiment(report.experiment.unwrap()).unwrap();
-    assert_eq!(e.summary.kind, "compare");
+    assert_eq!(e.summary.kind, kerf_store::ExperimentKind::Compare);
     assert_eq!(e.run_list.len(), 6);
+    // Its cells are kept as an eval's are, one record each, each pointing at its run, under the
+    // provider and model that ran it; a compare's one input is no row.
+    let cells = store.cells(e.summary.id).unwrap();
+    let keys: Vec<(&str, u32, &str)> = cells
+        .iter()
+        .map(|c| {
+            (
+                Path::new(&c.cell.prompt)
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap(),
+                c.cell.max_tokens,
+                c.cell.row.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        // In key order: by the contender's file (`…-array.json` sorts before `….json`).
+        [
+            ("agent-kg-extract-array", 64, ""),
+            ("agent-kg-extract-array", 128, ""),
+            ("agent-kg-extract-array", 256, ""),
+            ("agent-kg-extract", 64, ""),
+            ("agent-kg-extract", 128, ""),
+            ("agent-kg-extract", 256, ""),
+        ]
+    );
+    assert!(cells.iter().all(|c| c.cell.provider == provider.name()
+        && c.cell.model == provider.as_provider().model()
+        && !c.cell.constrained
+        && c.finished()));
+    let runs: std::collections::BTreeSet<i64> = cells.iter().filter_map(|c| c.run).collect();
+    assert_eq!(
+        runs,
+        e.run_list.iter().map(|r| r.id).collect(),
+        "each cell points at one of the compare's runs"
+    );
     // Its spec reads back as the typed record the window and `history show` use.
-    match ExperimentSpec::read(e.summary.id, &e.summary.kind, &e.spec).unwrap() {
+    match ExperimentSpec::read(e.summary.id, e.summary.kind, &e.spec).unwrap() {
         ExperimentSpec::Compare(c) => {
             assert_eq!(c.max_tokens, [64, 128, 256]);
             assert_eq!(c.concurrency, 3);
@@ -287,12 +325,27 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
     assert_eq!((report.passed, report.failed, report.errors), (1, 1, 0));
     // The tests are one experiment of their own, its runs and verdicts kept.
     let id = store
-        .latest_experiment("test")
+        .latest_experiment(kerf_store::ExperimentKind::Test)
         .unwrap()
         .expect("a test experiment");
     let e = store.experiment(id).unwrap();
     assert_eq!((e.summary.status.as_str(), e.run_list.len()), ("ok", 2));
-    match ExperimentSpec::read(id, &e.summary.kind, &e.spec).unwrap() {
+    // A test is a cell of its prompt, its name the row, at its own budget.
+    let cells: Vec<(String, u32, Option<kerf_store::Status>)> = store
+        .cells(id)
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.cell.row, c.cell.max_tokens, c.status))
+        .collect();
+    assert_eq!(
+        cells,
+        // In key order: the budget before the row.
+        [
+            ("two".to_string(), 32, Some(kerf_store::Status::Ok)),
+            ("one".to_string(), 512, Some(kerf_store::Status::Ok)),
+        ]
+    );
+    match ExperimentSpec::read(id, e.summary.kind, &e.spec).unwrap() {
         ExperimentSpec::Test(t) => {
             assert_eq!((t.tests, t.max_tokens, t.concurrency), (2, 512, 2));
             assert_eq!(t.prompts.len(), 1);
@@ -343,9 +396,12 @@ fn a_sweep_of_two_replies_is_one_experiment_with_a_typed_spec() {
         panic!("two replies are compared")
     };
     assert_eq!(compare[1].name, "array");
-    let id = store.latest_experiment("sweep").unwrap().expect("kept");
+    let id = store
+        .latest_experiment(kerf_store::ExperimentKind::Sweep)
+        .unwrap()
+        .expect("kept");
     let e = store.experiment(id).unwrap();
-    match ExperimentSpec::read(id, &e.summary.kind, &e.spec).unwrap() {
+    match ExperimentSpec::read(id, e.summary.kind, &e.spec).unwrap() {
         ExperimentSpec::Sweep(spec) => {
             assert_eq!(spec.unit, CutUnit::Byte);
             assert_eq!(spec.replies[0].bytes, jsonl.len());
@@ -664,7 +720,10 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     );
     assert_eq!(heard.len(), 2, "each result is sent as it ends");
     assert_eq!(server.requests().len(), 2);
-    let id = store.latest_experiment("test").unwrap().expect("kept");
+    let id = store
+        .latest_experiment(kerf_store::ExperimentKind::Test)
+        .unwrap()
+        .expect("kept");
     assert_eq!(store.experiment(id).unwrap().run_list.len(), 2);
 }
 
@@ -773,7 +832,7 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
         kerf_api::history::experiments(&store, None)
             .unwrap()
             .into_iter()
-            .map(|e| e.try_into().unwrap())
+            .map(Into::into)
             .collect();
     let row = listed.iter().find(|r| r.id == e.experiment).unwrap();
     assert_eq!(row.kind, ExperimentKind::Eval);

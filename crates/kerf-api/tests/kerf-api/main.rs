@@ -44,7 +44,7 @@ fn new_run(store: &Store, prompt: &str, params: serde_json::Value) -> NewRun {
             .unwrap(),
         experiment: None,
         rerun_of: None,
-        eval_cell: None,
+        cell: None,
         provider: "local".into(),
         model: "m.gguf".into(),
         model_sha256: None,

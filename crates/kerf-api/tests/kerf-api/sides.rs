@@ -278,7 +278,10 @@ fn a_stored_compare_sweep_and_test_open_as_their_screens_show_them() {
         &mut |_, _| {},
     )
     .unwrap();
-    let swept = store.latest_experiment("sweep").unwrap().unwrap();
+    let swept = store
+        .latest_experiment(kerf_store::ExperimentKind::Sweep)
+        .unwrap()
+        .unwrap();
     match opened::open(&store, swept).unwrap() {
         OpenedExperiment::Sweep { curves, chart, .. } => {
             let got: Vec<_> = curves
@@ -300,7 +303,7 @@ fn a_stored_compare_sweep_and_test_open_as_their_screens_show_them() {
     // Not done: no result to show, and the reason.
     let running = store
         .begin_experiment(
-            "compare",
+            kerf_store::ExperimentKind::Compare,
             &serde_json::to_value(opened_spec(&store, id)).unwrap(),
         )
         .unwrap();

@@ -471,7 +471,7 @@ fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
                     opt(r.max_tokens)
                 );
             }
-            if x.summary.kind == "sweep"
+            if x.summary.kind == kerf_api::experiments::ExperimentKind::Sweep
                 && let Some(result) = &x.result
             {
                 crate::outln!("curves: {}", crate::output::compact(result, 400));

@@ -923,6 +923,100 @@ fn a_killed_eval_resumes_without_buying_a_finished_cell_again() {
     assert_eq!(runs.len(), 12, "seed {seed}");
 }
 
+/// A history written before every cell named its provider (schema 4; how it was made:
+/// `fixtures/README.md`) holds an eval killed after 8 of its 12 cells and a compare. This Kerf
+/// opens it, lists both, shows the eval as it stood, holds a resume to the server the eval ran
+/// on, and, told to go on, buys exactly the 4 cells without a finished run: the 8 keep their
+/// runs and figures.
+#[test]
+fn a_history_from_before_cells_named_their_provider_opens_lists_and_resumes() {
+    let kg: Vec<Value> = std::fs::read_to_string(repo().join("datasets/knowledge-graph.jsonl"))
+        .unwrap()
+        .lines()
+        .take(3)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let model = Model::start(kg, Duration::ZERO);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo().join("crates/kerf-cli/tests/kerf-cli/fixtures/v4-killed-eval.sqlite"),
+        dir.path().join(kerf_store::FILE_NAME),
+    )
+    .unwrap();
+    add_server(dir.path(), "srv", &model.url(), "loopback");
+    let list = kerf_in(dir.path(), &["history", "experiments"]);
+    assert_eq!(list.status.code(), Some(0), "{}", stderr(&list));
+    let list = String::from_utf8_lossy(&list.stdout).to_string();
+    let lines: Vec<Vec<&str>> = list
+        .lines()
+        .map(|l| l.split_whitespace().take(3).collect())
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            vec!["e2", "compare", "ok"],
+            vec!["e1", "eval", "interrupted"]
+        ],
+        "{list}"
+    );
+    let shown = kerf_in(dir.path(), &["eval", "show", "1", "--json"]);
+    let before = stdout_json(&shown);
+    assert_eq!(before["pending"], 4, "{before}");
+    let finished = |v: &Value| -> Vec<(String, Value, Value)> {
+        let mut cells: Vec<_> = v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["finish_reason"] == "stop" || c["finish_reason"] == "length")
+            .map(|c| {
+                (
+                    format!("{}|{}|{}", c["prompt"], c["max_tokens"], c["row"]),
+                    c["run"].clone(),
+                    c["f1"].clone(),
+                )
+            })
+            .collect();
+        cells.sort_by(|a, b| a.0.cmp(&b.0));
+        cells
+    };
+    let kept = finished(&before);
+    assert_eq!(kept.len(), 8, "{before}");
+    // The provider's name now points at another server: refused, naming both, nothing sent.
+    let refused = kerf_in(dir.path(), &["eval", "resume", "1"]);
+    assert_ne!(refused.status.code(), Some(0));
+    let why = stderr(&refused);
+    assert!(
+        why.contains("http://127.0.0.1:47311/v1") && why.contains(&model.url()),
+        "{why}"
+    );
+    assert_eq!(model.requests(), 0);
+    let resumed = kerf_in(
+        dir.path(),
+        &["eval", "resume", "1", "--allow-endpoint-change", "--json"],
+    );
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let after = stdout_json(&resumed);
+    assert_eq!(model.requests(), 4, "a resume bought a finished cell again");
+    assert_eq!(after["pending"], 0);
+    assert_eq!(after["cells"].as_array().unwrap().len(), 12);
+    let all = finished(&after);
+    assert_eq!(all.len(), 12);
+    for k in &kept {
+        assert!(all.contains(k), "{k:?} changed by the resume");
+    }
+    // Every cell is kept under the provider and model it ran on.
+    let store = kerf_store::Store::open(&dir.path().join(kerf_store::FILE_NAME)).unwrap();
+    let cells = store.cells(1).unwrap();
+    assert_eq!(cells.len(), 12);
+    assert!(
+        cells
+            .iter()
+            .all(|c| c.cell.provider == "srv" && c.cell.model == "loopback"),
+        "{cells:?}"
+    );
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
 #[test]
 fn a_malformed_dataset_is_refused_before_any_call_and_leaves_no_trace() {
     let mut rows = rows();
@@ -1850,7 +1944,10 @@ fn an_eval_announces_its_plan_before_its_first_request() {
     assert_eq!(model.requests(), 12);
     // The spec keeps it: `show --json` and the window read it back.
     let store = kerf_store::Store::open(&dir.path().join(kerf_store::FILE_NAME)).unwrap();
-    let e = store.latest_experiment("eval").unwrap().unwrap();
+    let e = store
+        .latest_experiment(kerf_store::ExperimentKind::Eval)
+        .unwrap()
+        .unwrap();
     let spec = store.experiment(e).unwrap().spec;
     assert_eq!(spec["plan"]["requests"], 12, "{spec}");
     assert_eq!(spec["plan"]["output_tokens_max"], 6_240, "{spec}");

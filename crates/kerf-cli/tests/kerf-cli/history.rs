@@ -803,7 +803,7 @@ fn csv_export_never_writes_a_formula_cell() {
                 input,
                 experiment: None,
                 rerun_of: None,
-                eval_cell: None,
+                cell: None,
                 provider: "local".into(),
                 model: "@model".into(),
                 model_sha256: None,

@@ -24,6 +24,21 @@ fn ticking() -> kerf_store::Clock {
     Arc::new(move || t.fetch_add(1000, Ordering::SeqCst))
 }
 
+/// Cell `row` of a one-prompt, one-provider matrix at 64 tokens, unconstrained.
+fn cell(row: &str) -> kerf_store::CellKey {
+    kerf_store::CellKey {
+        prompt: "p".into(),
+        provider: "local".into(),
+        model: "m".into(),
+        max_tokens: 64,
+        constrained: false,
+        repeat: 0,
+        chunk: 0,
+        pass: 0,
+        row: row.into(),
+    }
+}
+
 fn new_run(store: &Store, doc: &str) -> NewRun {
     let version = store
         .put_prompt_version("kg", Some("prompts/kg.json"), "jsonl", PROMPT)
@@ -34,7 +49,7 @@ fn new_run(store: &Store, doc: &str) -> NewRun {
         input,
         experiment: None,
         rerun_of: None,
-        eval_cell: None,
+        cell: None,
         provider: "local".into(),
         model: "/models/m.gguf".into(),
         model_sha256: Some("ab".repeat(32)),
@@ -385,7 +400,10 @@ fn filters_tags_notes_and_delete() {
 fn experiments_group_their_runs() {
     let store = Store::in_memory().unwrap();
     let e = store
-        .begin_experiment("compare", &json!({"budgets": [24, 300]}))
+        .begin_experiment(
+            kerf_store::ExperimentKind::Compare,
+            &json!({"budgets": [24, 300]}),
+        )
         .unwrap();
     let mut run = new_run(&store, "doc");
     run.experiment = Some(e);
@@ -395,7 +413,7 @@ fn experiments_group_their_runs() {
         .finish_experiment(e, &json!({"rows": [1]}), None)
         .unwrap();
     let x = store.experiment(e).unwrap();
-    assert_eq!(x.summary.status, "ok");
+    assert_eq!(x.summary.status, Status::Ok);
     assert_eq!(x.summary.runs, 1);
     assert_eq!(x.run_list[0].id, id);
     assert_eq!(x.result, Some(json!({"rows": [1]})));
@@ -535,6 +553,98 @@ fn an_error_code_recorded_in_kebab_case_reads_back_in_snake_case() {
     assert_eq!(rec.summary.error.as_deref(), Some("no such server"));
 }
 
+/// Version 5 keeps every kind's cells in one table keyed by provider and model too. A version-4
+/// eval's cells keep their runs and take the provider and model its spec names (or, where a
+/// spec lacks them, their runs'); the runs' experiments, the rows and the kind are untouched.
+#[test]
+fn migrating_to_v5_gives_each_eval_cell_its_provider_and_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    std::fs::copy(fixtures().join("v4.sqlite"), &path).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            r#"INSERT INTO experiments (id, kind, status, created_at, spec) VALUES
+                 (3, 'eval', 'interrupted', 0, '{"provider": "srv", "model": "loopback", "cells": 2}'),
+                 (4, 'eval', 'ok', 0, 'not json');
+               UPDATE runs SET experiment_id = 3;
+               INSERT INTO eval_rows VALUES (3, 0, 'a', '{"id":"a"}'), (3, 1, 'b', '{"id":"b"}');
+               INSERT INTO eval_cells VALUES (3, 'p', 64, 1, 0, 'a', (SELECT min(id) FROM runs)),
+                                             (3, 'p', 64, 1, 0, 'b', NULL),
+                                             (4, 'q', 32, 0, 1, 'a', (SELECT min(id) FROM runs));"#,
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let run = store.list(&Filter::default()).unwrap()[0].clone();
+    let cells = store.cells(3).unwrap();
+    let keys: Vec<_> = cells
+        .iter()
+        .map(|c| {
+            (
+                c.cell.provider.as_str(),
+                c.cell.model.as_str(),
+                c.cell.row.as_str(),
+                c.run,
+            )
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            ("srv", "loopback", "a", Some(run.id)),
+            ("srv", "loopback", "b", None)
+        ]
+    );
+    assert!(cells.iter().all(|c| c.cell.chunk == 0 && c.cell.pass == 0));
+    assert_eq!(cells[0].cell.max_tokens, 64);
+    assert!(cells[0].cell.constrained);
+    assert_eq!(cells[0].status, Some(Status::Truncated));
+    // A spec that is not JSON: the run's provider and model.
+    let other = store.cells(4).unwrap();
+    assert_eq!(
+        (
+            other[0].cell.provider.as_str(),
+            other[0].cell.model.as_str(),
+            other[0].cell.repeat
+        ),
+        (run.provider.as_str(), run.model.as_str(), 1)
+    );
+    let e = store.experiment(3).unwrap();
+    assert_eq!(
+        (e.summary.kind, e.summary.status, e.run_list.len()),
+        (kerf_store::ExperimentKind::Eval, Status::Interrupted, 1)
+    );
+    assert_eq!(store.eval_row_ids(3).unwrap(), vec!["a", "b"]);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+/// The kind and status columns are closed: a file edited past the schema's CHECKs is named as
+/// corrupt when listed, never read as some other kind.
+#[test]
+fn an_experiment_kind_kerf_never_writes_is_named_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    drop(Store::open(&path).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "PRAGMA ignore_check_constraints = ON;
+             INSERT INTO experiments (kind, status, created_at, spec) VALUES ('poll', 'ok', 0, '{}');",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let err = store.experiments(None).unwrap_err();
+    assert_eq!(err.code(), "store_corrupt");
+    assert!(
+        err.to_string()
+            .contains("experiment kind `poll` is not one Kerf writes")
+            && err.to_string().contains("history.sqlite"),
+        "{err}"
+    );
+}
+
 /// Version 2 rebuilds `experiments` (its kind gains `eval`). A version-1 file whose run belongs
 /// to an experiment keeps that link: the rebuild runs with foreign keys off, so dropping the old
 /// table does not null the runs' `experiment_id` (ON DELETE SET NULL).
@@ -555,26 +665,30 @@ fn migrating_to_v2_keeps_runs_in_their_experiments() {
     let runs = store.list(&Filter::default()).unwrap();
     assert_eq!(runs[0].experiment, Some(7));
     let e = store.experiment(7).unwrap();
-    assert_eq!((e.summary.kind.as_str(), e.run_list.len()), ("compare", 1));
+    assert_eq!(
+        (e.summary.kind, e.run_list.len()),
+        (kerf_store::ExperimentKind::Compare, 1)
+    );
     // The new kind is accepted, and an eval's cells point at their runs.
-    let ev = store.begin_experiment("eval", &json!({})).unwrap();
+    let ev = store
+        .begin_experiment(kerf_store::ExperimentKind::Eval, &json!({}))
+        .unwrap();
     let mut run = new_run(&store, "doc");
     run.experiment = Some(ev);
-    run.eval_cell = Some(kerf_store::EvalCell {
-        prompt: "p".into(),
-        max_tokens: 64,
-        constrained: false,
-        repeat: 0,
-        row: "r1".into(),
-    });
+    run.cell = Some(cell("r1"));
     let first = store.begin_run(&run).unwrap().id();
     // A retry of the same cell replaces its run: each cell is held once.
     let second = store.begin_run(&run).unwrap().id();
-    let cells = store.eval_cells(ev).unwrap();
+    let cells = store.cells(ev).unwrap();
     assert_eq!(cells.len(), 1);
     assert_eq!(cells[0].run, Some(second));
     assert_ne!(first, second);
-    assert_eq!(store.latest_experiment("eval").unwrap(), Some(ev));
+    assert_eq!(
+        store
+            .latest_experiment(kerf_store::ExperimentKind::Eval)
+            .unwrap(),
+        Some(ev)
+    );
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
@@ -587,7 +701,9 @@ fn a_submitted_run_survives_another_process_opening_the_history_and_a_third_sett
     let path = dir.path().join("history.sqlite");
     let (run, dead, experiment) = {
         let first = Store::open(&path).unwrap();
-        let experiment = first.begin_experiment("eval", &json!({})).unwrap();
+        let experiment = first
+            .begin_experiment(kerf_store::ExperimentKind::Eval, &json!({}))
+            .unwrap();
         let mut new = new_run(&first, "doc");
         new.experiment = Some(experiment);
         let run = first
@@ -615,7 +731,7 @@ fn a_submitted_run_survives_another_process_opening_the_history_and_a_third_sett
             vec![(run, "batch_69/request-3".to_string())]
         );
         let e = second.experiment(experiment).unwrap();
-        assert_eq!(e.summary.status, "submitted");
+        assert_eq!(e.summary.status, Status::Submitted);
     }
     let third = Store::open(&path).unwrap();
     let end = RunEnd {
@@ -639,7 +755,10 @@ fn a_submitted_run_survives_another_process_opening_the_history_and_a_third_sett
     third
         .finish_experiment(experiment, &json!({"cells": 1}), None)
         .unwrap();
-    assert_eq!(third.experiment(experiment).unwrap().summary.status, "ok");
+    assert_eq!(
+        third.experiment(experiment).unwrap().summary.status,
+        Status::Ok
+    );
     assert_eq!(third.integrity_check().unwrap(), "ok");
 }
 
@@ -649,7 +768,9 @@ fn a_submitted_run_survives_another_process_opening_the_history_and_a_third_sett
 #[test]
 fn an_evals_rows_and_replies_are_read_one_at_a_time() {
     let store = Store::in_memory().unwrap();
-    let ev = store.begin_experiment("eval", &json!({})).unwrap();
+    let ev = store
+        .begin_experiment(kerf_store::ExperimentKind::Eval, &json!({}))
+        .unwrap();
     {
         let mut w = store.eval_rows_writer(ev).unwrap();
         w.put("a", r#"{"id":"a"}"#).unwrap();
@@ -677,19 +798,7 @@ fn an_evals_rows_and_replies_are_read_one_at_a_time() {
     assert_eq!(seen[2], (2, r#"{"id":"c"}"#.to_string()));
     // A cell measured by a run: its outcome without its reply, then the reply by its run.
     let run = record(&store, "DNA", &["{\"entity\": \"DNA\"}\n"], "stop");
-    store
-        .put_eval_cell(
-            ev,
-            &kerf_store::EvalCell {
-                prompt: "p".into(),
-                max_tokens: 64,
-                constrained: false,
-                repeat: 0,
-                row: "a".into(),
-            },
-            run,
-        )
-        .unwrap();
+    store.put_cell(ev, &cell("a"), run).unwrap();
     let outcomes = store.eval_outcomes(ev).unwrap();
     assert_eq!(outcomes.len(), 1);
     assert_eq!(outcomes[0].cell.status, Some(Status::Ok));
