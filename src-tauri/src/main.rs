@@ -4,6 +4,6 @@
 fn main() {
     // Before the window: a template's preview renders in a worker process (this executable,
     // started again) whose memory is limited, so no template can abort the app.
-    kerf_core::render_worker::set_up();
+    kerf_core::render_worker::set_up(kerf_core::template::ENGINE);
     kerf_desktop::run();
 }

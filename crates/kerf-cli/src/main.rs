@@ -103,7 +103,7 @@ fn exit_status(code: kerf_api::Code) -> u8 {
 
 fn main() -> ExitCode {
     // Templates render in a worker process with a memory limit (this executable, started again).
-    kerf_core::render_worker::set_up();
+    kerf_core::render_worker::set_up(kerf_core::template::ENGINE);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

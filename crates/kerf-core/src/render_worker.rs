@@ -5,7 +5,8 @@
 //! of gigabytes (`{% set ns.s = ns.s ~ ns.s %}` in a loop doubles it each time) and an allocation
 //! that fails aborts the whole process — the window, with the prompt still unsaved. minijinja has
 //! no hook on what a render allocates, so the bound is the operating system's: the binaries
-//! (`kerf`, the desktop app) call [`set_up`] first thing in `main`; from then on every [`crate::template::Template`] compile and render is sent to a
+//! (`kerf`, the desktop app) call [`set_up`] first thing in `main`, handing it the template
+//! engine ([`Engine`]: `template::ENGINE`); from then on every template compile and render is sent to a
 //! worker — the same executable started with [`WORKER_ARG`] — whose data segment is limited to
 //! `KERF_RENDER_MEMORY_MIB` (`limits::render_memory_bytes`). A worker that dies is reported as
 //! the template's `template_render` error, and the next render starts a new one. Compiling goes
@@ -15,7 +16,8 @@
 //! Workers live for many renders (an eval renders every row; starting a process per render
 //! would cost more than the render) and are kept in a small pool so that renders of concurrent
 //! cells do not wait on each other. Without [`isolate_renders`] (the library's own tests, other
-//! embedders), templates render in the calling process.
+//! embedders), templates render in the calling process. This file carries a template's name,
+//! source and context, never a template: the engine is `template.rs`'s, handed in.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
@@ -37,11 +39,23 @@ const IDLE_WORKERS: usize = 4;
 static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
 static IDLE: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
 
-/// First thing in an executable's `main`: when this process was started as a render worker,
-/// serve renders and exit; otherwise send this process's renders to workers of this executable.
-/// (When the executable cannot be found, renders stay in this process.)
-pub fn set_up() {
-    serve_if_worker();
+/// A render's text and its warnings.
+pub type Rendered = (String, Vec<String>);
+
+/// What a worker does in its own process: the template engine's compile (a template's
+/// variables, sorted) and render, by name and source.
+#[derive(Clone, Copy)]
+pub struct Engine {
+    pub compile: fn(&str, &str) -> Result<Vec<String>>,
+    pub render: fn(&str, &str, &Map<String, Value>) -> Result<Rendered>,
+}
+
+/// First thing in an executable's `main`, with the template engine
+/// (`kerf_core::template::ENGINE`): when this process was started as a render worker, serve
+/// renders with `engine` and exit; otherwise send this process's renders to workers of this
+/// executable. (When the executable cannot be found, renders stay in this process.)
+pub fn set_up(engine: Engine) {
+    serve_if_worker(engine);
     if let Ok(program) = std::env::current_exe() {
         isolate_renders(program);
     }
@@ -81,18 +95,14 @@ impl Request {
         }
     }
 
-    /// Do it in this process (the worker's side).
-    fn answer(&self) -> Reply {
+    /// Do it in this process with `engine` (the worker's side).
+    fn answer(&self, engine: Engine) -> Reply {
         match self {
-            Request::Compile { name, source } => {
-                match crate::template::compile_here(name, source) {
-                    Ok(variables) => Reply::Compiled { variables },
-                    Err(e) => Reply::of(Err(e)),
-                }
-            }
-            Request::Render { name, source, ctx } => {
-                Reply::of(crate::template::Template::uncompiled(name, source).render_here(ctx))
-            }
+            Request::Compile { name, source } => match (engine.compile)(name, source) {
+                Ok(variables) => Reply::Compiled { variables },
+                Err(e) => Reply::of(Err(e)),
+            },
+            Request::Render { name, source, ctx } => Reply::of((engine.render)(name, source, ctx)),
         }
     }
 }
@@ -164,7 +174,7 @@ impl Reply {
 
 /// When this process was started as a render worker: limit its memory, answer renders until
 /// its input closes, and exit. Otherwise return at once.
-fn serve_if_worker() {
+fn serve_if_worker(engine: Engine) {
     if std::env::args_os().nth(1).as_deref() != Some(WORKER_ARG.as_ref()) {
         return;
     }
@@ -176,7 +186,7 @@ fn serve_if_worker() {
         let reply = match serde_json::from_str::<Request>(&line) {
             Ok(req) => {
                 // A panic inside the engine is the template's failure, not the worker's end.
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| req.answer()))
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| req.answer(engine)))
                     .unwrap_or_else(|_| {
                         Reply::of(Err(Error::TemplateRender {
                             name: req.name().to_string(),

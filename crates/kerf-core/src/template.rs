@@ -247,6 +247,13 @@ impl Template {
 
 /// Compile in this process: what a render worker does for [`Template::new`], and what the
 /// library does when no worker was set up. The template's top-level variables, sorted.
+/// The template engine a render worker runs (`render_worker::set_up`): compile and render by
+/// name and source, in the worker's own process.
+pub const ENGINE: crate::render_worker::Engine = crate::render_worker::Engine {
+    compile: compile_here,
+    render: |name, source, ctx| Template::uncompiled(name, source).render_here(ctx),
+};
+
 pub(crate) fn compile_here(name: &str, source: &str) -> Result<Vec<String>> {
     let env = environment(None);
     let t = env

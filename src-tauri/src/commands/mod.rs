@@ -412,7 +412,7 @@ async fn eval_start<R: Runtime>(
         let finished = eval::flow::run(
             &wb,
             &store,
-            &input.start_input()?,
+            &kerf_api::eval::StartInput::of(&input)?,
             &token,
             eval::Options::default(),
             &mut |_| {},
@@ -447,7 +447,7 @@ async fn eval_plan<R: Runtime>(cx: Cx<'_, R>, input: EvalInput) -> Result<EvalPl
     cx.state.access.check(&input.dataset, Use::Read)?;
     cx.state.access.check_all(&input.prompts, Use::Read)?;
     let wb = cx.state.workbench.clone();
-    blocking(move || EvalPlan::of(&wb, &input)).await
+    blocking(move || kerf_api::eval::flow::plan(&wb, &input)).await
 }
 
 /// An eval pass's end for the window: its report, or the error a stopped eval ends with (which

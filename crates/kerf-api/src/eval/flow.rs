@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use kerf_llm::CancelToken;
 use kerf_store::Store;
 
+use super::wire::{EvalInput, EvalPlan, EvalShown};
 use super::{Eval, Options, Pace, Plan, Progress, Report, Rows};
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::plan::{Allowance, Size};
@@ -42,6 +43,27 @@ struct Loaded {
 }
 
 impl StartInput {
+    /// The eval the window's `input` asks for, as `kerf eval` would start it.
+    pub fn of(input: &EvalInput) -> Result<StartInput> {
+        Ok(StartInput {
+            dataset: PathBuf::from(&input.dataset),
+            limit: input.limit.map(|n| n as usize),
+            prompts: input.prompts.iter().map(PathBuf::from).collect(),
+            settings: input.options.settings()?,
+            max_tokens: input.budgets.clone(),
+            constrain: input.constrain,
+            repeat: input.repeat.unwrap_or(1),
+            cache: input.cache,
+            concurrency: input
+                .concurrency
+                .map_or(super::DEFAULT_CONCURRENCY, |n| n as usize),
+            allowed: Allowance {
+                max_requests: None,
+                yes: input.confirmed == Some(true),
+            },
+        })
+    }
+
     fn load(&self, wb: &Workbench) -> Result<Loaded> {
         // Read when the eval is planned; its own problems come before any found here.
         let dataset = Rows::file(&self.dataset, self.limit);
@@ -77,6 +99,17 @@ impl StartInput {
             allowed: self.allowed,
         }
     }
+}
+
+/// The plan of the eval the window's `input` asks for, every row checked against every prompt,
+/// nothing stored or sent.
+pub fn plan(wb: &Workbench, input: &EvalInput) -> Result<EvalPlan> {
+    let (size, warnings) = dry_run(wb, &StartInput::of(input)?)?;
+    Ok(EvalPlan {
+        line: size.line(),
+        size,
+        warnings,
+    })
 }
 
 /// The eval's size, every row checked against every prompt, with nothing stored or sent
@@ -336,12 +369,12 @@ pub fn go(
 
 /// Eval `id` scored from the history, with its charts (`kerf eval show`; the window's
 /// Evaluate screen opening an eval).
-pub fn show(store: &Store, id: i64, options: Options) -> Result<super::wire::EvalShown> {
+pub fn show(store: &Store, id: i64, options: Options) -> Result<EvalShown> {
     let e = super::stored(store, id)?;
     let report = super::report(store, &e, options)?;
     let mut charts = report.budget_charts();
     charts.extend(report.repeat_chart());
-    Ok(super::wire::EvalShown {
+    Ok(EvalShown {
         drop_chart: report.drop_chart(),
         charts,
         rows: e.rows.clone(),

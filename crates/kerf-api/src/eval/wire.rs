@@ -3,15 +3,10 @@
 //! `--json` is an interface kept exactly, so the window reads the same names). All exported to
 //! TypeScript.
 
-use std::path::PathBuf;
-
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use super::StartInput;
-use crate::error::Result;
 use crate::experiments::ConstrainMode;
-use crate::experiments::plan::Allowance;
 use crate::runs::wire::RunOptions;
 
 pub use super::Progress;
@@ -20,8 +15,9 @@ pub use super::lines::{CellLine, FindRate, RepeatStats, SummaryLine};
 pub use super::report::Report;
 
 /// What the window sends to start an eval: the CLI's `kerf eval` flags, as the run panel and the
-/// Evaluate form fill them in. [`EvalInput::start_input`] makes the same [`StartInput`] the CLI
-/// makes, so an eval started in either front end plans, records and caches the same cells.
+/// Evaluate form fill them in. [`StartInput::of`](super::StartInput::of) makes the same
+/// `StartInput` the CLI makes, so an eval started in either front end plans, records and caches
+/// the same cells.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct EvalInput {
@@ -53,29 +49,6 @@ pub struct EvalInput {
     pub confirmed: Option<bool>,
 }
 
-impl EvalInput {
-    /// The eval these fields ask for, as `kerf eval` would start it.
-    pub fn start_input(&self) -> Result<StartInput> {
-        Ok(StartInput {
-            dataset: PathBuf::from(&self.dataset),
-            limit: self.limit.map(|n| n as usize),
-            prompts: self.prompts.iter().map(PathBuf::from).collect(),
-            settings: self.options.settings()?,
-            max_tokens: self.budgets.clone(),
-            constrain: self.constrain,
-            repeat: self.repeat.unwrap_or(1),
-            cache: self.cache,
-            concurrency: self
-                .concurrency
-                .map_or(super::DEFAULT_CONCURRENCY, |n| n as usize),
-            allowed: Allowance {
-                max_requests: None,
-                yes: self.confirmed == Some(true),
-            },
-        })
-    }
-}
-
 pub use super::view::{
     CellKey, CellView, DatasetPreview, DatasetProblem, GroundPlace, Mark, MarkedRecord, PreviewRow,
 };
@@ -91,24 +64,12 @@ pub struct EvalShown {
     pub rows: Vec<String>,
 }
 
-/// What an eval would send, before it starts (`kerf eval --dry-run`): the plan's size, the line
-/// the CLI announces, and the prompts' warnings.
+/// What an eval would send, before it starts (`kerf eval --dry-run`, the window's
+/// [`flow::plan`](super::flow::plan)): the plan's size, the line the CLI announces, and the
+/// prompts' warnings.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct EvalPlan {
     pub size: crate::experiments::plan::Size,
     pub line: String,
     pub warnings: Vec<String>,
-}
-
-impl EvalPlan {
-    /// The plan of the eval `input` asks for, every row checked against every prompt, nothing
-    /// stored or sent.
-    pub fn of(wb: &crate::workbench::Workbench, input: &EvalInput) -> Result<EvalPlan> {
-        let (size, warnings) = super::flow::dry_run(wb, &input.start_input()?)?;
-        Ok(EvalPlan {
-            line: size.line(),
-            size,
-            warnings,
-        })
-    }
 }

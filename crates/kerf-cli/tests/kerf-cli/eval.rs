@@ -1347,7 +1347,7 @@ fn window_eval(dir: &Path, data: &Path, cache: bool) -> kerf_api::eval::Report {
     let finished = eval::flow::run(
         &wb,
         &store,
-        &input.start_input().unwrap(),
+        &kerf_api::eval::StartInput::of(&input).unwrap(),
         &kerf_llm::CancelToken::new(),
         eval::Options::default(),
         &mut |_| {},

@@ -4,8 +4,9 @@ import type { RunOptions } from "./RunOptions";
 
 /**
  * What the window sends to start an eval: the CLI's `kerf eval` flags, as the run panel and the
- * Evaluate form fill them in. [`EvalInput::start_input`] makes the same [`StartInput`] the CLI
- * makes, so an eval started in either front end plans, records and caches the same cells.
+ * Evaluate form fill them in. [`StartInput::of`](super::StartInput::of) makes the same
+ * `StartInput` the CLI makes, so an eval started in either front end plans, records and caches
+ * the same cells.
  */
 export type EvalInput = { 
 /**

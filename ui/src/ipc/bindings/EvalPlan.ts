@@ -2,7 +2,8 @@
 import type { PlanSize } from "./PlanSize";
 
 /**
- * What an eval would send, before it starts (`kerf eval --dry-run`): the plan's size, the line
- * the CLI announces, and the prompts' warnings.
+ * What an eval would send, before it starts (`kerf eval --dry-run`, the window's
+ * [`flow::plan`](super::flow::plan)): the plan's size, the line the CLI announces, and the
+ * prompts' warnings.
  */
 export type EvalPlan = { size: PlanSize, line: string, warnings: Array<string>, };
