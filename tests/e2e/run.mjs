@@ -422,6 +422,17 @@ try {
       listed = rows;
       return rows.length === arrayRuns.length && rows.every(([id, p]) => p === "agent-kg-extract-array" && arrayRuns.includes(id));
     }, UI, () => `History does not list exactly the compare's runs of agent-kg-extract-array (${arrayRuns}): ${JSON.stringify(listed)}`);
+    // Each row shows its tokens, cost and time as the history keeps them: the CLI reads the same
+    // run back.
+    const [firstId] = listed[0];
+    const cliBin = process.env.KERF_CLI_BIN ?? path.join(path.dirname(app), "kerf");
+    const kept = JSON.parse(execFileSync(cliBin, ["history", "show", firstId, "--json"], { encoding: "utf8" }));
+    const g = (n) => Math.trunc(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    const first = await browser.$(`[data-testid="run-row"][data-id="${firstId}"]`);
+    assert.equal(await (await first.$('[data-testid="run-tokens"]')).getText(), `${g(kept.prompt_tokens)} → ${g(kept.completion_tokens)}`);
+    assert.equal(await (await first.$('[data-testid="run-cost"]')).getText(), "–", "the local engine costs nothing");
+    assert.ok(kept.seconds > 0, `no time kept: ${JSON.stringify(kept.seconds)}`);
+    assert.match(await (await first.$('[data-testid="run-time"]')).getText(), /^\d+(\.\d+)? (ms|s)$|^\d+ min \d+ s$/);
     const rows = await browser.$$('[data-testid="run-row"]');
     // The newest run (largest budget) and the oldest (smallest): their parameters differ.
     const ids = [await rows[0].getAttribute("data-id"), await rows[rows.length - 1].getAttribute("data-id")];

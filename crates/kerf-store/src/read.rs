@@ -40,6 +40,10 @@ pub struct RunSummary {
     pub tags: Vec<String>,
     pub note: Option<String>,
     pub error: Option<String>,
+    /// How long the run took, from its start to its end. `None` while it runs, and for an
+    /// interrupted run: a dead process's run is ended when the next process opens the history,
+    /// not when it stopped.
+    pub seconds: Option<f64>,
 }
 
 /// One run in full.
@@ -88,10 +92,11 @@ const SUMMARY_COLUMNS: &str = "r.id, r.status, r.prompt_name, r.prompt_version, 
     r.model, r.created_at, r.objects, r.dropped, r.truncated, r.finish_reason, r.prompt_tokens,
     r.completion_tokens, r.cost_usd, r.attempts, r.experiment_id, r.rerun_of, r.note, r.error,
     (SELECT group_concat(tag, char(31)) FROM run_tags t WHERE t.run_id = r.id),
-    json_extract(r.params, '$.max_tokens')";
+    json_extract(r.params, '$.max_tokens'),
+    CASE WHEN r.finish_reason IS NOT 'interrupted' THEN r.finished_at - r.created_at END";
 
 /// How many columns [`SUMMARY_COLUMNS`] has (a query's own columns follow).
-const SUMMARY_WIDTH: usize = 21;
+const SUMMARY_WIDTH: usize = 22;
 
 fn summary_from(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
     let status: String = row.get(1)?;
@@ -127,6 +132,9 @@ fn summary_from(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
         error: row.get(18)?,
         tags,
         max_tokens: row.get(20)?,
+        seconds: row
+            .get::<_, Option<i64>>(21)?
+            .map(|ms| ms.max(0) as f64 / 1000.0),
     })
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, modelName, errorTitle } from "./format";
+import { count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, runTokens, modelName, errorTitle } from "./format";
 import type { RunRow } from "../ipc/bindings/RunRow";
 
 describe("format", () => {
@@ -41,6 +41,9 @@ describe("format", () => {
     const row = { status: "truncated", objects: 4, dropped: 1, truncated: true, error: null } as RunRow;
     expect(runOutcome(row)).toBe("4 objects, 1 dropped, cut off");
     expect(runOutcome({ ...row, status: "error", error: "boom" })).toBe("error: boom");
+    expect(runTokens({ promptTokens: 1204, completionTokens: 310 })).toBe("1,204 → 310");
+    expect(runTokens({ promptTokens: null, completionTokens: 12 })).toBe("? → 12");
+    expect(runTokens({ promptTokens: null, completionTokens: null })).toBe("–");
     expect(modelName("/a/b/SmolLM2.gguf")).toBe("SmolLM2.gguf");
     expect(errorTitle({ code: "schema_invalid", message: "" })).toBe("The schema is not valid");
   });

@@ -53,6 +53,13 @@ export function finishWords(reason: FinishReason): string {
   return FINISH_WORDS[reason];
 }
 
+/** A stored run's tokens, sent → received ("1,204 → 310"); "?" where the provider did not say. */
+export function runTokens(r: Pick<RunRow, "promptTokens" | "completionTokens">): string {
+  const n = (x: number | null) => (x == null ? "?" : grouped(x));
+  if (r.promptTokens == null && r.completionTokens == null) return "–";
+  return `${n(r.promptTokens)} → ${n(r.completionTokens)}`;
+}
+
 /** A stored run's one-line outcome. */
 export function runOutcome(r: RunRow): string {
   if (r.status === "error") return `error: ${r.error ?? "unknown"}`;

@@ -36,6 +36,8 @@ pub struct RunRow {
     pub tags: Vec<String>,
     pub note: Option<String>,
     pub error: Option<String>,
+    /// How long the run took, start to end (none while it runs, or when it was interrupted).
+    pub seconds: Option<f64>,
 }
 
 impl From<kerf_store::RunSummary> for RunRow {
@@ -62,6 +64,7 @@ impl From<kerf_store::RunSummary> for RunRow {
             tags: s.tags,
             note: s.note,
             error: s.error,
+            seconds: s.seconds,
         }
     }
 }

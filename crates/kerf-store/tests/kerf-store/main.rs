@@ -103,6 +103,8 @@ fn a_new_file_is_migrated_and_runs_round_trip() {
     assert_eq!(run.summary.objects, Some(2));
     assert_eq!(run.summary.prompt, "kg");
     assert_eq!(run.summary.created_at, "2026-11-22T00:00:02Z");
+    // Begun at one reading of the clock, finished at the next: it ticks a second a reading.
+    assert_eq!(run.summary.seconds, Some(1.0));
     assert_eq!(run.input.vars, json!({"text": "DNA and RNA"}));
     assert_eq!(run.summary.completion_tokens, Some(20));
     // Content addressing: the same prompt text and input are stored once.

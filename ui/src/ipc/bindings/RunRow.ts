@@ -9,4 +9,8 @@ export type RunRow = { id: number, status: RunStatus, prompt: string, promptVers
 /**
  * RFC 3339, UTC.
  */
-createdAt: string, objects: number | null, dropped: number | null, truncated: boolean | null, finishReason: FinishReason | null, promptTokens: number | null, completionTokens: number | null, maxTokens: number | null, costUsd: number | null, attempts: number, experiment: number | null, rerunOf: number | null, tags: Array<string>, note: string | null, error: string | null, };
+createdAt: string, objects: number | null, dropped: number | null, truncated: boolean | null, finishReason: FinishReason | null, promptTokens: number | null, completionTokens: number | null, maxTokens: number | null, costUsd: number | null, attempts: number, experiment: number | null, rerunOf: number | null, tags: Array<string>, note: string | null, error: string | null, 
+/**
+ * How long the run took, start to end (none while it runs, or when it was interrupted).
+ */
+seconds: number | null, };
