@@ -72,7 +72,7 @@ pub fn key(
 /// What a plan may put before its cells' runs: a run already in the history that measures a
 /// cell, so no request is sent for it (an eval's reply cache, `kerf eval --cache`).
 pub trait Layer {
-    /// A run that measures `key` of `experiment` as `run` would, if there is one.
+    /// A run already in the history that measures `key` as `run` would, if there is one.
     fn measured(
         &self,
         store: &Store,
