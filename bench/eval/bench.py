@@ -15,6 +15,11 @@ every request's messages) and counted the same tp/fp/fn, then prints medians and
 bench/eval/results.json.
 
     KERF_BIN=… PROMPTFOO="NODE ENTRY" python3 bench/eval/bench.py [--rows N] [--reps N] [--delay S] [--concurrency N]
+
+With --providers N, Kerf alone runs the same eval on one provider and on N side by side (the
+loopback server under N names, each at the same concurrency: N times the requests), alternating,
+and prints both runs' wall and CPU time: what a second and third model cost in one experiment.
+Its results go to bench/eval/providers.json.
 """
 
 import argparse
@@ -42,6 +47,7 @@ def args():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--delay", type=float, default=0.25)
     p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--providers", type=int, default=0)
     return p.parse_args()
 
 
@@ -125,19 +131,51 @@ def measured(cmd, env, cwd):
     return seconds, peak, cpu, subprocess.CompletedProcess(cmd, code, out.read().decode(), err.read().decode())
 
 
-def run_kerf(kerf, tmp, data, url, opts, rep):
-    home = tmp / f"kerf-{rep}"
+def run_kerf(kerf, tmp, data, url, opts, rep, providers=1):
+    home = tmp / f"kerf-{rep}-{providers}"
     home.mkdir()
     env = dict(os.environ, KERF_DATA_DIR=str(home), KERF_CONFIG_DIR=str(home), KERF_KEYRING="kernel")
-    subprocess.run([kerf, "providers", "add", "bench", "--kind", "openai", "--base-url", url, "--model", "loopback", "--no-key"], env=env, check=True, capture_output=True)
-    cmd = [kerf, "eval", str(data), "--prompt", str(PROMPTS["jsonl"]), "--prompt", str(PROMPTS["array"]), "--provider", "bench",
-           "--max-tokens", "1024", "--constrain", "none", "--concurrency", str(opts.concurrency), "--json"]
+    names = ["bench"] if providers == 1 else [f"bench{i + 1}" for i in range(providers)]
+    for name in names:
+        subprocess.run([kerf, "providers", "add", name, "--kind", "openai", "--base-url", url, "--model", "loopback", "--no-key"], env=env, check=True, capture_output=True)
+    cmd = [kerf, "eval", str(data), "--prompt", str(PROMPTS["jsonl"]), "--prompt", str(PROMPTS["array"]), "--provider", ",".join(names),
+           "--max-tokens", "1024", "--constrain", "none", "--concurrency", str(opts.concurrency), "--json", "--yes"]
     seconds, peak, cpu, r = measured(cmd, env, REPO)
     assert r.returncode == 0, f"kerf eval exited {r.returncode}: {r.stderr[-2000:]}"
     report = json.loads(r.stdout)
-    assert len(report["cells"]) == 2 * opts.rows and all(c["finish_reason"] == "stop" for c in report["cells"]), "kerf: not every cell measured"
+    assert len(report["cells"]) == 2 * opts.rows * providers and all(c["finish_reason"] == "stop" for c in report["cells"]), "kerf: not every cell measured"
     totals = {k: sum(line[k] for line in report["summary"]) for k in ("tp", "fp", "fn")}
     return seconds, peak, cpu, totals
+
+
+def side_by_side(kerf, tmp, data, url, opts):
+    """Kerf on one provider and on `opts.providers` side by side, alternating: wall, CPU, peak."""
+    n = opts.providers
+    runs = {1: [], n: []}
+    for rep in range(opts.reps):
+        for k in (1, n) if rep % 2 == 0 else (n, 1):
+            seconds, peak, cpu, t = run_kerf(kerf, tmp, data, url, opts, rep, k)
+            with urllib.request.urlopen(url.removesuffix("/v1") + "/stats") as r:
+                sent = json.load(r)
+            assert sent["requests"] == 2 * opts.rows * k, f"{k} providers: {sent['requests']} requests"
+            runs[k].append({"seconds": seconds, "peak_bytes": peak, "cpu_seconds": cpu})
+            print(f"  {k} provider(s) run {rep + 1}: {seconds:6.2f} s, CPU {cpu:6.2f} s, peak {peak / 2**20:7.1f} MiB, tp {t['tp']} fp {t['fp']} fn {t['fn']}", flush=True)
+    ideal = opts.rows * 2 * opts.delay / opts.concurrency
+    print(f"\n| providers | requests | wall (median of {opts.reps}) | ÷ ideal {ideal:.2f} s | CPU time | peak memory |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    median = {}
+    for k, rs in runs.items():
+        m = {"seconds": statistics.median(x["seconds"] for x in rs), "cpu_seconds": statistics.median(x["cpu_seconds"] for x in rs),
+             "peak_mib": statistics.median(x["peak_bytes"] for x in rs) / 2**20}
+        median[k] = m
+        print(f"| {k} | {2 * opts.rows * k} | {m['seconds']:.2f} s | {m['seconds'] / ideal:.2f}× | {m['cpu_seconds']:.2f} s | {m['peak_mib']:.0f} MiB |")
+    results = {
+        "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
+        "kerf": subprocess.run([kerf, "--version"], capture_output=True, text=True).stdout.strip(),
+        "rows": opts.rows, "prompts": 2, "concurrency_per_provider": opts.concurrency, "delay_s": opts.delay, "ideal_s": ideal,
+        "runs": {str(k): v for k, v in runs.items()}, "median": {str(k): v for k, v in median.items()},
+    }
+    (HERE / "providers.json").write_text(json.dumps(results, indent=1) + "\n")
 
 
 def run_promptfoo(promptfoo, tmp, rendered_file, url, opts, rep):
@@ -173,8 +211,19 @@ def run_promptfoo(promptfoo, tmp, rendered_file, url, opts, rep):
 def main():
     opts = args()
     kerf = os.environ.get("KERF_BIN", "kerf")
-    promptfoo = os.environ["PROMPTFOO"]
     tmp = Path(tempfile.mkdtemp(prefix="kerf-bench-eval-"))
+    if opts.providers:
+        data, _ = dataset(tmp, opts.rows)
+        server = subprocess.Popen([sys.executable, str(HERE / "server.py"), str(data), "agent-kg-extract", str(opts.delay)], stdout=subprocess.PIPE, text=True)
+        try:
+            url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
+            with urllib.request.urlopen(url.removesuffix("/v1") + "/stats"):
+                pass
+            side_by_side(kerf, tmp, data, url, opts)
+        finally:
+            server.terminate()
+        return
+    promptfoo = os.environ["PROMPTFOO"]
     data, expected_records = dataset(tmp, opts.rows)
     rendered_file = rendered(kerf, tmp)
     server = subprocess.Popen([sys.executable, str(HERE / "server.py"), str(data), "agent-kg-extract", str(opts.delay)], stdout=subprocess.PIPE, text=True)

@@ -1047,6 +1047,57 @@ try {
       }
     });
 
+    await scenario("evaluate two providers side by side: the bundled model and the loopback server", async () => {
+      const saved = cloud.options.reply;
+      cloud.options.reply = JSON.stringify({ type: "definition", entity: "Photosynthesis", definition: "The process by which green plants turn light energy into chemical energy" }) + "\n";
+      try {
+        await (await $t("nav-evaluate")).click();
+        answerDialogs(shipped);
+        await (await $t("eval-dataset-pick")).click();
+        await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+        await choosePrompt("agent-kg-extract");
+        await (await $t("eval-limit")).setValue("2");
+        await (await $t("eval-budgets")).setValue("96");
+        await (await $t("eval-constrain")).selectByAttribute("value", "none");
+        // The Run screen's provider is the loopback one; the bundled model beside it.
+        const local = await browser.$('[data-testid="eval-provider"][data-name="local"]');
+        if (!(await local.isSelected())) await local.click();
+        const cloudBox = await browser.$(`[data-testid="eval-provider"][data-name="${provider}"]`);
+        assert.ok(await cloudBox.isSelected(), "the Run screen's provider is picked");
+        await (await $t("eval-plan")).click();
+        await waitText("eval-plan-line", (t) => t.startsWith("4 cell(s) · 4 request(s) at most") && t.includes(`${provider}: 2 request(s)`) && t.includes("local: 2 request(s), free"), UI, "the plan does not count each provider");
+        const before = cloud.requests.length;
+        await (await $t("eval-run")).click();
+        await waitEval("the eval of two providers did not finish");
+        const chats = cloud.requests.slice(before).filter((r) => r.url.endsWith("/chat/completions"));
+        assert.equal(chats.length, 2, "the loopback server saw its two requests and no more");
+        const id = Number((await text("eval-title")).replace(/\D+/g, ""));
+        const shown = JSON.parse(cli("eval", "show", String(id), "--json"));
+        assert.deepEqual(shown.providers.map((p) => p.provider), [provider, "local"]);
+        assert.equal((await matrixCells()).length, 4, "2 rows × 2 providers");
+        // The matrix's columns under each provider, its cost and run times in the header.
+        const heads = await browser.execute(() => [...document.querySelectorAll('[data-testid="matrix-provider"]')].map((h) => [h.dataset.provider, h.textContent]));
+        assert.deepEqual(heads.map(([p]) => p), [provider, "local"]);
+        assert.ok(heads.every(([, t]) => /p50 [\d.]+ s · p95 [\d.]+ s/.test(t)), `run times in the headers: ${JSON.stringify(heads)}`);
+        const lines = await browser.execute(() => [...document.querySelectorAll('[data-testid="eval-summary-line"]')].map((l) => [l.dataset.provider, l.querySelector('[data-testid="eval-line-f1"]').textContent]));
+        assert.deepEqual(lines, shown.summary.map((l) => [l.provider, l.f1 == null ? "–" : l.f1.toFixed(3)]), "the window's lines are `kerf eval show`'s");
+        // A cell of the loopback server opened, its provider named.
+        await (await browser.$(`[data-testid="matrix-row"][data-row="photosynthesis"] [data-testid="matrix-cell"][data-provider="${provider}"] button`)).click();
+        await (await browser.$(`[data-testid="cell-panel"][data-provider="${provider}"]`)).waitForExist({ timeout: UI });
+        assert.equal(await text("cell-provider"), provider);
+        const cliCell = shown.cells.find((c) => c.provider === provider && c.row === "photosynthesis");
+        assert.equal(cliCell.tp, 1, "the one expected record the server sent is matched");
+        // Both providers' bars in the drop chart, each named.
+        const dropSeries = JSON.parse(cli("eval", "show", String(id), "--json")).drops.map((d) => d.provider);
+        assert.deepEqual(dropSeries, [provider, "local"]);
+        await (await $t("eval-matrix")).scrollIntoView();
+        await shot("evaluate-providers");
+      } finally {
+        cloud.options.reply = saved;
+        await (await $t("nav-run")).click();
+      }
+    });
+
     await scenario("cancel a streaming run and keep what arrived", async () => {
       cloud.options.reply = kgLines(400).join("\n") + "\n";
       cloud.options.perEventMs = 0;

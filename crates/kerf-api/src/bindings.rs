@@ -58,6 +58,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         kerf_core::eval::TypeTotals,
         eval::wire::EvalInput,
         eval::wire::Progress,
+        eval::wire::ProviderLine,
         eval::wire::Report,
         eval::wire::EvalShown,
         eval::wire::EvalPlan,

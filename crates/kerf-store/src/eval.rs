@@ -77,6 +77,8 @@ pub struct StoredReply {
     pub cost_usd: Option<f64>,
     /// The experiment the run was bought in: another eval's when the cell came from the cache.
     pub run_experiment: Option<i64>,
+    /// How long its run took, from its start to its end (`None`: not ended, or interrupted).
+    pub seconds: Option<f64>,
     /// The parse as the run made it.
     pub report: Option<ParseReport>,
     /// The reply as received, and the run's details (how to read it again); with `raw` only.
@@ -243,7 +245,9 @@ impl Store {
             .prepare(&format!(
                 "SELECT c.prompt, c.provider, c.model, c.max_tokens, c.constrained, c.repeat,
                         c.chunk, c.pass, c.row_id, c.run_id,
-                        r.status, r.finish_reason, r.completion_tokens, r.cost_usd, {columns}
+                        r.status, r.finish_reason, r.completion_tokens, r.cost_usd, {columns},
+                        CASE WHEN r.finish_reason IS NOT 'interrupted'
+                             THEN r.finished_at - r.created_at END
                  FROM cells c LEFT JOIN runs r ON r.id = c.run_id {join}
                  WHERE c.experiment_id = ?1{}
                  ORDER BY c.prompt, c.provider, c.model, c.max_tokens, c.constrained DESC,
@@ -303,6 +307,9 @@ impl Store {
                 run_experiment: r.get(15)?,
                 raw: r.get(16)?,
                 details: json(17)?.and_then(|t| serde_json::from_str(&t).ok()),
+                seconds: r
+                    .get::<_, Option<i64>>(18)?
+                    .map(|ms| ms.max(0) as f64 / 1000.0),
             })
         })
         .map_err(|e| self.err(e))?
@@ -439,27 +446,32 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Every endpoint eval `experiment`'s own runs came from (see [`Endpoint`]), each once, in
-    /// the order first used: a resume checks that the provider's name still points there. Runs
-    /// that never finished (killed, interrupted before an answer) recorded none, and say nothing.
-    pub fn experiment_endpoints(&self, experiment: i64) -> Result<Vec<Endpoint>> {
+    /// Every endpoint eval `experiment`'s own runs came from (see [`Endpoint`]), each once with
+    /// the provider name its runs were bought under, in the order first used: a resume checks
+    /// that each provider's name still points there. Runs that never finished (killed,
+    /// interrupted before an answer) recorded none, and say nothing.
+    pub fn experiment_endpoints(&self, experiment: i64) -> Result<Vec<(String, Endpoint)>> {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT json_extract(b.details, '$.protocol'), json_extract(b.details, '$.base_url'),
+                "SELECT r.provider, json_extract(b.details, '$.protocol'),
+                        json_extract(b.details, '$.base_url'),
                         json_extract(b.details, '$.served_model'), min(r.id)
                  FROM runs r JOIN run_bodies b ON b.run_id = r.id
                  WHERE r.experiment_id = ?1 AND b.details IS NOT NULL
-                 GROUP BY 1, 2, 3 ORDER BY 4",
+                 GROUP BY 1, 2, 3, 4 ORDER BY 5",
             )
             .map_err(|e| self.err(e))?;
         let endpoints = stmt
             .query_map([experiment], |r| {
-                Ok(Endpoint {
-                    protocol: r.get(0)?,
-                    base_url: r.get(1)?,
-                    served_model: r.get(2)?,
-                })
+                Ok((
+                    r.get(0)?,
+                    Endpoint {
+                        protocol: r.get(1)?,
+                        base_url: r.get(2)?,
+                        served_model: r.get(3)?,
+                    },
+                ))
             })
             .map_err(|e| self.err(e))?
             .collect::<rusqlite::Result<Vec<_>>>()

@@ -5,11 +5,11 @@ import type { CompareProgress } from "../ipc/bindings/CompareProgress";
 const label = (t: { prompt: number; maxTokens: number; constrained: boolean }) => `p${t.prompt}@${t.maxTokens}${t.constrained ? "c" : ""}`;
 const text = (cell: number, prompt: number, s: string, objects: [number, number][] = []): CompareProgress => ({
   done: 0, total: 4, label: "",
-  text: { cell, prompt, maxTokens: 64, constrained: false, text: s, objects: objects.map(([start, end]) => ({ start, end, label: `${start}` })) },
+  text: { cell, prompt, provider: 0, maxTokens: 64, constrained: false, text: s, objects: objects.map(([start, end]) => ({ start, end, label: `${start}` })) },
 });
 const ended = (cell: number, prompt: number, objects: [number, number][], total: number): CompareProgress => ({
   done: 1, total: 4, label: "",
-  ended: { cell, prompt, historyId: 10 + cell, objects: objects.map(([start, end]) => ({ start, end, label: `${start}` })), total, finishReason: "stop", truncated: false },
+  ended: { cell, prompt, provider: 0, historyId: 10 + cell, objects: objects.map(([start, end]) => ({ start, end, label: `${start}` })), total, finishReason: "stop", truncated: false },
 });
 
 describe("live compare", () => {

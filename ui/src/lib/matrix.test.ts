@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import type { CellLine } from "../ipc/bindings/CellLine";
-import { cellState, columns, f1Colour, filterRows, recordTypes, rows, sortRows } from "./matrix";
+import { cellState, columns, f1Colour, filterRows, providerSpans, recordTypes, rows, sortRows } from "./matrix";
 
 function cell(row: string, prompt: string, max_tokens: number, f: Partial<CellLine> = {}): CellLine {
   return {
-    row, prompt, max_tokens, constrained: false, repeat: 0, run: 1, finish_reason: "stop", objects: 1,
+    row, prompt, provider: "local", max_tokens, constrained: false, repeat: 0, run: 1, finish_reason: "stop", objects: 1,
     tp: 1, fp: 0, fn: 0, precision: 1, recall: 1, f1: 1, lost_to_cut: null, status: "ok", dropped: {},
     ungrounded: 0, completion_tokens: 10, cost_usd: null, cached: false, ...f,
   } as CellLine;
@@ -25,6 +25,20 @@ describe("matrix", () => {
     // The first repeat is the cell shown.
     expect(rs[0].cells.get(cols[1].key)?.f1).toBe(1);
     expect(rs[3].cells.size).toBe(0);
+  });
+  it("groups columns by provider, each provider's prompts in order", () => {
+    const two = [
+      cell("r1", "array", 64, { provider: "openai" }), cell("r1", "jsonl", 64, { provider: "openai" }),
+      cell("r1", "jsonl", 64), cell("r1", "jsonl", 256, { provider: "openai", f1: 0.5 }), cell("r1", "jsonl", 256),
+    ];
+    const cols = columns(two, ["jsonl", "array"], ["local", "openai"]);
+    expect(cols.map((c) => `${c.provider}/${c.prompt}@${c.maxTokens}`))
+      .toEqual(["local/jsonl@64", "local/jsonl@256", "openai/jsonl@64", "openai/jsonl@256", "openai/array@64"]);
+    expect(providerSpans(cols)).toEqual([{ provider: "local", span: 2 }, { provider: "openai", span: 3 }]);
+    // The same prompt and budget on two providers are two cells of the row.
+    const [r] = rows(two, ["r1"]);
+    expect(r.cells.get(cols[3].key)?.f1).toBe(0.5);
+    expect(r.cells.get(cols[1].key)?.f1).toBe(1);
   });
   it("sorts worst recall first, rows without figures last", () => {
     const rs = rows(cells, ["r1", "r2", "r3", "r4"]);

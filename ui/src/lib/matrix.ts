@@ -1,11 +1,12 @@
-// The Evaluate screen's matrix: rows × (prompt, budget, constraint) columns, each cell an eval
+// The Evaluate screen's matrix: rows × (provider, prompt, budget, constraint) columns, each cell an eval
 // cell as Rust scored it (CellLine). Everything here only arranges what Rust decided — which
 // cells exist, their F1, their status — for display: sorting, filtering, colour.
 import type { CellLine } from "../ipc/bindings/CellLine";
 
-/** One column of the matrix: a prompt at a budget, constrained or not. */
+/** One column of the matrix: a prompt on a provider at a budget, constrained or not. */
 export interface Column {
   key: string;
+  provider: string;
   prompt: string;
   maxTokens: number;
   constrained: boolean;
@@ -32,21 +33,42 @@ export interface MatrixFilter {
   text: string;
 }
 
-export function columnKey(c: { prompt: string; max_tokens: number; constrained: boolean }): string {
-  return `${c.prompt}\u0000${c.max_tokens}\u0000${c.constrained ? 1 : 0}`;
+export function columnKey(c: { provider: string; prompt: string; max_tokens: number; constrained: boolean }): string {
+  return `${c.provider}\u0000${c.prompt}\u0000${c.max_tokens}\u0000${c.constrained ? 1 : 0}`;
 }
 
-/** The columns the cells name, by prompt (in `prompts` order), budget, constrained first. */
-export function columns(cells: Iterable<CellLine>, prompts: string[]): Column[] {
+/**
+ * The columns the cells name, grouped by provider (in `providers` order), then by prompt (in
+ * `prompts` order), budget, constrained first.
+ */
+export function columns(cells: Iterable<CellLine>, prompts: string[], providers: string[] = []): Column[] {
   const seen = new Map<string, Column>();
   for (const c of cells) {
     const key = columnKey(c);
-    if (!seen.has(key)) seen.set(key, { key, prompt: c.prompt, maxTokens: c.max_tokens, constrained: c.constrained });
+    if (!seen.has(key)) seen.set(key, { key, provider: c.provider, prompt: c.prompt, maxTokens: c.max_tokens, constrained: c.constrained });
   }
-  const order = (p: string) => { const i = prompts.indexOf(p); return i < 0 ? prompts.length : i; };
+  const at = (list: string[], p: string) => { const i = list.indexOf(p); return i < 0 ? list.length : i; };
   return [...seen.values()].sort((a, b) =>
-    order(a.prompt) - order(b.prompt) || a.prompt.localeCompare(b.prompt) || a.maxTokens - b.maxTokens ||
+    at(providers, a.provider) - at(providers, b.provider) || a.provider.localeCompare(b.provider) ||
+    at(prompts, a.prompt) - at(prompts, b.prompt) || a.prompt.localeCompare(b.prompt) || a.maxTokens - b.maxTokens ||
     Number(b.constrained) - Number(a.constrained));
+}
+
+/** A run of adjacent columns of one provider: the matrix's header spans it. */
+export interface ProviderSpan {
+  provider: string;
+  span: number;
+}
+
+/** The columns' providers as the header spans them, in order. */
+export function providerSpans(cols: Column[]): ProviderSpan[] {
+  const spans: ProviderSpan[] = [];
+  for (const c of cols) {
+    const last = spans.at(-1);
+    if (last && last.provider === c.provider) last.span += 1;
+    else spans.push({ provider: c.provider, span: 1 });
+  }
+  return spans;
 }
 
 /**
@@ -144,6 +166,6 @@ export function f1Colour(f1: number | null | undefined): string {
  * Put `cell` into `cells` (keyed by its identity): the live matrix replaces a cell as a later
  * end (a resume, the final report) says more of it.
  */
-export function cellId(c: { row: string; prompt: string; max_tokens: number; constrained: boolean; repeat: number }): string {
+export function cellId(c: { row: string; provider: string; prompt: string; max_tokens: number; constrained: boolean; repeat: number }): string {
   return `${columnKey(c)}\u0000${c.repeat}\u0000${c.row}`;
 }

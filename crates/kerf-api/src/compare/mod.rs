@@ -1,7 +1,8 @@
 //! Comparing output formats under real budgets: every prompt (a JSONL prompt and its JSON-array
-//! twin, or any two) at every `max_tokens` budget, constrained and not, each run recorded in the
-//! history under one experiment; then one reply of each format swept at the model's token
-//! boundaries (`sweep_best` says which). `kerf compare` prints it; the desktop's Compare screen
+//! twin, or any two) on every provider (one, or several side by side: two models on the same
+//! prompt) at every `max_tokens` budget, constrained and not, each run recorded in the history
+//! under one experiment; then one reply of each prompt on each provider swept at the model's
+//! token boundaries (`sweep_best` says which). `kerf compare` prints it; the desktop's Compare screen
 //! draws it.
 
 use std::path::Path;
@@ -15,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::charts::{Axis, BudgetCurve, BudgetPoint, Chart, Scale, Ticks};
 use crate::error::{ApiError, Code, Result};
-use crate::experiments::cells::{self, Cell, Hooks, Ran, Runner};
+use crate::experiments::cells::{self, Cell, Hooks, Lane, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::{CompareSpec, SpecSettings};
 use crate::experiments::{ExperimentKind, ExperimentSpec, Subject};
@@ -67,15 +68,32 @@ pub struct CompareJob<'a> {
 /// Requests in flight at once when a compare is not told (the local engine runs one at a time).
 pub const DEFAULT_CONCURRENCY: usize = 4;
 
+/// A cell of a compare: which contender, on which provider (indexes), at which budget,
+/// constrained or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct At {
+    contender: usize,
+    provider: usize,
+    budget: u32,
+    constrained: bool,
+}
+
 impl CompareJob<'_> {
-    /// The compare's cells, budget by budget, prompt by prompt, constrained first: `(index
-    /// of the contender, budget, constrained)`.
-    fn cells(&self, budgets: &[u32], provider: &Chosen) -> Vec<(usize, u32, bool)> {
+    /// The compare's cells, budget by budget, prompt by prompt, provider by provider,
+    /// constrained first.
+    fn cells(&self, budgets: &[u32], providers: &[Chosen]) -> Vec<At> {
         let mut cells = Vec::new();
         for &budget in budgets {
-            for (i, c) in self.contenders.iter().enumerate() {
-                for constrained in variants(self.constrain, &c.subject.prompt, provider) {
-                    cells.push((i, budget, constrained));
+            for (contender, c) in self.contenders.iter().enumerate() {
+                for (provider, p) in providers.iter().enumerate() {
+                    for constrained in variants(self.constrain, &c.subject.prompt, p) {
+                        cells.push(At {
+                            contender,
+                            provider,
+                            budget,
+                            constrained,
+                        });
+                    }
                 }
             }
         }
@@ -83,11 +101,18 @@ impl CompareJob<'_> {
     }
 
     /// What the compare will send, checked against the limits, before anything is stored.
-    pub fn plan(&self, provider: &Chosen) -> Result<Size> {
+    pub fn plan(&self, providers: &[Chosen]) -> Result<Size> {
         if self.budgets.is_empty() || self.budgets.contains(&0) {
             return Err(ApiError::new(
                 Code::Usage,
                 "give one or more token budgets, each above 0",
+            ));
+        }
+        plan::check_providers(providers)?;
+        if self.contenders.len() * providers.len() < 2 {
+            return Err(ApiError::new(
+                Code::Usage,
+                "give two prompts to compare (a prompt and its twin, or any two), or one prompt and two providers",
             ));
         }
         plan::check_concurrency(self.concurrency)?;
@@ -100,13 +125,13 @@ impl CompareJob<'_> {
         let mut budgets = self.budgets.to_vec();
         budgets.sort_unstable();
         budgets.dedup();
-        let mut size = Size::new(ExperimentKind::Compare);
-        for (i, budget, _) in self.cells(&budgets, provider) {
-            let r = &self.contenders[i].rendering.rendered;
+        let mut sizes = vec![Size::new(ExperimentKind::Compare); providers.len()];
+        for at in self.cells(&budgets, providers) {
+            let r = &self.contenders[at.contender].rendering.rendered;
             let bytes = r.user.len() + r.system.as_ref().map_or(0, String::len);
-            size.add(1, bytes as u64, budget, 0, 0);
+            sizes[at.provider].add(1, bytes as u64, at.budget, 0, 0);
         }
-        let size = size.priced(provider)?;
+        let size = Size::of_parts(ExperimentKind::Compare, sizes, providers)?;
         plan::check_allowed(&size, self.allowed)?;
         Ok(size)
     }
@@ -117,6 +142,8 @@ pub struct Row {
     pub run_id: Option<i64>,
     /// Index into the job's subjects.
     pub subject: usize,
+    /// Index into the compare's providers.
+    pub provider: usize,
     pub max_tokens: u32,
     pub constrained: bool,
     pub seconds: f64,
@@ -135,6 +162,8 @@ impl Row {
 pub struct FormatSweep {
     /// Index into the job's subjects.
     pub subject: usize,
+    /// Index into the compare's providers.
+    pub provider: usize,
     /// Index into the rows: the reply swept.
     pub row: usize,
     /// No reply of this format ended on its own: the one swept was cut by its budget.
@@ -144,7 +173,10 @@ pub struct FormatSweep {
 
 /// A compare's result.
 pub struct Compared {
+    /// The first provider's model.
     pub model: String,
+    /// Each provider's name and model, in the compare's order.
+    pub providers: Vec<(String, String)>,
     pub experiment: Option<i64>,
     pub rows: Vec<Row>,
     /// One per format that has a reply (see `sweep_best`).
@@ -158,12 +190,12 @@ pub struct Compared {
 pub fn compare(
     history: Option<&Store>,
     job: &CompareJob<'_>,
-    provider: &Chosen,
+    providers: &[Chosen],
     cancel: &CancelToken,
     on_plan: &mut dyn FnMut(&Size),
     on_progress: &mut dyn FnMut(CompareProgress),
 ) -> Result<Compared> {
-    let size = job.plan(provider)?;
+    let size = job.plan(providers)?;
     on_plan(&size);
     let mut budgets = job.budgets.to_vec();
     budgets.sort_unstable();
@@ -181,7 +213,10 @@ pub fn compare(
                 prompts: job.contenders.iter().map(Contender::name).collect(),
                 max_tokens: budgets.clone(),
                 constrain: job.constrain,
-                settings: SpecSettings::of(provider, &shared),
+                providers: providers
+                    .iter()
+                    .map(|p| SpecSettings::of(p, &shared))
+                    .collect(),
                 concurrency: job.concurrency,
                 plan: Some(size),
             });
@@ -193,7 +228,7 @@ pub fn compare(
         history,
         job,
         &budgets,
-        provider,
+        providers,
         experiment,
         cancel,
         on_progress,
@@ -215,18 +250,29 @@ fn run_all(
     history: Option<&Store>,
     job: &CompareJob<'_>,
     budgets: &[u32],
-    provider: &Chosen,
+    providers: &[Chosen],
     experiment: Option<i64>,
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(CompareProgress),
 ) -> Result<Compared> {
-    let plan = job.cells(budgets, provider);
+    let plan = job.cells(budgets, providers);
     let total = plan.len() as u32;
-    let label = |&(i, budget, constrained): &(usize, u32, bool)| {
+    let several = providers.len() > 1;
+    let label = |at: &At| {
         format!(
-            "{} · {budget} tokens{}",
-            job.contenders[i].subject.prompt.id(),
-            if constrained { " · constrained" } else { "" }
+            "{}{} · {} tokens{}",
+            job.contenders[at.contender].subject.prompt.id(),
+            if several {
+                format!(" on {}", providers[at.provider].name())
+            } else {
+                String::new()
+            },
+            at.budget,
+            if at.constrained {
+                " · constrained"
+            } else {
+                ""
+            }
         )
     };
     // Heard as runs start, stream and end; the cells run many at once, on this thread.
@@ -240,48 +286,67 @@ fn run_all(
     });
     let tell = |done: u32, label: String| relay.borrow_mut().tell(done, total, label);
     let cell_of = |at: usize| {
-        let (subject, max_tokens, constrained) = plan[at];
+        let a = plan[at];
         CellText {
             cell: at as u32,
-            prompt: subject as u32,
-            max_tokens,
-            constrained,
+            prompt: a.contender as u32,
+            provider: a.provider as u32,
+            max_tokens: a.budget,
+            constrained: a.constrained,
             text: String::new(),
             objects: Vec::new(),
         }
     };
     let runner = Runner {
         store: history,
-        provider,
         experiment,
-        width: cells::width(provider, job.concurrency),
         // A compare measures each reply as it came.
         repair: false,
         served_model: false,
         layer: None,
     };
-    let cells = plan
+    // A lane per provider, each with its own requests in flight.
+    let plan = &plan;
+    let lanes = providers
         .iter()
         .enumerate()
-        .map(|(at, &(i, budget, constrained))| {
-            let c = &job.contenders[i];
-            let cell = Cell {
-                subject: &c.subject,
-                rendering: c.rendering.clone(),
-                params: RunParams {
-                    settings: job.settings.clone(),
-                    max_tokens: budget,
-                    constrain: constrained,
-                },
-                // A compare has one input: its cells have no row.
-                key: Some(cells::key(provider, &c.name(), budget, constrained, 0, "")),
-            };
-            (at, Ok(cell))
-        });
+        .map(|(pi, provider)| {
+            let cells = plan
+                .iter()
+                .enumerate()
+                .filter(move |(_, a)| a.provider == pi)
+                .map(move |(at, a)| {
+                    let c = &job.contenders[a.contender];
+                    let cell = Cell {
+                        subject: &c.subject,
+                        rendering: c.rendering.clone(),
+                        params: RunParams {
+                            settings: RunSettings {
+                                provider: provider.name(),
+                                ..job.settings.clone()
+                            },
+                            max_tokens: a.budget,
+                            constrain: a.constrained,
+                        },
+                        // A compare has one input: its cells have no row.
+                        key: Some(cells::key(
+                            provider,
+                            &c.name(),
+                            a.budget,
+                            a.constrained,
+                            0,
+                            "",
+                        )),
+                    };
+                    (at, Ok(cell))
+                });
+            Lane::new(provider, job.concurrency, cells)
+        })
+        .collect();
     let mut ended: Vec<(usize, Row)> = Vec::with_capacity(plan.len());
     cells::run_cells(
         &runner,
-        cells,
+        lanes,
         cancel,
         Hooks {
             on_start: &|&at| {
@@ -289,7 +354,7 @@ fn run_all(
                 tell(done, label(&plan[at]));
             },
             on_text: &|&at, t| {
-                let contender = &job.contenders[plan[at].0];
+                let contender = &job.contenders[plan[at].contender];
                 relay.borrow_mut().text(total, at, t, contender, cell_of)
             },
             ..Hooks::default()
@@ -298,12 +363,13 @@ fn run_all(
             let Ran::Run(done) = end.ran? else {
                 return Err(ApiError::new(Code::Internal, "a compare cell has no cache"));
             };
-            let (subject, max_tokens, constrained) = plan[at];
+            let a = plan[at];
             let row = Row {
                 run_id: done.history_id,
-                subject,
-                max_tokens,
-                constrained,
+                subject: a.contender,
+                provider: a.provider,
+                max_tokens: a.budget,
+                constrained: a.constrained,
                 seconds: end.seconds,
                 out: done.out,
             };
@@ -321,9 +387,16 @@ fn run_all(
     ended.sort_by_key(|(at, _)| *at);
     let rows: Vec<Row> = ended.into_iter().map(|(_, r)| r).collect();
     tell(rows.len() as u32, "sweeping the complete replies".into());
-    let sweeps = sweep_best(job.contenders, &rows, provider, cancel)?;
+    let sweeps = sweep_best(job.contenders, &rows, providers, cancel)?;
     Ok(Compared {
-        model: provider.as_provider().model(),
+        model: providers
+            .first()
+            .map(|p| p.as_provider().model())
+            .unwrap_or_default(),
+        providers: providers
+            .iter()
+            .map(|p| (p.name(), p.as_provider().model()))
+            .collect(),
         experiment,
         rows,
         sweeps,
@@ -480,6 +553,7 @@ impl<'c> Relay<'_, 'c> {
             ended: Some(CellEnded {
                 cell: at as u32,
                 prompt: row.subject as u32,
+                provider: row.provider as u32,
                 history_id: row.run_id,
                 objects,
                 total: whole as u32,
@@ -503,7 +577,7 @@ impl<'c> Relay<'_, 'c> {
     }
 }
 
-/// Each format's sweep, of the reply that shows the most: the one with the most accepted objects
+/// Each format's sweep on each provider, of the reply that shows the most: the one with the most accepted objects
 /// among those that ended on their own; if none of those has objects, the longest reply that
 /// has some (cut by its budget); if none has any, the longest that ended on its own, else the
 /// longest (cut by its budget). Never a reply with 0 objects while another has some. Cuts fall
@@ -511,42 +585,59 @@ impl<'c> Relay<'_, 'c> {
 fn sweep_best(
     contenders: &[Contender],
     rows: &[Row],
-    provider: &Chosen,
+    providers: &[Chosen],
     cancel: &CancelToken,
 ) -> Result<Vec<FormatSweep>> {
-    let tokenizer = provider
-        .gguf()
-        .map_or_else(|| "o200k_base".to_string(), |p| p.display().to_string());
     let mut sweeps = Vec::new();
-    for (i, c) in contenders.iter().enumerate() {
-        let Some(at) = best_reply(rows, i) else {
-            continue;
-        };
-        let r = &rows[at];
-        let unit = token_unit(&tokenizer, &r.out.raw)?;
-        let sweep = kerf_core::sweep::sweep(
-            &c.subject.prompt.parser,
-            &r.out.raw,
-            &c.rendering.vars,
-            &unit,
-            cancel,
-        )?;
-        sweeps.push(FormatSweep {
-            subject: i,
-            row: at,
-            cut_by_budget: r.out.finish.reason != FinishReason::Stop,
-            sweep,
-        });
+    for (pi, provider) in providers.iter().enumerate() {
+        let tokenizer = provider
+            .gguf()
+            .map_or_else(|| "o200k_base".to_string(), |p| p.display().to_string());
+        sweep_on(contenders, rows, (pi, &tokenizer), cancel, &mut sweeps)?;
     }
     Ok(sweeps)
 }
 
-/// The row of `subject` to sweep (see `sweep_best`).
-pub fn best_reply(rows: &[Row], subject: usize) -> Option<usize> {
+/// [`sweep_best`] on provider `pi`, its replies cut with `tokenizer`.
+fn sweep_on(
+    contenders: &[Contender],
+    rows: &[Row],
+    (pi, tokenizer): (usize, &str),
+    cancel: &CancelToken,
+    sweeps: &mut Vec<FormatSweep>,
+) -> Result<()> {
+    {
+        for (i, c) in contenders.iter().enumerate() {
+            let Some(at) = best_reply(rows, i, pi) else {
+                continue;
+            };
+            let r = &rows[at];
+            let unit = token_unit(tokenizer, &r.out.raw)?;
+            let sweep = kerf_core::sweep::sweep(
+                &c.subject.prompt.parser,
+                &r.out.raw,
+                &c.rendering.vars,
+                &unit,
+                cancel,
+            )?;
+            sweeps.push(FormatSweep {
+                subject: i,
+                provider: pi,
+                row: at,
+                cut_by_budget: r.out.finish.reason != FinishReason::Stop,
+                sweep,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The row of `subject` on provider `provider` to sweep (see `sweep_best`).
+pub fn best_reply(rows: &[Row], subject: usize, provider: usize) -> Option<usize> {
     let mine = || {
         rows.iter()
             .enumerate()
-            .filter(|(_, r)| r.subject == subject)
+            .filter(|(_, r)| r.subject == subject && r.provider == provider)
     };
     let finished = |r: &Row| r.out.finish.reason == FinishReason::Stop;
     let objects = |r: &Row| r.out.report.objects.len();
@@ -571,6 +662,10 @@ pub fn best_reply(rows: &[Row], subject: usize) -> Option<usize> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportRow {
     pub prompt: String,
+    /// The provider it ran on, in a compare of several (empty, and left out of the JSON, in a
+    /// compare of one: its output is what it always was).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
     pub response_type: ResponseType,
     pub max_tokens: u32,
     pub constrained: bool,
@@ -587,6 +682,9 @@ pub struct ReportRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportSweep {
     pub prompt: String,
+    /// The provider the reply came from, in a compare of several (as a row's).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
     pub response_type: ResponseType,
     pub max_tokens: u32,
     pub constrained: bool,
@@ -606,28 +704,57 @@ pub struct ReportSweep {
 /// [`wire::Comparison`], built from it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// The first provider's model.
     pub model: String,
+    /// Each provider and its model, in the compare's order, in a compare of several (empty,
+    /// and left out of the JSON, in a compare of one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<ReportProvider>,
     pub experiment: Option<i64>,
     pub rows: Vec<ReportRow>,
     pub sweeps: Vec<ReportSweep>,
 }
 
-/// A prompt's pass as a chart names it: `kg (jsonl, constrained)`.
-fn pass_name(prompt: &str, response_type: ResponseType, constrained: bool) -> String {
+/// A provider of a compare and the model it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportProvider {
+    pub provider: String,
+    pub model: String,
+}
+
+/// A prompt's pass as a chart names it: `kg (jsonl, constrained)`, with its provider when the
+/// compare has several (`kg on openai (jsonl)`).
+fn pass_name(
+    prompt: &str,
+    provider: Option<&str>,
+    response_type: ResponseType,
+    constrained: bool,
+) -> String {
     format!(
-        "{prompt} ({response_type}{})",
+        "{prompt}{} ({response_type}{})",
+        provider.map_or_else(String::new, |p| format!(" on {p}")),
         if constrained { ", constrained" } else { "" }
     )
 }
 
 impl Report {
-    /// Objects recovered against the budget: a line per prompt and pass.
+    /// The provider to name beside a prompt: `provider` when the compare has several.
+    fn named<'r>(&self, provider: &'r str) -> Option<&'r str> {
+        (self.providers.len() > 1).then_some(provider)
+    }
+
+    /// Objects recovered against the budget: a line per prompt, provider and pass.
     pub fn budget_chart(&self) -> Chart {
         let mut curves = Vec::new();
         for r in &self.rows {
             BudgetCurve::add(
                 &mut curves,
-                pass_name(&r.prompt, r.response_type, r.constrained),
+                pass_name(
+                    &r.prompt,
+                    self.named(&r.provider),
+                    r.response_type,
+                    r.constrained,
+                ),
                 BudgetPoint {
                     budget: r.max_tokens,
                     value: r.objects as f64,
@@ -648,7 +775,12 @@ impl Report {
             .sweeps
             .iter()
             .map(|f| {
-                let name = pass_name(&f.prompt, f.response_type, f.constrained);
+                let name = pass_name(
+                    &f.prompt,
+                    self.named(&f.provider),
+                    f.response_type,
+                    f.constrained,
+                );
                 // A reply that did not end on its own is labelled so: its curve stops where the
                 // budget did.
                 let name = if f.cut_by_budget {
@@ -669,7 +801,15 @@ impl Report {
 }
 
 impl Compared {
-    /// The result with each row and sweep named by its prompt.
+    /// Provider `i`'s name, as a report row names it (none in a compare of one).
+    fn provider_name(&self, i: usize) -> String {
+        match self.providers.get(i) {
+            Some((name, _)) if self.providers.len() > 1 => name.clone(),
+            _ => String::new(),
+        }
+    }
+
+    /// The result with each row and sweep named by its prompt and provider.
     pub fn report(&self, contenders: &[Contender]) -> Report {
         let rows = self
             .rows
@@ -678,6 +818,7 @@ impl Compared {
                 let p = &contenders[r.subject].subject.prompt;
                 ReportRow {
                     prompt: p.id().into(),
+                    provider: self.provider_name(r.provider),
                     response_type: p.file.response_type,
                     max_tokens: r.max_tokens,
                     constrained: r.constrained,
@@ -698,6 +839,7 @@ impl Compared {
                 let (p, r) = (&contenders[f.subject].subject.prompt, &self.rows[f.row]);
                 ReportSweep {
                     prompt: p.id().into(),
+                    provider: self.provider_name(f.provider),
                     response_type: p.file.response_type,
                     max_tokens: r.max_tokens,
                     constrained: r.constrained,
@@ -710,6 +852,15 @@ impl Compared {
             .collect();
         Report {
             model: self.model.clone(),
+            providers: self
+                .providers
+                .iter()
+                .filter(|_| self.providers.len() > 1)
+                .map(|(provider, model)| ReportProvider {
+                    provider: provider.clone(),
+                    model: model.clone(),
+                })
+                .collect(),
             experiment: self.experiment,
             rows,
             sweeps,
@@ -726,10 +877,11 @@ pub fn compare_files(
     on_progress: &mut dyn FnMut(wire::CompareProgress),
 ) -> Result<Report> {
     let store = wb.store()?;
-    if input.prompts.len() < 2 {
+    let names = input.providers.clone().unwrap_or_default();
+    if input.prompts.len() < 2 && names.len() < 2 {
         return Err(ApiError::new(
             Code::Usage,
-            "pick two prompts to compare (a prompt and its twin, or any two)",
+            "pick two prompts to compare (a prompt and its twin, or any two), or two providers",
         ));
     }
     let contenders = input
@@ -742,7 +894,7 @@ pub fn compare_files(
         })
         .collect::<Result<Vec<_>>>()?;
     let settings = input.options.settings()?;
-    let provider = settings.provider(wb)?;
+    let providers = crate::runs::providers(wb, &settings, &names)?;
     let job = CompareJob {
         contenders: &contenders,
         budgets: &input.budgets,
@@ -759,7 +911,7 @@ pub fn compare_files(
     let compared = compare(
         store.as_ref(),
         &job,
-        &provider,
+        &providers,
         cancel,
         &mut |_| {},
         on_progress,

@@ -16,6 +16,8 @@ use crate::runs::wire::RunOptions;
 #[serde(rename_all = "camelCase")]
 pub struct CompareRow {
     pub prompt: String,
+    /// The provider it ran on (empty in compares stored before it was kept).
+    pub provider: String,
     pub response_type: ResponseType,
     pub max_tokens: u32,
     pub constrained: bool,
@@ -34,6 +36,7 @@ impl From<&ReportRow> for CompareRow {
     fn from(r: &ReportRow) -> Self {
         CompareRow {
             prompt: r.prompt.clone(),
+            provider: r.provider.clone(),
             response_type: r.response_type,
             max_tokens: r.max_tokens,
             constrained: r.constrained,
@@ -54,6 +57,8 @@ impl From<&ReportRow> for CompareRow {
 #[serde(rename_all = "camelCase")]
 pub struct SweepCurve {
     pub prompt: String,
+    /// The provider the reply came from (empty in compares stored before it was kept).
+    pub provider: String,
     pub response_type: ResponseType,
     pub max_tokens: u32,
     pub constrained: bool,
@@ -77,6 +82,7 @@ impl From<&ReportSweep> for SweepCurve {
         let w = &f.sweep;
         SweepCurve {
             prompt: f.prompt.clone(),
+            provider: f.provider.clone(),
             response_type: f.response_type,
             max_tokens: f.max_tokens,
             constrained: f.constrained,
@@ -100,6 +106,8 @@ impl From<&ReportSweep> for SweepCurve {
 #[serde(rename_all = "camelCase")]
 pub struct Comparison {
     pub model: String,
+    /// The providers side by side, in the compare's order (one for most compares).
+    pub providers: Vec<String>,
     pub experiment: Option<i64>,
     pub rows: Vec<CompareRow>,
     pub sweeps: Vec<SweepCurve>,
@@ -113,6 +121,7 @@ impl From<&Report> for Comparison {
     fn from(r: &Report) -> Self {
         Comparison {
             model: r.model.clone(),
+            providers: r.providers.iter().map(|p| p.provider.clone()).collect(),
             experiment: r.experiment,
             rows: r.rows.iter().map(CompareRow::from).collect(),
             sweeps: r.sweeps.iter().map(SweepCurve::from).collect(),
@@ -126,8 +135,12 @@ impl From<&Report> for Comparison {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct CompareInput {
-    /// Two or more prompt files.
+    /// Two or more prompt files (or one, with two or more providers).
     pub prompts: Vec<String>,
+    /// The providers side by side, by name (absent or empty: the options' provider alone).
+    #[serde(default)]
+    #[ts(optional)]
+    pub providers: Option<Vec<String>>,
     pub input: String,
     pub budgets: Vec<u32>,
     pub constrain: ConstrainMode,
@@ -170,6 +183,8 @@ pub struct CellText {
     pub cell: u32,
     /// Which prompt: its place in the compare's list (0 is the first).
     pub prompt: u32,
+    /// Which provider: its place in the compare's list (0 is the first).
+    pub provider: u32,
     pub max_tokens: u32,
     pub constrained: bool,
     pub text: String,
@@ -186,6 +201,8 @@ pub struct CellText {
 pub struct CellEnded {
     pub cell: u32,
     pub prompt: u32,
+    /// Which provider: its place in the compare's list.
+    pub provider: u32,
     /// The run in the history.
     pub history_id: Option<i64>,
     pub objects: Vec<PlacedObject>,

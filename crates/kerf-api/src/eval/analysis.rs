@@ -164,6 +164,8 @@ pub fn f1_interval(cells: &[&CellLine]) -> Option<[f64; 2]> {
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct Advice {
     pub prompt: String,
+    /// The provider whose budgets were weighed.
+    pub provider: String,
     pub constrained: bool,
     /// The smallest budget whose recall is within `within` (a share) of the best budget's.
     pub max_tokens: u32,
@@ -188,7 +190,7 @@ pub struct BudgetPoint {
 /// The smallest budget within `within` of the best recall (`None` with fewer than two budgets
 /// that have a recall: nothing to choose between).
 pub fn advise(
-    prompt: &str,
+    (prompt, provider): (&str, &str),
     constrained: bool,
     points: &[BudgetPoint],
     within: f64,
@@ -208,6 +210,7 @@ pub fn advise(
         .min_by_key(|(p, _)| p.max_tokens)?;
     Some(Advice {
         prompt: prompt.to_string(),
+        provider: provider.to_string(),
         constrained,
         max_tokens: pick.max_tokens,
         recall,
@@ -234,11 +237,13 @@ pub struct DropBar {
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct Drops {
     pub prompt: String,
+    /// The provider whose replies they were.
+    pub provider: String,
     pub bars: Vec<DropBar>,
 }
 
 /// The drop histogram of `prompt`'s measured cells, largest bar first.
-pub fn drops(prompt: &str, cells: &[&CellLine]) -> Drops {
+pub fn drops((prompt, provider): (&str, &str), cells: &[&CellLine]) -> Drops {
     let mut bars: Vec<DropBar> = Vec::new();
     for c in cells.iter().filter(|c| c.measured()) {
         for (kind, n) in &c.dropped.0 {
@@ -264,6 +269,7 @@ pub fn drops(prompt: &str, cells: &[&CellLine]) -> Drops {
     bars.sort_by_key(|b| std::cmp::Reverse(b.objects));
     Drops {
         prompt: prompt.to_string(),
+        provider: provider.to_string(),
         bars,
     }
 }
@@ -274,6 +280,7 @@ pub fn drops(prompt: &str, cells: &[&CellLine]) -> Drops {
 pub struct Side {
     pub experiment: i64,
     pub prompt: String,
+    pub provider: String,
     pub max_tokens: u32,
     pub constrained: bool,
     /// Micro F1 over the rows both sides measured.
@@ -286,6 +293,7 @@ impl Side {
         Side {
             experiment,
             prompt: line.prompt.clone(),
+            provider: line.provider.clone(),
             max_tokens: line.max_tokens,
             constrained: line.constrained,
             f1: None,
@@ -431,19 +439,31 @@ mod tests {
             point(1024, Some(0.97)),
             point(2048, Some(0.97)),
         ];
-        let a = advise("p", false, &points, 0.05).unwrap();
+        let a = advise(("p", "local"), false, &points, 0.05).unwrap();
         // 0.95 ≥ 0.97 × 0.95; 0.80 is not. The best is the smaller of the two at 0.97.
         assert_eq!((a.max_tokens, a.best_max_tokens), (512, 1024));
         assert_eq!(a.cost_per_document, Some(512.0 / 1e6));
         assert_eq!(
-            advise("p", false, &points, 0.0).unwrap().max_tokens,
+            advise(("p", "local"), false, &points, 0.0)
+                .unwrap()
+                .max_tokens,
             1024,
             "within 0%: the best itself"
         );
-        assert_eq!(advise("p", false, &points, 0.2).unwrap().max_tokens, 256);
+        assert_eq!(
+            advise(("p", "local"), false, &points, 0.2)
+                .unwrap()
+                .max_tokens,
+            256
+        );
         // One budget measured, or none: nothing to advise.
         assert_eq!(
-            advise("p", false, &[point(256, Some(0.8)), point(512, None)], 0.05),
+            advise(
+                ("p", "local"),
+                false,
+                &[point(256, Some(0.8)), point(512, None)],
+                0.05
+            ),
             None
         );
     }

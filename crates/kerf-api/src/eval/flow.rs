@@ -25,6 +25,9 @@ pub struct StartInput {
     pub limit: Option<usize>,
     pub prompts: Vec<PathBuf>,
     pub settings: RunSettings,
+    /// The providers side by side, by name, each run with `settings` under its own name; empty:
+    /// `settings.provider` alone.
+    pub providers: Vec<String>,
     pub max_tokens: Vec<u32>,
     pub constrain: ConstrainMode,
     pub repeat: u32,
@@ -38,7 +41,7 @@ pub struct StartInput {
 struct Loaded {
     dataset: Rows,
     subjects: Vec<Subject>,
-    provider: Chosen,
+    providers: Vec<Chosen>,
     params: RunParams,
 }
 
@@ -50,6 +53,7 @@ impl StartInput {
             limit: input.limit.map(|n| n as usize),
             prompts: input.prompts.iter().map(PathBuf::from).collect(),
             settings: input.options.settings()?,
+            providers: input.providers.clone().unwrap_or_default(),
             max_tokens: input.budgets.clone(),
             constrain: input.constrain,
             repeat: input.repeat.unwrap_or(1),
@@ -73,20 +77,21 @@ impl StartInput {
             .map(|p| Subject::load(p))
             .collect::<Result<Vec<_>>>()
             .map_err(|e| dataset.problems_first(e))?;
-        let provider = self
-            .settings
-            .provider(wb)
-            .map_err(|e| dataset.problems_first(e))?;
+        let providers = self.providers(wb).map_err(|e| dataset.problems_first(e))?;
         Ok(Loaded {
             dataset,
             subjects,
-            provider,
+            providers,
             params: RunParams {
                 settings: self.settings.clone(),
                 max_tokens: 0,
                 constrain: false,
             },
         })
+    }
+
+    fn providers(&self, wb: &Workbench) -> Result<Vec<Chosen>> {
+        crate::runs::providers(wb, &self.settings, &self.providers)
     }
 
     fn plan(&self) -> Plan<'_> {
@@ -121,7 +126,7 @@ pub fn dry_run(wb: &Workbench, input: &StartInput) -> Result<(Size, Vec<String>)
         &l.subjects,
         &input.plan(),
         &l.params,
-        &l.provider,
+        &l.providers,
     )?;
     let warnings = l
         .subjects
@@ -137,7 +142,7 @@ pub fn start(
     store: &Store,
     input: &StartInput,
     on_plan: &mut dyn FnMut(&Size),
-) -> Result<(Eval, Chosen)> {
+) -> Result<(Eval, Vec<Chosen>)> {
     let l = input.load(wb)?;
     let e = super::begin(
         store,
@@ -145,10 +150,10 @@ pub fn start(
         l.subjects,
         &input.plan(),
         l.params,
-        &l.provider,
+        &l.providers,
         on_plan,
     )?;
-    Ok((e, l.provider))
+    Ok((e, l.providers))
 }
 
 /// Start an eval and run it whole: [`start`], then [`go`] at the concurrency it was started
@@ -162,14 +167,14 @@ pub fn run(
     on_plan: &mut dyn FnMut(&Size),
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<Finished> {
-    let (eval, provider) = start(wb, store, input, on_plan)?;
+    let (eval, providers) = start(wb, store, input, on_plan)?;
     let pace = Pace {
         concurrency: input.concurrency,
         retry_errors: false,
         // The window fills its matrix in as cells end.
         live: true,
     };
-    go(store, &eval, &provider, pace, cancel, options, on_progress)
+    go(store, &eval, &providers, pace, cancel, options, on_progress)
 }
 
 /// The eval `id` names, or the latest one.
@@ -203,9 +208,9 @@ pub struct ResumeInput {
 /// resume --dry-run`): the same checks as [`resume`], the endpoint's included.
 pub fn dry_run_resume(wb: &Workbench, store: &Store, id: i64, input: ResumeInput) -> Result<Size> {
     let e = super::stored(store, id)?;
-    let provider = e.settings().provider(wb)?;
-    check_endpoint(store, id, &provider, input.endpoint_changed)?;
-    e.remaining(store, &provider, input.retry_errors)
+    let providers = e.providers(wb)?;
+    check_endpoint(store, id, &providers, input.endpoint_changed)?;
+    e.remaining(store, &providers, input.retry_errors)
 }
 
 /// Take eval `id` up again where it stopped: its provider built from its stored settings and
@@ -218,11 +223,11 @@ pub fn resume(
     id: i64,
     input: ResumeInput,
     on_plan: &mut dyn FnMut(&Size),
-) -> Result<(Eval, Chosen)> {
+) -> Result<(Eval, Vec<Chosen>)> {
     let e = super::stored(store, id)?;
-    let provider = e.settings().provider(wb)?;
-    check_endpoint(store, id, &provider, input.endpoint_changed)?;
-    let remaining = e.remaining(store, &provider, input.retry_errors)?;
+    let providers = e.providers(wb)?;
+    check_endpoint(store, id, &providers, input.endpoint_changed)?;
+    let remaining = e.remaining(store, &providers, input.retry_errors)?;
     crate::experiments::plan::check_allowed(&remaining, input.allowed)?;
     if !store.resume_experiment(id)? {
         return Err(ApiError::new(
@@ -233,42 +238,50 @@ pub fn resume(
         ));
     }
     on_plan(&remaining);
-    Ok((e, provider))
+    Ok((e, providers))
 }
 
-/// Refuse to resume eval `id` on `provider` when its name now points elsewhere than the eval's
-/// own runs came from — another protocol, base URL, or served model (asked of the server, as
-/// the cache asks) — naming both, unless `allowed`. A provider re-pointed with `kerf providers
-/// add` once took the remaining cells without a word.
-fn check_endpoint(store: &Store, id: i64, provider: &Chosen, allowed: bool) -> Result<()> {
+/// Refuse to resume eval `id` when a provider's name now points elsewhere than the eval's own
+/// runs under that name came from — another protocol, base URL, or served model (asked of the
+/// server, as the cache asks) — naming both, unless `allowed`. A provider re-pointed with
+/// `kerf providers add` once took the remaining cells without a word.
+fn check_endpoint(store: &Store, id: i64, providers: &[Chosen], allowed: bool) -> Result<()> {
     if allowed {
         return Ok(());
     }
     let was = store.experiment_endpoints(id)?;
-    if was.is_empty() {
-        return Ok(());
+    for provider in providers {
+        let name = provider.name();
+        let mine: Vec<&kerf_store::Endpoint> = was
+            .iter()
+            // An eval of one provider kept before runs were told apart by it is that provider's.
+            .filter(|(n, _)| *n == name || providers.len() == 1)
+            .map(|(_, e)| e)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        if let Chosen::Cloud(p) = provider {
+            kerf_llm::runtime::block_on(p.served_model());
+        }
+        let now = provider.endpoint();
+        let differs = |w: &kerf_store::Endpoint| {
+            w.protocol != now.protocol
+                || w.base_url != now.base_url
+                || matches!((&w.served_model, &now.served_model), (Some(a), Some(b)) if a != b)
+        };
+        if let Some(w) = mine.into_iter().find(|w| differs(w)) {
+            return Err(ApiError::new(
+                Code::Conflict,
+                format!(
+                    "eval {id} ran on {} but provider `{name}` now points at {}: its remaining cells would come from another server; `kerf eval resume {id} --allow-endpoint-change` goes on anyway, or point the provider back",
+                    describe(w),
+                    describe(&now)
+                ),
+            ));
+        }
     }
-    if let Chosen::Cloud(p) = provider {
-        kerf_llm::runtime::block_on(p.served_model());
-    }
-    let now = provider.endpoint();
-    let differs = |w: &kerf_store::Endpoint| {
-        w.protocol != now.protocol
-            || w.base_url != now.base_url
-            || matches!((&w.served_model, &now.served_model), (Some(a), Some(b)) if a != b)
-    };
-    match was.iter().find(|w| differs(w)) {
-        None => Ok(()),
-        Some(w) => Err(ApiError::new(
-            Code::Conflict,
-            format!(
-                "eval {id} ran on {} but provider `{}` now points at {}: its remaining cells would come from another server; `kerf eval resume {id} --allow-endpoint-change` goes on anyway, or point the provider back",
-                describe(w),
-                provider.name(),
-                describe(&now)
-            ),
-        )),
-    }
+    Ok(())
 }
 
 /// An endpoint as a person reads it: `openai at http://…, serving {…}`, or the local engine.
@@ -343,13 +356,13 @@ impl Finished {
 pub fn go(
     store: &Store,
     eval: &Eval,
-    provider: &Chosen,
+    providers: &[Chosen],
     pace: Pace,
     cancel: &CancelToken,
     options: Options,
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<Finished> {
-    let ran = super::run_cells(store, eval, provider, pace, cancel, on_progress);
+    let ran = super::run_cells(store, eval, providers, pace, cancel, on_progress);
     let stopped = cancel.is_cancelled();
     let report = super::finish(store, eval, stopped || ran.is_err(), options)?;
     ran?;
@@ -414,6 +427,27 @@ pub fn compare(store: &Store, a: i64, b: i64) -> Result<Vec<super::analysis::Com
     Ok(comparisons)
 }
 
+/// The providers of eval `id` compared line by line, as two evals are (`kerf eval compare ID`):
+/// every other provider against the first, per prompt × budget × constraint, rows paired. An
+/// eval of one provider is a usage error naming it.
+pub fn compare_providers(store: &Store, id: i64) -> Result<Vec<super::analysis::Comparison>> {
+    let e = super::stored(store, id)?;
+    if e.spec.providers.len() < 2 {
+        return Err(ApiError::new(
+            Code::Usage,
+            format!(
+                "eval {id} ran on one provider: give a second eval to compare it with (`kerf eval compare {id} OTHER`), or start one with several (`--provider A,B`)"
+            ),
+        ));
+    }
+    let report = super::report(store, &e, Options::default())?;
+    Ok(report
+        .comparisons
+        .into_iter()
+        .filter(|c| c.a.provider != c.b.provider)
+        .collect())
+}
+
 /// Resume eval `id` and run what remains at the concurrency it was started with, scoring each
 /// cell as it ends (the window's "Resume"). Over the limit it is `PlanTooLarge` until the
 /// person `confirmed` the count the error carries, as for a start.
@@ -433,7 +467,7 @@ pub fn resume_run(
         },
         ..ResumeInput::default()
     };
-    let (eval, provider) = resume(wb, store, id, input, on_plan)?;
+    let (eval, providers) = resume(wb, store, id, input, on_plan)?;
     let pace = Pace {
         concurrency: eval.spec.concurrency,
         retry_errors: false,
@@ -442,7 +476,7 @@ pub fn resume_run(
     go(
         store,
         &eval,
-        &provider,
+        &providers,
         pace,
         cancel,
         Options::default(),

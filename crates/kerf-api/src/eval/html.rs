@@ -112,6 +112,7 @@ fn head_context(report: &Report) -> Result<Value> {
     Ok(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "r": report,
+        "several": report.providers.len() > 1,
         "charts": charts,
         "band_note": if repeated {
             "Shaded: F1's range over the repeats. Points: every repeat pooled."
@@ -211,8 +212,8 @@ impl Pieces {
     }
 }
 
-/// The report template's functions for figures: three decimals, signed, one decimal, dollars;
-/// `–` for a figure that is missing.
+/// The report template's functions for figures: three decimals, signed, one decimal, dollars,
+/// seconds; `–` for a figure that is missing.
 fn add_figures(env: &mut minijinja::Environment<'_>) {
     env.add_function("fig", |v: Option<f64>| {
         v.map_or("–".into(), |v| format!("{v:.3}"))
@@ -225,6 +226,9 @@ fn add_figures(env: &mut minijinja::Environment<'_>) {
     });
     env.add_function("money", |v: Option<f64>| {
         v.map_or("–".into(), |v| format!("${v:.5}"))
+    });
+    env.add_function("seconds", |v: Option<f64>| {
+        v.map_or("–".into(), |v| format!("{v:.2} s"))
     });
 }
 
@@ -251,7 +255,7 @@ fn environment(pieces: &Pieces) -> Result<minijinja::Environment<'_>> {
 
 /// What a row's summary line shows of a cell.
 fn cell_head(c: &CellLine) -> Value {
-    json!({"prompt": c.prompt, "max_tokens": c.max_tokens, "constrained": c.constrained, "f1": c.f1})
+    json!({"prompt": c.prompt, "provider": c.provider, "max_tokens": c.max_tokens, "constrained": c.constrained, "f1": c.f1})
 }
 
 /// A cell's expected and extracted records, each with its mark.
@@ -278,7 +282,7 @@ pub(super) fn side_by_side(c: &CellLine, expected: &[Value], extracted: &[Value]
     let (expected, expected_more) = shown(expected_shown, &expected_marks);
     let (extracted, extracted_more) = shown(extracted, &extracted_marks);
     json!({
-        "prompt": c.prompt, "max_tokens": c.max_tokens, "constrained": c.constrained,
+        "prompt": c.prompt, "provider": c.provider, "max_tokens": c.max_tokens, "constrained": c.constrained,
         "finish_reason": c.finish_reason, "run": c.run, "f1": c.f1,
         "tp": c.tp, "fp": c.fp, "fn": c.fn_,
         "expected": expected, "extracted": extracted,

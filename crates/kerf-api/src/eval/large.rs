@@ -116,7 +116,7 @@ fn ran_on(dir: &Path, store: &Store, rows: usize, repeat: u32, provider: &Chosen
         subjects(dir),
         &plan(repeat),
         params(),
-        provider,
+        std::slice::from_ref(provider),
         &mut |_| {},
     )
     .unwrap();
@@ -125,7 +125,15 @@ fn ran_on(dir: &Path, store: &Store, rows: usize, repeat: u32, provider: &Chosen
         retry_errors: false,
         live: false,
     };
-    super::run_cells(store, &e, provider, pace, &CancelToken::new(), &mut |_| {}).unwrap();
+    super::run_cells(
+        store,
+        &e,
+        std::slice::from_ref(provider),
+        pace,
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
     e
 }
 
@@ -297,14 +305,21 @@ fn an_eval_holds_a_row_at_a_time_from_its_plan_to_its_report() {
     let provider = scripted(cells);
     dataset::held::reset();
     let rows = Rows::file(&path, None);
-    let size = super::plan(&rows, &subjects, &plan(1), &params(), &provider).unwrap();
+    let size = super::plan(
+        &rows,
+        &subjects,
+        &plan(1),
+        &params(),
+        std::slice::from_ref(&provider),
+    )
+    .unwrap();
     assert_eq!(size.cells, cells as u64);
     let first = super::plan(
         &Rows::file(&path, Some(100)),
         &subjects,
         &plan(1),
         &params(),
-        &provider,
+        std::slice::from_ref(&provider),
     );
     assert_eq!(first.unwrap().cells, 100 * 2 * BUDGETS.len() as u64);
     let e = super::begin(
@@ -313,7 +328,7 @@ fn an_eval_holds_a_row_at_a_time_from_its_plan_to_its_report() {
         subjects,
         &plan(1),
         params(),
-        &provider,
+        std::slice::from_ref(&provider),
         &mut |_| {},
     )
     .unwrap();
@@ -326,7 +341,7 @@ fn an_eval_holds_a_row_at_a_time_from_its_plan_to_its_report() {
     super::run_cells(
         &store,
         &e,
-        &provider,
+        std::slice::from_ref(&provider),
         pace,
         &CancelToken::new(),
         &mut |_| {},
@@ -334,7 +349,9 @@ fn an_eval_holds_a_row_at_a_time_from_its_plan_to_its_report() {
     .unwrap();
     let report = super::finish(&store, &e, false, Options::default()).unwrap();
     assert_eq!(report.cells.iter().filter(|c| c.measured()).count(), cells);
-    let left = e.remaining(&store, &provider, false).unwrap();
+    let left = e
+        .remaining(&store, std::slice::from_ref(&provider), false)
+        .unwrap();
     assert_eq!(left.cells, 0);
     // Before, the dataset was loaded whole (150 rows) and kept for the eval's life.
     assert!(
@@ -353,8 +370,15 @@ fn a_dataset_that_changed_since_it_was_checked_keeps_no_row() {
     let provider = scripted(0);
     let subjects = subjects(dir.path());
     let rows = Rows::file(&path, None);
-    let (_, checked) =
-        super::planned(&rows, &subjects, &plan(1), &params(), &provider, true).unwrap();
+    let (_, checked) = super::planned(
+        &rows,
+        &subjects,
+        &plan(1),
+        &params(),
+        std::slice::from_ref(&provider),
+        true,
+    )
+    .unwrap();
     // The file changes between the check and the keeping.
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replace("Photosynthesis", "Chemosynthesis")).unwrap();

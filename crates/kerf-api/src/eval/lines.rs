@@ -12,12 +12,14 @@ use serde::Serialize;
 use serde_json::Value;
 use ts_rs::TS;
 
-/// One cell of the matrix, scored. The first fifteen keys are an interface (`kerf eval --json`);
+/// One cell of the matrix, scored. The first sixteen keys are an interface (`kerf eval --json`);
 /// the rest are additions.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct CellLine {
     pub row: String,
     pub prompt: String,
+    /// The provider the cell ran on, by the name it was given.
+    pub provider: String,
     pub max_tokens: u32,
     pub constrained: bool,
     pub repeat: u32,
@@ -46,6 +48,9 @@ pub struct CellLine {
     pub cost_usd: Option<f64>,
     /// Measured by a reply an earlier eval bought (`--cache`): its run is that eval's.
     pub cached: bool,
+    /// How long its run took, from its first request to its end (the bought run's, when
+    /// cached).
+    pub seconds: Option<f64>,
     /// The record types the cell's scoring met (expected or extracted), for the window's
     /// filter by type. Absent when it met none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -60,10 +65,13 @@ pub struct CellLine {
     pub scored: Option<Scored>,
 }
 
-/// One prompt × budget × constraint over the dataset. The first eleven keys are an interface.
+/// One prompt × provider × budget × constraint over the dataset. The first twelve keys are an
+/// interface.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct SummaryLine {
     pub prompt: String,
+    /// The provider the line's cells ran on, by the name it was given.
+    pub provider: String,
     pub max_tokens: u32,
     pub constrained: bool,
     /// Cells measured (their run ended on its own or was cut by its budget).
@@ -84,6 +92,10 @@ pub struct SummaryLine {
     pub cost_usd: Option<f64>,
     /// Measured cells whose reply came from the cache.
     pub cached: usize,
+    /// The median and 95th percentile of the measured cells' run times, in seconds (cached
+    /// cells left out: their time was another eval's).
+    pub seconds_p50: Option<f64>,
+    pub seconds_p95: Option<f64>,
     pub by_type: BTreeMap<String, TypeTotals>,
     pub agreement: BTreeMap<String, Option<f64>>,
     /// A 95% bootstrap interval of `f1` over the rows (each row's repeats pooled).
@@ -138,12 +150,13 @@ impl CellLine {
     }
 }
 
-/// The cells of a summary line (its prompt, budget and constraint).
+/// The cells of a summary line (its prompt, provider, budget and constraint).
 pub fn line_cells<'r>(cells: &'r [CellLine], line: &SummaryLine) -> Vec<&'r CellLine> {
     cells
         .iter()
         .filter(|c| {
             c.prompt == line.prompt
+                && c.provider == line.provider
                 && c.max_tokens == line.max_tokens
                 && c.constrained == line.constrained
         })
@@ -230,4 +243,46 @@ pub mod held {
             });
         }
     }
+}
+
+/// One provider's share of an eval: what its cells cost and how long they took.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct ProviderLine {
+    /// The provider by the name it was given, and the model it ran.
+    pub provider: String,
+    pub model: String,
+    /// Cells of its matrix, and how many of them are measured.
+    pub cells: usize,
+    pub measured: usize,
+    pub failed: usize,
+    /// Measured cells cut by their budget.
+    pub truncated: usize,
+    pub completion_tokens: i64,
+    /// What its replies cost when they were bought (null: no price known, or the local
+    /// engine).
+    pub cost_usd: Option<f64>,
+    /// The median and 95th percentile of its measured cells' run times, in seconds (cached
+    /// cells left out).
+    pub seconds_p50: Option<f64>,
+    pub seconds_p95: Option<f64>,
+}
+
+/// The `q` quantile (0 to 1) of `values`, nearest rank (`None`: no values).
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = (q * v.len() as f64).ceil() as usize;
+    Some(v[rank.clamp(1, v.len()) - 1])
+}
+
+/// The run times of `cells` that were measured by their own run, for [`quantile`].
+pub fn run_times(cells: &[&CellLine]) -> Vec<f64> {
+    cells
+        .iter()
+        .filter(|c| c.measured() && !c.cached)
+        .filter_map(|c| c.seconds)
+        .collect()
 }

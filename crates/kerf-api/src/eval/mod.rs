@@ -1,5 +1,7 @@
-//! Evaluations: every prompt × budget × constraint × repeat × dataset row, run as one
-//! experiment in the history and scored against the rows' expected records.
+//! Evaluations: every prompt × provider × budget × constraint × repeat × dataset row, run as
+//! one experiment in the history and scored against the rows' expected records. Several
+//! providers run side by side, each in its own lane of the cell runner (its own requests in
+//! flight, its own rate limits).
 //!
 //! - [`begin`] checks the dataset against the prompts (nothing is written if a row is wrong),
 //!   starts the experiment and keeps the rows; [`stored`] reads an eval back for `resume` and
@@ -43,7 +45,7 @@ use serde_json::{Map, Value};
 use ts_rs::TS;
 
 use crate::error::{ApiError, Code, Result};
-use crate::experiments::cells::{self, Cell, Hooks, Ran, Runner};
+use crate::experiments::cells::{self, Cell, Hooks, Lane, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::SpecSettings;
 use crate::experiments::{ConstrainMode, ExperimentKind, ExperimentSpec, Subject, variants};
@@ -65,8 +67,9 @@ pub struct Eval {
     /// `eval_rows`): each row itself is read back from the history when a cell needs it
     /// ([`Eval::row`]).
     pub rows: Vec<String>,
-    /// What every cell runs with (each cell sets its budget and constraint).
-    pub params: RunParams,
+    /// What every cell of each provider runs with, in the spec's order of providers (each cell
+    /// sets its budget and constraint).
+    pub params: Vec<RunParams>,
 }
 
 /// An eval's dataset as [`plan`] and [`begin`] read it, a row at a time.
@@ -228,9 +231,9 @@ pub fn plan(
     subjects: &[Subject],
     plan: &Plan<'_>,
     params: &RunParams,
-    provider: &Chosen,
+    providers: &[Chosen],
 ) -> Result<Size> {
-    Ok(planned(rows, subjects, plan, params, provider, false)?.0)
+    Ok(planned(rows, subjects, plan, params, providers, false)?.0)
 }
 
 /// [`plan`], with the fingerprint of the rows it went through when `fingerprint` (what
@@ -240,7 +243,7 @@ fn planned(
     subjects: &[Subject],
     plan: &Plan<'_>,
     params: &RunParams,
-    provider: &Chosen,
+    providers: &[Chosen],
     fingerprint: bool,
 ) -> Result<(Size, u64)> {
     let Plan {
@@ -262,6 +265,7 @@ fn planned(
     plan::check_repeat(repeat).map_err(first)?;
     plan::check_concurrency(concurrency).map_err(first)?;
     params.check(budgets).map_err(first)?;
+    plan::check_providers(providers).map_err(first)?;
     let mut ids = BTreeSet::new();
     for s in subjects {
         if !ids.insert(s.prompt.id()) {
@@ -276,11 +280,17 @@ fn planned(
     let budgets = sorted(budgets);
     // The matrix's size grows with the rows read: once it is past the limit, the rest are
     // checked but not rendered (the plan is refused once the rows are found sound).
-    let variants_of: Vec<usize> = subjects
+    // Per prompt, each provider's constraint variants.
+    let variants_of: Vec<Vec<u64>> = subjects
         .iter()
-        .map(|s| variants(constrain, &s.prompt, provider).len())
+        .map(|s| {
+            providers
+                .iter()
+                .map(|p| variants(constrain, &s.prompt, p).len() as u64)
+                .collect()
+        })
         .collect();
-    let per_row: u64 = variants_of.iter().sum::<usize>() as u64 * budgets.len() as u64;
+    let per_row: u64 = variants_of.iter().flatten().sum::<u64>() * budgets.len() as u64;
     let cells = |rows: usize| {
         per_row
             .saturating_mul(u64::from(repeat))
@@ -290,7 +300,7 @@ fn planned(
     // every prompt, and — while none has a problem — rendered with each, what it renders to
     // being the plan's input bound. A row is let go once it is checked and rendered.
     let mut problems = Vec::new();
-    let mut size = Size::new(ExperimentKind::Eval);
+    let mut sizes = vec![Size::new(ExperimentKind::Eval); providers.len()];
     // The first row each prompt failed to render: the first prompt's is the error, as when
     // each prompt renders every row in turn.
     let mut unrendered: Vec<Option<ApiError>> = vec![None; subjects.len()];
@@ -306,7 +316,7 @@ fn planned(
         if !problems.is_empty() || plan::check_cells(cells(seen)).is_err() {
             return Ok(());
         }
-        for ((s, &n), failed) in subjects.iter().zip(&variants_of).zip(&mut unrendered) {
+        for ((s, variants), failed) in subjects.iter().zip(&variants_of).zip(&mut unrendered) {
             if failed.is_some() {
                 continue;
             }
@@ -314,8 +324,10 @@ fn planned(
                 Ok(r) => {
                     let bytes =
                         r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
-                    for &b in &budgets {
-                        size.add(n as u64 * u64::from(repeat), bytes as u64, b, 0, 0);
+                    for (size, &n) in sizes.iter_mut().zip(variants) {
+                        for &b in &budgets {
+                            size.add(n * u64::from(repeat), bytes as u64, b, 0, 0);
+                        }
                     }
                 }
                 Err(e) => {
@@ -338,7 +350,7 @@ fn planned(
     if let Some(e) = unrendered.into_iter().flatten().next() {
         return Err(e);
     }
-    let size = size.priced(provider)?;
+    let size = Size::of_parts(ExperimentKind::Eval, sizes, providers)?;
     plan::check_allowed(&size, allowed)?;
     Ok((size, prints.finish()))
 }
@@ -360,11 +372,11 @@ pub fn begin(
     subjects: Vec<Subject>,
     plan: &Plan<'_>,
     params: RunParams,
-    provider: &Chosen,
+    providers: &[Chosen],
     on_plan: &mut dyn FnMut(&Size),
 ) -> Result<Eval> {
     let rows = rows.into();
-    let (size, fingerprint) = planned(&rows, &subjects, plan, &params, provider, true)?;
+    let (size, fingerprint) = planned(&rows, &subjects, plan, &params, providers, true)?;
     on_plan(&size);
     let Plan {
         budgets,
@@ -385,7 +397,10 @@ pub fn begin(
         max_tokens: budgets,
         constrain,
         repeat,
-        settings: SpecSettings::of(provider, &params),
+        providers: providers
+            .iter()
+            .map(|p| SpecSettings::of(p, &params))
+            .collect(),
         cache,
         concurrency,
         plan: Some(size),
@@ -399,6 +414,21 @@ pub fn begin(
             let _ = store.finish_experiment(experiment, &Value::Null, Some(&e.message));
             return Err(e);
         }
+    };
+    // Each provider's cells run with the same parameters under its own name (a resume builds
+    // each provider again from it).
+    let params = match providers {
+        [_] => vec![params],
+        _ => providers
+            .iter()
+            .map(|p| RunParams {
+                settings: RunSettings {
+                    provider: p.name(),
+                    ..params.settings.clone()
+                },
+                ..params.clone()
+            })
+            .collect(),
     };
     Ok(Eval {
         experiment,
@@ -487,7 +517,11 @@ pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
         })
         .collect::<Result<Vec<_>>>()?;
     let rows = store.eval_row_ids(experiment)?;
-    let params = spec.settings.run_params()?;
+    let params = spec
+        .providers
+        .iter()
+        .map(SpecSettings::run_params)
+        .collect::<Result<Vec<_>>>()?;
     Ok(Eval {
         experiment,
         spec,
@@ -526,9 +560,18 @@ pub fn rematch(eval: &mut Eval) -> Result<Vec<String>> {
 }
 
 impl Eval {
-    /// The settings the eval's cells run with (a resume builds its provider from them).
-    pub fn settings(&self) -> &RunSettings {
-        &self.params.settings
+    /// The providers the eval's cells run on, built again from the settings it keeps, in the
+    /// spec's order (a resume runs on them).
+    pub fn providers(&self, wb: &crate::workbench::Workbench) -> Result<Vec<Chosen>> {
+        self.params
+            .iter()
+            .map(|p| p.settings.provider(wb))
+            .collect()
+    }
+
+    /// The index of provider `name` among the eval's.
+    pub fn provider_index(&self, name: &str) -> Option<usize> {
+        self.spec.providers.iter().position(|p| p.provider == name)
     }
 
     /// Row `seq` (its index in [`Eval::rows`]), read back from the history.
@@ -561,39 +604,30 @@ impl Eval {
             .collect())
     }
 
-    /// The cells a pass runs, made as they are taken — their prompts' indexes, their rows'
-    /// indexes and the cells (those without a finished run; failed ones only when
-    /// `retry_errors`) — with how many it runs and how many it skips as already measured.
-    fn todo<'a>(
-        &'a self,
-        store: &Store,
-        provider: &'a Chosen,
-        retry_errors: bool,
-    ) -> Result<(
-        usize,
-        usize,
-        impl Iterator<Item = (usize, usize, CellKey)> + 'a,
-    )> {
-        let keep = self.kept(store, retry_errors)?;
-        let (mut skipped, mut total) = (0, 0);
-        for (_, _, c) in self.matrix(provider) {
-            if keep.contains(&c) {
-                skipped += 1;
-            } else {
-                total += 1;
-            }
-        }
-        let todo = self
-            .matrix(provider)
-            .filter(move |(_, _, c)| !keep.contains(c));
-        Ok((skipped, total, todo))
-    }
-
     /// What a pass over the cells still to run will send, at most: a resume announces it before
     /// its first request, as a start does. Each row is read back and rendered once per prompt
     /// that has cells of it to run.
-    pub fn remaining(&self, store: &Store, provider: &Chosen, retry_errors: bool) -> Result<Size> {
+    pub fn remaining(
+        &self,
+        store: &Store,
+        providers: &[Chosen],
+        retry_errors: bool,
+    ) -> Result<Size> {
         let keep = self.kept(store, retry_errors)?;
+        let parts = providers
+            .iter()
+            .map(|p| self.remaining_on(store, p, &keep))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Size::merge(ExperimentKind::Eval, parts))
+    }
+
+    /// [`Eval::remaining`] on one provider, `keep` being the cells measured already.
+    fn remaining_on(
+        &self,
+        store: &Store,
+        provider: &Chosen,
+        keep: &BTreeSet<CellKey>,
+    ) -> Result<Size> {
         let mut size = Size::new(ExperimentKind::Eval);
         for s in &self.subjects {
             let variants = variants(self.spec.constrain, &s.prompt, provider);
@@ -680,18 +714,41 @@ pub(crate) fn rendering(prompt: &Prompt, row: &Row) -> Result<Rendering> {
 }
 
 /// Run every cell of `eval` that still needs a run: all of them at first; on a resume, those
-/// never started or cut off (and, with `retry_errors`, those that failed). Stops starting cells
-/// when `cancel` fires; the runs in flight end as cancelled and stay to be run again.
+/// never started or cut off (and, with `retry_errors`, those that failed). Each provider's
+/// cells go in a lane of their own, `pace.concurrency` at a time, all providers at once. Stops
+/// starting cells when `cancel` fires; the runs in flight end as cancelled and stay to be run
+/// again.
 pub fn run_cells(
     store: &Store,
     eval: &Eval,
-    provider: &Chosen,
+    providers: &[Chosen],
     pace: Pace,
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<()> {
     plan::check_concurrency(pace.concurrency)?;
-    let (skipped, total, todo) = eval.todo(store, provider, pace.retry_errors)?;
+    if providers.len() != eval.params.len() {
+        return Err(ApiError::new(
+            Code::Internal,
+            format!(
+                "eval {} has {} provider(s), {} given",
+                eval.experiment,
+                eval.params.len(),
+                providers.len()
+            ),
+        ));
+    }
+    let keep = eval.kept(store, pace.retry_errors)?;
+    let (mut skipped, mut total) = (0, 0);
+    for p in providers {
+        for (_, _, c) in eval.matrix(p) {
+            if keep.contains(&c) {
+                skipped += 1;
+            } else {
+                total += 1;
+            }
+        }
+    }
     let progress = RefCell::new(Progress {
         experiment: eval.experiment,
         total,
@@ -701,9 +758,7 @@ pub fn run_cells(
     on_progress(&progress.borrow());
     let runner = Runner {
         store: Some(store),
-        provider,
         experiment: Some(eval.experiment),
-        width: cells::width(provider, pace.concurrency),
         // Each reply measured as it came.
         repair: false,
         served_model: true,
@@ -714,27 +769,38 @@ pub fn run_cells(
     };
     // Each cell's row read back and rendered as the cell starts: a large matrix is never
     // held rendered, nor its dataset held at all.
-    let cells = todo.map(|(subject, seq, cell)| {
-        let key = (subject, seq, cell.clone());
-        let s = &eval.subjects[subject];
-        let prepared = eval
-            .row(store, seq)
-            .and_then(|row| rendering(&s.prompt, &row))
-            .map(|rendering| Cell {
-                subject: s,
-                rendering,
-                params: RunParams {
-                    max_tokens: cell.max_tokens,
-                    constrain: cell.constrained,
-                    ..eval.params.clone()
-                },
-                key: Some(cell),
-            });
-        (key, prepared)
-    });
+    let keep = &keep;
+    let lanes = providers
+        .iter()
+        .zip(&eval.params)
+        .map(|(provider, params)| {
+            let cells = eval
+                .matrix(provider)
+                .filter(move |(_, _, c)| !keep.contains(c))
+                .map(move |(subject, seq, cell)| {
+                    let key = (subject, seq, cell.clone());
+                    let s = &eval.subjects[subject];
+                    let prepared = eval
+                        .row(store, seq)
+                        .and_then(|row| rendering(&s.prompt, &row))
+                        .map(|rendering| Cell {
+                            subject: s,
+                            rendering,
+                            params: RunParams {
+                                max_tokens: cell.max_tokens,
+                                constrain: cell.constrained,
+                                ..params.clone()
+                            },
+                            key: Some(cell),
+                        });
+                    (key, prepared)
+                });
+            Lane::new(provider, pace.concurrency, cells)
+        })
+        .collect();
     cells::run_cells(
         &runner,
-        cells,
+        lanes,
         cancel,
         Hooks {
             on_warning: &|_, w| progress.borrow_mut().notice = Some(w.to_string()),

@@ -24,7 +24,7 @@ use super::analysis::{
     f1_interval, output_hash, repeat_stats, row_repeats,
 };
 pub use super::lines::held;
-use super::lines::{CellLine, Records, SummaryLine, line_cells};
+use super::lines::{CellLine, ProviderLine, Records, SummaryLine, line_cells, quantile, run_times};
 use crate::charts::{self, Axis, BudgetCurve, Chart, Scale, Ticks};
 use crate::error::Result;
 
@@ -39,8 +39,11 @@ pub struct Report {
     pub dataset: String,
     pub rows: usize,
     pub repeat: u32,
+    /// The first provider, and its model (every provider is in `providers`).
     pub provider: String,
     pub model: String,
+    /// Each provider side by side, in the eval's order: cost, tokens and run times.
+    pub providers: Vec<ProviderLine>,
     /// Cells of the matrix without a finished run (`kerf eval resume` runs them).
     pub pending: usize,
     /// Cells measured by a reply an earlier eval bought (`--cache`).
@@ -50,7 +53,8 @@ pub struct Report {
     pub advice: Vec<Advice>,
     /// Per prompt: why its replies lost pieces, and in which rows.
     pub drops: Vec<Drops>,
-    /// Every two prompts at the same budget and constraint: the paired F1 difference.
+    /// Every two prompts at the same provider, budget and constraint, and every provider
+    /// against the first at the same prompt, budget and constraint: the paired F1 difference.
     pub comparisons: Vec<Comparison>,
     /// Which objects were scored: a comparison or the HTML report reads each cell's records
     /// back the same way.
@@ -100,14 +104,20 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
     let mut lines = Vec::new();
     for stored in store.eval_outcomes(eval.experiment)? {
         let c = &stored.cell;
-        let (Some(si), Some(ri)) = (reader.subject(&c.cell.prompt), reader.seq(&c.cell.row)) else {
+        let (Some(si), Some(pi), Some(ri)) = (
+            reader.subject(&c.cell.prompt),
+            eval.provider_index(&c.cell.provider),
+            reader.seq(&c.cell.row),
+        ) else {
             continue;
         };
         let line = CellLine::unscored(&stored, eval.experiment);
-        lines.push((si, ri, line));
+        lines.push(((si, pi), ri, line));
     }
-    lines.sort_by(|(sa, ra, a), (sb, rb, b)| {
-        (sa, a.max_tokens, !a.constrained, a.repeat, ra).cmp(&(
+    // Provider by provider, then prompt by prompt.
+    lines.sort_by(|((sa, pa), ra, a), ((sb, pb), rb, b)| {
+        (pa, sa, a.max_tokens, !a.constrained, a.repeat, ra).cmp(&(
+            pb,
             sb,
             b.max_tokens,
             !b.constrained,
@@ -118,19 +128,19 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
     // Read in line, row, repeat order: a row's repeats of a line come together.
     let mut order: Vec<usize> = (0..lines.len()).collect();
     order.sort_by_key(|&i| {
-        let (si, ri, l) = &lines[i];
-        (*si, l.max_tokens, !l.constrained, *ri, l.repeat)
+        let ((si, pi), ri, l) = &lines[i];
+        (*pi, *si, l.max_tokens, !l.constrained, *ri, l.repeat)
     });
     let mut repeats = Repeats::default();
     let mut to_keep: Vec<(i64, String, String)> = Vec::new();
     // The row being read (a line's cells of one row come together).
     let mut row: Option<(usize, Row)> = None;
     for i in order {
-        let (si, ri, line) = &mut lines[i];
-        let (si, ri) = (*si, *ri);
+        let ((si, pi), ri, line) = &mut lines[i];
+        let (si, pi, ri) = (*si, *pi, *ri);
         if repeated {
             repeats.at(
-                (si, line.max_tokens, line.constrained, ri),
+                (si, pi, line.max_tokens, line.constrained, ri),
                 &row,
                 eval,
                 &matchers,
@@ -192,15 +202,29 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
     lost_to_cut(&mut cells);
     let summary = summarise(eval, &cells, &repeats.by_line);
     let lines = &summary;
-    let advice = eval
-        .subjects
+    // Every provider × prompt, in the report's order.
+    let pairs: Vec<(&str, &str)> = eval
+        .spec
+        .providers
         .iter()
-        .flat_map(|s| {
-            let id = s.prompt.id();
+        .flat_map(|p| {
+            eval.subjects
+                .iter()
+                .map(move |s| (s.prompt.id(), p.provider.as_str()))
+        })
+        .collect();
+    let advice = pairs
+        .iter()
+        .flat_map(|&(id, provider)| {
             [true, false].into_iter().filter_map(move |constrained| {
                 let points: Vec<BudgetPoint> = lines
                     .iter()
-                    .filter(|l| l.prompt == id && l.constrained == constrained && l.cells > 0)
+                    .filter(|l| {
+                        l.prompt == id
+                            && l.provider == provider
+                            && l.constrained == constrained
+                            && l.cells > 0
+                    })
                     .map(|l| BudgetPoint {
                         max_tokens: l.max_tokens,
                         recall: l.micro.recall,
@@ -210,42 +234,74 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
                         ),
                     })
                     .collect();
-                advise(id, constrained, &points, options.advise_within)
+                advise((id, provider), constrained, &points, options.advise_within)
             })
         })
         .collect();
-    let drops = eval
-        .subjects
+    let drops = pairs
         .iter()
-        .map(|s| {
-            let id = s.prompt.id();
-            let mine: Vec<&CellLine> = cells.iter().filter(|c| c.prompt == id).collect();
-            super::analysis::drops(id, &mine)
+        .map(|&(id, provider)| {
+            let mine: Vec<&CellLine> = cells
+                .iter()
+                .filter(|c| c.prompt == id && c.provider == provider)
+                .collect();
+            super::analysis::drops((id, provider), &mine)
         })
         .collect();
-    // Every two prompts, line by line: a's lines against b's at the same budget and constraint,
-    // each paired row's first repeat read back from the history, two replies at a time.
+    // Line by line, each paired row's first repeat read back from the history, two replies at
+    // a time: every two prompts on the same provider at the same budget and constraint; then
+    // every other provider against the first on the same prompt.
     let mut comparisons = Vec::new();
-    for (i, a) in eval.subjects.iter().enumerate() {
-        for b in &eval.subjects[i + 1..] {
-            for la in summary.iter().filter(|l| l.prompt == a.prompt.id()) {
-                let Some(lb) = summary.iter().find(|l| {
-                    l.prompt == b.prompt.id()
-                        && l.max_tokens == la.max_tokens
-                        && l.constrained == la.constrained
-                }) else {
-                    continue;
-                };
-                comparisons.push(compare(
-                    (Side::of(eval.experiment, la), &line_cells(&cells, la)),
-                    (Side::of(eval.experiment, lb), &line_cells(&cells, lb)),
-                    &mut |c| reader.objects(c),
-                    &mut |c| reader.objects(c),
-                )?);
+    let mut pairs_of_lines = Vec::new();
+    for p in &eval.spec.providers {
+        for (i, a) in eval.subjects.iter().enumerate() {
+            for b in &eval.subjects[i + 1..] {
+                for la in summary
+                    .iter()
+                    .filter(|l| l.prompt == a.prompt.id() && l.provider == p.provider)
+                {
+                    pairs_of_lines.extend(
+                        summary
+                            .iter()
+                            .find(|l| {
+                                l.prompt == b.prompt.id()
+                                    && l.provider == p.provider
+                                    && l.max_tokens == la.max_tokens
+                                    && l.constrained == la.constrained
+                            })
+                            .map(|lb| (la, lb)),
+                    );
+                }
             }
         }
     }
+    if let Some((first, others)) = eval.spec.providers.split_first() {
+        for la in summary.iter().filter(|l| l.provider == first.provider) {
+            for other in others {
+                pairs_of_lines.extend(
+                    summary
+                        .iter()
+                        .find(|l| {
+                            l.provider == other.provider
+                                && l.prompt == la.prompt
+                                && l.max_tokens == la.max_tokens
+                                && l.constrained == la.constrained
+                        })
+                        .map(|lb| (la, lb)),
+                );
+            }
+        }
+    }
+    for (la, lb) in pairs_of_lines {
+        comparisons.push(compare(
+            (Side::of(eval.experiment, la), &line_cells(&cells, la)),
+            (Side::of(eval.experiment, lb), &line_cells(&cells, lb)),
+            &mut |c| reader.objects(c),
+            &mut |c| reader.objects(c),
+        )?);
+    }
     let cached = cells.iter().filter(|c| c.cached && c.measured()).count();
+    let providers = provider_lines(eval, &cells);
     let finished = cells
         .iter()
         .filter(|c| matches!(c.status, Some(Status::Ok | Status::Truncated)))
@@ -257,8 +313,19 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         dataset: eval.spec.dataset.clone(),
         rows: eval.rows.len(),
         repeat: eval.spec.repeat,
-        provider: eval.spec.settings.provider.clone(),
-        model: eval.spec.settings.model.clone(),
+        provider: eval
+            .spec
+            .providers
+            .first()
+            .map(|p| p.provider.clone())
+            .unwrap_or_default(),
+        model: eval
+            .spec
+            .providers
+            .first()
+            .map(|p| p.model.clone())
+            .unwrap_or_default(),
+        providers,
         pending: eval.spec.cells.saturating_sub(finished),
         cached,
         advice,
@@ -278,6 +345,7 @@ impl CellLine {
         CellLine {
             row: cell.row.clone(),
             prompt: cell.prompt.clone(),
+            provider: cell.provider.clone(),
             max_tokens: cell.max_tokens,
             constrained: cell.constrained,
             repeat: cell.repeat,
@@ -297,6 +365,7 @@ impl CellLine {
             completion_tokens: None,
             cost_usd: None,
             cached: false,
+            seconds: None,
             types: Vec::new(),
             scored: None,
         }
@@ -312,6 +381,7 @@ impl CellLine {
             line.finish_reason = stored.finish_reason;
             line.completion_tokens = stored.completion_tokens;
             line.cost_usd = stored.cost_usd;
+            line.seconds = stored.seconds;
         }
         line
     }
@@ -402,8 +472,8 @@ fn score_key(eval: &Eval, si: usize, seq: usize, replies: Replies) -> String {
 /// Kept scores are written in batches of this many cells, so a report of many cells holds few.
 const KEEP_BATCH: usize = 256;
 
-/// A line: its prompt's index, budget and constraint.
-type LineKey = (usize, u32, bool);
+/// A line: its prompt's index, its provider's, budget and constraint.
+type LineKey = (usize, usize, u32, bool);
 
 /// Repeat statistics as the report reads the cells: the measured repeats of the row being read
 /// (for one line), closed into that row's [`RowRepeats`] when the next row or line begins.
@@ -422,12 +492,12 @@ impl Repeats {
     /// one before.
     fn at(
         &mut self,
-        (si, budget, constrained, ri): (usize, u32, bool, usize),
+        (si, pi, budget, constrained, ri): (usize, usize, u32, bool, usize),
         row: &Option<(usize, Row)>,
         eval: &Eval,
         matchers: &[Matcher],
     ) {
-        let here = ((si, budget, constrained), ri);
+        let here = ((si, pi, budget, constrained), ri);
         if self.at != Some(here) {
             self.close(row, eval, matchers);
             self.at = Some(here);
@@ -593,14 +663,14 @@ pub(crate) fn reread_reply(
 
 /// Fill in each scored cell's `lost_to_cut` from its siblings at larger budgets.
 fn lost_to_cut(cells: &mut [CellLine]) {
-    type Key<'a> = (&'a str, bool, u32, &'a str);
-    // Per prompt, constraint, repeat and row: each budget's matched records, where the reply
-    // ended on its own.
+    type Key<'a> = (&'a str, &'a str, bool, u32, &'a str);
+    // Per prompt, provider, constraint, repeat and row: each budget's matched records, where
+    // the reply ended on its own.
     let mut complete: HashMap<Key<'_>, Vec<(u32, BTreeSet<usize>)>> = HashMap::new();
     for c in cells.iter() {
         if c.tp.is_some() && c.finish_reason == Some(FinishReason::Stop) {
             complete
-                .entry((&c.prompt, c.constrained, c.repeat, &c.row))
+                .entry((&c.prompt, &c.provider, c.constrained, c.repeat, &c.row))
                 .or_default()
                 .push((c.max_tokens, matched(c)));
         }
@@ -611,7 +681,13 @@ fn lost_to_cut(cells: &mut [CellLine]) {
             c.tp?;
             let mine = matched(c);
             let larger: BTreeSet<usize> = complete
-                .get(&(c.prompt.as_str(), c.constrained, c.repeat, c.row.as_str()))
+                .get(&(
+                    c.prompt.as_str(),
+                    c.provider.as_str(),
+                    c.constrained,
+                    c.repeat,
+                    c.row.as_str(),
+                ))
                 .into_iter()
                 .flatten()
                 .filter(|(b, _)| *b > c.max_tokens)
@@ -633,8 +709,50 @@ fn matched(c: &CellLine) -> BTreeSet<usize> {
         .collect()
 }
 
-/// One line per prompt × budget × constraint, in the spec's order; `repeats` holds each line's
-/// rows' repeat figures.
+/// Each provider's share of `cells`, in the eval's order.
+fn provider_lines(eval: &Eval, cells: &[CellLine]) -> Vec<ProviderLine> {
+    eval.spec
+        .providers
+        .iter()
+        .map(|p| {
+            let mine: Vec<&CellLine> = cells.iter().filter(|c| c.provider == p.provider).collect();
+            let measured: Vec<&CellLine> = mine.iter().copied().filter(|c| c.measured()).collect();
+            let costs: Vec<f64> = measured.iter().filter_map(|c| c.cost_usd).collect();
+            let times = run_times(&mine);
+            // Every cell of its matrix, whether it has a run yet or not, as the plan counted
+            // them (an eval of one provider: all of them).
+            let planned = match &eval.spec.plan {
+                Some(plan) if !plan.providers.is_empty() => plan
+                    .providers
+                    .iter()
+                    .find(|part| part.provider.as_deref() == Some(p.provider.as_str()))
+                    .map_or(0, |part| part.cells as usize),
+                _ => eval.spec.cells,
+            };
+            ProviderLine {
+                provider: p.provider.clone(),
+                model: p.model.clone(),
+                cells: planned.max(mine.len()),
+                measured: measured.len(),
+                failed: mine
+                    .iter()
+                    .filter(|c| c.status == Some(Status::Error))
+                    .count(),
+                truncated: measured
+                    .iter()
+                    .filter(|c| c.status == Some(Status::Truncated))
+                    .count(),
+                completion_tokens: measured.iter().filter_map(|c| c.completion_tokens).sum(),
+                cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
+                seconds_p50: quantile(&times, 0.5),
+                seconds_p95: quantile(&times, 0.95),
+            }
+        })
+        .collect()
+}
+
+/// One line per provider × prompt × budget × constraint, in the spec's order; `repeats` holds
+/// each line's rows' repeat figures.
 fn summarise(
     eval: &Eval,
     cells: &[CellLine],
@@ -642,9 +760,38 @@ fn summarise(
 ) -> Vec<SummaryLine> {
     let none = BTreeMap::new();
     let mut out = Vec::new();
-    for (si, s) in eval.subjects.iter().enumerate() {
+    for (pi, p) in eval.spec.providers.iter().enumerate() {
+        for (si, s) in eval.subjects.iter().enumerate() {
+            summarise_one(
+                eval,
+                cells,
+                repeats,
+                (si, s),
+                (pi, &p.provider),
+                &none,
+                &mut out,
+            );
+        }
+    }
+    out
+}
+
+/// [`summarise`]'s lines of one prompt on one provider.
+fn summarise_one(
+    eval: &Eval,
+    cells: &[CellLine],
+    repeats: &HashMap<LineKey, BTreeMap<String, RowRepeats>>,
+    (si, s): (usize, &super::Subject),
+    (pi, provider): (usize, &str),
+    none: &BTreeMap<String, RowRepeats>,
+    out: &mut Vec<SummaryLine>,
+) {
+    {
         let id = s.prompt.id();
-        let mine: Vec<&CellLine> = cells.iter().filter(|c| c.prompt == id).collect();
+        let mine: Vec<&CellLine> = cells
+            .iter()
+            .filter(|c| c.prompt == id && c.provider == provider)
+            .collect();
         let variants: BTreeSet<(u32, bool)> = mine
             .iter()
             .map(|c| (c.max_tokens, !c.constrained))
@@ -664,8 +811,10 @@ fn summarise(
             let objects: usize = measured.iter().map(|c| c.objects).sum();
             let ungrounded: Option<usize> = measured.iter().map(|c| c.ungrounded).sum();
             let costs: Vec<f64> = measured.iter().filter_map(|c| c.cost_usd).collect();
+            let times = run_times(&measured);
             out.push(SummaryLine {
                 prompt: id.to_string(),
+                provider: provider.to_string(),
                 max_tokens: budget,
                 constrained: !unconstrained,
                 cells: measured.len(),
@@ -686,6 +835,8 @@ fn summarise(
                     .map(|u| u as f64 / objects as f64),
                 completion_tokens: measured.iter().filter_map(|c| c.completion_tokens).sum(),
                 cached: measured.iter().filter(|c| c.cached).count(),
+                seconds_p50: quantile(&times, 0.5),
+                seconds_p95: quantile(&times, 0.95),
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 by_type: t.by_type,
                 agreement: t.agreement,
@@ -693,17 +844,19 @@ fn summarise(
                 repeats: repeat_stats(
                     &measured,
                     eval.spec.repeat,
-                    repeats.get(&(si, budget, !unconstrained)).unwrap_or(&none),
+                    repeats
+                        .get(&(si, pi, budget, !unconstrained))
+                        .unwrap_or(none),
                 ),
             });
         }
     }
-    out
 }
 
-/// Two evals compared line by line: each prompt × budget × constraint of `a` with the same
-/// line of `b`, rows paired by id. Evals of one prompt each (two versions of a prompt under
-/// different ids, or two prompts) pair by budget and constraint alone. Each eval is given with
+/// Two evals compared line by line: each prompt × provider × budget × constraint of `a` with
+/// the same line of `b`, rows paired by id. Evals of one prompt each (two versions of a prompt
+/// under different ids, or two prompts) pair by budget and constraint alone; evals of one
+/// provider each (the same prompts on two models) pair whatever their providers. Each eval is given with
 /// its report; the records of each paired row are read back from `store`, two replies at a
 /// time, as each report read them.
 pub fn compare_reports(
@@ -719,10 +872,12 @@ pub fn compare_reports(
         |r: &Report| -> BTreeSet<String> { r.summary.iter().map(|l| l.prompt.clone()).collect() };
     let (pa, pb) = (prompts(a), prompts(b));
     let by_budget_only = pa.is_disjoint(&pb) && pa.len() == 1 && pb.len() == 1;
+    let any_provider = a.providers.len() <= 1 && b.providers.len() <= 1;
     let mut out = Vec::new();
     for la in &a.summary {
         let Some(lb) = b.summary.iter().find(|lb| {
             (by_budget_only || lb.prompt == la.prompt)
+                && (any_provider || lb.provider == la.provider)
                 && lb.max_tokens == la.max_tokens
                 && lb.constrained == la.constrained
         }) else {
@@ -740,6 +895,15 @@ pub fn compare_reports(
 }
 
 impl Report {
+    /// A line's prompt as a chart names it: with its provider when the eval has several.
+    fn named(&self, prompt: &str, provider: &str) -> String {
+        if self.providers.len() > 1 {
+            format!("{prompt} on {provider}")
+        } else {
+            prompt.to_string()
+        }
+    }
+
     /// F1 and recall against the budget, a line per prompt and constraint pass: F1 with its
     /// band (the spread over repeats, else its bootstrap interval). What the HTML report draws
     /// and the window will.
@@ -760,7 +924,7 @@ impl Report {
             .map(|(i, l)| charts::Series {
                 name: format!(
                     "{} @ {}{}",
-                    l.prompt,
+                    self.named(&l.prompt, &l.provider),
                     l.max_tokens,
                     if l.constrained { " (constrained)" } else { "" }
                 ),
@@ -808,7 +972,7 @@ impl Report {
                 let bar =
                     |k: DropKind| d.bars.iter().find(|b| b.kind == k).map_or(0, |b| b.objects);
                 (
-                    d.prompt.clone(),
+                    self.named(&d.prompt, &d.provider),
                     kinds.iter().map(|&(k, _)| bar(k) as f64).collect(),
                 )
             })
@@ -832,7 +996,7 @@ impl Report {
             for l in self.summary.iter().filter(|l| l.cells > 0) {
                 let name = format!(
                     "{}{}",
-                    l.prompt,
+                    self.named(&l.prompt, &l.provider),
                     if l.constrained { " (constrained)" } else { "" }
                 );
                 let (value, band) = if metric == "F1" {

@@ -1,6 +1,6 @@
-//! `kerf test`: the tests a prompt file carries (`tests`), run on a provider and held to their
-//! minimums. Each test is a dataset row ([`dataset::from_tests`]): checked, rendered and scored
-//! exactly as an eval's rows are.
+//! `kerf test`: the tests a prompt file carries (`tests`), run on one provider or several side
+//! by side and held to their minimums. Each test is a dataset row ([`dataset::from_tests`]):
+//! checked, rendered and scored exactly as an eval's rows are.
 
 use kerf_core::eval::dataset::{self, Dataset};
 use kerf_core::eval::{Scores, score};
@@ -11,7 +11,7 @@ use ts_rs::TS;
 
 use super::rendering;
 use crate::error::{ApiError, Code, Result};
-use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Ran, Runner};
+use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Lane, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::{SpecPrompt, SpecSettings, TestSpec};
 use crate::experiments::{ExperimentKind, ExperimentSpec, Subject};
@@ -36,6 +36,10 @@ pub struct TestResult {
     /// The prompt's id.
     pub prompt: String,
     pub name: String,
+    /// The provider the test ran on, by the name it was given (empty in tests stored before
+    /// it was kept: their experiment's one provider).
+    #[serde(default)]
+    pub provider: String,
     pub verdict: Verdict,
     pub max_tokens: u32,
     /// The run's id in the history (none with `--no-history`).
@@ -50,8 +54,8 @@ pub struct TestResult {
     pub error: Option<String>,
 }
 
-/// Every test's outcome, in the files' order: what `kerf test --json` prints and the history
-/// keeps as the experiment's result.
+/// Every test's outcome, provider by provider, each in the files' order: what `kerf test --json`
+/// prints and the history keeps as the experiment's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 pub struct TestReport {
     pub passed: usize,
@@ -79,6 +83,10 @@ pub struct TestsInput {
     pub prompts: Vec<String>,
     /// The model, its settings, and the budget of tests that set no `max-tokens`.
     pub options: crate::runs::wire::RunOptions,
+    /// The providers side by side, by name (absent or empty: the options' provider alone).
+    #[serde(default)]
+    #[ts(optional)]
+    pub providers: Option<Vec<String>>,
     /// Tests in flight at once (default 4; the local engine runs one at a time).
     #[serde(default)]
     #[ts(optional)]
@@ -114,7 +122,8 @@ pub fn run_input(
     let paths: Vec<std::path::PathBuf> = input.prompts.iter().map(Into::into).collect();
     let suites = suites(&paths)?;
     let settings = input.options.settings()?;
-    let provider = settings.provider(wb)?;
+    let names = input.providers.clone().unwrap_or_default();
+    let providers = crate::runs::providers(wb, &settings, &names)?;
     let params = params(settings, input.options.max_tokens);
     let job = TestJob {
         suites: &suites,
@@ -127,8 +136,8 @@ pub fn run_input(
         max_requests: None,
         yes: input.confirmed == Some(true),
     };
-    let size = plan(&job, &provider, allowed)?;
-    run(history, &job, &provider, &size, cancel, on_done)
+    let size = plan(&job, &providers, allowed)?;
+    run(history, &job, &providers, &size, cancel, on_done)
 }
 
 /// What every test runs with, from either front end: `settings`, `max_tokens` for tests that set
@@ -181,13 +190,14 @@ pub fn check(subject: &Subject) -> Result<Dataset> {
 
 /// What the tests of every suite will send, checked against the limits (each test's
 /// `max-tokens` as a run's budget is), before any is run.
-pub fn plan(job: &TestJob<'_>, provider: &Chosen, allowed: Allowance) -> Result<Size> {
+pub fn plan(job: &TestJob<'_>, providers: &[Chosen], allowed: Allowance) -> Result<Size> {
     let TestJob {
         suites,
         params,
         concurrency,
     } = *job;
     plan::check_concurrency(concurrency)?;
+    plan::check_providers(providers)?;
     let mut size = Size::new(ExperimentKind::Test);
     for (subject, data) in suites {
         let p = &subject.prompt;
@@ -217,13 +227,14 @@ pub fn plan(job: &TestJob<'_>, provider: &Chosen, allowed: Allowance) -> Result<
             );
         }
     }
-    let size = size.priced(provider)?;
+    // Every provider runs every test.
+    let size = Size::of_parts(ExperimentKind::Test, vec![size; providers.len()], providers)?;
     plan::check_allowed(&size, allowed)?;
     Ok(size)
 }
 
-/// Run the tests of every suite (a prompt and its checked tests, from [`check`]) on `provider`,
-/// `concurrency` at a time (the local engine one at a time), each run at its own `max-tokens` or
+/// Run the tests of every suite (a prompt and its checked tests, from [`check`]) on each of
+/// `providers`, side by side, `concurrency` at a time each (the local engine one at a time), each run at its own `max-tokens` or
 /// the job's budget, with the repair loop its prompt asks for (a test runs as a run of the prompt
 /// would). With a `history`, the tests are one experiment there (its spec keeps `size`, the plan
 /// announced) and each test's run belongs to it. `on_done` sees each result as it ends; the
@@ -232,7 +243,7 @@ pub fn plan(job: &TestJob<'_>, provider: &Chosen, allowed: Allowance) -> Result<
 pub fn run(
     history: Option<&Store>,
     job: &TestJob<'_>,
-    provider: &Chosen,
+    providers: &[Chosen],
     size: &Size,
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
@@ -247,7 +258,10 @@ pub fn run(
                     .collect::<Result<_>>()?,
                 tests: job.suites.iter().map(|(_, d)| d.rows.len()).sum(),
                 max_tokens: job.params.max_tokens,
-                settings: SpecSettings::of(provider, job.params),
+                providers: providers
+                    .iter()
+                    .map(|p| SpecSettings::of(p, job.params))
+                    .collect(),
                 concurrency: job.concurrency,
                 plan: Some(size.clone()),
             })
@@ -255,7 +269,7 @@ pub fn run(
         ),
         None => None,
     };
-    let result = run_tests(history, job, provider, experiment, cancel, on_done);
+    let result = run_tests(history, job, providers, experiment, cancel, on_done);
     if let (Some(store), Some(id)) = (history, experiment) {
         match &result {
             Ok(report) => {
@@ -272,7 +286,7 @@ pub fn run(
 fn run_tests(
     history: Option<&Store>,
     job: &TestJob<'_>,
-    provider: &Chosen,
+    providers: &[Chosen],
     experiment: Option<i64>,
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
@@ -296,48 +310,54 @@ fn run_tests(
         .collect();
     let runner = Runner {
         store: history,
-        provider,
         experiment,
-        width: cells::width(provider, concurrency),
         repair: true,
         served_model: false,
         layer: None,
     };
-    let cells = todo.iter().enumerate().map(|(i, &(subject, test, row))| {
-        let params = RunParams {
-            max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
-            ..params.clone()
-        };
-        // Each test is a row of its prompt's.
-        let key = cells::key(
-            provider,
-            subject.prompt.id(),
-            params.max_tokens,
-            params.constrain,
-            0,
-            &row.id,
-        );
-        let cell = rendering(&subject.prompt, row).map(|rendering| Cell {
-            subject,
-            rendering,
-            params,
-            key: Some(key),
-        });
-        (i, cell)
-    });
+    let todo = &todo;
+    // A lane per provider, each running every test.
+    let lanes = providers
+        .iter()
+        .enumerate()
+        .map(|(pi, provider)| {
+            let cells = todo
+                .iter()
+                .enumerate()
+                .map(move |(i, &(subject, test, row))| {
+                    let params = RunParams {
+                        max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
+                        ..params.clone()
+                    };
+                    // Each test is a row of its prompt's.
+                    let key = cells::key(
+                        provider,
+                        subject.prompt.id(),
+                        params.max_tokens,
+                        params.constrain,
+                        0,
+                        &row.id,
+                    );
+                    let cell = rendering(&subject.prompt, row).map(|rendering| Cell {
+                        subject,
+                        rendering,
+                        params,
+                        key: Some(key),
+                    });
+                    ((pi, i), cell)
+                });
+            Lane::new(provider, concurrency, cells)
+        })
+        .collect();
     let mut out = Vec::new();
     let mut stopped = None;
-    cells::run_cells(&runner, cells, cancel, Hooks::default(), |i, end| {
+    cells::run_cells(&runner, lanes, cancel, Hooks::default(), |(pi, i), end| {
         let (subject, test, _) = todo[i];
-        match verdict(
-            subject,
-            test,
-            test.max_tokens.unwrap_or(params.max_tokens),
-            end,
-        ) {
+        let max_tokens = test.max_tokens.unwrap_or(params.max_tokens);
+        match verdict(subject, test, max_tokens, &providers[pi], end) {
             Ok(result) => {
                 on_done(&result);
-                out.push((i, result));
+                out.push(((pi, i), result));
             }
             Err(e) => stopped = Some(e),
         }
@@ -346,7 +366,7 @@ fn run_tests(
     if let Some(e) = stopped {
         return Err(e);
     }
-    if out.len() < todo.len() {
+    if out.len() < todo.len() * providers.len() {
         // Ctrl-C came between tests: none was in flight to report it.
         return Err(ApiError::new(Code::Cancelled, "stopped"));
     }
@@ -360,12 +380,14 @@ fn verdict(
     subject: &Subject,
     test: &kerf_core::prompt::PromptTest,
     max_tokens: u32,
+    provider: &Chosen,
     end: CellEnd,
 ) -> Result<TestResult> {
     let p = &subject.prompt;
     let mut result = TestResult {
         prompt: p.id().to_string(),
         name: test.name.clone(),
+        provider: provider.name(),
         verdict: Verdict::Error,
         max_tokens,
         run: None,

@@ -209,6 +209,10 @@ fn preview_row(row: &Row, problems: Vec<String>, prompts: &[&kerf_core::Prompt])
 pub struct CellKey {
     pub row: String,
     pub prompt: String,
+    /// The provider whose cell it is (absent: the eval's first).
+    #[serde(default)]
+    #[ts(optional)]
+    pub provider: Option<String>,
     pub max_tokens: u32,
     pub constrained: bool,
     pub repeat: u32,
@@ -300,14 +304,25 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     let subject = &eval.subjects[si];
     let prompt = &subject.prompt;
     let m = prompt.matcher();
+    let provider = match &key.provider {
+        None => eval.spec.providers.first(),
+        Some(name) => eval
+            .provider_index(name)
+            .and_then(|i| eval.spec.providers.get(i)),
+    }
+    .ok_or_else(|| {
+        not_found(&format!(
+            "provider `{}`",
+            key.provider.as_deref().unwrap_or_default()
+        ))
+    })?;
     let stored = store
         .eval_outcome(
             eval.experiment,
-            // The eval's one provider and model.
             &kerf_store::CellKey {
                 prompt: key.prompt.clone(),
-                provider: eval.spec.settings.provider.clone(),
-                model: eval.spec.settings.model.clone(),
+                provider: provider.provider.clone(),
+                model: provider.model.clone(),
                 max_tokens: key.max_tokens,
                 constrained: key.constrained,
                 repeat: key.repeat,

@@ -11,7 +11,7 @@ use crate::runs::wire::RunOptions;
 
 pub use super::Progress;
 pub use super::analysis::{Advice, Comparison, DropBar, Drops, RowDiff, Side};
-pub use super::lines::{CellLine, FindRate, RepeatStats, SummaryLine};
+pub use super::lines::{CellLine, FindRate, ProviderLine, RepeatStats, SummaryLine};
 pub use super::report::Report;
 
 /// What the window sends to start an eval: the CLI's `kerf eval` flags, as the run panel and the
@@ -30,6 +30,10 @@ pub struct EvalInput {
     /// One or more prompt files.
     pub prompts: Vec<String>,
     pub options: RunOptions,
+    /// The providers side by side, by name (absent or empty: the run options' provider alone).
+    #[serde(default)]
+    #[ts(optional)]
+    pub providers: Option<Vec<String>>,
     pub budgets: Vec<u32>,
     pub constrain: ConstrainMode,
     /// Runs of each cell (default 1).

@@ -1,15 +1,17 @@
 //! The one cell runner: every plan's cells — a compare's, an eval's, a prompt file's tests —
-//! run through [`run_cells`], which drives [`crate::runs::run`] `width` at a time on the
-//! caller's thread (`FuturesUnordered`: run futures call back into the caller, so they are not
-//! `Send`), the provider's rate limiter pacing them. Plans differ in which cells they make and
-//! what they do with each end; how a cell runs is here once. Every cell has a key
-//! ([`CellKey`]), kept with its run as the run begins, so any plan's finished cells are known
-//! to a later process; a plan may put a [`Layer`] before the runs (an eval's reply cache).
+//! run through [`run_cells`], which drives [`crate::runs::run`] on the caller's thread
+//! (`FuturesUnordered`: run futures call back into the caller, so they are not `Send`). A plan
+//! hands its cells over in [`Lane`]s, one per provider: each lane keeps its own number in
+//! flight and its provider's rate limiter paces it, so a slow provider holds back only its own
+//! cells while the others' go on. Plans differ in which cells they make and what they do with
+//! each end; how a cell runs is here once. Every cell has a key ([`CellKey`]), kept with its
+//! run as the run begins, so any plan's finished cells are known to a later process; a plan may
+//! put a [`Layer`] before the runs (an eval's reply cache).
 
 use std::time::Instant;
 
-use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use kerf_llm::CancelToken;
 use kerf_store::{CellKey, NewRun, Store};
 
@@ -17,15 +19,13 @@ use super::Subject;
 use crate::error::Result;
 use crate::runs::{Chosen, Rendering, RunEvent, RunParams, RunResult};
 
-/// How a plan's cells are run: where they are recorded, on which provider, how many at once.
+/// How a plan's cells are run: where they are recorded and how each is measured (which
+/// provider and how many at once is each [`Lane`]'s).
 pub struct Runner<'a> {
     /// The history the runs are kept in (`None`: not recorded).
     pub store: Option<&'a Store>,
-    pub provider: &'a Chosen,
     /// The experiment the runs belong to.
     pub experiment: Option<i64>,
-    /// Requests in flight at once (see [`width`]).
-    pub width: usize,
     /// Whether a prompt that opts in gets its repair loop: an experiment measures each reply as
     /// it came (off); a prompt's tests run as a run of it would (on).
     pub repair: bool,
@@ -34,6 +34,26 @@ pub struct Runner<'a> {
     pub served_model: bool,
     /// What the plan puts before each run (`None`: every cell is a request).
     pub layer: Option<&'a dyn Layer>,
+}
+
+/// A provider's share of a plan: its cells, run `width` at a time (see [`width`]) beside the
+/// other lanes'. Cells are taken from `cells` only as they start, so a plan may make them
+/// lazily.
+pub struct Lane<'a, I> {
+    pub provider: &'a Chosen,
+    pub width: usize,
+    pub cells: I,
+}
+
+impl<'a, I> Lane<'a, I> {
+    /// `cells` on `provider`, `concurrency` at a time (one at a time on the local engine).
+    pub fn new(provider: &'a Chosen, concurrency: usize, cells: I) -> Self {
+        Lane {
+            provider,
+            width: width(provider, concurrency),
+            cells,
+        }
+    }
 }
 
 /// One cell: a subject, rendered, run with its parameters.
@@ -117,26 +137,30 @@ impl<K> Default for Hooks<'_, K> {
     }
 }
 
-/// Run `cells` (each keyed by what the plan needs to place its end), `runner.width` at a time,
-/// handing each end to `on_done` as it comes (in the order they end). A cell whose
-/// preparation failed (it did not render) ends with that error without a request. Stops
-/// starting cells when `cancel` fires; the runs in flight see the same token and end as
-/// cancelled. `on_done` returning an error stops at once (the runs in flight are dropped) and
-/// is the error returned. Cells are taken from `cells` only as they start, so a plan may make
-/// them lazily.
-pub fn run_cells<'c, K>(
+/// Run every lane's cells (each keyed by what the plan needs to place its end), each lane
+/// `width` at a time and all lanes together, handing each end to `on_done` as it comes (in the
+/// order they end). A cell whose preparation failed (it did not render) ends with that error
+/// without a request. Stops starting cells when `cancel` fires; the runs in flight see the same
+/// token and end as cancelled. `on_done` returning an error stops at once (the runs in flight
+/// are dropped) and is the error returned.
+pub fn run_cells<'c, K, I>(
     runner: &Runner<'_>,
-    cells: impl IntoIterator<Item = (K, Result<Cell<'c>>)>,
+    lanes: Vec<Lane<'c, I>>,
     cancel: &CancelToken,
     hooks: Hooks<'_, K>,
     mut on_done: impl FnMut(K, CellEnd) -> Result<()>,
-) -> Result<()> {
+) -> Result<()>
+where
+    I: Iterator<Item = (K, Result<Cell<'c>>)>,
+{
+    let providers: Vec<&Chosen> = lanes.iter().map(|l| l.provider).collect();
+    let queues = lanes.into_iter().map(|l| (l.width, l.cells)).collect();
     kerf_llm::runtime::block_on(in_flight(
-        runner.width,
-        cells,
+        queues,
         cancel,
-        |(key, cell)| {
+        |lane, (key, cell)| {
             (hooks.on_start)(&key);
+            let provider = providers[lane];
             async move {
                 let t = Instant::now();
                 let ran = match cell {
@@ -146,7 +170,7 @@ pub fn run_cells<'c, K>(
                             RunEvent::Text(t) => (hooks.on_text)(&key, t),
                             RunEvent::Repair { .. } => {}
                         };
-                        one(runner, cell, cancel, &mut on_event).await
+                        one(runner, provider, cell, cancel, &mut on_event).await
                     }
                     Err(e) => Err(e),
                 };
@@ -163,6 +187,7 @@ pub fn run_cells<'c, K>(
 
 async fn one(
     runner: &Runner<'_>,
+    provider: &Chosen,
     cell: Cell<'_>,
     cancel: &CancelToken,
     on_event: &mut dyn FnMut(RunEvent<'_>),
@@ -173,17 +198,17 @@ async fn one(
         params,
         key,
     } = cell;
-    if let (true, Chosen::Cloud(p)) = (runner.served_model, runner.provider) {
+    if let (true, Chosen::Cloud(p)) = (runner.served_model, provider) {
         p.served_model().await;
     }
-    let mut job = subject.job(&rendering, runner.provider, &params);
+    let mut job = subject.job(&rendering, provider, &params);
     job.meta.experiment = runner.experiment;
     job.repair = runner.repair;
     if let (Some(layer), Some(store), Some(experiment), Some(k)) =
         (runner.layer, runner.store, runner.experiment, &key)
     {
-        let new = crate::runs::new_run(store, &job.meta, &params, runner.provider)?;
-        if let Some(run) = layer.measured(store, k, &new, runner.provider)? {
+        let new = crate::runs::new_run(store, &job.meta, &params, provider)?;
+        if let Some(run) = layer.measured(store, k, &new, provider)? {
             store.put_cell(experiment, k, run)?;
             return Ok(Ran::Cached(run));
         }
@@ -203,29 +228,42 @@ pub fn width(provider: &Chosen, concurrency: usize) -> usize {
     }
 }
 
-/// Drive `start(item)` for every item, `width` at a time, handing each outcome to `on_done` as
-/// it ends (in the order they end). Stops starting items when `cancel` fires, and lets the ones
-/// in flight end (they see the same token). `on_done` returning an error stops at once: the
-/// futures in flight are dropped, and the error is returned.
+/// Drive `start(lane, item)` for every item of every lane, each lane `width` at a time, the
+/// lanes side by side (taken in turn, so every lane starts at once), handing each outcome to
+/// `on_done` as it ends (in the order they end). Stops starting items when `cancel` fires, and
+/// lets the ones in flight end (they see the same token). `on_done` returning an error stops at
+/// once: the futures in flight are dropped, and the error is returned.
 pub(crate) async fn in_flight<T, F: std::future::Future>(
-    width: usize,
-    items: impl IntoIterator<Item = T>,
+    lanes: Vec<(usize, impl Iterator<Item = T>)>,
     cancel: &CancelToken,
-    mut start: impl FnMut(T) -> F,
+    mut start: impl FnMut(usize, T) -> F,
     mut on_done: impl FnMut(F::Output) -> Result<()>,
 ) -> Result<()> {
-    let mut queue = items.into_iter();
+    // Per lane: how many it may have in flight, its items still to start, how many are in
+    // flight now.
+    let mut lanes: Vec<(usize, _, usize)> = lanes
+        .into_iter()
+        .map(|(width, items)| (width.max(1), items.fuse(), 0))
+        .collect();
     let mut running = FuturesUnordered::new();
     loop {
-        while running.len() < width.max(1) && !cancel.is_cancelled() {
-            let Some(item) = queue.next() else {
-                break;
-            };
-            running.push(start(item));
+        let mut started = true;
+        while started && !cancel.is_cancelled() {
+            started = false;
+            for (lane, (width, items, now)) in lanes.iter_mut().enumerate() {
+                if *now < *width
+                    && let Some(item) = items.next()
+                {
+                    *now += 1;
+                    started = true;
+                    running.push(start(lane, item).map(move |out| (lane, out)));
+                }
+            }
         }
-        let Some(done) = running.next().await else {
+        let Some((lane, done)) = running.next().await else {
             return Ok(());
         };
+        lanes[lane].2 -= 1;
         on_done(done)?;
     }
 }

@@ -48,6 +48,16 @@ pub struct Size {
     /// `KERF_MAX_REFUSALS` refusals in a row.
     #[serde(default)]
     pub retried: bool,
+    /// The provider this part of a plan goes to (a plan of several providers counts each in
+    /// [`Size::providers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub provider: Option<String>,
+    /// With several providers: each one's part, in the plan's order (the fields above are
+    /// their sums; the cost is the sum of the parts whose price is known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<Size>>", optional)]
+    pub providers: Vec<Size>,
 }
 
 impl Size {
@@ -60,7 +70,41 @@ impl Size {
             output_tokens_max: 0,
             cost_max_usd: None,
             retried: false,
+            provider: None,
+            providers: Vec::new(),
         }
+    }
+
+    /// A plan over `providers` from each one's part, in order: each priced by its provider
+    /// ([`Size::priced`]), then [`Size::merge`]d.
+    pub fn of_parts(kind: ExperimentKind, parts: Vec<Size>, providers: &[Chosen]) -> Result<Size> {
+        let parts = parts
+            .into_iter()
+            .zip(providers)
+            .map(|(size, p)| size.priced(p))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Size::merge(kind, parts))
+    }
+
+    /// A plan over several providers from each one's part (each [`Size::priced`] and named):
+    /// one part is the plan itself.
+    pub fn merge(kind: ExperimentKind, mut parts: Vec<Size>) -> Size {
+        if parts.len() == 1 {
+            return parts.remove(0);
+        }
+        let mut all = Size::new(kind);
+        for p in &parts {
+            all.cells = all.cells.saturating_add(p.cells);
+            all.requests = all.requests.saturating_add(p.requests);
+            all.input_tokens_max = all.input_tokens_max.saturating_add(p.input_tokens_max);
+            all.output_tokens_max = all.output_tokens_max.saturating_add(p.output_tokens_max);
+            if let Some(c) = p.cost_max_usd {
+                all.cost_max_usd = Some(all.cost_max_usd.unwrap_or(0.0) + c);
+            }
+            all.retried |= p.retried;
+        }
+        all.providers = parts;
+        all
     }
 
     /// Count `cells` cells, each a first request of `input_bytes` rendered bytes at a budget of
@@ -92,6 +136,7 @@ impl Size {
     /// The cost bound from `provider`'s price (none for the local engine or an unpriced model),
     /// and whether its requests may be refused and retried.
     pub fn priced(mut self, provider: &Chosen) -> Result<Self> {
+        self.provider = Some(provider.name());
         self.retried = matches!(provider, Chosen::Cloud(_));
         self.cost_max_usd = provider.price()?.map(|p| {
             (self.input_tokens_max as f64 * p.input + self.output_tokens_max as f64 * p.output)
@@ -100,8 +145,34 @@ impl Size {
         Ok(self)
     }
 
-    /// One line for people: `12 cells · 12 requests · ≤ 5,321 input and ≤ 6,144 output tokens · ≤ $0.0123`.
+    /// One line for people: `12 cells · 12 requests · ≤ 5,321 input and ≤ 6,144 output tokens ·
+    /// ≤ $0.0123`; with several providers, then each one's requests and cost (`— openai: 6
+    /// request(s), ≤ $0.0100; local: 6 request(s), free`).
     pub fn line(&self) -> String {
+        let mut s = self.totals();
+        if !self.providers.is_empty() {
+            let parts: Vec<String> = self
+                .providers
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}: {} request(s), {}",
+                        p.provider.as_deref().unwrap_or("?"),
+                        thousands(p.requests),
+                        match (p.cost_max_usd, p.retried) {
+                            (Some(c), _) => format!("≤ ${c:.4}"),
+                            (None, true) => "no price known".into(),
+                            (None, false) => "free".into(),
+                        }
+                    )
+                })
+                .collect();
+            s.push_str(&format!(" — {}", parts.join("; ")));
+        }
+        s
+    }
+
+    fn totals(&self) -> String {
         let mut s = format!(
             "{} cell(s) · {} request(s) at most · ≤ {} input and ≤ {} output tokens",
             thousands(self.cells),
@@ -154,6 +225,23 @@ pub fn check_concurrency(concurrency: usize) -> Result<()> {
                 "--concurrency {concurrency}: give 1 to {MAX_CONCURRENCY} requests in flight at once"
             ),
         ));
+    }
+    Ok(())
+}
+
+/// One or more providers, each named once.
+pub fn check_providers(providers: &[Chosen]) -> Result<()> {
+    if providers.is_empty() {
+        return Err(ApiError::new(Code::Usage, "give one or more providers"));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for p in providers {
+        if !names.insert(p.name()) {
+            return Err(ApiError::new(
+                Code::Usage,
+                format!("provider `{}` is given twice", p.name()),
+            ));
+        }
     }
     Ok(())
 }

@@ -89,8 +89,10 @@ pub struct CompareSpec {
     pub prompts: Vec<String>,
     pub max_tokens: Vec<u32>,
     pub constrain: ConstrainMode,
-    #[serde(flatten)]
-    pub settings: SpecSettings,
+    /// The provider its cells ran on (compares are kept as every kind is, with a list of
+    /// providers; those stored before had its fields at the spec's top level: read back by
+    /// [`ExperimentSpec::read`]).
+    pub providers: Vec<SpecSettings>,
     /// Requests in flight at once (compares recorded before it was kept ran one at a time).
     #[serde(default = "one")]
     pub concurrency: usize,
@@ -111,9 +113,11 @@ pub struct EvalSpec {
     pub max_tokens: Vec<u32>,
     pub constrain: ConstrainMode,
     pub repeat: u32,
-    #[serde(flatten)]
-    pub settings: SpecSettings,
-    /// The matrix's size: prompts × budgets × constraint variants × repeats × rows.
+    /// The models side by side, each a provider (named once) with its model and parameters;
+    /// evals stored before this was kept had one, its fields at the spec's top level (read back
+    /// here by [`ExperimentSpec::read`]).
+    pub providers: Vec<SpecSettings>,
+    /// The matrix's size: prompts × providers × budgets × constraint variants × repeats × rows.
     pub cells: usize,
     /// Reuse replies earlier evals bought for the same cell (`--cache`; a resume keeps it).
     #[serde(default)]
@@ -172,8 +176,9 @@ pub struct TestSpec {
     pub tests: usize,
     /// The budget of tests that set no `max-tokens`.
     pub max_tokens: u32,
-    #[serde(flatten)]
-    pub settings: SpecSettings,
+    /// The providers the tests ran on, side by side (tests stored before this was kept ran on
+    /// one, its fields at the spec's top level: read back by [`ExperimentSpec::read`]).
+    pub providers: Vec<SpecSettings>,
     pub concurrency: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Size>,
@@ -204,6 +209,15 @@ impl ExperimentSpec {
         if let Value::Object(map) = &mut spec {
             map.entry("kind")
                 .or_insert_with(|| Value::from(kind.as_str()));
+            // A compare, an eval or tests of one provider, as Kerf kept them before several could
+            // run side by side: its provider, model and parameters at the top level.
+            if kind != ExperimentKind::Sweep && !map.contains_key("providers") {
+                let one: serde_json::Map<String, Value> = ["provider", "model", "params"]
+                    .into_iter()
+                    .filter_map(|k| map.remove(k).map(|v| (k.to_string(), v)))
+                    .collect();
+                map.insert("providers".into(), Value::from(vec![Value::Object(one)]));
+            }
         }
         serde_json::from_value(spec).map_err(|err| {
             ApiError::new(

@@ -92,6 +92,35 @@ impl Default for RunLimits {
     }
 }
 
+/// The providers `names` names, each built with `settings` under its own name (no names:
+/// `settings.provider` alone). A model given with several providers would be a guess at which
+/// one it is for: refused.
+pub fn providers(
+    wb: &crate::workbench::Workbench,
+    settings: &RunSettings,
+    names: &[String],
+) -> Result<Vec<Chosen>> {
+    if names.len() > 1 && settings.model.is_some() {
+        return Err(crate::ApiError::new(
+            crate::Code::Usage,
+            "--model names one provider's model: with several providers, give each model a provider of its own (`kerf providers add NAME --model MODEL`)",
+        ));
+    }
+    if names.is_empty() {
+        return Ok(vec![settings.provider(wb)?]);
+    }
+    names
+        .iter()
+        .map(|name| {
+            RunSettings {
+                provider: name.clone(),
+                ..settings.clone()
+            }
+            .provider(wb)
+        })
+        .collect()
+}
+
 impl Default for RunSettings {
     /// The bundled model, no sampling parameters set (greedy there, so reruns are comparable).
     fn default() -> Self {

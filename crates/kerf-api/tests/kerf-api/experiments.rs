@@ -82,7 +82,7 @@ fn begin(store: &Store, p: &Plan<'_>, provider: &Chosen) -> kerf_api::Result<eva
         vec![subject("agent-kg-extract.json")],
         p,
         params(),
-        provider,
+        std::slice::from_ref(provider),
         &mut |_| {},
     )
 }
@@ -101,7 +101,7 @@ fn an_eval_runs_through_the_cell_runner_and_knows_its_size_first() {
         ],
         &plan(&[64, 256], 1, 4, Allowance::default()),
         params(),
-        &provider,
+        std::slice::from_ref(&provider),
         &mut |size| announced.push(size.clone()),
     )
     .unwrap();
@@ -122,7 +122,7 @@ fn an_eval_runs_through_the_cell_runner_and_knows_its_size_first() {
     eval::run_cells(
         &store,
         &e,
-        &provider,
+        std::slice::from_ref(&provider),
         Pace {
             concurrency: 4,
             retry_errors: false,
@@ -188,7 +188,7 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
     let compared = compare::compare(
         Some(&store),
         &job,
-        &provider,
+        std::slice::from_ref(&provider),
         &CancelToken::new(),
         &mut |s| sizes.push(s.clone()),
         &mut |_| {},
@@ -263,9 +263,10 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
         ExperimentSpec::Compare(c) => {
             assert_eq!(c.max_tokens, [64, 128, 256]);
             assert_eq!(c.concurrency, 3);
-            assert_eq!(c.settings.provider, provider.name());
+            assert_eq!(c.providers.len(), 1);
+            assert_eq!(c.providers[0].provider, provider.name());
             assert_eq!(c.plan.as_ref(), Some(&sizes[0]));
-            assert_eq!(c.settings.run_params().unwrap().settings, settings);
+            assert_eq!(c.providers[0].run_params().unwrap().settings, settings);
         }
         other => panic!("a compare's spec read as {:?}", other.kind()),
     }
@@ -303,7 +304,8 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
         params: &test_params,
         concurrency: 2,
     };
-    let size = eval::tests::plan(&job, &provider, Allowance::default()).unwrap();
+    let size =
+        eval::tests::plan(&job, std::slice::from_ref(&provider), Allowance::default()).unwrap();
     assert_eq!(
         (size.kind, size.cells, size.requests),
         (ExperimentKind::Test, 2, 2)
@@ -312,7 +314,7 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
     let report = eval::tests::run(
         Some(&store),
         &job,
-        &provider,
+        std::slice::from_ref(&provider),
         &size,
         &CancelToken::new(),
         &mut |_| {},
@@ -548,6 +550,7 @@ fn completion(entity: &str) -> Vec<Vec<u8>> {
 fn compare_input(concurrency: u32) -> CompareInput {
     let prompts = ["agent-kg-extract.json", "agent-kg-extract-array.json"];
     CompareInput {
+        providers: None,
         prompts: prompts
             .iter()
             .map(|p| repo().join("prompts").join(p).display().to_string())
@@ -703,6 +706,7 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     let mut options = kerf_api::meta::meta().run_defaults;
     options.provider = "srv".into();
     let input = eval::tests::TestsInput {
+        providers: None,
         prompts: vec![path.display().to_string()],
         options,
         concurrency: Some(1),
@@ -740,7 +744,7 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
         vec![subject("agent-kg-extract.json")],
         &plan(&[256], 1, 1, Allowance::default()),
         params(),
-        &provider,
+        std::slice::from_ref(&provider),
         &mut |_| {},
     )
     .unwrap();
@@ -748,7 +752,7 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
     eval::run_cells(
         &store,
         &e,
-        &provider,
+        std::slice::from_ref(&provider),
         Pace {
             concurrency: 1,
             retry_errors: false,
@@ -794,6 +798,7 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
     let key = eval::wire::CellKey {
         row: matched.row.clone(),
         prompt: matched.prompt.clone(),
+        provider: Some(matched.provider.clone()),
         max_tokens: matched.max_tokens,
         constrained: matched.constrained,
         repeat: matched.repeat,
@@ -894,7 +899,7 @@ fn eval_run_in_turn(store: &Store, provider: &Chosen, repeat: u32) -> eval::Eval
         vec![subject("agent-kg-extract.json")],
         &plan(&[256], repeat, 1, Allowance::default()),
         params(),
-        provider,
+        std::slice::from_ref(provider),
         &mut |_| {},
     )
     .unwrap();
@@ -903,7 +908,15 @@ fn eval_run_in_turn(store: &Store, provider: &Chosen, repeat: u32) -> eval::Eval
         retry_errors: false,
         live: false,
     };
-    eval::run_cells(store, &e, provider, pace, &CancelToken::new(), &mut |_| {}).unwrap();
+    eval::run_cells(
+        store,
+        &e,
+        std::slice::from_ref(provider),
+        pace,
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
     e
 }
 

@@ -70,7 +70,7 @@ fn compared(store: &Store) -> (compare::Report, Vec<CompareProgress>) {
     let c = compare::compare(
         Some(store),
         &job,
-        &provider,
+        std::slice::from_ref(&provider),
         &CancelToken::new(),
         &mut |_| {},
         &mut |p| progress.push(p),

@@ -26,14 +26,18 @@ pub enum ConstrainMode {
 Examples:
   kerf compare prompts/agent-kg-extract.json prompts/agent-kg-extract-array.json --sample
   kerf compare prompts/extract-definitions.json prompts/extract-definitions-array.json --input doc.txt --max-tokens 32,64,128 --json
+  kerf compare prompts/agent-kg-extract.json --sample --provider openai,local   one prompt, two models
 
-Each budget runs each prompt with and without its schema constraint (--constrain both, the default).
-Then each format's longest reply that finished on its own is swept at the model's token boundaries.
---json prints {\"rows\": [{\"prompt\", \"response_type\", \"max_tokens\", \"constrained\", \"objects\", \"dropped\",
-\"truncated\", \"finish_reason\", \"completion_tokens\", \"seconds\"}, …], \"sweeps\": […]}.")]
+Each budget runs each prompt with and without its schema constraint (--constrain both, the default),
+on each provider (several side by side: --provider A,B; then one prompt is enough).
+Then each format's longest reply that finished on its own is swept at the model's token boundaries,
+on each provider. --json prints {\"model\", \"providers\": [{\"provider\", \"model\"}], \"rows\": [{\"prompt\",
+\"provider\", \"response_type\", \"max_tokens\", \"constrained\", \"objects\", \"dropped\", \"truncated\",
+\"finish_reason\", \"completion_tokens\", \"seconds\"}, …], \"sweeps\": […]}.")]
 pub struct Args {
-    /// The prompts to compare (two or more; usually a prompt and its twin).
-    #[arg(num_args = 2.., required = true)]
+    /// The prompts to compare (two or more, usually a prompt and its twin; one is enough with
+    /// two or more providers).
+    #[arg(num_args = 1.., required = true)]
     pub prompts: Vec<PathBuf>,
     #[command(flatten)]
     pub input: super::InputArgs,
@@ -62,7 +66,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         contenders.push(Contender { subject, rendering });
     }
     let settings = args.model.settings();
-    let provider = settings.provider(wb)?;
+    let providers = kerf_api::runs::providers(wb, &settings, &args.model.providers)?;
     let job = CompareJob {
         contenders: &contenders,
         budgets: &args.max_tokens,
@@ -71,7 +75,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         concurrency: args.concurrency,
         allowed: args.allow.allowance(),
     };
-    let size = job.plan(&provider)?;
+    let size = job.plan(&providers)?;
     super::announce(&size);
     if args.allow.dry_run {
         return Ok(Outcome::Ok);
@@ -89,7 +93,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     let compared = compare(
         history.as_ref(),
         &job,
-        &provider,
+        &providers,
         &interrupt_token(),
         &mut |_| {},
         &mut |p| {
@@ -106,6 +110,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         print_json(&serde_json::to_value(&report)?);
         return Ok(Outcome::Ok);
     }
+    let several = report.providers.len() > 1;
     print_rows(&report);
     if !report.sweeps.is_empty() {
         crate::outln!(
@@ -117,8 +122,13 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
             .map(|f| {
                 (
                     format!(
-                        "{} ({}, {} tokens{}{})",
+                        "{}{} ({}, {} tokens{}{})",
                         f.prompt,
+                        if several {
+                            format!(" on {}", f.provider)
+                        } else {
+                            String::new()
+                        },
                         f.response_type,
                         f.completion_tokens,
                         if f.constrained { ", constrained" } else { "" },
@@ -151,8 +161,24 @@ impl From<ConstrainMode> for kerf_api::compare::ConstrainMode {
 }
 
 fn print_rows(report: &Report) {
-    crate::outln!("model: {}", report.model);
-    let name = |r: &ReportRow| format!("{} ({})", r.prompt, r.response_type);
+    let several = report.providers.len() > 1;
+    if several {
+        let each: Vec<String> = report
+            .providers
+            .iter()
+            .map(|p| format!("{} / {}", p.provider, p.model))
+            .collect();
+        crate::outln!("models side by side: {}", each.join(", "));
+    } else {
+        crate::outln!("model: {}", report.model);
+    }
+    let name = |r: &ReportRow| {
+        if several {
+            format!("{} on {} ({})", r.prompt, r.provider, r.response_type)
+        } else {
+            format!("{} ({})", r.prompt, r.response_type)
+        }
+    };
     let name_w = report
         .rows
         .iter()

@@ -24,18 +24,23 @@ Examples:
   kerf eval datasets/knowledge-graph.jsonl --prompt prompts/agent-kg-extract.json \\
     --prompt prompts/agent-kg-extract-array.json --max-tokens 128,512 --limit 5
   kerf eval data.jsonl --prompt p.json --provider openai --concurrency 16 --fail-under f1=0.8
+  kerf eval data.jsonl --prompt p.json --provider openai,anthropic   two models side by side
   kerf eval resume          finish the latest eval (after Ctrl-C or a crash)
   kerf eval show 12 --json  an eval's figures again, from the history
   kerf eval rescore 12      its stored replies scored again with the prompts' current `match`
   kerf eval report 12 --html eval.html   one self-contained file with charts, for people
   kerf eval compare 12 14   two evals on the same rows, row by row
+  kerf eval compare 12      one eval's providers, each against the first
 
-Every prompt × budget × constraint variant × repeat × row is one run, kept in the history under
-one experiment. Before anything runs, every row is checked against every prompt; a problem stops
-the eval with nothing written. --json prints {\"experiment\", \"summary\": [{\"prompt\", \"max_tokens\",
-\"constrained\", \"cells\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\", \"macro_f1\", …}],
-\"cells\": [{\"row\", \"prompt\", \"max_tokens\", \"constrained\", \"repeat\", \"run\", \"finish_reason\",
-\"objects\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\", \"lost_to_cut\", …}], …}.
+Every prompt × provider × budget × constraint variant × repeat × row is one run, kept in the
+history under one experiment; each provider's cells run side by side, --concurrency at a time
+each. Before anything runs, every row is checked against every prompt; a problem stops the eval
+with nothing written. --json prints {\"experiment\", \"summary\": [{\"prompt\", \"provider\",
+\"max_tokens\", \"constrained\", \"cells\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\",
+\"macro_f1\", …}], \"cells\": [{\"row\", \"prompt\", \"provider\", \"max_tokens\", \"constrained\",
+\"repeat\", \"run\", \"finish_reason\", \"objects\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\",
+\"lost_to_cut\", …}], \"providers\": [{\"provider\", \"model\", \"cost_usd\", \"seconds_p50\",
+\"seconds_p95\", …}], …}.
 Exit codes: 0 done (and every --fail-under met); 1 a --fail-under threshold missed; 2 could not run,
 or stopped, or cells left without a finished run (`kerf eval resume` finishes it)."
 )]
@@ -59,8 +64,9 @@ pub enum Sub {
     /// Score an eval's stored replies again with its prompts' current `match` settings (read
     /// from their files), parsing each raw reply again; no model is called.
     Rescore(ShowArgs),
-    /// Two evals on the same rows: per prompt, budget and constraint, the paired F1 difference
-    /// with a bootstrap interval, and per row the records gained and lost.
+    /// Two evals on the same rows — or one eval's providers, side by side: per prompt, budget
+    /// and constraint, the paired F1 difference with a bootstrap interval, and per row the
+    /// records gained and lost.
     Compare(CompareArgs),
 }
 
@@ -185,8 +191,9 @@ pub struct ReportArgs {
 pub struct CompareArgs {
     /// The eval to compare against (the baseline, `a`).
     pub a: i64,
-    /// The eval compared (`b`): differences are b − a.
-    pub b: i64,
+    /// The eval compared (`b`): differences are b − a. Left out: eval `a`'s providers are
+    /// compared, each against its first.
+    pub b: Option<i64>,
     /// Print the result as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -258,6 +265,7 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         limit: args.limit,
         prompts: args.prompts,
         settings: args.model.settings(),
+        providers: args.model.providers.clone(),
         max_tokens: args.max_tokens,
         constrain: args.constrain.into(),
         repeat: args.repeat,
@@ -271,11 +279,11 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         super::announce(&size);
         return Ok(Outcome::Ok);
     }
-    let (e, provider) = eval::flow::start(wb, store, &input, &mut super::announce)?;
+    let (e, providers) = eval::flow::start(wb, store, &input, &mut super::announce)?;
     for s in &e.subjects {
         crate::output::warn_all(&s.prompt.warnings);
     }
-    go(store, &e, &provider, &args.pace, &args.out)
+    go(store, &e, &providers, &args.pace, &args.out)
 }
 
 fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
@@ -289,15 +297,15 @@ fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         super::announce(&eval::flow::dry_run_resume(wb, store, id, input)?);
         return Ok(Outcome::Ok);
     }
-    let (e, provider) = eval::flow::resume(wb, store, id, input, &mut super::announce)?;
-    go(store, &e, &provider, &args.pace, &args.out)
+    let (e, providers) = eval::flow::resume(wb, store, id, input, &mut super::announce)?;
+    go(store, &e, &providers, &args.pace, &args.out)
 }
 
 /// Run what the eval still needs, with a progress bar, then report it.
 fn go(
     store: &Store,
     e: &eval::Eval,
-    provider: &kerf_api::runs::Chosen,
+    providers: &[kerf_api::runs::Chosen],
     pace: &PaceArgs,
     out: &OutArgs,
 ) -> Result<Outcome> {
@@ -316,7 +324,7 @@ fn go(
     let finished = eval::flow::go(
         store,
         e,
-        provider,
+        providers,
         Pace {
             concurrency: pace.concurrency.unwrap_or(e.spec.concurrency),
             retry_errors: pace.retry_errors,
@@ -373,10 +381,12 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result
     }
     let mut missed = Vec::new();
     let mut cases = std::collections::BTreeMap::<String, Vec<junit::Case>>::new();
+    let several = report.providers.len() > 1;
     for line in &report.summary {
+        let suite = line_name(&line.prompt, &line.provider, several);
         let name = format!(
             "{} at {} tokens{}",
-            line.prompt,
+            suite,
             line.max_tokens,
             if line.constrained {
                 ", constrained"
@@ -399,7 +409,7 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result
         } else {
             junit::Outcome::Passed
         };
-        cases.entry(line.prompt.clone()).or_default().push(junit::Case {
+        cases.entry(suite).or_default().push(junit::Case {
             figures: format!(
                 "cells {} · tp {} fp {} fn {} · precision {} recall {} F1 {} macro F1 {} · cut {} lost {}",
                 line.cells,
@@ -436,15 +446,29 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result
 }
 
 fn compare(args: &CompareArgs, store: &Store) -> Result<Outcome> {
-    let comparisons = eval::flow::compare(store, args.a, args.b)?;
+    let Some(b) = args.b else {
+        let comparisons = eval::flow::compare_providers(store, args.a)?;
+        if args.json {
+            print_json(&serde_json::json!({
+                "a": args.a,
+                "b": args.a,
+                "comparisons": comparisons,
+            }));
+        } else {
+            crate::outln!("eval {}: its providers side by side (b − a)", args.a);
+            print_comparisons(&comparisons, true);
+        }
+        return Ok(Outcome::Ok);
+    };
+    let comparisons = eval::flow::compare(store, args.a, b)?;
     if args.json {
         print_json(&serde_json::json!({
             "a": args.a,
-            "b": args.b,
+            "b": b,
             "comparisons": comparisons,
         }));
     } else {
-        crate::outln!("eval {} (a) against eval {} (b)", args.a, args.b);
+        crate::outln!("eval {} (a) against eval {} (b)", args.a, b);
         print_comparisons(&comparisons, true);
     }
     Ok(Outcome::Ok)
@@ -457,13 +481,18 @@ fn print_comparisons(comparisons: &[eval::analysis::Comparison], rows: bool) {
     for c in comparisons {
         let name = |s: &eval::analysis::Side| {
             format!(
-                "{}{}{}",
+                "{}{}{}{}",
                 if c.a.experiment != c.b.experiment {
                     format!("eval {} ", s.experiment)
                 } else {
                     String::new()
                 },
                 s.prompt,
+                if c.a.provider != c.b.provider {
+                    format!(" on {}", s.provider)
+                } else {
+                    String::new()
+                },
                 if s.constrained { " (constrained)" } else { "" }
             )
         };
@@ -517,16 +546,56 @@ fn figure(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.3}"))
 }
 
-fn print_table(r: &Report) {
-    crate::outln!(
-        "eval {} · {} · {} row(s) × {} repeat(s) · {} / {}",
-        r.experiment,
-        r.dataset,
-        r.rows,
-        r.repeat,
-        r.provider,
-        r.model
+/// A provider's share as one line: its model, cells, cost, tokens and run times.
+fn provider_line(p: &eval::lines::ProviderLine) -> String {
+    let mut s = format!(
+        "{} / {} · {} of {} cell(s) measured",
+        p.provider, p.model, p.measured, p.cells
     );
+    if p.failed > 0 {
+        s.push_str(&format!(" ({} failed)", p.failed));
+    }
+    s.push_str(&format!(" · {} completion tokens", p.completion_tokens));
+    if let Some(c) = p.cost_usd {
+        s.push_str(&format!(" · ${c:.4}"));
+    }
+    if let (Some(p50), Some(p95)) = (p.seconds_p50, p.seconds_p95) {
+        s.push_str(&format!(" · run time p50 {p50:.2} s, p95 {p95:.2} s"));
+    }
+    s
+}
+
+/// A line's prompt, with its provider when the eval has several.
+fn line_name(prompt: &str, provider: &str, several: bool) -> String {
+    if several {
+        format!("{prompt} on {provider}")
+    } else {
+        prompt.to_string()
+    }
+}
+
+fn print_table(r: &Report) {
+    let several = r.providers.len() > 1;
+    if several {
+        crate::outln!(
+            "eval {} · {} · {} row(s) × {} repeat(s) · {} providers side by side",
+            r.experiment,
+            r.dataset,
+            r.rows,
+            r.repeat,
+            r.providers.len()
+        );
+    } else {
+        crate::outln!(
+            "eval {} · {} · {} row(s) × {} repeat(s) · {} / {}",
+            r.experiment,
+            r.dataset,
+            r.rows,
+            r.repeat,
+            r.provider,
+            r.model
+        );
+    }
     let name_w = r
         .summary
         .iter()
@@ -552,7 +621,13 @@ fn print_table(r: &Report) {
         "lost",
         "ungrounded"
     );
-    for l in &r.summary {
+    for (i, l) in r.summary.iter().enumerate() {
+        // Each provider's lines under a line of its own: model, cost, run times.
+        if (i == 0 || r.summary[i - 1].provider != l.provider)
+            && let Some(p) = r.providers.iter().find(|p| p.provider == l.provider)
+        {
+            crate::outln!("{}", provider_line(p));
+        }
         crate::outln!(
             "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>11}  {:>5}  {:>4}  {:>10}",
             l.prompt,
@@ -584,7 +659,7 @@ fn print_table(r: &Report) {
         for (l, s) in repeated {
             crate::outln!(
                 "  {} at {}{}: F1 {} ± {} · Jaccard between repeats {} · distinct outputs per row {} (most {}) · expected records found always {}, sometimes {}, never {}",
-                l.prompt,
+                line_name(&l.prompt, &l.provider, several),
                 l.max_tokens,
                 if l.constrained { ", constrained" } else { "" },
                 figure(s.f1_mean),
@@ -614,7 +689,7 @@ fn print_table(r: &Report) {
             }
             crate::outln!(
                 "  {}{}: {} tokens (recall {:.3}; best {:.3} at {}){}",
-                a.prompt,
+                line_name(&a.prompt, &a.provider, several),
                 if a.constrained { ", constrained" } else { "" },
                 a.max_tokens,
                 a.recall,
@@ -645,7 +720,7 @@ fn print_table(r: &Report) {
                 }
                 crate::outln!(
                     "  {}: {} {} in {} cell(s) · rows {}",
-                    d.prompt,
+                    line_name(&d.prompt, &d.provider, several),
                     b.objects,
                     b.kind,
                     b.cells,
@@ -655,7 +730,14 @@ fn print_table(r: &Report) {
         }
     }
     if !r.comparisons.is_empty() {
-        crate::outln!("\nPrompts compared on the same rows (b − a):");
+        crate::outln!(
+            "\n{} compared on the same rows (b − a):",
+            if several {
+                "Prompts and providers"
+            } else {
+                "Prompts"
+            }
+        );
         print_comparisons(&r.comparisons, false);
     }
     if r.cached > 0 {

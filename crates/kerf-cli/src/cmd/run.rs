@@ -21,9 +21,15 @@ use crate::output::print_json;
 #[derive(clap::Args, Clone)]
 pub struct ModelArgs {
     /// The provider: `local` (llama.cpp; the default model unless --model is given) or the name
-    /// of one configured with `kerf providers add`.
-    #[arg(long, default_value = "local")]
-    pub provider: String,
+    /// of one configured with `kerf providers add`. `kerf eval` takes several side by side
+    /// (repeat the flag, or separate names with commas).
+    #[arg(
+        long = "provider",
+        value_name = "PROVIDER",
+        value_delimiter = ',',
+        default_value = "local"
+    )]
+    pub providers: Vec<String>,
     /// Local: a GGUF model file (default: the bundled SmolLM2-135M-Instruct, see `kerf models
     /// fetch`). Cloud: a model id instead of the provider's configured one.
     #[arg(long)]
@@ -105,9 +111,29 @@ fn parse_effort(s: &str) -> Result<ReasoningEffort, String> {
 
 impl ModelArgs {
     /// These flags as the use-case layer takes them.
+    /// The one provider a command that runs on one takes (`what` names the command): several
+    /// are a usage error.
+    pub fn one_provider(&self, what: &str) -> Result<()> {
+        if self.providers.len() > 1 {
+            anyhow::bail!(kerf_api::ApiError::new(
+                kerf_api::Code::Usage,
+                format!(
+                    "{what} runs on one provider; `kerf eval`, `kerf compare` and `kerf test` run several side by side ({} given)",
+                    self.providers.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The settings, on the first provider given.
     pub fn settings(&self) -> RunSettings {
         RunSettings {
-            provider: self.provider.clone(),
+            provider: self
+                .providers
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "local".into()),
             model: self.model.as_ref().map(|m| m.display().to_string()),
             structured: self.structured,
             temperature: self.temperature,
@@ -233,6 +259,7 @@ pub struct Args {
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
     let subject = super::load_subject(&args.prompt)?;
     let rendering = args.input.render(&subject.prompt, &args.prompt)?;
+    args.model.one_provider("kerf run")?;
     let params = args.model.run_params(args.max_tokens, args.constrain);
     let provider = params.settings.provider(wb)?;
     let history = crate::record::open(wb, globals)?;

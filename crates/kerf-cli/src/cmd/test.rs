@@ -16,13 +16,15 @@ use crate::{Outcome, junit};
 Examples:
   kerf test prompts/agent-kg-extract.json
   kerf test prompts/*.json --provider openai --concurrency 8 --junit kerf-tests.xml
+  kerf test prompts/agent-kg-extract.json --provider openai,local   every test on both
 
 A test in a prompt file: {\"name\": \"…\", \"input\": \"…\" (or \"vars\": {…}), \"expected\": [records],
 \"min\": {\"precision\": 0.8, \"recall\": 0.8, \"f1\": 0.8}, \"max-tokens\": 1024}. Every test is checked
-against its prompt before any runs; each run is kept in the history. Lines print as tests end;
-the summary, --json and JUnit list them in the files' order. --json prints
-{\"passed\", \"failed\", \"errors\", \"tests\": [{\"prompt\", \"name\", \"verdict\", \"max_tokens\", \"run\",
-\"finish_reason\", \"objects\", \"scores\", \"missed\", \"error\"}]}.
+against its prompt before any runs; each run is kept in the history. With several providers,
+every test runs on each, side by side. Lines print as tests end; the summary, --json and JUnit
+list them provider by provider, in the files' order. --json prints
+{\"passed\", \"failed\", \"errors\", \"tests\": [{\"prompt\", \"name\", \"provider\", \"verdict\",
+\"max_tokens\", \"run\", \"finish_reason\", \"objects\", \"scores\", \"missed\", \"error\"}]}.
 Exit codes: 0 every test passed; 1 a minimum missed; 2 a test could not run (or bad input).")]
 pub struct Args {
     /// Prompt files whose tests to run.
@@ -33,7 +35,8 @@ pub struct Args {
     /// The output token budget of tests that set no `max-tokens`.
     #[arg(long, default_value_t = 1024)]
     pub max_tokens: u32,
-    /// Also write the results as JUnit XML: a suite per prompt, a case per test.
+    /// Also write the results as JUnit XML: a suite per prompt (per prompt and provider, with
+    /// several providers), a case per test.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     /// Print the results as one JSON object.
@@ -54,14 +57,15 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         crate::output::warn_all(&s.prompt.warnings);
     }
     let settings = args.model.settings();
-    let provider = settings.provider(wb)?;
+    let providers = kerf_api::runs::providers(wb, &settings, &args.model.providers)?;
+    let several = providers.len() > 1;
     let params = tests::params(settings, args.max_tokens);
     let job = tests::TestJob {
         suites: &subjects,
         params: &params,
         concurrency: args.concurrency,
     };
-    let size = tests::plan(&job, &provider, args.allow.allowance())?;
+    let size = tests::plan(&job, &providers, args.allow.allowance())?;
     super::announce(&size);
     if args.allow.dry_run {
         return Ok(Outcome::Ok);
@@ -71,12 +75,12 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     let report = tests::run(
         history.as_ref(),
         &job,
-        &provider,
+        &providers,
         &size,
         &cancel,
         &mut |r| {
             if !args.json {
-                print_line(r);
+                print_line(r, several);
             }
         },
     )?;
@@ -99,9 +103,10 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
                 },
                 figures: figures(r),
             };
-            match suites.iter_mut().find(|(p, _)| *p == r.prompt) {
+            let suite = suite_name(r, several);
+            match suites.iter_mut().find(|(p, _)| *p == suite) {
                 Some((_, cases)) => cases.push(case),
-                None => suites.push((r.prompt.clone(), vec![case])),
+                None => suites.push((suite, vec![case])),
             }
         }
         junit::write(path, "kerf test", suites)?;
@@ -109,6 +114,20 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     if args.json {
         print_json(&serde_json::to_value(&report)?);
     } else {
+        if several {
+            for p in &providers {
+                let name = p.name();
+                let mine: Vec<&TestResult> =
+                    results.iter().filter(|r| r.provider == name).collect();
+                let n = |v: Verdict| mine.iter().filter(|r| r.verdict == v).count();
+                crate::outln!(
+                    "{name}: {} passed, {} failed, {} could not run",
+                    n(Verdict::Passed),
+                    n(Verdict::Failed),
+                    n(Verdict::Error)
+                );
+            }
+        }
         crate::outln!("{passed} passed, {failed} failed, {errors} could not run");
     }
     Ok(if errors > 0 {
@@ -139,7 +158,16 @@ fn figures(r: &TestResult) -> String {
     }
 }
 
-fn print_line(r: &TestResult) {
+/// A test's prompt as a suite names it: with its provider, when the tests ran on several.
+fn suite_name(r: &TestResult, several: bool) -> String {
+    if several {
+        format!("{} on {}", r.prompt, r.provider)
+    } else {
+        r.prompt.clone()
+    }
+}
+
+fn print_line(r: &TestResult, several: bool) {
     let mark = match r.verdict {
         Verdict::Passed => "pass",
         Verdict::Failed => "FAIL",
@@ -150,5 +178,10 @@ fn print_line(r: &TestResult) {
         Verdict::Failed => format!(" — {}", r.missed.join("; ")),
         Verdict::Error => format!(" — {}", r.error.as_deref().unwrap_or("")),
     };
-    crate::outln!("{mark:<5} {} / {}: {}{why}", r.prompt, r.name, figures(r));
+    crate::outln!(
+        "{mark:<5} {} / {}: {}{why}",
+        suite_name(r, several),
+        r.name,
+        figures(r)
+    );
 }

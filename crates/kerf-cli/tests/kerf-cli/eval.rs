@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 
 use super::{repo, stderr, stdout_json};
 
+mod side_by_side;
+
 /// Three documents, each with the records a perfect extraction holds.
 fn rows() -> Vec<Value> {
     let def = |e: &str, d: &str| json!({"type": "definition", "entity": e, "definition": d});
@@ -52,6 +54,8 @@ struct Counts {
     /// one entry, whatever name the provider asks for), and how often it was asked.
     served: Mutex<String>,
     model_lists: AtomicUsize,
+    /// Each request answered, as `row|max_tokens|format` (`jsonl` or `array`).
+    answered: Mutex<Vec<String>>,
 }
 
 /// Holds requests, so a test acts while they are in flight whatever the machine's speed, instead
@@ -119,6 +123,8 @@ enum Again {
     /// Every reply goes on after its records with this many MiB of blank lines (a model that
     /// never stops), more than Kerf reads of a reply.
     Endless(usize),
+    /// The last record of every document is always left out (a weaker model).
+    Fewer,
 }
 
 impl Model {
@@ -160,6 +166,13 @@ impl Model {
 
     fn requests(&self) -> usize {
         self.counts.requests.load(Ordering::SeqCst)
+    }
+
+    /// Each request it answered (`row|max_tokens|format`), sorted.
+    fn answered(&self) -> Vec<String> {
+        let mut a = self.counts.answered.lock().unwrap().clone();
+        a.sort();
+        a
     }
 
     /// The most requests it was answering at one time.
@@ -287,9 +300,19 @@ fn answer(
             *n += 1;
             *n
         };
-        if again == Again::Unsure && times % 2 == 0 {
+        if (again == Again::Unsure && times % 2 == 0) || again == Again::Fewer {
             records.pop();
         }
+        count.answered.lock().unwrap().push(format!(
+            "{}|{}|{}",
+            row["id"].as_str().unwrap_or("?"),
+            req["max_tokens"],
+            if prompt.contains("one JSON object per line") {
+                "jsonl"
+            } else {
+                "array"
+            }
+        ));
         let full = if prompt.contains("one JSON object per line") {
             records
                 .iter()

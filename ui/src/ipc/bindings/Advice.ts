@@ -3,7 +3,11 @@
 /**
  * The budget to pick for one prompt and constraint.
  */
-export type Advice = { prompt: string, constrained: boolean, 
+export type Advice = { prompt: string, 
+/**
+ * The provider whose budgets were weighed.
+ */
+provider: string, constrained: boolean, 
 /**
  * The smallest budget whose recall is within `within` (a share) of the best budget's.
  */

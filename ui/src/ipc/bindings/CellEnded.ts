@@ -8,6 +8,10 @@ import type { PlacedObject } from "./PlacedObject";
  */
 export type CellEnded = { cell: number, prompt: number, 
 /**
+ * Which provider: its place in the compare's list.
+ */
+provider: number, 
+/**
  * The run in the history.
  */
 historyId: number | null, objects: Array<PlacedObject>, 

@@ -3,4 +3,8 @@
 /**
  * A cell of an eval's matrix, as the window names it.
  */
-export type CellKey = { row: string, prompt: string, maxTokens: number, constrained: boolean, repeat: number, };
+export type CellKey = { row: string, prompt: string, 
+/**
+ * The provider whose cell it is (absent: the eval's first).
+ */
+provider?: string, maxTokens: number, constrained: boolean, repeat: number, };

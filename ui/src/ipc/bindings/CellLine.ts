@@ -4,10 +4,14 @@ import type { FinishReason } from "./FinishReason";
 import type { RunStatus } from "./RunStatus";
 
 /**
- * One cell of the matrix, scored. The first fifteen keys are an interface (`kerf eval --json`);
+ * One cell of the matrix, scored. The first sixteen keys are an interface (`kerf eval --json`);
  * the rest are additions.
  */
-export type CellLine = { row: string, prompt: string, max_tokens: number, constrained: boolean, repeat: number, 
+export type CellLine = { row: string, prompt: string, 
+/**
+ * The provider the cell ran on, by the name it was given.
+ */
+provider: string, max_tokens: number, constrained: boolean, repeat: number, 
 /**
  * The run's id in the history.
  */
@@ -30,6 +34,11 @@ ungrounded: number | null, completion_tokens: number | null, cost_usd: number | 
  * Measured by a reply an earlier eval bought (`--cache`): its run is that eval's.
  */
 cached: boolean, 
+/**
+ * How long its run took, from its first request to its end (the bought run's, when
+ * cached).
+ */
+seconds: number | null, 
 /**
  * The record types the cell's scoring met (expected or extracted), for the window's
  * filter by type. Absent when it met none.

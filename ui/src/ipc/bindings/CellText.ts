@@ -13,7 +13,11 @@ cell: number,
 /**
  * Which prompt: its place in the compare's list (0 is the first).
  */
-prompt: number, maxTokens: number, constrained: boolean, text: string, 
+prompt: number, 
+/**
+ * Which provider: its place in the compare's list (0 is the first).
+ */
+provider: number, maxTokens: number, constrained: boolean, text: string, 
 /**
  * Newly accepted objects, placed in the cell's whole reply so far (UTF-16 offsets from its
  * first character). A JSONL or delimited reply yields each as its line or record

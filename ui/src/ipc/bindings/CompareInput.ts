@@ -7,9 +7,13 @@ import type { RunOptions } from "./RunOptions";
  */
 export type CompareInput = { 
 /**
- * Two or more prompt files.
+ * Two or more prompt files (or one, with two or more providers).
  */
-prompts: Array<string>, input: string, budgets: Array<number>, constrain: ConstrainMode, options: RunOptions, 
+prompts: Array<string>, 
+/**
+ * The providers side by side, by name (absent or empty: the options' provider alone).
+ */
+providers?: Array<string>, input: string, budgets: Array<number>, constrain: ConstrainMode, options: RunOptions, 
 /**
  * Requests in flight at once (cloud providers; default 4; the local engine runs one at a
  * time).

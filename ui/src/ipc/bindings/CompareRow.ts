@@ -5,7 +5,11 @@ import type { ResponseType } from "./ResponseType";
 /**
  * One run of a compare: a prompt at a budget, constrained or not.
  */
-export type CompareRow = { prompt: string, responseType: ResponseType, maxTokens: number, constrained: boolean, objects: number, dropped: number, 
+export type CompareRow = { prompt: string, 
+/**
+ * The provider it ran on (empty in compares stored before it was kept).
+ */
+provider: string, responseType: ResponseType, maxTokens: number, constrained: boolean, objects: number, dropped: number, 
 /**
  * Drops by kind, e.g. "2 truncated, 1 schema".
  */

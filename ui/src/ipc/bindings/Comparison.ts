@@ -6,7 +6,11 @@ import type { SweepCurve } from "./SweepCurve";
 /**
  * A compare's result: every row, and each format's sweep.
  */
-export type Comparison = { model: string, experiment: number | null, rows: Array<CompareRow>, sweeps: Array<SweepCurve>, 
+export type Comparison = { model: string, 
+/**
+ * The providers side by side, in the compare's order (one for most compares).
+ */
+providers: Array<string>, experiment: number | null, rows: Array<CompareRow>, sweeps: Array<SweepCurve>, 
 /**
  * Objects recovered against the budget, a line per prompt and pass.
  */

@@ -5,4 +5,8 @@ import type { DropBar } from "./DropBar";
  * Why one prompt's replies lost pieces, over the whole dataset (every budget, constraint and
  * repeat).
  */
-export type Drops = { prompt: string, bars: Array<DropBar>, };
+export type Drops = { prompt: string, 
+/**
+ * The provider whose replies they were.
+ */
+provider: string, bars: Array<DropBar>, };

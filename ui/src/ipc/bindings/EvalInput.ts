@@ -20,7 +20,11 @@ limit?: number,
 /**
  * One or more prompt files.
  */
-prompts: Array<string>, options: RunOptions, budgets: Array<number>, constrain: ConstrainMode, 
+prompts: Array<string>, options: RunOptions, 
+/**
+ * The providers side by side, by name (absent or empty: the run options' provider alone).
+ */
+providers?: Array<string>, budgets: Array<number>, constrain: ConstrainMode, 
 /**
  * Runs of each cell (default 1).
  */

@@ -3,13 +3,22 @@ import type { Advice } from "./Advice";
 import type { CellLine } from "./CellLine";
 import type { Drops } from "./Drops";
 import type { EvalComparison } from "./EvalComparison";
+import type { ProviderLine } from "./ProviderLine";
 import type { SummaryLine } from "./SummaryLine";
 
 /**
  * An eval's result: what `kerf eval --json` prints and the history keeps. `experiment`,
  * `summary` and `cells` are an interface; the rest are additions.
  */
-export type EvalReport = { experiment: number, summary: Array<SummaryLine>, cells: Array<CellLine>, dataset: string, rows: number, repeat: number, provider: string, model: string, 
+export type EvalReport = { experiment: number, summary: Array<SummaryLine>, cells: Array<CellLine>, dataset: string, rows: number, repeat: number, 
+/**
+ * The first provider, and its model (every provider is in `providers`).
+ */
+provider: string, model: string, 
+/**
+ * Each provider side by side, in the eval's order: cost, tokens and run times.
+ */
+providers: Array<ProviderLine>, 
 /**
  * Cells of the matrix without a finished run (`kerf eval resume` runs them).
  */
@@ -28,6 +37,7 @@ advice: Array<Advice>,
  */
 drops: Array<Drops>, 
 /**
- * Every two prompts at the same budget and constraint: the paired F1 difference.
+ * Every two prompts at the same provider, budget and constraint, and every provider
+ * against the first at the same prompt, budget and constraint: the paired F1 difference.
  */
 comparisons: Array<EvalComparison>, };

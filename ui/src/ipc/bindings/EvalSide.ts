@@ -3,7 +3,7 @@
 /**
  * One side of a comparison: an eval's prompt at a budget and constraint.
  */
-export type EvalSide = { experiment: number, prompt: string, max_tokens: number, constrained: boolean, 
+export type EvalSide = { experiment: number, prompt: string, provider: string, max_tokens: number, constrained: boolean, 
 /**
  * Micro F1 over the rows both sides measured.
  */

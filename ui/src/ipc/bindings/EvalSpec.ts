@@ -2,7 +2,7 @@
 import type { ConstrainMode } from "./ConstrainMode";
 import type { PlanSize } from "./PlanSize";
 import type { SpecPrompt } from "./SpecPrompt";
-import type { StoredParams } from "./StoredParams";
+import type { SpecSettings } from "./SpecSettings";
 
 /**
  * Prompts over a dataset, scored against its expected records (`kerf eval`): all `resume`
@@ -10,7 +10,13 @@ import type { StoredParams } from "./StoredParams";
  */
 export type EvalSpec = { dataset: string, prompts: Array<SpecPrompt>, max_tokens: Array<number>, constrain: ConstrainMode, repeat: number, 
 /**
- * The matrix's size: prompts × budgets × constraint variants × repeats × rows.
+ * The models side by side, each a provider (named once) with its model and parameters;
+ * evals stored before this was kept had one, its fields at the spec's top level (read back
+ * here by [`ExperimentSpec::read`]).
+ */
+providers: Array<SpecSettings>, 
+/**
+ * The matrix's size: prompts × providers × budgets × constraint variants × repeats × rows.
  */
 cells: number, 
 /**
@@ -25,8 +31,4 @@ concurrency: number,
  * What the eval was announced to cost before its first request (evals stored before it
  * was kept have none).
  */
-plan?: PlanSize | null, provider: string, model: string, 
-/**
- * In the history's stored form (absent from compares recorded before it was kept).
- */
-params: StoredParams, };
+plan?: PlanSize | null, };

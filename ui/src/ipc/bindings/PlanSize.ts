@@ -33,4 +33,14 @@ cost_max_usd: number | null,
  * request is retried, and retries are not counted above; the plan stops after
  * `KERF_MAX_REFUSALS` refusals in a row.
  */
-retried: boolean, };
+retried: boolean, 
+/**
+ * The provider this part of a plan goes to (a plan of several providers counts each in
+ * [`Size::providers`]).
+ */
+provider?: string, 
+/**
+ * With several providers: each one's part, in the plan's order (the fields above are
+ * their sums; the cost is the sum of the parts whose price is known).
+ */
+providers?: Array<PlanSize>, };

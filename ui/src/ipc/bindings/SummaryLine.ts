@@ -3,9 +3,14 @@ import type { RepeatStats } from "./RepeatStats";
 import type { TypeTotals } from "./TypeTotals";
 
 /**
- * One prompt × budget × constraint over the dataset. The first eleven keys are an interface.
+ * One prompt × provider × budget × constraint over the dataset. The first twelve keys are an
+ * interface.
  */
-export type SummaryLine = { prompt: string, max_tokens: number, constrained: boolean, 
+export type SummaryLine = { prompt: string, 
+/**
+ * The provider the line's cells ran on, by the name it was given.
+ */
+provider: string, max_tokens: number, constrained: boolean, 
 /**
  * Cells measured (their run ended on its own or was cut by its budget).
  */
@@ -29,7 +34,12 @@ cost_usd: number | null,
 /**
  * Measured cells whose reply came from the cache.
  */
-cached: number, by_type: { [key in string]: TypeTotals }, agreement: { [key in string]: number | null }, 
+cached: number, 
+/**
+ * The median and 95th percentile of the measured cells' run times, in seconds (cached
+ * cells left out: their time was another eval's).
+ */
+seconds_p50: number | null, seconds_p95: number | null, by_type: { [key in string]: TypeTotals }, agreement: { [key in string]: number | null }, 
 /**
  * A 95% bootstrap interval of `f1` over the rows (each row's repeats pooled).
  */

@@ -4,7 +4,11 @@ import type { ResponseType } from "./ResponseType";
 /**
  * A format's longest complete reply, cut at every unit.
  */
-export type SweepCurve = { prompt: string, responseType: ResponseType, maxTokens: number, constrained: boolean, 
+export type SweepCurve = { prompt: string, 
+/**
+ * The provider the reply came from (empty in compares stored before it was kept).
+ */
+provider: string, responseType: ResponseType, maxTokens: number, constrained: boolean, 
 /**
  * No reply of this format ended on its own: the one swept was cut by its budget.
  */

@@ -2,7 +2,7 @@
 import type { TestResult } from "./TestResult";
 
 /**
- * Every test's outcome, in the files' order: what `kerf test --json` prints and the history
- * keeps as the experiment's result.
+ * Every test's outcome, provider by provider, each in the files' order: what `kerf test --json`
+ * prints and the history keeps as the experiment's result.
  */
 export type TestReport = { passed: number, failed: number, errors: number, tests: Array<TestResult>, };

@@ -10,7 +10,12 @@ export type TestResult = {
 /**
  * The prompt's id.
  */
-prompt: string, name: string, verdict: TestVerdict, max_tokens: number, 
+prompt: string, name: string, 
+/**
+ * The provider the test ran on, by the name it was given (empty in tests stored before
+ * it was kept: their experiment's one provider).
+ */
+provider: string, verdict: TestVerdict, max_tokens: number, 
 /**
  * The run's id in the history (none with `--no-history`).
  */

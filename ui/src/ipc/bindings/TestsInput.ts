@@ -10,6 +10,10 @@ export type TestsInput = { prompts: Array<string>,
  */
 options: RunOptions, 
 /**
+ * The providers side by side, by name (absent or empty: the options' provider alone).
+ */
+providers?: Array<string>, 
+/**
  * Tests in flight at once (default 4; the local engine runs one at a time).
  */
 concurrency?: number, 
