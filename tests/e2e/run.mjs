@@ -1098,6 +1098,37 @@ try {
       }
     });
 
+    await scenario("compare one prompt on two models, side by side with the scrubber", async () => {
+      const saved = cloud.options.reply;
+      cloud.options.reply = kgLines(4).join("\n") + "\n";
+      try {
+        await (await $t("nav-compare")).click();
+        const kg = path.join(work, "prompts", "agent-kg-extract.json");
+        await (await $t("compare-a")).selectByAttribute("value", kg);
+        await (await $t("compare-b")).selectByAttribute("value", kg);
+        // Side A on the Run screen's provider (the loopback server), side B on the bundled model.
+        await (await $t("compare-model-b")).selectByAttribute("value", "local");
+        await (await $t("budgets")).setValue("96");
+        await (await $t("compare-constrain")).selectByAttribute("value", "none");
+        const before = cloud.requests.filter((r) => r.url.endsWith("/chat/completions")).length;
+        await (await $t("compare-run")).click();
+        await waitFor(async () => (await browser.$$('[data-testid="compare-row"]')).length === 2, CELL, "the compare of two models did not end");
+        const rows = await browser.execute(() => [...document.querySelectorAll('[data-testid="compare-row"]')].map((r) => [r.dataset.prompt, r.dataset.provider, r.dataset.run]));
+        assert.deepEqual(rows.map(([p, m]) => [p, m]), [["agent-kg-extract", provider], ["agent-kg-extract", "local"]]);
+        assert.equal(cloud.requests.filter((r) => r.url.endsWith("/chat/completions")).length - before, 1, "one request to the loopback server");
+        // Side by side: A the loopback server's reply, B the bundled model's, one scrubber over both.
+        await waitFor(async () => (await (await $t("compare-sbs")).getAttribute("data-loaded")) === "true", UI, "the two models' replies did not load side by side");
+        const [a, b] = await browser.execute(() => ["a", "b"].map((n) => document.querySelector(`[data-testid="compare-sbs-${n}"]`)?.dataset.run));
+        assert.deepEqual([a, b], [rows[0][2], rows[1][2]], "each side shows its model's run");
+        assert.ok((await text("compare-sbs-a-reply")).includes("Entity 0"), "side A shows the loopback server's reply");
+        await (await $t("compare-sbs-scrubber")).waitForExist({ timeout: UI });
+        await shot("compare-two-models");
+      } finally {
+        cloud.options.reply = saved;
+        await (await $t("nav-run")).click();
+      }
+    });
+
     await scenario("cancel a streaming run and keep what arrived", async () => {
       cloud.options.reply = kgLines(400).join("\n") + "\n";
       cloud.options.perEventMs = 0;

@@ -10,7 +10,12 @@ function fatal(what: string) {
   box.textContent = `Kerf could not start its window:\n${what}`;
   document.body.prepend(box);
 }
-window.addEventListener("error", (e) => fatal(String(e.error?.stack ?? e.message)));
+window.addEventListener("error", (e) => {
+  // A ResizeObserver whose callback changed the layout again reports its deferred notifications
+  // as an error event with no error: the browser's notice, not a failure of the window.
+  if (e.error == null && /^ResizeObserver loop/.test(e.message)) return;
+  fatal(String(e.error?.stack ?? e.message));
+});
 window.addEventListener("unhandledrejection", (e) => fatal(String(e.reason?.stack ?? e.reason)));
 
 let app;

@@ -326,6 +326,23 @@ fn a_killed_eval_of_two_providers_resumes_without_buying_a_cell_of_either_again(
     assert_eq!(before, (4, 4), "two answered and two held on each");
     a.release();
     b.release();
+    // One of the two names re-pointed at another server: the resume is refused, naming it,
+    // before anything is sent to either.
+    let moved = Model::start(rows.clone(), Duration::ZERO);
+    add_server(dir.path(), "weak", &moved.url(), "loopback-small");
+    let o = kerf_in(dir.path(), &["eval", "resume"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("ran on openai at {}", b.url()))
+            && stderr(&o).contains(&format!(
+                "provider `weak` now points at openai at {}",
+                moved.url()
+            )),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!((a.requests(), b.requests(), moved.requests()), (4, 4, 0));
+    add_server(dir.path(), "weak", &b.url(), "loopback-small");
     let o = kerf_in(dir.path(), &["eval", "resume", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
