@@ -102,6 +102,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         experiments::spec::ExperimentSpec,
         experiments::spec::SpecSettings,
         experiments::spec::SpecPrompt,
+        experiments::spec::SpecContender,
         experiments::spec::CompareSpec,
         experiments::spec::EvalSpec,
         experiments::spec::SweepSpec,

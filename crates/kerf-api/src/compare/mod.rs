@@ -10,7 +10,7 @@ use std::path::Path;
 use kerf_core::sweep::Sweep;
 use kerf_core::{DropCounts, ResponseType};
 use kerf_llm::{CancelToken, FinishReason};
-use kerf_store::Store;
+use kerf_store::{CellKey, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -18,8 +18,8 @@ use crate::charts::{Axis, BudgetCurve, BudgetPoint, Chart, Scale, Ticks};
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, Hooks, Lane, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
-use crate::experiments::spec::{CompareSpec, SpecSettings};
-use crate::experiments::{ExperimentKind, ExperimentSpec, Subject};
+use crate::experiments::spec::{CompareSpec, SpecContender, SpecPrompt, SpecSettings};
+use crate::experiments::{ExperimentKind, ExperimentSpec, Subject, lifecycle};
 
 pub use crate::experiments::sweep::token_unit;
 pub use crate::experiments::{ConstrainMode, variants};
@@ -28,7 +28,7 @@ use crate::runs::{Chosen, Outcomes, Rendering, RunParams, RunSettings};
 pub mod sides;
 pub mod wire;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use kerf_core::StreamParser;
@@ -40,16 +40,22 @@ use wire::{CellEnded, CellText, CompareProgress, PlacedObject};
 pub struct Contender {
     pub subject: Subject,
     pub rendering: Rendering,
+    /// As the compare's spec and cells name it: its file, or a draft's name.
+    pub name: String,
 }
 
 impl Contender {
-    /// The contender as the compare's spec and cells name it: its file, or a draft's name.
-    fn name(&self) -> String {
-        self.subject
+    pub fn new(subject: Subject, rendering: Rendering) -> Self {
+        let name = subject
             .source
             .path
             .clone()
-            .unwrap_or_else(|| self.subject.source.name.clone())
+            .unwrap_or_else(|| subject.source.name.clone());
+        Contender {
+            subject,
+            rendering,
+            name,
+        }
     }
 }
 
@@ -100,8 +106,27 @@ impl CompareJob<'_> {
         cells
     }
 
+    /// The cell `at` is in the history: its contender by name, on its provider, at its budget
+    /// and constraint (a compare has one input: no row).
+    fn key(&self, at: &At, providers: &[Chosen]) -> CellKey {
+        cells::key(
+            &providers[at.provider],
+            &self.contenders[at.contender].name,
+            at.budget,
+            at.constrained,
+            0,
+            "",
+        )
+    }
+
     /// What the compare will send, checked against the limits, before anything is stored.
     pub fn plan(&self, providers: &[Chosen]) -> Result<Size> {
+        self.remaining(providers, &BTreeMap::new())
+    }
+
+    /// What the compare will send for the cells not `measured` yet (a resume's pass), checked
+    /// as [`CompareJob::plan`] checks a start.
+    fn remaining(&self, providers: &[Chosen], measured: &BTreeMap<CellKey, i64>) -> Result<Size> {
         if self.budgets.is_empty() || self.budgets.contains(&0) {
             return Err(ApiError::new(
                 Code::Usage,
@@ -127,6 +152,9 @@ impl CompareJob<'_> {
         budgets.dedup();
         let mut sizes = vec![Size::new(ExperimentKind::Compare); providers.len()];
         for at in self.cells(&budgets, providers) {
+            if measured.contains_key(&self.key(&at, providers)) {
+                continue;
+            }
             let r = &self.contenders[at.contender].rendering.rendered;
             let bytes = r.user.len() + r.system.as_ref().map_or(0, String::len);
             sizes[at.provider].add(1, bytes as u64, at.budget, 0, 0);
@@ -200,61 +228,221 @@ pub fn compare(
     let mut budgets = job.budgets.to_vec();
     budgets.sort_unstable();
     budgets.dedup();
-    let experiment = match history {
-        Some(store) => {
-            // The settings every cell shares, in the history's stored form (what `kerf history
-            // rerun` reads a run's back from), not any front end's flags.
-            let shared = RunParams {
-                settings: job.settings.clone(),
-                max_tokens: 0,
-                constrain: false,
-            };
-            let spec = ExperimentSpec::Compare(CompareSpec {
-                prompts: job.contenders.iter().map(Contender::name).collect(),
-                max_tokens: budgets.clone(),
-                constrain: job.constrain,
-                providers: providers
-                    .iter()
-                    .map(|p| SpecSettings::of(p, &shared))
-                    .collect(),
-                concurrency: job.concurrency,
-                plan: Some(size),
-            });
-            Some(spec.begin(store)?)
-        }
-        None => None,
+    let Some(store) = history else {
+        return run_all(None, job, &budgets, providers, &BTreeMap::new(), cancel, on_progress);
     };
+    // The settings every cell shares, in the history's stored form (what `kerf history
+    // rerun` reads a run's back from), not any front end's flags.
+    let shared = RunParams {
+        settings: job.settings.clone(),
+        max_tokens: 0,
+        constrain: false,
+    };
+    let spec = ExperimentSpec::Compare(CompareSpec {
+        prompts: job.contenders.iter().map(|c| c.name.clone()).collect(),
+        contenders: job
+            .contenders
+            .iter()
+            .map(|c| {
+                Ok(SpecContender {
+                    prompt: SpecPrompt::keep(store, &c.subject)?,
+                    input: store.put_input(
+                        &Value::Object(c.rendering.vars.clone()),
+                        &Value::Object(c.rendering.terms.clone()),
+                    )?,
+                })
+            })
+            .collect::<Result<_>>()?,
+        max_tokens: budgets.clone(),
+        constrain: job.constrain,
+        providers: providers
+            .iter()
+            .map(|p| SpecSettings::of(p, &shared))
+            .collect(),
+        concurrency: job.concurrency,
+        plan: Some(size),
+    });
+    let running = lifecycle::begin(store, &spec)?;
     let result = run_all(
-        history,
+        Some(&running),
         job,
         &budgets,
         providers,
-        experiment,
+        &BTreeMap::new(),
         cancel,
         on_progress,
     );
-    if let (Some(store), Some(id)) = (history, experiment) {
-        match &result {
-            Ok(c) => {
-                let report = serde_json::to_value(c.report(job.contenders))
-                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
-                store.finish_experiment(id, &report, None)?
-            }
-            Err(e) => store.finish_experiment(id, &Value::Null, Some(&e.message))?,
-        }
-    }
+    settle(&running, result, job.contenders)
+}
+
+/// End a compare's pass with its report (or why it stopped) and hand its result back.
+fn settle(
+    running: &lifecycle::Running<'_>,
+    result: Result<Compared>,
+    contenders: &[Contender],
+) -> Result<Compared> {
+    running.settle(match &result {
+        Ok(c) => lifecycle::End::Done(
+            serde_json::to_value(c.report(contenders))
+                .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?,
+        ),
+        Err(e) => lifecycle::End::of_error(e),
+    })?;
     result
 }
 
+/// Compare `id` as the history keeps it, ready to be taken up again: each contender's prompt
+/// version rendered again with its kept input, named as its cells are; its budgets, constraint
+/// and concurrency; its providers built again from the spec.
+struct Stored {
+    contenders: Vec<Contender>,
+    budgets: Vec<u32>,
+    constrain: ConstrainMode,
+    settings: RunSettings,
+    providers: Vec<Chosen>,
+    concurrency: usize,
+}
+
+fn stored(wb: &crate::workbench::Workbench, store: &Store, id: i64) -> Result<Stored> {
+    let ExperimentSpec::Compare(spec) = lifecycle::spec_of(store, id, ExperimentKind::Compare)?
+    else {
+        return Err(ApiError::new(
+            Code::StoreCorrupt,
+            format!("compare {id}'s spec is not a compare's"),
+        ));
+    };
+    if spec.contenders.len() != spec.prompts.len() {
+        return Err(ApiError::new(
+            Code::Usage,
+            format!(
+                "compare {id} was kept by a Kerf that did not keep its prompts' text and input, so it cannot be taken up again: run the compare afresh"
+            ),
+        ));
+    }
+    let contenders = spec
+        .contenders
+        .iter()
+        .zip(&spec.prompts)
+        .map(|(c, name)| {
+            let subject = c.prompt.load(store, &format!("compare {id}'s prompt"))?;
+            let input = store.input(&c.input)?;
+            let object = |v: Value| v.as_object().cloned().unwrap_or_default();
+            let rendering = Rendering::of_vars(&subject.prompt, object(input.vars), object(input.terms))?;
+            Ok(Contender {
+                subject,
+                rendering,
+                name: name.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let first = spec.providers.first().ok_or_else(|| {
+        ApiError::new(
+            Code::StoreCorrupt,
+            format!("compare {id}'s spec names no provider"),
+        )
+    })?;
+    Ok(Stored {
+        contenders,
+        budgets: spec.max_tokens,
+        constrain: spec.constrain,
+        settings: first.run_params()?.settings,
+        providers: crate::experiments::spec::providers(wb, &spec.providers)?,
+        concurrency: spec.concurrency,
+    })
+}
+
+/// Compare `id`, ready to be taken up again where it stopped (Ctrl-C, a killed process, a
+/// provider that refused): built again from the history, each provider checked to be where its
+/// runs came from, what remains sized against the same bounds as a start — nothing claimed,
+/// stored or sent yet ([`Resumption::size`] is what `--dry-run` announces).
+pub struct Resumption {
+    id: i64,
+    stored: Stored,
+    allowed: Allowance,
+    measured: BTreeMap<CellKey, i64>,
+    size: Size,
+}
+
+/// Compare `id` as a [`Resumption`].
+pub fn resumption(
+    wb: &crate::workbench::Workbench,
+    store: &Store,
+    id: i64,
+    input: lifecycle::ResumeInput,
+) -> Result<Resumption> {
+    let stored = stored(wb, store, id)?;
+    lifecycle::check_endpoints(
+        store,
+        id,
+        ExperimentKind::Compare,
+        &stored.providers,
+        input.endpoint_changed,
+    )?;
+    let measured = lifecycle::measured(store, id, false)?;
+    let size = stored.job(input.allowed).remaining(&stored.providers, &measured)?;
+    Ok(Resumption {
+        id,
+        stored,
+        allowed: input.allowed,
+        measured,
+        size,
+    })
+}
+
+impl Stored {
+    fn job(&self, allowed: Allowance) -> CompareJob<'_> {
+        CompareJob {
+            contenders: &self.contenders,
+            budgets: &self.budgets,
+            constrain: self.constrain,
+            settings: &self.settings,
+            concurrency: self.concurrency,
+            allowed,
+        }
+    }
+}
+
+impl Resumption {
+    /// What the pass will send: the cells not measured before.
+    pub fn size(&self) -> &Size {
+        &self.size
+    }
+
+    /// Claim the compare and run what remains; the cells measured before are not bought again,
+    /// and the result holds every cell and sweeps as a whole compare's does. Returns the
+    /// contenders too (the report names them).
+    pub fn run(
+        self,
+        store: &Store,
+        cancel: &CancelToken,
+        on_progress: &mut dyn FnMut(CompareProgress),
+    ) -> Result<(Compared, Vec<Contender>)> {
+        let running = lifecycle::take_up(store, self.id, ExperimentKind::Compare)?;
+        let s = &self.stored;
+        let result = run_all(
+            Some(&running),
+            &s.job(self.allowed),
+            &s.budgets,
+            &s.providers,
+            &self.measured,
+            cancel,
+            on_progress,
+        );
+        let compared = settle(&running, result, &s.contenders)?;
+        Ok((compared, self.stored.contenders))
+    }
+}
+
 fn run_all(
-    history: Option<&Store>,
+    running: Option<&lifecycle::Running<'_>>,
     job: &CompareJob<'_>,
     budgets: &[u32],
     providers: &[Chosen],
-    experiment: Option<i64>,
+    measured: &BTreeMap<CellKey, i64>,
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(CompareProgress),
 ) -> Result<Compared> {
+    let experiment = running.map(|r| r.id);
     let plan = job.cells(budgets, providers);
     let total = plan.len() as u32;
     let several = providers.len() > 1;
@@ -297,8 +485,27 @@ fn run_all(
             objects: Vec::new(),
         }
     };
+    // The cells measured before (a resume): their rows from what their runs kept.
+    let mut ended: Vec<(usize, Row)> = Vec::with_capacity(plan.len());
+    if let (Some(r), false) = (running, measured.is_empty()) {
+        let kept: BTreeMap<CellKey, kerf_store::StoredReply> = r
+            .store
+            .eval_replies(r.id, true)?
+            .into_iter()
+            .map(|c| (c.cell.cell.clone(), c))
+            .collect();
+        for (at, a) in plan.iter().enumerate() {
+            let key = job.key(a, providers);
+            if let (Some(c), true) = (kept.get(&key), measured.contains_key(&key)) {
+                let row = stored_row(a, &job.contenders[a.contender], c);
+                relay.borrow_mut().ended(total, at, &row);
+                ended.push((at, row));
+            }
+        }
+        relay.borrow_mut().done = ended.len() as u32;
+    }
     let runner = Runner {
-        store: history,
+        store: running.map(|r| r.store),
         experiment,
         // A compare measures each reply as it came.
         repair: false,
@@ -314,7 +521,9 @@ fn run_all(
             let cells = plan
                 .iter()
                 .enumerate()
-                .filter(move |(_, a)| a.provider == pi)
+                .filter(move |(_, a)| {
+                    a.provider == pi && !measured.contains_key(&job.key(a, providers))
+                })
                 .map(move |(at, a)| {
                     let c = &job.contenders[a.contender];
                     let cell = Cell {
@@ -328,22 +537,13 @@ fn run_all(
                             max_tokens: a.budget,
                             constrain: a.constrained,
                         },
-                        // A compare has one input: its cells have no row.
-                        key: Some(cells::key(
-                            provider,
-                            &c.name(),
-                            a.budget,
-                            a.constrained,
-                            0,
-                            "",
-                        )),
+                        key: Some(job.key(a, providers)),
                     };
                     (at, Ok(cell))
                 });
             Lane::new(provider, job.concurrency, cells)
         })
         .collect();
-    let mut ended: Vec<(usize, Row)> = Vec::with_capacity(plan.len());
     cells::run_cells(
         &runner,
         lanes,
@@ -401,6 +601,49 @@ fn run_all(
         rows,
         sweeps,
     })
+}
+
+/// Cell `a`'s row as its run kept it (a resume): the reply as received, its parse (made again
+/// with the contender's parser where the run kept none), how it ended.
+fn stored_row(a: &At, c: &Contender, kept: &kerf_store::StoredReply) -> Row {
+    let raw = kept.raw.clone().unwrap_or_default();
+    let report = kept
+        .report
+        .clone()
+        .unwrap_or_else(|| c.subject.prompt.parse(&raw, &c.rendering.vars));
+    let details = kept
+        .details
+        .clone()
+        .and_then(|d| serde_json::from_value(d).ok())
+        .unwrap_or_else(|| kerf_llm::details::RunDetails::Other {
+            provider: kept.cell.cell.provider.clone(),
+        });
+    Row {
+        run_id: kept.cell.run,
+        subject: a.contender,
+        provider: a.provider,
+        max_tokens: a.budget,
+        constrained: a.constrained,
+        seconds: kept.seconds.unwrap_or(0.0),
+        out: Outcomes {
+            finish: kerf_llm::Finish {
+                reason: kept.finish_reason.unwrap_or(FinishReason::Error),
+                usage: kerf_llm::Usage {
+                    completion_tokens: kept
+                        .completion_tokens
+                        .and_then(|n| u32::try_from(n).ok())
+                        .unwrap_or(0),
+                    ..Default::default()
+                },
+                timings: Default::default(),
+                error: None,
+                details,
+            },
+            raw,
+            report,
+            earlier: Vec::new(),
+        },
+    }
 }
 
 /// Where a compare's progress goes: each start and end at once, the text of the cells as it
@@ -890,7 +1133,7 @@ pub fn compare_files(
         .map(|path| {
             let subject = Subject::load(Path::new(path))?;
             let rendering = Rendering::of_input(&subject.prompt, &input.input, &Map::new())?;
-            Ok(Contender { subject, rendering })
+            Ok(Contender::new(subject, rendering))
         })
         .collect::<Result<Vec<_>>>()?;
     let settings = input.options.settings()?;

@@ -12,7 +12,7 @@ use super::wire::{EvalInput, EvalPlan, EvalShown};
 use super::{Eval, Options, Pace, Plan, Progress, Report, Rows};
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::plan::{Allowance, Size};
-use crate::experiments::{ConstrainMode, ExperimentKind, Subject};
+use crate::experiments::{ConstrainMode, ExperimentKind, Subject, lifecycle};
 use crate::runs::{Chosen, RunParams, RunSettings};
 use crate::workbench::Workbench;
 
@@ -192,24 +192,14 @@ pub fn which(store: &Store, id: Option<i64>) -> Result<i64> {
     }
 }
 
-/// What a resume may do beyond running what remains: the same bounds as a start.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ResumeInput {
-    /// Run again the cells whose run failed.
-    pub retry_errors: bool,
-    /// What the person resuming allowed (a pass over 2,000 requests needs it, as a start does).
-    pub allowed: Allowance,
-    /// Go on although the provider's name now points at another endpoint or model than the
-    /// eval's runs came from (`--allow-endpoint-change`): the eval then mixes two servers.
-    pub endpoint_changed: bool,
-}
+pub use crate::experiments::lifecycle::ResumeInput;
 
 /// What a resume of eval `id` would send, with nothing claimed, stored or sent (`kerf eval
 /// resume --dry-run`): the same checks as [`resume`], the endpoint's included.
 pub fn dry_run_resume(wb: &Workbench, store: &Store, id: i64, input: ResumeInput) -> Result<Size> {
     let e = super::stored(store, id)?;
     let providers = e.providers(wb)?;
-    check_endpoint(store, id, &providers, input.endpoint_changed)?;
+    lifecycle::check_endpoints(store, id, ExperimentKind::Eval, &providers, input.endpoint_changed)?;
     e.remaining(store, &providers, input.retry_errors)
 }
 
@@ -226,80 +216,12 @@ pub fn resume(
 ) -> Result<(Eval, Vec<Chosen>)> {
     let e = super::stored(store, id)?;
     let providers = e.providers(wb)?;
-    check_endpoint(store, id, &providers, input.endpoint_changed)?;
+    lifecycle::check_endpoints(store, id, ExperimentKind::Eval, &providers, input.endpoint_changed)?;
     let remaining = e.remaining(store, &providers, input.retry_errors)?;
     crate::experiments::plan::check_allowed(&remaining, input.allowed)?;
-    if !store.resume_experiment(id)? {
-        return Err(ApiError::new(
-            Code::Conflict,
-            format!(
-                "eval {id} is still running in another Kerf process; let it finish, or stop it (Ctrl-C) and resume then"
-            ),
-        ));
-    }
+    lifecycle::take_up(store, id, ExperimentKind::Eval)?;
     on_plan(&remaining);
     Ok((e, providers))
-}
-
-/// Refuse to resume eval `id` when a provider's name now points elsewhere than the eval's own
-/// runs under that name came from — another protocol, base URL, or served model (asked of the
-/// server, as the cache asks) — naming both, unless `allowed`. A provider re-pointed with
-/// `kerf providers add` once took the remaining cells without a word.
-fn check_endpoint(store: &Store, id: i64, providers: &[Chosen], allowed: bool) -> Result<()> {
-    if allowed {
-        return Ok(());
-    }
-    let was = store.experiment_endpoints(id)?;
-    for provider in providers {
-        let name = provider.name();
-        let mine: Vec<&kerf_store::Endpoint> = was
-            .iter()
-            // An eval of one provider kept before runs were told apart by it is that provider's.
-            .filter(|(n, _)| *n == name || providers.len() == 1)
-            .map(|(_, e)| e)
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
-        if let Chosen::Cloud(p) = provider {
-            kerf_llm::runtime::block_on(p.served_model());
-        }
-        let now = provider.endpoint();
-        let differs = |w: &kerf_store::Endpoint| {
-            w.protocol != now.protocol
-                || w.base_url != now.base_url
-                || matches!((&w.served_model, &now.served_model), (Some(a), Some(b)) if a != b)
-        };
-        if let Some(w) = mine.into_iter().find(|w| differs(w)) {
-            return Err(ApiError::new(
-                Code::Conflict,
-                format!(
-                    "eval {id} ran on {} but provider `{name}` now points at {}: its remaining cells would come from another server; `kerf eval resume {id} --allow-endpoint-change` goes on anyway, or point the provider back",
-                    describe(w),
-                    describe(&now)
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// An endpoint as a person reads it: `openai at http://…, serving {…}`, or the local engine.
-fn describe(e: &kerf_store::Endpoint) -> String {
-    match (&e.protocol, &e.base_url) {
-        (None, None) => "the local engine".into(),
-        (p, u) => {
-            let mut s = format!(
-                "{} at {}",
-                p.as_deref().unwrap_or("an API"),
-                u.as_deref().unwrap_or("an unknown URL")
-            );
-            if let Some(m) = &e.served_model {
-                s.push_str(&format!(" (serving {m})"));
-            }
-            s
-        }
-    }
 }
 
 /// How an eval stands after a pass.

@@ -48,8 +48,8 @@ use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, Hooks, Lane, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::SpecSettings;
-use crate::experiments::{ConstrainMode, ExperimentKind, ExperimentSpec, Subject, variants};
-use crate::runs::{Chosen, PromptSource, Rendering, RunParams, RunSettings};
+use crate::experiments::{ConstrainMode, ExperimentKind, ExperimentSpec, Subject, lifecycle, variants};
+use crate::runs::{Chosen, Rendering, RunParams, RunSettings};
 
 pub use flow::{Ending, Finished, StartInput};
 pub use lines::{CellLine, SummaryLine};
@@ -405,13 +405,14 @@ pub fn begin(
         concurrency,
         plan: Some(size),
     };
-    let experiment = ExperimentSpec::Eval(spec.clone()).begin(store)?;
+    let running = lifecycle::begin(store, &ExperimentSpec::Eval(spec.clone()))?;
+    let experiment = running.id;
     let ids = match keep_rows(store, experiment, &rows, fingerprint) {
         Ok(ids) => ids,
         Err(e) => {
             // The experiment has no rows: it ends failed, naming why (best effort: the
             // error that stopped it is the one to report).
-            let _ = store.finish_experiment(experiment, &Value::Null, Some(&e.message));
+            let _ = running.settle(lifecycle::End::Failed(e.message.clone()));
             return Err(e);
         }
     };
@@ -473,48 +474,20 @@ fn to_json<T: Serialize>(v: &T) -> Result<Value> {
 /// Eval `experiment` as the history keeps it: the prompt versions it ran (compiled), its rows
 /// and parameters.
 pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
-    let e = store.experiment(experiment)?;
-    if e.summary.kind != ExperimentKind::Eval {
-        return Err(ApiError::new(
-            Code::Usage,
-            format!(
-                "experiment {experiment} is a {}, not an eval",
-                e.summary.kind
-            ),
-        ));
-    }
     let corrupt = |what: &str, err: String| {
         ApiError::new(
             Code::StoreCorrupt,
             format!("eval {experiment}'s {what} is not what Kerf wrote: {err}"),
         )
     };
-    let ExperimentSpec::Eval(spec) = ExperimentSpec::read(experiment, e.summary.kind, &e.spec)?
+    let ExperimentSpec::Eval(spec) = lifecycle::spec_of(store, experiment, ExperimentKind::Eval)?
     else {
         return Err(corrupt("spec", "not an eval's".into()));
     };
     let subjects = spec
         .prompts
         .iter()
-        .map(|p| {
-            let version = store.prompt_version(&p.version)?;
-            let place = format!(
-                "eval {experiment}'s prompt `{}` (version {})",
-                p.id,
-                &p.version[..12.min(p.version.len())]
-            );
-            let loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
-            let mut prompt = Prompt::compile(loaded.file, &place)?;
-            prompt.path = p.path.as_ref().map(std::path::PathBuf::from);
-            Ok(Subject {
-                prompt,
-                source: PromptSource {
-                    name: version.name,
-                    path: version.path,
-                    text: version.text,
-                },
-            })
-        })
+        .map(|p| p.load(store, &format!("eval {experiment}'s prompt")))
         .collect::<Result<Vec<_>>>()?;
     let rows = store.eval_row_ids(experiment)?;
     let params = spec
@@ -563,10 +536,7 @@ impl Eval {
     /// The providers the eval's cells run on, built again from the settings it keeps, in the
     /// spec's order (a resume runs on them).
     pub fn providers(&self, wb: &crate::workbench::Workbench) -> Result<Vec<Chosen>> {
-        self.params
-            .iter()
-            .map(|p| p.settings.provider(wb))
-            .collect()
+        crate::experiments::spec::providers(wb, &self.spec.providers)
     }
 
     /// The index of provider `name` among the eval's.
@@ -594,13 +564,8 @@ impl Eval {
 
     /// The cells measured already (finished; failed ones too unless `retry_errors`).
     fn kept(&self, store: &Store, retry_errors: bool) -> Result<BTreeSet<CellKey>> {
-        Ok(store
-            .cells(self.experiment)?
-            .into_iter()
-            .filter(|c| {
-                c.finished() || (!retry_errors && c.status == Some(kerf_store::Status::Error))
-            })
-            .map(|c| c.cell)
+        Ok(lifecycle::measured(store, self.experiment, !retry_errors)?
+            .into_keys()
             .collect())
     }
 
@@ -862,14 +827,15 @@ pub fn run_cells(
 pub fn finish(store: &Store, eval: &Eval, stopped: bool, options: Options) -> Result<Report> {
     let report = report(store, eval, options)?;
     let value = to_json(&report)?;
-    if stopped {
-        store.interrupt_experiment(
-            eval.experiment,
-            &value,
-            "stopped before every cell ran; `kerf eval resume` finishes it",
-        )?;
+    let running = lifecycle::Running {
+        store,
+        id: eval.experiment,
+        kind: ExperimentKind::Eval,
+    };
+    running.settle(if stopped {
+        lifecycle::End::Stopped(value)
     } else {
-        store.finish_experiment(eval.experiment, &value, None)?;
-    }
+        lifecycle::End::Done(value)
+    })?;
     Ok(report)
 }

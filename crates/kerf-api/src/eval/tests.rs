@@ -5,7 +5,10 @@
 use kerf_core::eval::dataset::{self, Dataset};
 use kerf_core::eval::{Scores, score};
 use kerf_llm::{CancelToken, FinishReason};
-use kerf_store::Store;
+use std::collections::BTreeMap;
+
+use kerf_core::prompt::PromptTest;
+use kerf_store::{CellKey, Store};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -14,7 +17,7 @@ use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Lane, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::{SpecPrompt, SpecSettings, TestSpec};
-use crate::experiments::{ExperimentKind, ExperimentSpec, Subject};
+use crate::experiments::{ExperimentKind, ExperimentSpec, Subject, lifecycle};
 use crate::runs::{Chosen, RunParams};
 
 /// How a test came out.
@@ -191,6 +194,17 @@ pub fn check(subject: &Subject) -> Result<Dataset> {
 /// What the tests of every suite will send, checked against the limits (each test's
 /// `max-tokens` as a run's budget is), before any is run.
 pub fn plan(job: &TestJob<'_>, providers: &[Chosen], allowed: Allowance) -> Result<Size> {
+    remaining(job, providers, &BTreeMap::new(), allowed)
+}
+
+/// What the tests will send for the cells not `measured` yet (a resume's pass), checked as
+/// [`plan`] checks a start.
+fn remaining(
+    job: &TestJob<'_>,
+    providers: &[Chosen],
+    measured: &BTreeMap<CellKey, i64>,
+    allowed: Allowance,
+) -> Result<Size> {
     let TestJob {
         suites,
         params,
@@ -198,7 +212,8 @@ pub fn plan(job: &TestJob<'_>, providers: &[Chosen], allowed: Allowance) -> Resu
     } = *job;
     plan::check_concurrency(concurrency)?;
     plan::check_providers(providers)?;
-    let mut size = Size::new(ExperimentKind::Test);
+    // Every provider runs every test: a part each.
+    let mut sizes = vec![Size::new(ExperimentKind::Test); providers.len()];
     for (subject, data) in suites {
         let p = &subject.prompt;
         let repairs = p.file.repair.map_or(0, |r| {
@@ -218,19 +233,42 @@ pub fn plan(job: &TestJob<'_>, providers: &[Chosen], allowed: Allowance) -> Resu
             })?;
             let r = rendering(p, row)?;
             let bytes = r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
-            size.add(
-                1,
-                bytes as u64,
-                max_tokens,
-                repairs,
-                params.settings.limits.max_run_tokens,
-            );
+            for (size, provider) in sizes.iter_mut().zip(providers) {
+                if measured.contains_key(&key(provider, subject, test, row, params)) {
+                    continue;
+                }
+                size.add(
+                    1,
+                    bytes as u64,
+                    max_tokens,
+                    repairs,
+                    params.settings.limits.max_run_tokens,
+                );
+            }
         }
     }
-    // Every provider runs every test.
-    let size = Size::of_parts(ExperimentKind::Test, vec![size; providers.len()], providers)?;
+    let size = Size::of_parts(ExperimentKind::Test, sizes, providers)?;
     plan::check_allowed(&size, allowed)?;
     Ok(size)
+}
+
+/// The cell a test is on `provider`: its prompt, its budget, constrained as every test is, its
+/// name as the row.
+fn key(
+    provider: &Chosen,
+    subject: &Subject,
+    test: &PromptTest,
+    row: &dataset::Row,
+    params: &RunParams,
+) -> CellKey {
+    cells::key(
+        provider,
+        subject.prompt.id(),
+        test.max_tokens.unwrap_or(params.max_tokens),
+        params.constrain,
+        0,
+        &row.id,
+    )
 }
 
 /// Run the tests of every suite (a prompt and its checked tests, from [`check`]) on each of
@@ -248,46 +286,157 @@ pub fn run(
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
 ) -> Result<TestReport> {
-    let experiment = match history {
-        Some(store) => Some(
-            ExperimentSpec::Test(TestSpec {
-                prompts: job
-                    .suites
-                    .iter()
-                    .map(|(s, _)| SpecPrompt::keep(store, s))
-                    .collect::<Result<_>>()?,
-                tests: job.suites.iter().map(|(_, d)| d.rows.len()).sum(),
-                max_tokens: job.params.max_tokens,
-                providers: providers
-                    .iter()
-                    .map(|p| SpecSettings::of(p, job.params))
-                    .collect(),
-                concurrency: job.concurrency,
-                plan: Some(size.clone()),
-            })
-            .begin(store)?,
-        ),
-        None => None,
+    let Some(store) = history else {
+        return run_tests(None, job, providers, &BTreeMap::new(), cancel, on_done);
     };
-    let result = run_tests(history, job, providers, experiment, cancel, on_done);
-    if let (Some(store), Some(id)) = (history, experiment) {
-        match &result {
-            Ok(report) => {
-                let value = serde_json::to_value(report)
-                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
-                store.finish_experiment(id, &value, None)?
-            }
-            Err(e) => store.finish_experiment(id, &serde_json::Value::Null, Some(&e.message))?,
+    let spec = ExperimentSpec::Test(TestSpec {
+        prompts: job
+            .suites
+            .iter()
+            .map(|(s, _)| SpecPrompt::keep(store, s))
+            .collect::<Result<_>>()?,
+        tests: job.suites.iter().map(|(_, d)| d.rows.len()).sum(),
+        max_tokens: job.params.max_tokens,
+        providers: providers
+            .iter()
+            .map(|p| SpecSettings::of(p, job.params))
+            .collect(),
+        concurrency: job.concurrency,
+        plan: Some(size.clone()),
+    });
+    let running = lifecycle::begin(store, &spec)?;
+    running.settled(run_tests(
+        Some(&running),
+        job,
+        providers,
+        &BTreeMap::new(),
+        cancel,
+        on_done,
+    ))
+}
+
+/// Tests `id` as the history keeps them, ready to be taken up again: each prompt version it ran
+/// with its tests checked again (from the version's own text: the file may have changed since),
+/// what every test runs with, its providers built again from the spec.
+struct Stored {
+    suites: Vec<(Subject, Dataset)>,
+    params: RunParams,
+    providers: Vec<Chosen>,
+    concurrency: usize,
+}
+
+fn stored(wb: &crate::workbench::Workbench, store: &Store, id: i64) -> Result<Stored> {
+    let ExperimentSpec::Test(spec) = lifecycle::spec_of(store, id, ExperimentKind::Test)? else {
+        return Err(ApiError::new(
+            Code::StoreCorrupt,
+            format!("test {id}'s spec is not a test's"),
+        ));
+    };
+    let suites = spec
+        .prompts
+        .iter()
+        .map(|p| {
+            let subject = p.load(store, &format!("test {id}'s prompt"))?;
+            let data = check(&subject)?;
+            Ok((subject, data))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let first = spec.providers.first().ok_or_else(|| {
+        ApiError::new(
+            Code::StoreCorrupt,
+            format!("test {id}'s spec names no provider"),
+        )
+    })?;
+    Ok(Stored {
+        suites,
+        params: first.run_params()?,
+        providers: crate::experiments::spec::providers(wb, &spec.providers)?,
+        concurrency: spec.concurrency,
+    })
+}
+
+/// The tests of experiment `id`, ready to be taken up again where they stopped (Ctrl-C, a
+/// killed process): built again from the history, each provider checked to be where the tests'
+/// runs came from, what remains sized against the same bounds as a start — nothing claimed,
+/// stored or sent yet ([`Resumption::size`] is what `--dry-run` announces).
+pub struct Resumption {
+    id: i64,
+    stored: Stored,
+    measured: BTreeMap<CellKey, i64>,
+    size: Size,
+}
+
+/// The tests of experiment `id` as a [`Resumption`].
+pub fn resumption(
+    wb: &crate::workbench::Workbench,
+    store: &Store,
+    id: i64,
+    input: lifecycle::ResumeInput,
+) -> Result<Resumption> {
+    let stored = stored(wb, store, id)?;
+    lifecycle::check_endpoints(
+        store,
+        id,
+        ExperimentKind::Test,
+        &stored.providers,
+        input.endpoint_changed,
+    )?;
+    let measured = lifecycle::measured(store, id, false)?;
+    let size = remaining(&stored.job(), &stored.providers, &measured, input.allowed)?;
+    Ok(Resumption {
+        id,
+        stored,
+        measured,
+        size,
+    })
+}
+
+impl Stored {
+    fn job(&self) -> TestJob<'_> {
+        TestJob {
+            suites: &self.suites,
+            params: &self.params,
+            concurrency: self.concurrency,
         }
     }
-    result
+}
+
+impl Resumption {
+    /// What the pass will send: the tests not measured before.
+    pub fn size(&self) -> &Size {
+        &self.size
+    }
+
+    /// The providers the tests run on, in the spec's order.
+    pub fn providers(&self) -> &[Chosen] {
+        &self.stored.providers
+    }
+
+    /// Claim the tests and run what remains: those measured before are not run again (a
+    /// failed one is); the report holds every test, as a whole run's does.
+    pub fn run(
+        self,
+        store: &Store,
+        cancel: &CancelToken,
+        on_done: &mut dyn FnMut(&TestResult),
+    ) -> Result<TestReport> {
+        let running = lifecycle::take_up(store, self.id, ExperimentKind::Test)?;
+        running.settled(run_tests(
+            Some(&running),
+            &self.stored.job(),
+            &self.stored.providers,
+            &self.measured,
+            cancel,
+            on_done,
+        ))
+    }
 }
 
 fn run_tests(
-    history: Option<&Store>,
+    running: Option<&lifecycle::Running<'_>>,
     job: &TestJob<'_>,
     providers: &[Chosen],
-    experiment: Option<i64>,
+    measured: &BTreeMap<CellKey, i64>,
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
 ) -> Result<TestReport> {
@@ -308,9 +457,32 @@ fn run_tests(
                 .map(move |(test, row)| (subject, test, row))
         })
         .collect();
+    let mut out = Vec::new();
+    // The tests measured before (a resume): their results from what their runs kept.
+    if let (Some(r), false) = (running, measured.is_empty()) {
+        let kept: BTreeMap<CellKey, kerf_store::StoredReply> = r
+            .store
+            .eval_replies(r.id, false)?
+            .into_iter()
+            .map(|c| (c.cell.cell.clone(), c))
+            .collect();
+        for (pi, provider) in providers.iter().enumerate() {
+            for (i, &(subject, test, row)) in todo.iter().enumerate() {
+                if let Some(c) = kept.get(&key(provider, subject, test, row, params))
+                    && measured.contains_key(&c.cell.cell)
+                {
+                    let max_tokens = test.max_tokens.unwrap_or(params.max_tokens);
+                    let result =
+                        verdict(subject, test, max_tokens, provider, Ok(Measured::stored(c)))?;
+                    on_done(&result);
+                    out.push(((pi, i), result));
+                }
+            }
+        }
+    }
     let runner = Runner {
-        store: history,
-        experiment,
+        store: running.map(|r| r.store),
+        experiment: running.map(|r| r.id),
         repair: true,
         served_model: false,
         layer: None,
@@ -324,20 +496,16 @@ fn run_tests(
             let cells = todo
                 .iter()
                 .enumerate()
+                .filter(move |(_, (subject, test, row))| {
+                    !measured.contains_key(&key(provider, subject, test, row, params))
+                })
                 .map(move |(i, &(subject, test, row))| {
+                    // Each test is a row of its prompt's.
+                    let key = key(provider, subject, test, row, params);
                     let params = RunParams {
                         max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
                         ..params.clone()
                     };
-                    // Each test is a row of its prompt's.
-                    let key = cells::key(
-                        provider,
-                        subject.prompt.id(),
-                        params.max_tokens,
-                        params.constrain,
-                        0,
-                        &row.id,
-                    );
                     let cell = rendering(&subject.prompt, row).map(|rendering| Cell {
                         subject,
                         rendering,
@@ -349,12 +517,11 @@ fn run_tests(
             Lane::new(provider, concurrency, cells)
         })
         .collect();
-    let mut out = Vec::new();
     let mut stopped = None;
     cells::run_cells(&runner, lanes, cancel, Hooks::default(), |(pi, i), end| {
         let (subject, test, _) = todo[i];
         let max_tokens = test.max_tokens.unwrap_or(params.max_tokens);
-        match verdict(subject, test, max_tokens, &providers[pi], end) {
+        match verdict(subject, test, max_tokens, &providers[pi], Measured::of(end)) {
             Ok(result) => {
                 on_done(&result);
                 out.push(((pi, i), result));
@@ -374,14 +541,54 @@ fn run_tests(
     Ok(TestReport::of(out.into_iter().map(|(_, r)| r).collect()))
 }
 
+/// What a test's cell measured: its run, how it ended, the objects its reply gave.
+struct Measured {
+    run: Option<i64>,
+    finish: FinishReason,
+    objects: Vec<serde_json::Value>,
+    error: Option<String>,
+}
+
+impl Measured {
+    /// A cell's end as it ran (an error here is a run that failed, or a cancel).
+    fn of(end: CellEnd) -> Result<Measured> {
+        match end.ran? {
+            Ran::Cached(_) => Err(ApiError::new(
+                Code::Internal,
+                "a test is never measured from a cache",
+            )),
+            Ran::Run(r) => Ok(Measured {
+                run: r.history_id,
+                finish: r.out.finish.reason,
+                objects: r.out.report.objects.to_vec(),
+                error: r.out.finish.error.clone(),
+            }),
+        }
+    }
+
+    /// A cell measured before, as its run kept it.
+    fn stored(c: &kerf_store::StoredReply) -> Measured {
+        Measured {
+            run: c.cell.run,
+            finish: c.finish_reason.unwrap_or(FinishReason::Error),
+            objects: c
+                .report
+                .as_ref()
+                .map(|r| r.objects.to_vec())
+                .unwrap_or_default(),
+            error: None,
+        }
+    }
+}
+
 /// One test's run held to its minimums. A failed run is a result (`error`); an error here
 /// means it was cancelled (or could not render, which [`check`] rules out before any run).
 fn verdict(
     subject: &Subject,
-    test: &kerf_core::prompt::PromptTest,
+    test: &PromptTest,
     max_tokens: u32,
     provider: &Chosen,
-    end: CellEnd,
+    measured: Result<Measured>,
 ) -> Result<TestResult> {
     let p = &subject.prompt;
     let mut result = TestResult {
@@ -397,49 +604,45 @@ fn verdict(
         missed: Vec::new(),
         error: None,
     };
-    match end.ran {
+    let m = match measured {
         Err(e) if e.code == Code::Cancelled => return Err(e),
-        Err(e) => result.error = Some(e.to_string()),
-        Ok(Ran::Cached(_)) => {
-            return Err(ApiError::new(
-                Code::Internal,
-                "a test is never measured from a cache",
-            ));
+        Err(e) => {
+            result.error = Some(e.to_string());
+            return Ok(result);
         }
-        Ok(Ran::Run(r)) => {
-            result.run = r.history_id;
-            result.finish_reason = Some(r.out.finish.reason);
-            if matches!(
-                r.out.finish.reason,
-                FinishReason::Stop | FinishReason::Length | FinishReason::SizeLimit
-            ) {
-                let s = score(&p.matcher(), &test.expected, &r.out.report.objects.to_vec())
-                    .counts
-                    .scores();
-                result.objects = r.out.report.objects.len();
-                for (metric, min) in test.min.each() {
-                    let got = metric.of(&s);
-                    if got.is_none_or(|v| v < min) {
-                        result.missed.push(format!(
-                            "{} {} < {min}",
-                            metric.name(),
-                            got.map_or("null".into(), |v| format!("{v:.3}"))
-                        ));
-                    }
-                }
-                result.verdict = if result.missed.is_empty() {
-                    Verdict::Passed
-                } else {
-                    Verdict::Failed
-                };
-                result.scores = Some(s);
-            } else {
-                result.error =
-                    Some(r.out.finish.error.clone().unwrap_or_else(|| {
-                        format!("the run ended with {:?}", r.out.finish.reason)
-                    }));
+        Ok(m) => m,
+    };
+    result.run = m.run;
+    result.finish_reason = Some(m.finish);
+    if matches!(
+        m.finish,
+        FinishReason::Stop | FinishReason::Length | FinishReason::SizeLimit
+    ) {
+        let s = score(&p.matcher(), &test.expected, &m.objects)
+            .counts
+            .scores();
+        result.objects = m.objects.len();
+        for (metric, min) in test.min.each() {
+            let got = metric.of(&s);
+            if got.is_none_or(|v| v < min) {
+                result.missed.push(format!(
+                    "{} {} < {min}",
+                    metric.name(),
+                    got.map_or("null".into(), |v| format!("{v:.3}"))
+                ));
             }
         }
+        result.verdict = if result.missed.is_empty() {
+            Verdict::Passed
+        } else {
+            Verdict::Failed
+        };
+        result.scores = Some(s);
+    } else {
+        result.error = Some(
+            m.error
+                .unwrap_or_else(|| format!("the run ended with {:?}", m.finish)),
+        );
     }
     Ok(result)
 }

@@ -243,7 +243,10 @@ pub(crate) async fn in_flight<T, F: std::future::Future>(
     // flight now.
     let mut lanes: Vec<(usize, _, usize)> = lanes
         .into_iter()
-        .map(|(width, items)| (width.max(1), items.fuse(), 0))
+        // Not fused: a lane that ran dry is asked again after each end, since a staged plan's
+        // next cells come from ends (`stages::run_staged`); a lane over a collection keeps
+        // saying `None`.
+        .map(|(width, items)| (width.max(1), items, 0))
         .collect();
     let mut running = FuturesUnordered::new();
     loop {

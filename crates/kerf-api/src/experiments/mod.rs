@@ -9,13 +9,17 @@
 //!   kept with its run. [`cache`] — the reply cache, a layer a plan opts into.
 //! - [`plan`] — what a plan will cost before its first request ([`plan::Size`]) and the limits
 //!   every plan is held to.
+//! - [`lifecycle`] — the one lifecycle: begin, take up again, settle, for every kind.
+//! - [`stages`] — cells that depend on cells: groups run stage by stage, then merged.
 //! - [`spec`] — what an experiment was asked, one typed record for every kind
 //!   ([`spec::ExperimentSpec`]).
 
 pub mod cache;
+pub mod lifecycle;
 pub mod cells;
 pub mod plan;
 pub mod spec;
+pub mod stages;
 pub mod sweep;
 
 use kerf_core::Prompt;

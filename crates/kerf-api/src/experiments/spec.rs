@@ -53,6 +53,15 @@ impl SpecSettings {
     }
 }
 
+/// The providers `settings` name, built again in their order from what the spec keeps (a
+/// resume runs on them).
+pub fn providers(wb: &crate::workbench::Workbench, settings: &[SpecSettings]) -> Result<Vec<Chosen>> {
+    settings
+        .iter()
+        .map(|s| s.run_params()?.settings.provider(wb))
+        .collect()
+}
+
 /// A prompt as a spec names it: its id, file, and the exact version that ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 pub struct SpecPrompt {
@@ -63,6 +72,28 @@ pub struct SpecPrompt {
 }
 
 impl SpecPrompt {
+    /// The prompt version this names, compiled from the history's text (the file may have
+    /// changed since), as a subject again; errors name it as `whose`'s prompt.
+    pub fn load(&self, store: &Store, whose: &str) -> Result<Subject> {
+        let version = store.prompt_version(&self.version)?;
+        let place = format!(
+            "{whose} `{}` (version {})",
+            self.id,
+            &self.version[..12.min(self.version.len())]
+        );
+        let loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
+        let mut prompt = kerf_core::Prompt::compile(loaded.file, &place)?;
+        prompt.path = self.path.as_ref().map(std::path::PathBuf::from);
+        Ok(Subject {
+            prompt,
+            source: crate::runs::PromptSource {
+                name: version.name,
+                path: version.path,
+                text: version.text,
+            },
+        })
+    }
+
     /// `subject` as a spec names it, its text kept in the history as a prompt version (the same
     /// text from either front end is the same version).
     pub fn keep(store: &Store, subject: &Subject) -> Result<Self> {
@@ -87,6 +118,11 @@ impl SpecPrompt {
 pub struct CompareSpec {
     /// Each contender's prompt file (or its name, for a draft from the window).
     pub prompts: Vec<String>,
+    /// Each contender's prompt version and input, in `prompts`' order: what taking the compare
+    /// up again renders (compares kept before these were have none, and cannot be resumed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(optional, as = "Option<Vec<SpecContender>>")]
+    pub contenders: Vec<SpecContender>,
     pub max_tokens: Vec<u32>,
     pub constrain: ConstrainMode,
     /// The provider its cells ran on (compares are kept as every kind is, with a list of
@@ -98,6 +134,14 @@ pub struct CompareSpec {
     pub concurrency: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Size>,
+}
+
+/// A compare's contender as the history keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct SpecContender {
+    pub prompt: SpecPrompt,
+    /// The input it was rendered with (its id in the history: the variables and terms).
+    pub input: String,
 }
 
 fn one() -> usize {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ExperimentSpec;
 use super::spec::{CutUnit, SweepSpec, SweptReply};
-use crate::error::{ApiError, Code, Result};
+use crate::error::Result;
 
 /// One reply to sweep: its name, how it is parsed, and its text.
 pub struct Reply {
@@ -117,10 +117,8 @@ pub fn sweep(
             unit,
             tokenizer: tokenizer.to_string(),
         });
-        let id = spec.begin(store)?;
-        let result = serde_json::to_value(&report)
-            .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
-        store.finish_experiment(id, &result, None)?;
+        // A sweep's cuts are made before it is kept: it begins and ends at once.
+        super::lifecycle::begin(store, &spec)?.settled(Ok(&report))?;
     }
     Ok((sweeps, report))
 }

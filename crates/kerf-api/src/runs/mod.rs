@@ -792,6 +792,15 @@ impl Rendering {
             terms: Map::new(),
         })
     }
+
+    /// `prompt` rendered with a run's variables and global terms as the history kept them.
+    pub fn of_vars(prompt: &Prompt, vars: Map<String, Value>, terms: Map<String, Value>) -> Result<Self> {
+        Ok(Rendering {
+            rendered: prompt.render(&terms, &vars)?,
+            vars,
+            terms,
+        })
+    }
 }
 
 /// Everything about a run but its reply and parameters: what the history needs to start one.

@@ -172,7 +172,7 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
                     &serde_json::Map::new(),
                 )
                 .unwrap();
-                compare::Contender { subject, rendering }
+                compare::Contender::new(subject, rendering)
             })
             .collect();
     let settings = params().settings;
@@ -999,4 +999,167 @@ fn a_preview_of_a_hostile_dataset_lists_a_bounded_share_of_its_problems() {
         eval::view::PREVIEW_ROWS + eval::view::PREVIEW_PROBLEMS
     );
     assert!(preview.shown.iter().all(|r| !r.problems.is_empty()));
+}
+
+/// A plan of cells that depend on cells, as long documents will be: each document read in two
+/// chunks, then a second pass that is shown the first pass's replies, then the document's
+/// records merged into one row. On the one cell runner, two cells in flight.
+struct TwoPasses<'c> {
+    subject: &'c Subject,
+    provider: &'c Chosen,
+}
+
+/// A cell's place in its document: its chunk and pass.
+type ChunkPass = (u32, u32);
+
+impl<'c> kerf_api::experiments::stages::Stages<'c> for TwoPasses<'c> {
+    type Group = (String, [&'static str; 2]);
+    type Key = ChunkPass;
+    type Merged = Vec<serde_json::Value>;
+
+    fn next(
+        &self,
+        (doc, chunks): &Self::Group,
+        ended: &[(ChunkPass, kerf_api::experiments::cells::CellEnd)],
+    ) -> Vec<(ChunkPass, kerf_api::Result<kerf_api::experiments::cells::Cell<'c>>)> {
+        let cell = |chunk: u32, pass: u32, text: String| {
+            let rendering = kerf_api::runs::Rendering::of_input(
+                &self.subject.prompt,
+                &text,
+                &serde_json::Map::new(),
+            )?;
+            Ok(kerf_api::experiments::cells::Cell {
+                subject: self.subject,
+                rendering,
+                params: RunParams {
+                    max_tokens: 64,
+                    ..params()
+                },
+                key: Some(kerf_store::CellKey {
+                    chunk,
+                    pass,
+                    ..kerf_api::experiments::cells::key(
+                        self.provider,
+                        "agent-kg-extract",
+                        64,
+                        false,
+                        0,
+                        doc,
+                    )
+                }),
+            })
+        };
+        match ended.len() {
+            // First pass: a cell per chunk.
+            0 => (0..2)
+                .map(|c| ((c, 0), cell(c, 0, chunks[c as usize].to_string())))
+                .collect(),
+            // Second pass: the whole document, with what the first pass found.
+            2 => {
+                let found: Vec<String> = ended
+                    .iter()
+                    .map(|(_, end)| match &end.ran {
+                        Ok(kerf_api::experiments::cells::Ran::Run(r)) => r.out.raw.clone(),
+                        _ => String::new(),
+                    })
+                    .collect();
+                let text = format!(
+                    "{} {}\n\nFound so far:\n{}",
+                    chunks[0],
+                    chunks[1],
+                    found.join("\n")
+                );
+                vec![((0, 1), cell(0, 1, text))]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn merge(
+        &self,
+        _: &Self::Group,
+        ended: Vec<(ChunkPass, kerf_api::experiments::cells::CellEnd)>,
+    ) -> kerf_api::Result<Vec<serde_json::Value>> {
+        let mut records = Vec::new();
+        for (_, end) in ended {
+            if let kerf_api::experiments::cells::Ran::Run(r) = end.ran? {
+                records.extend(r.out.report.objects.to_vec());
+            }
+        }
+        Ok(records)
+    }
+}
+
+#[test]
+fn cells_that_depend_on_cells_run_stage_by_stage_and_merge_per_document() {
+    use kerf_api::experiments::cells::Runner;
+    use kerf_api::experiments::stages::{StagedLane, run_staged};
+    let store = Store::in_memory().unwrap();
+    let entities = ["Chloroplast", "Stroma", "Thylakoid", "Granum", "Lumen", "Calvin cycle"];
+    let provider = Chosen::Scripted(Box::new(Scripted::new(entities.iter().map(|e| {
+        Reply::text(
+            &format!(r#"{{"type":"definition","entity":"{e}","definition":"A part of a chloroplast"}}"#),
+            16,
+        )
+    }))));
+    let subject = subject("agent-kg-extract.json");
+    let experiment = store
+        .begin_experiment(ExperimentKind::Test, &serde_json::json!({}))
+        .unwrap();
+    let runner = Runner {
+        store: Some(&store),
+        experiment: Some(experiment),
+        repair: false,
+        served_model: false,
+        layer: None,
+    };
+    let plan = TwoPasses {
+        subject: &subject,
+        provider: &provider,
+    };
+    let docs = vec![
+        ("leaf".to_string(), ["Chloroplasts hold stroma.", "Stroma holds thylakoids."]),
+        ("cell".to_string(), ["Thylakoids stack in grana.", "A lumen lies within."]),
+    ];
+    let mut merged = Vec::new();
+    run_staged(
+        &runner,
+        vec![StagedLane {
+            provider: &provider,
+            concurrency: 2,
+            groups: docs,
+        }],
+        &plan,
+        &CancelToken::new(),
+        |(doc, _), records| {
+            merged.push((doc, records.len()));
+            Ok(())
+        },
+    )
+    .unwrap();
+    // Each document merged once, with a record from each of its three cells.
+    merged.sort();
+    assert_eq!(merged, [("cell".to_string(), 3), ("leaf".to_string(), 3)]);
+    // Every cell kept with its chunk and pass; each second pass began after both of its
+    // document's chunks had ended, and was sent what they found.
+    let cells = store.cells(experiment).unwrap();
+    assert_eq!(cells.len(), 6);
+    for doc in ["leaf", "cell"] {
+        let mine: Vec<_> = cells.iter().filter(|c| c.cell.row == doc).collect();
+        let at = |chunk: u32, pass: u32| {
+            mine.iter()
+                .find(|c| (c.cell.chunk, c.cell.pass) == (chunk, pass))
+                .and_then(|c| c.run)
+                .unwrap_or_else(|| panic!("{doc}: no cell at chunk {chunk}, pass {pass}"))
+        };
+        let (first, second, merge) = (at(0, 0), at(1, 0), at(0, 1));
+        // Begun after both (runs are numbered as they begin), and made of what they replied:
+        // known only once they had ended.
+        assert!(merge > first && merge > second, "{doc}");
+        let sent = store.run(merge).unwrap().user;
+        for run in [first, second] {
+            let found = store.run(run).unwrap().raw;
+            assert!(sent.contains(found.trim()), "{doc}: {sent}");
+        }
+    }
 }

@@ -47,7 +47,7 @@ fn compared(store: &Store) -> (compare::Report, Vec<CompareProgress>) {
                 let rendering =
                     kerf_api::runs::Rendering::of_input(&subject.prompt, "Cafés.", &Map::new())
                         .unwrap();
-                compare::Contender { subject, rendering }
+                compare::Contender::new(subject, rendering)
             })
             .collect();
     let provider = Chosen::Scripted(Box::new(Scripted::new([

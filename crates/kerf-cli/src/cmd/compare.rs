@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use kerf_api::compare::{CompareJob, Contender, Report, ReportRow, compare};
+use kerf_api::experiments::ExperimentKind;
 use kerf_api::workbench::Workbench;
 use kerf_core::sweep::Sweep;
 
@@ -27,6 +28,7 @@ Examples:
   kerf compare prompts/agent-kg-extract.json prompts/agent-kg-extract-array.json --sample
   kerf compare prompts/extract-definitions.json prompts/extract-definitions-array.json --input doc.txt --max-tokens 32,64,128 --json
   kerf compare prompts/agent-kg-extract.json --sample --provider openai,local   one prompt, two models
+  kerf compare --resume                     take the latest interrupted compare up again
 
 Each budget runs each prompt with and without its schema constraint (--constrain both, the default),
 on each provider (several side by side: --provider A,B; then one prompt is enough).
@@ -37,8 +39,10 @@ on each provider. --json prints {\"model\", \"providers\": [{\"provider\", \"mod
 pub struct Args {
     /// The prompts to compare (two or more, usually a prompt and its twin; one is enough with
     /// two or more providers).
-    #[arg(num_args = 1.., required = true)]
+    #[arg(num_args = 1.., required_unless_present = "resume", conflicts_with = "resume")]
     pub prompts: Vec<PathBuf>,
+    #[command(flatten)]
+    pub resume: super::ResumeArgs,
     #[command(flatten)]
     pub input: super::InputArgs,
     #[command(flatten)]
@@ -59,11 +63,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
+    if let Some(id) = args.resume.resume {
+        return resume(&args, id, wb, globals);
+    }
     let mut contenders = Vec::new();
     for path in &args.prompts {
         let subject = super::load_subject(path)?;
         let rendering = args.input.render(&subject.prompt, path)?;
-        contenders.push(Contender { subject, rendering });
+        contenders.push(Contender::new(subject, rendering));
     }
     let settings = args.model.settings();
     let providers = kerf_api::runs::providers(wb, &settings, &args.model.providers)?;
@@ -81,15 +88,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         return Ok(Outcome::Ok);
     }
     let history = crate::record::open(wb, globals)?;
-    let progress = if args.json {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(0)
-    };
-    progress.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} running [{bar:30}] {pos}/{len} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let progress = progress_bar(args.json);
     let compared = compare(
         history.as_ref(),
         &job,
@@ -103,15 +102,56 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         },
     );
     progress.finish_and_clear();
-    // The same report the Compare screen draws and the history keeps: --json is its
-    // serialisation, the table its rows.
-    let report = compared?.report(&contenders);
-    if args.json {
-        print_json(&serde_json::to_value(&report)?);
+    show(&compared?.report(&contenders), args.json)
+}
+
+/// `kerf compare --resume`: the compare's own prompts, input, providers and settings, from the
+/// history; only its cells not measured before are sent.
+fn resume(
+    args: &Args,
+    id: Option<i64>,
+    wb: &Workbench,
+    globals: &crate::record::Globals,
+) -> Result<Outcome> {
+    let (store, id) = args.resume.which(id, ExperimentKind::Compare, wb, globals)?;
+    let resumption = kerf_api::compare::resumption(wb, &store, id, args.resume.input(&args.allow))?;
+    super::announce(resumption.size());
+    if args.allow.dry_run {
+        return Ok(Outcome::Ok);
+    }
+    let progress = progress_bar(args.json);
+    let ran = resumption.run(&store, &interrupt_token(), &mut |p| {
+        progress.set_length(p.total as u64);
+        progress.set_position(p.done as u64);
+        progress.set_message(p.label);
+    });
+    progress.finish_and_clear();
+    let (compared, contenders) = ran?;
+    show(&compared.report(&contenders), args.json)
+}
+
+fn progress_bar(json: bool) -> indicatif::ProgressBar {
+    let progress = if json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    progress.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} running [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    progress
+}
+
+/// The same report the Compare screen draws and the history keeps: --json is its
+/// serialisation, the table its rows.
+fn show(report: &Report, json: bool) -> Result<Outcome> {
+    if json {
+        print_json(&serde_json::to_value(report)?);
         return Ok(Outcome::Ok);
     }
     let several = report.providers.len() > 1;
-    print_rows(&report);
+    print_rows(report);
     if !report.sweeps.is_empty() {
         crate::outln!(
             "\nIf each format's best reply (most objects, ended on its own) had been cut at every token:"

@@ -61,6 +61,53 @@ impl AllowArgs {
     }
 }
 
+/// Taking an interrupted experiment up again instead of starting one (`kerf compare --resume`,
+/// `kerf test --resume`).
+#[derive(clap::Args)]
+pub struct ResumeArgs {
+    /// Take an interrupted one up again — the latest, or experiment ID — with its own prompts,
+    /// input, providers and settings from the history: what it measured before is not bought
+    /// again.
+    #[arg(long, value_name = "ID", num_args = 0..=1)]
+    pub resume: Option<Option<i64>>,
+    /// With --resume: go on although a provider's name now points at another endpoint or served
+    /// model than the experiment's runs came from (it then mixes the two).
+    #[arg(long, requires = "resume")]
+    pub allow_endpoint_change: bool,
+}
+
+impl ResumeArgs {
+    /// The history, and the experiment of `kind` to take up (the latest when no id is given).
+    pub fn which(
+        &self,
+        id: Option<i64>,
+        kind: kerf_api::experiments::ExperimentKind,
+        wb: &kerf_api::workbench::Workbench,
+        globals: &crate::record::Globals,
+    ) -> anyhow::Result<(kerf_store::Store, i64)> {
+        let Some(store) = crate::record::open(wb, globals)? else {
+            anyhow::bail!(kerf_api::ApiError::new(
+                kerf_api::Code::Usage,
+                "--resume takes an experiment up from the history: drop --no-history"
+            ));
+        };
+        let id = match id {
+            Some(id) => id,
+            None => kerf_api::experiments::lifecycle::latest(&store, kind)?,
+        };
+        Ok((store, id))
+    }
+
+    /// What a resume may do, from these flags and `allow`'s.
+    pub fn input(&self, allow: &AllowArgs) -> kerf_api::experiments::lifecycle::ResumeInput {
+        kerf_api::experiments::lifecycle::ResumeInput {
+            retry_errors: false,
+            allowed: allow.allowance(),
+            endpoint_changed: self.allow_endpoint_change,
+        }
+    }
+}
+
 /// The plan's size, said before its first request: on stderr, so `--json` stays one object.
 pub fn announce(size: &kerf_api::experiments::plan::Size) {
     crate::errln!("kerf: {} plan: {}", size.kind.as_str(), size.line());

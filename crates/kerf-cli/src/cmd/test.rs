@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use kerf_api::eval::tests::{self, TestReport, TestResult, Verdict};
+use kerf_api::experiments::ExperimentKind;
 use kerf_api::workbench::Workbench;
 
 use super::run::{ModelArgs, interrupt_token};
@@ -17,6 +18,7 @@ Examples:
   kerf test prompts/agent-kg-extract.json
   kerf test prompts/*.json --provider openai --concurrency 8 --junit kerf-tests.xml
   kerf test prompts/agent-kg-extract.json --provider openai,local   every test on both
+  kerf test --resume                        take the latest interrupted tests up again
 
 A test in a prompt file: {\"name\": \"…\", \"input\": \"…\" (or \"vars\": {…}), \"expected\": [records],
 \"min\": {\"precision\": 0.8, \"recall\": 0.8, \"f1\": 0.8}, \"max-tokens\": 1024}. Every test is checked
@@ -28,8 +30,10 @@ list them provider by provider, in the files' order. --json prints
 Exit codes: 0 every test passed; 1 a minimum missed; 2 a test could not run (or bad input).")]
 pub struct Args {
     /// Prompt files whose tests to run.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
     pub prompts: Vec<PathBuf>,
+    #[command(flatten)]
+    pub resume: super::ResumeArgs,
     #[command(flatten)]
     pub model: ModelArgs,
     /// The output token budget of tests that set no `max-tokens`.
@@ -51,6 +55,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
+    if let Some(id) = args.resume.resume {
+        return resume(&args, id, wb, globals);
+    }
     // Every prompt and test checked before anything is bought.
     let subjects = tests::suites(&args.prompts)?;
     for (s, _) in &subjects {
@@ -84,12 +91,43 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
             }
         },
     )?;
+    let names: Vec<String> = providers.iter().map(|p| p.name()).collect();
+    show(&args, &report, &names)
+}
+
+/// `kerf test --resume`: the tests' own prompt versions, providers and settings, from the
+/// history; only the tests not measured before are run.
+fn resume(
+    args: &Args,
+    id: Option<i64>,
+    wb: &Workbench,
+    globals: &crate::record::Globals,
+) -> Result<Outcome> {
+    let (store, id) = args.resume.which(id, ExperimentKind::Test, wb, globals)?;
+    let resumption = tests::resumption(wb, &store, id, args.resume.input(&args.allow))?;
+    super::announce(resumption.size());
+    if args.allow.dry_run {
+        return Ok(Outcome::Ok);
+    }
+    let providers: Vec<String> = resumption.providers().iter().map(|p| p.name()).collect();
+    let several = providers.len() > 1;
+    let report = resumption.run(&store, &interrupt_token(), &mut |r| {
+        if !args.json {
+            print_line(r, several);
+        }
+    })?;
+    show(args, &report, &providers)
+}
+
+/// The report: JUnit when asked, then --json or the summary; the exit code its verdicts give.
+fn show(args: &Args, report: &TestReport, providers: &[String]) -> Result<Outcome> {
+    let several = providers.len() > 1;
     let TestReport {
         passed,
         failed,
         errors,
         tests: results,
-    } = &report;
+    } = report;
     let (passed, failed, errors) = (*passed, *failed, *errors);
     if let Some(path) = &args.junit {
         let mut suites: Vec<(String, Vec<junit::Case>)> = Vec::new();
@@ -112,13 +150,13 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         junit::write(path, "kerf test", suites)?;
     }
     if args.json {
-        print_json(&serde_json::to_value(&report)?);
+        print_json(&serde_json::to_value(report)?);
     } else {
         if several {
-            for p in &providers {
-                let name = p.name();
+            for p in providers {
+                let name = p;
                 let mine: Vec<&TestResult> =
-                    results.iter().filter(|r| r.provider == name).collect();
+                    results.iter().filter(|r| &r.provider == name).collect();
                 let n = |v: Verdict| mine.iter().filter(|r| r.verdict == v).count();
                 crate::outln!(
                     "{name}: {} passed, {} failed, {} could not run",

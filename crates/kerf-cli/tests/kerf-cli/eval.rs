@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::{repo, stderr, stdout_json};
 
+mod resumed;
 mod side_by_side;
 
 /// Three documents, each with the records a perfect extraction holds.
