@@ -106,6 +106,24 @@ impl ApiError {
 // not compile until it has a code (matching the printed name with a fallback to `internal`
 // would hide it). A test holds each mapping to the spelling the crate itself prints.
 
+impl Code {
+    /// The code of an error from a crate below this one (parsing, a provider, the history), or
+    /// `None` for any other error: how a front end that holds a plain error (a chain of causes)
+    /// says which code it has.
+    pub fn of(err: &(dyn std::error::Error + 'static)) -> Option<Code> {
+        if let Some(e) = err.downcast_ref::<ApiError>() {
+            return Some(e.code);
+        }
+        if let Some(e) = err.downcast_ref::<kerf_core::Error>() {
+            return Some(Code::from(e));
+        }
+        if let Some(e) = err.downcast_ref::<kerf_llm::Error>() {
+            return Some(Code::from(e));
+        }
+        err.downcast_ref::<kerf_store::Error>().map(Code::from)
+    }
+}
+
 impl From<&kerf_core::Error> for Code {
     fn from(e: &kerf_core::Error) -> Code {
         use kerf_core::Error as E;

@@ -182,19 +182,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// The code of an error from a crate below kerf-api (the commands not yet on it).
+/// The code of an error that is not an `ApiError` itself: the first cause in its chain that
+/// has one (a parse error read straight from kerf-core, say).
 fn classify(err: &anyhow::Error) -> kerf_api::Code {
-    use kerf_api::Code;
-    if let Some(e) = err.downcast_ref::<kerf_core::Error>() {
-        return Code::from(e);
-    }
-    if let Some(e) = err.downcast_ref::<kerf_llm::Error>() {
-        return Code::from(e);
-    }
-    if let Some(e) = err.downcast_ref::<kerf_store::Error>() {
-        return Code::from(e);
-    }
-    Code::Internal
+    err.chain()
+        .find_map(kerf_api::Code::of)
+        .unwrap_or(kerf_api::Code::Internal)
 }
 
 /// Whether standard error is a terminal that takes colour (`NO_COLOR` unset).

@@ -2,8 +2,8 @@
 //! history (`kerf history`) unless `--no-history` is given.
 
 use anyhow::Result;
+use kerf_api::history::Store;
 use kerf_api::workbench::Workbench;
-use kerf_store::Store;
 
 /// Options every command accepts (before or after the subcommand).
 #[derive(clap::Args, Clone, Debug, Default)]

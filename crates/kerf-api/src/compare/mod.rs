@@ -229,7 +229,15 @@ pub fn compare(
     budgets.sort_unstable();
     budgets.dedup();
     let Some(store) = history else {
-        return run_all(None, job, &budgets, providers, &BTreeMap::new(), cancel, on_progress);
+        return run_all(
+            None,
+            job,
+            &budgets,
+            providers,
+            &BTreeMap::new(),
+            cancel,
+            on_progress,
+        );
     };
     // The settings every cell shares, in the history's stored form (what `kerf history
     // rerun` reads a run's back from), not any front end's flags.
@@ -327,7 +335,8 @@ fn stored(wb: &crate::workbench::Workbench, store: &Store, id: i64) -> Result<St
             let subject = c.prompt.load(store, &format!("compare {id}'s prompt"))?;
             let input = store.input(&c.input)?;
             let object = |v: Value| v.as_object().cloned().unwrap_or_default();
-            let rendering = Rendering::of_vars(&subject.prompt, object(input.vars), object(input.terms))?;
+            let rendering =
+                Rendering::of_vars(&subject.prompt, object(input.vars), object(input.terms))?;
             Ok(Contender {
                 subject,
                 rendering,
@@ -379,7 +388,9 @@ pub fn resumption(
         input.endpoint_changed,
     )?;
     let measured = lifecycle::measured(store, id, false)?;
-    let size = stored.job(input.allowed).remaining(&stored.providers, &measured)?;
+    let size = stored
+        .job(input.allowed)
+        .remaining(&stored.providers, &measured)?;
     Ok(Resumption {
         id,
         stored,

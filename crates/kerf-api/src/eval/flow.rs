@@ -199,7 +199,13 @@ pub use crate::experiments::lifecycle::ResumeInput;
 pub fn dry_run_resume(wb: &Workbench, store: &Store, id: i64, input: ResumeInput) -> Result<Size> {
     let e = super::stored(store, id)?;
     let providers = e.providers(wb)?;
-    lifecycle::check_endpoints(store, id, ExperimentKind::Eval, &providers, input.endpoint_changed)?;
+    lifecycle::check_endpoints(
+        store,
+        id,
+        ExperimentKind::Eval,
+        &providers,
+        input.endpoint_changed,
+    )?;
     e.remaining(store, &providers, input.retry_errors)
 }
 
@@ -216,7 +222,13 @@ pub fn resume(
 ) -> Result<(Eval, Vec<Chosen>)> {
     let e = super::stored(store, id)?;
     let providers = e.providers(wb)?;
-    lifecycle::check_endpoints(store, id, ExperimentKind::Eval, &providers, input.endpoint_changed)?;
+    lifecycle::check_endpoints(
+        store,
+        id,
+        ExperimentKind::Eval,
+        &providers,
+        input.endpoint_changed,
+    )?;
     let remaining = e.remaining(store, &providers, input.retry_errors)?;
     crate::experiments::plan::check_allowed(&remaining, input.allowed)?;
     lifecycle::take_up(store, id, ExperimentKind::Eval)?;

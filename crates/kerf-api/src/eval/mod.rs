@@ -48,7 +48,9 @@ use crate::error::{ApiError, Code, Result};
 use crate::experiments::cells::{self, Cell, Hooks, Lane, Ran, Runner};
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::SpecSettings;
-use crate::experiments::{ConstrainMode, ExperimentKind, ExperimentSpec, Subject, lifecycle, variants};
+use crate::experiments::{
+    ConstrainMode, ExperimentKind, ExperimentSpec, Subject, lifecycle, variants,
+};
 use crate::runs::{Chosen, Rendering, RunParams, RunSettings};
 
 pub use flow::{Ending, Finished, StartInput};

@@ -48,7 +48,8 @@ impl End {
     pub fn of<T: serde::Serialize>(outcome: &Result<T>) -> Result<End> {
         Ok(match outcome {
             Ok(t) => End::Done(
-                serde_json::to_value(t).map_err(|e| ApiError::new(Code::Internal, e.to_string()))?,
+                serde_json::to_value(t)
+                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?,
             ),
             Err(e) => End::of_error(e),
         })

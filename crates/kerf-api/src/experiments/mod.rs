@@ -15,8 +15,8 @@
 //!   ([`spec::ExperimentSpec`]).
 
 pub mod cache;
-pub mod lifecycle;
 pub mod cells;
+pub mod lifecycle;
 pub mod plan;
 pub mod spec;
 pub mod stages;

@@ -55,7 +55,10 @@ impl SpecSettings {
 
 /// The providers `settings` name, built again in their order from what the spec keeps (a
 /// resume runs on them).
-pub fn providers(wb: &crate::workbench::Workbench, settings: &[SpecSettings]) -> Result<Vec<Chosen>> {
+pub fn providers(
+    wb: &crate::workbench::Workbench,
+    settings: &[SpecSettings],
+) -> Result<Vec<Chosen>> {
     settings
         .iter()
         .map(|s| s.run_params()?.settings.provider(wb))

@@ -36,8 +36,7 @@ pub trait Stages<'c> {
     ) -> Vec<(Self::Key, Result<Cell<'c>>)>;
 
     /// The group's ends as one.
-    fn merge(&self, group: &Self::Group, ended: Vec<(Self::Key, CellEnd)>)
-    -> Result<Self::Merged>;
+    fn merge(&self, group: &Self::Group, ended: Vec<(Self::Key, CellEnd)>) -> Result<Self::Merged>;
 }
 
 /// One provider's groups.

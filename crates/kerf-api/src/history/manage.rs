@@ -2,7 +2,7 @@
 //! the experiment list, and the export — one rule each, so `kerf history` and the History
 //! screen cannot disagree (a note of spaces cleared in one and kept in the other, before).
 
-use kerf_store::{ExperimentSummary, Filter, Status, Store};
+use kerf_store::{Experiment, ExperimentSummary, Filter, RunRecord, RunSummary, Status, Store};
 
 use crate::error::{ApiError, Code, Result};
 
@@ -75,6 +75,35 @@ pub fn tag(store: &Store, id: i64, tags: &[String], remove: bool) -> Result<Vec<
         }
     }
     Ok(store.run(id)?.summary.tags)
+}
+
+/// The runs `filter` names, newest first (`kerf history list`).
+pub fn list(store: &Store, filter: &Filter) -> Result<Vec<RunSummary>> {
+    Ok(store.list(filter)?)
+}
+
+/// The newest run (`kerf history show last`).
+pub fn last(store: &Store) -> Result<i64> {
+    Ok(store.last_run()?)
+}
+
+/// Experiment `id` in full: its spec, result and runs (`kerf history show eN`).
+pub fn experiment(store: &Store, id: i64) -> Result<Experiment> {
+    Ok(store.experiment(id)?)
+}
+
+/// Runs `ids` as the history keeps them, each checked to be there before anything is deleted
+/// (what `kerf history delete` shows before it asks).
+pub fn runs(store: &Store, ids: &[i64]) -> Result<Vec<RunRecord>> {
+    ids.iter().map(|&id| Ok(store.run(id)?)).collect()
+}
+
+/// Delete runs `ids` (their cells keep their place in an experiment, without a run).
+pub fn delete(store: &Store, ids: &[i64]) -> Result<()> {
+    for &id in ids {
+        store.delete(id)?;
+    }
+    Ok(())
 }
 
 /// Experiments of every kind, newest first (at most `limit`).

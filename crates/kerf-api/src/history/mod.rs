@@ -5,7 +5,6 @@
 
 use kerf_core::Prompt;
 use kerf_llm::CancelToken;
-use kerf_store::{PromptVersion, RunRecord, Store};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -18,7 +17,14 @@ mod manage;
 pub mod wire;
 
 pub use crate::recovery::{open, parse_interrupted};
-pub use manage::{CSV_COLUMNS, ExportFormat, Query, experiments, export, note, tag};
+pub use manage::{
+    CSV_COLUMNS, ExportFormat, Query, delete, experiment, experiments, export, last, list, note,
+    runs, tag,
+};
+// The history's records as a front end reads them, without reaching below this crate.
+pub use kerf_store::{
+    Experiment, ExperimentSummary, Filter, PromptVersion, RunRecord, RunSummary, Status, Store,
+};
 
 use crate::recovery::compile_version;
 

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use kerf_llm::cloud::{self, CloudProvider};
-use kerf_llm::providers::{ProviderDef, Registry, Structured};
+pub use kerf_llm::providers::{Api, Kind, ProviderDef, Registry, Structured};
 use kerf_llm::{CancelToken, secrets};
 
 use crate::{ApiError, Code, Result};
@@ -66,6 +66,16 @@ pub fn info(def: &ProviderDef) -> ProviderInfo {
                 }
             }),
     }
+}
+
+/// The providers as they are configured (`kerf providers list` prints each definition whole).
+pub fn registry(path: &Path) -> Result<Registry> {
+    Ok(Registry::load(path)?)
+}
+
+/// Which keyring holds keys here, as people read it.
+pub fn keyring() -> &'static str {
+    secrets::store()
 }
 
 /// Every configured provider, the file they live in, and which keyring holds keys here.

@@ -17,17 +17,18 @@ pub use patch::Overrides;
 pub use relay::relay_run;
 pub use stored::{StoredConstrain, StoredParams};
 pub use subject::Subject;
+// What a front end names of a run without reaching below this crate.
+pub use kerf_llm::details::{CloudDetails, LocalDetails};
+pub use kerf_llm::prices::Cost;
+pub use kerf_llm::providers::Structured;
+pub use kerf_llm::{CancelToken, Finish, FinishReason, ReasoningEffort, RunDetails};
 
 use std::path::PathBuf;
 
 use kerf_core::{ParseReport, Prompt, Rendered, ResponseType};
 use kerf_llama::{GpuLayers, LocalConfig, LocalProvider, SplitMode};
 use kerf_llm::cloud::CloudProvider;
-use kerf_llm::providers::Structured;
-use kerf_llm::{
-    CancelToken, Constraint, Event, Finish, FinishReason, Message, Provider, ReasoningEffort,
-    Request, Role,
-};
+use kerf_llm::{Constraint, Event, Message, Provider, Request, Role};
 use kerf_store::{NewRun, RunEnd, Store};
 use serde_json::{Map, Value, json};
 
@@ -794,7 +795,11 @@ impl Rendering {
     }
 
     /// `prompt` rendered with a run's variables and global terms as the history kept them.
-    pub fn of_vars(prompt: &Prompt, vars: Map<String, Value>, terms: Map<String, Value>) -> Result<Self> {
+    pub fn of_vars(
+        prompt: &Prompt,
+        vars: Map<String, Value>,
+        terms: Map<String, Value>,
+    ) -> Result<Self> {
         Ok(Rendering {
             rendered: prompt.render(&terms, &vars)?,
             vars,
@@ -966,6 +971,56 @@ pub struct RunResult {
     pub out: Outcomes,
     pub cost: Option<kerf_llm::prices::Cost>,
     pub history_id: Option<i64>,
+}
+
+impl RunResult {
+    /// The run as `kerf run --json` prints it (kept exactly): its parse report's fields, then
+    /// how it finished, the raw reply, who answered (`provider`'s name and model), its details,
+    /// cost, every reply of a repair loop oldest first (`attempts`; the last is the run), and
+    /// its id in the history.
+    pub fn json(&self, provider: &Chosen) -> Result<Value> {
+        fn to<T: serde::Serialize>(v: &T) -> Result<Value> {
+            serde_json::to_value(v).map_err(|e| {
+                crate::error::ApiError::new(crate::error::Code::Internal, e.to_string())
+            })
+        }
+        let (out, f) = (&self.out, &self.out.finish);
+        let mut v = to(&out.report)?;
+        if let Value::Object(m) = &mut v {
+            m.insert("finish_reason".into(), json!(f.reason.as_str()));
+            m.insert("usage".into(), to(&f.usage)?);
+            m.insert("timings".into(), to(&f.timings)?);
+            m.insert("raw".into(), json!(out.raw));
+            m.insert("provider".into(), json!(provider.as_provider().name()));
+            m.insert("model".into(), json!(provider.as_provider().model()));
+            m.insert("error".into(), json!(f.error));
+            m.insert("details".into(), to(&f.details)?);
+            m.insert("cost".into(), to(&self.cost)?);
+            let attempts: Vec<Value> = out
+                .earlier
+                .iter()
+                .map(|a| (&a.finish, &a.raw, &a.report))
+                .chain(std::iter::once((&out.finish, &out.raw, &out.report)))
+                .map(|(f, raw, r)| {
+                    json!({"finish_reason": f.reason.as_str(), "usage": f.usage, "raw": raw,
+                           "objects": r.objects.len(), "dropped": r.dropped.len()})
+                })
+                .collect();
+            m.insert("attempts".into(), json!(attempts));
+            m.insert("history_id".into(), json!(self.history_id));
+        }
+        Ok(v)
+    }
+}
+
+/// [`run`] for a caller with no runtime of its own (the CLI): driven on Kerf's.
+pub fn run_blocking(
+    history: Option<&Store>,
+    job: &RunJob<'_>,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(RunEvent<'_>),
+) -> Result<RunResult> {
+    kerf_llm::runtime::block_on(run(history, job, cancel, on_event))
 }
 
 /// A run, in its three phases: [`prepare`] (the request, and the record that begins it),

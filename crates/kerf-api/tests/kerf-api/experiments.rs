@@ -1021,7 +1021,10 @@ impl<'c> kerf_api::experiments::stages::Stages<'c> for TwoPasses<'c> {
         &self,
         (doc, chunks): &Self::Group,
         ended: &[(ChunkPass, kerf_api::experiments::cells::CellEnd)],
-    ) -> Vec<(ChunkPass, kerf_api::Result<kerf_api::experiments::cells::Cell<'c>>)> {
+    ) -> Vec<(
+        ChunkPass,
+        kerf_api::Result<kerf_api::experiments::cells::Cell<'c>>,
+    )> {
         let cell = |chunk: u32, pass: u32, text: String| {
             let rendering = kerf_api::runs::Rendering::of_input(
                 &self.subject.prompt,
@@ -1095,10 +1098,19 @@ fn cells_that_depend_on_cells_run_stage_by_stage_and_merge_per_document() {
     use kerf_api::experiments::cells::Runner;
     use kerf_api::experiments::stages::{StagedLane, run_staged};
     let store = Store::in_memory().unwrap();
-    let entities = ["Chloroplast", "Stroma", "Thylakoid", "Granum", "Lumen", "Calvin cycle"];
+    let entities = [
+        "Chloroplast",
+        "Stroma",
+        "Thylakoid",
+        "Granum",
+        "Lumen",
+        "Calvin cycle",
+    ];
     let provider = Chosen::Scripted(Box::new(Scripted::new(entities.iter().map(|e| {
         Reply::text(
-            &format!(r#"{{"type":"definition","entity":"{e}","definition":"A part of a chloroplast"}}"#),
+            &format!(
+                r#"{{"type":"definition","entity":"{e}","definition":"A part of a chloroplast"}}"#
+            ),
             16,
         )
     }))));
@@ -1118,8 +1130,14 @@ fn cells_that_depend_on_cells_run_stage_by_stage_and_merge_per_document() {
         provider: &provider,
     };
     let docs = vec![
-        ("leaf".to_string(), ["Chloroplasts hold stroma.", "Stroma holds thylakoids."]),
-        ("cell".to_string(), ["Thylakoids stack in grana.", "A lumen lies within."]),
+        (
+            "leaf".to_string(),
+            ["Chloroplasts hold stroma.", "Stroma holds thylakoids."],
+        ),
+        (
+            "cell".to_string(),
+            ["Thylakoids stack in grana.", "A lumen lies within."],
+        ),
     ];
     let mut merged = Vec::new();
     run_staged(

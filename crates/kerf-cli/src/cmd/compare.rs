@@ -113,7 +113,9 @@ fn resume(
     wb: &Workbench,
     globals: &crate::record::Globals,
 ) -> Result<Outcome> {
-    let (store, id) = args.resume.which(id, ExperimentKind::Compare, wb, globals)?;
+    let (store, id) = args
+        .resume
+        .which(id, ExperimentKind::Compare, wb, globals)?;
     let resumption = kerf_api::compare::resumption(wb, &store, id, args.resume.input(&args.allow))?;
     super::announce(resumption.size());
     if args.allow.dry_run {

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use kerf_api::eval::{self, Pace, Progress, Report, Threshold};
+use kerf_api::history::Store;
 use kerf_api::workbench::Workbench;
 use kerf_api::{ApiError, Code};
-use kerf_store::Store;
 
 use super::compare::ConstrainMode;
 use super::run::{ModelArgs, interrupt_token};

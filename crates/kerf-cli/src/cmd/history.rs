@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Subcommand;
+use kerf_api::history::{self, Filter, RunRecord, RunSummary, Status, Store};
 use kerf_api::workbench::Workbench;
-use kerf_store::{Filter, RunRecord, RunSummary, Status, Store};
 use serde_json::json;
 
 use super::run::ConstrainArg;
@@ -187,14 +187,14 @@ pub struct OverrideArgs {
     pub provider: Option<String>,
     #[arg(long, allow_hyphen_values = true)]
     pub model: Option<String>,
-    #[arg(long, value_parser = |s: &str| s.parse::<kerf_llm::providers::Structured>())]
-    pub structured: Option<kerf_llm::providers::Structured>,
+    #[arg(long, value_parser = |s: &str| s.parse::<kerf_api::runs::Structured>())]
+    pub structured: Option<kerf_api::runs::Structured>,
     #[arg(long, allow_negative_numbers = true)]
     pub temperature: Option<f32>,
     #[arg(long, allow_negative_numbers = true)]
     pub top_p: Option<f32>,
-    #[arg(long, value_parser = |s: &str| s.parse::<kerf_llm::ReasoningEffort>())]
-    pub reasoning_effort: Option<kerf_llm::ReasoningEffort>,
+    #[arg(long, value_parser = |s: &str| s.parse::<kerf_api::runs::ReasoningEffort>())]
+    pub reasoning_effort: Option<kerf_api::runs::ReasoningEffort>,
     #[arg(long)]
     pub thinking_budget: Option<u32>,
     #[arg(long)]
@@ -321,7 +321,7 @@ pub struct DeleteArgs {
 /// A run named on the command line: its number, or `last`.
 fn run_id(store: &Store, text: &str) -> Result<i64> {
     if text == "last" {
-        return Ok(store.last_run()?);
+        return Ok(history::last(store)?);
     }
     text.trim_start_matches(['r', '#']).parse().map_err(|_| {
         kerf_core::Error::Usage(format!(
@@ -363,7 +363,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &Globals) -> Result<Outcome> {
 }
 
 fn list(store: &Store, a: &ListArgs) -> Result<Outcome> {
-    let runs = store.list(&a.filter.filter(Some(a.limit).filter(|n| *n > 0))?)?;
+    let runs = history::list(store, &a.filter.filter(Some(a.limit).filter(|n| *n > 0))?)?;
     if a.json {
         print_json(&serde_json::to_value(&runs)?);
         return Ok(Outcome::Ok);
@@ -444,7 +444,7 @@ fn labels(r: &RunSummary) -> String {
 
 fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
     if let Some(e) = a.run.strip_prefix('e').and_then(|n| n.parse::<i64>().ok()) {
-        let x = store.experiment(e)?;
+        let x = history::experiment(store, e)?;
         if a.json {
             print_json(&serde_json::to_value(&x)?);
         } else {
@@ -489,7 +489,7 @@ fn show(store: &Store, a: &ShowArgs) -> Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-fn print_record(rec: &RunRecord, version: &kerf_store::PromptVersion) {
+fn print_record(rec: &RunRecord, version: &history::PromptVersion) {
     let s = &rec.summary;
     crate::outln!(
         "run {} · {} · {}{}{}",
@@ -757,10 +757,7 @@ fn delete(store: &Store, a: &DeleteArgs) -> Result<Outcome> {
         .iter()
         .map(|r| run_id(store, r))
         .collect::<Result<Vec<_>>>()?;
-    let runs = ids
-        .iter()
-        .map(|&id| store.run(id))
-        .collect::<Result<Vec<_>, _>>()?;
+    let runs = history::runs(store, &ids)?;
     if !a.yes {
         if !std::io::stdin().is_terminal() {
             return Err(kerf_core::Error::Usage(
@@ -789,9 +786,7 @@ fn delete(store: &Store, a: &DeleteArgs) -> Result<Outcome> {
             return Ok(Outcome::Ok);
         }
     }
-    for id in ids {
-        store.delete(id)?;
-    }
+    history::delete(store, &ids)?;
     crate::errln!("kerf: deleted {} run(s)", runs.len());
     Ok(Outcome::Ok)
 }

@@ -84,7 +84,7 @@ impl ResumeArgs {
         kind: kerf_api::experiments::ExperimentKind,
         wb: &kerf_api::workbench::Workbench,
         globals: &crate::record::Globals,
-    ) -> anyhow::Result<(kerf_store::Store, i64)> {
+    ) -> anyhow::Result<(kerf_api::history::Store, i64)> {
         let Some(store) = crate::record::open(wb, globals)? else {
             anyhow::bail!(kerf_api::ApiError::new(
                 kerf_api::Code::Usage,

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use kerf_api::providers;
-use kerf_llm::providers::{Api, Kind, Registry, Structured};
-use kerf_llm::secrets;
+use kerf_api::providers::{Api, Kind, Structured};
 use serde_json::{Value, json};
 
 use crate::Outcome;
@@ -155,7 +154,7 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
     let path = wb.providers.clone();
     match args.action {
         Action::List { .. } => {
-            let registry = Registry::load(&path)?;
+            let registry = providers::registry(&path)?;
             let rows: Vec<Value> = registry
                 .providers
                 .iter()
@@ -168,7 +167,7 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                 .collect();
             if json_out {
                 print_json(
-                    &json!({"config": registry.path, "keyring": secrets::store(), "providers": rows}),
+                    &json!({"config": registry.path, "keyring": providers::keyring(), "providers": rows}),
                 );
             } else if rows.is_empty() {
                 crate::outln!(
@@ -283,7 +282,7 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
             }
         }
         Action::SetKey { name, .. } => {
-            Registry::load(&path)?.get(&name)?;
+            providers::registry(&path)?.get(&name)?;
             let stdin = std::io::stdin();
             let key = if stdin.is_terminal() {
                 rpassword::prompt_password(format!("API key for {name} (not echoed): "))?
@@ -294,11 +293,11 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
             };
             providers::set_key(&path, &name, &key)?;
             if json_out {
-                print_json(&json!({"provider": name, "stored_in": secrets::store()}));
+                print_json(&json!({"provider": name, "stored_in": providers::keyring()}));
             } else {
                 crate::outln!(
                     "stored the key for {name} in the {} keyring",
-                    secrets::store()
+                    providers::keyring()
                 );
             }
         }
@@ -309,14 +308,14 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
             } else if removed {
                 crate::outln!(
                     "removed the key for {name} from the {} keyring",
-                    secrets::store()
+                    providers::keyring()
                 );
             } else {
-                crate::outln!("no key for {name} in the {} keyring", secrets::store());
+                crate::outln!("no key for {name} in the {} keyring", providers::keyring());
             }
         }
         Action::Probe { name, prompt, .. } => {
-            let base_url = Registry::load(&path)?.get(&name)?.base_url.clone();
+            let base_url = providers::registry(&path)?.get(&name)?.base_url.clone();
             let prompt = prompt.map(|p| kerf_core::Prompt::load(&p)).transpose()?;
             let (probe, chosen, why) = providers::probe(
                 &path,

@@ -5,14 +5,13 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 pub use kerf_api::runs::Outcomes;
+use kerf_api::runs::{
+    CancelToken, CloudDetails, Finish, FinishReason, ReasoningEffort, RunDetails, Structured,
+};
 use kerf_api::runs::{RunEvent, RunJob, RunParams, RunSettings, parse_flash_attn};
 use kerf_api::workbench::Workbench;
 use kerf_core::Prompt;
 use kerf_llama::{GpuLayers, SplitMode};
-use kerf_llm::details::CloudDetails;
-use kerf_llm::providers::Structured;
-use kerf_llm::{CancelToken, Finish, ReasoningEffort, RunDetails};
-use serde_json::{Value, json};
 
 use crate::Outcome;
 use crate::output::print_json;
@@ -271,44 +270,18 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
 pub fn run_job(
     job: &RunJob<'_>,
     json_out: bool,
-    history: Option<&kerf_store::Store>,
+    history: Option<&kerf_api::history::Store>,
 ) -> Result<Outcome> {
     let (prompt, provider) = (job.prompt, job.provider);
-    let done = kerf_llm::runtime::block_on(kerf_api::runs::run(
+    let done = kerf_api::runs::run_blocking(
         history,
         job,
         &interrupt_token(),
         &mut print_events(json_out),
-    ))?;
+    )?;
     let (out, cost, run_id) = (&done.out, &done.cost, done.history_id);
-    let f = &out.finish;
     if json_out {
-        let mut v = serde_json::to_value(&out.report)?;
-        if let Value::Object(m) = &mut v {
-            m.insert("finish_reason".into(), json!(f.reason.as_str()));
-            m.insert("usage".into(), serde_json::to_value(f.usage)?);
-            m.insert("timings".into(), serde_json::to_value(f.timings)?);
-            m.insert("raw".into(), json!(out.raw));
-            m.insert("provider".into(), json!(provider.as_provider().name()));
-            m.insert("model".into(), json!(provider.as_provider().model()));
-            m.insert("error".into(), json!(f.error));
-            m.insert("details".into(), serde_json::to_value(&f.details)?);
-            m.insert("cost".into(), serde_json::to_value(cost)?);
-            // Every reply of a repair loop, oldest first, with its tokens (the last is the run).
-            let attempts: Vec<Value> = out
-                .earlier
-                .iter()
-                .map(|a| (&a.finish, &a.raw, &a.report))
-                .chain(std::iter::once((&out.finish, &out.raw, &out.report)))
-                .map(|(f, raw, r)| {
-                    json!({"finish_reason": f.reason.as_str(), "usage": f.usage, "raw": raw,
-                           "objects": r.objects.len(), "dropped": r.dropped.len()})
-                })
-                .collect();
-            m.insert("attempts".into(), json!(attempts));
-            m.insert("history_id".into(), json!(run_id));
-        }
-        print_json(&v);
+        print_json(&done.json(provider)?);
     } else {
         crate::outln!("\n");
         print_summary(prompt, out);
@@ -342,8 +315,8 @@ pub fn run_job(
 /// How a run ends the command (the book's exit code table): a reply that failed, or was cut
 /// with nothing usable in it, is a run that failed; one cut short with objects in it is cut;
 /// one that ended on its own is judged by its parse.
-fn outcome(reason: kerf_llm::FinishReason, parse_failed: bool, kept_nothing: bool) -> Outcome {
-    use kerf_llm::FinishReason as F;
+fn outcome(reason: FinishReason, parse_failed: bool, kept_nothing: bool) -> Outcome {
+    use FinishReason as F;
     match reason {
         F::Cancelled => Outcome::Cancelled,
         F::Error => Outcome::CouldNotRun,
@@ -373,7 +346,7 @@ fn print_summary(prompt: &Prompt, out: &Outcomes) {
     crate::outln!(
         "   finish: {}{} · tokens: {} prompt + {} completion · {:.1} tok/s · first token {:.2}s · constraint {} ({:.1} ms)",
         f.reason.as_str(),
-        if f.reason == kerf_llm::FinishReason::Length {
+        if f.reason == FinishReason::Length {
             " (the budget ran out: raise --max-tokens)"
         } else {
             ""
@@ -445,10 +418,9 @@ fn print_cloud_summary(f: &Finish, d: &CloudDetails) {
         "   finish: {}{} · tokens: {} · {:.1} tok/s · first token {:.2}s",
         f.reason.as_str(),
         match f.reason {
-            kerf_llm::FinishReason::Length => " (the budget ran out: raise --max-tokens)",
-            kerf_llm::FinishReason::Interrupted =>
-                " (the stream broke off: what arrived is parsed)",
-            kerf_llm::FinishReason::SizeLimit =>
+            FinishReason::Length => " (the budget ran out: raise --max-tokens)",
+            FinishReason::Interrupted => " (the stream broke off: what arrived is parsed)",
+            FinishReason::SizeLimit =>
                 " (the reply passed KERF_MAX_REPLY_MIB: what arrived is parsed)",
             _ => "",
         },

@@ -106,7 +106,12 @@ fn a_killed_compare_of_two_models_resumes_without_buying_a_cell_again() {
         .cells(e)
         .unwrap()
         .into_iter()
-        .map(|c| format!("{}|{}|{}", c.cell.provider, c.cell.prompt, c.cell.max_tokens))
+        .map(|c| {
+            format!(
+                "{}|{}|{}",
+                c.cell.provider, c.cell.prompt, c.cell.max_tokens
+            )
+        })
         .collect();
     cells.dedup();
     assert_eq!(cells.len(), 8, "every cell exactly once: {cells:?}");
@@ -262,7 +267,11 @@ fn killed_tests_of_two_models_resume_without_running_a_test_again() {
     drop(store);
     let o = kerf_in(dir.path(), &["test", "--resume", "--json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("test plan: 0 cell(s)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("test plan: 0 cell(s)"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!((a.requests(), b.requests()), (4, 4));
     assert_eq!(stdout_json(&o)["tests"], v["tests"]);
 }
