@@ -1,0 +1,160 @@
+//! Evals and prompt files' tests: the Evaluate screen's plans, runs, resumes and reports.
+
+use kerf_api::eval;
+
+use super::*;
+
+pub(super) async fn eval_start<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    input: EvalInput,
+    on_progress: Channel<EvalProgress>,
+) -> Result<EvalReport> {
+    cx.state.access.check(&input.dataset, Use::Read)?;
+    cx.state.access.check_all(&input.prompts, Use::Read)?;
+    check_model(cx.state, &input.options)?;
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        let store = wb.store_required()?;
+        let finished = eval::flow::run(
+            &wb,
+            &store,
+            &kerf_api::eval::StartInput::of(&input)?,
+            &token,
+            eval::Options::default(),
+            &mut |_| {},
+            &mut |p| {
+                let _ = on_progress.send(p.clone());
+            },
+        )?;
+        stopped_or_report(finished)
+    })
+    .await
+}
+
+pub(super) async fn start_dataset<R: Runtime>(cx: Cx<'_, R>) -> Result<Option<String>> {
+    Ok(cx.state.start_dataset.clone())
+}
+
+pub(super) async fn dataset_preview<R: Runtime>(
+    cx: Cx<'_, R>,
+    path: String,
+    prompts: Vec<String>,
+) -> Result<DatasetPreview> {
+    cx.state.access.check(&path, Use::Read)?;
+    cx.state.access.check_all(&prompts, Use::Read)?;
+    blocking(move || {
+        let prompts: Vec<std::path::PathBuf> = prompts.iter().map(Into::into).collect();
+        eval::view::preview(Path::new(&path), &prompts)
+    })
+    .await
+}
+
+pub(super) async fn eval_plan<R: Runtime>(cx: Cx<'_, R>, input: EvalInput) -> Result<EvalPlan> {
+    cx.state.access.check(&input.dataset, Use::Read)?;
+    cx.state.access.check_all(&input.prompts, Use::Read)?;
+    let wb = cx.state.workbench.clone();
+    blocking(move || kerf_api::eval::flow::plan(&wb, &input)).await
+}
+
+/// An eval pass's end for the window: its report, or the error a stopped eval ends with (which
+/// names how to finish it).
+pub(super) fn stopped_or_report(finished: eval::Finished) -> Result<EvalReport> {
+    match finished.stopped() {
+        Some(e) => Err(e),
+        None => Ok(finished.report),
+    }
+}
+
+pub(super) async fn eval_resume<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    experiment: i64,
+    confirmed: bool,
+    on_progress: Channel<EvalProgress>,
+) -> Result<EvalReport> {
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        let store = wb.store_required()?;
+        let finished = eval::flow::resume_run(
+            &wb,
+            &store,
+            experiment,
+            confirmed,
+            &token,
+            &mut |_| {},
+            &mut |p| {
+                let _ = on_progress.send(p.clone());
+            },
+        )?;
+        stopped_or_report(finished)
+    })
+    .await
+}
+
+pub(super) async fn eval_show<R: Runtime>(cx: Cx<'_, R>, experiment: i64) -> Result<EvalShown> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || eval::flow::show(&wb.store_required()?, experiment, eval::Options::default()))
+        .await
+}
+
+pub(super) async fn eval_cell<R: Runtime>(
+    cx: Cx<'_, R>,
+    experiment: i64,
+    cell: CellKey,
+) -> Result<CellView> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || {
+        let store = wb.store_required()?;
+        eval::view::cell(&store, &eval::stored(&store, experiment)?, &cell)
+    })
+    .await
+}
+
+pub(super) async fn eval_report_html<R: Runtime>(
+    cx: Cx<'_, R>,
+    experiment: i64,
+    path: String,
+) -> Result<()> {
+    cx.state.access.check(&path, Use::Write)?;
+    let wb = cx.state.workbench.clone();
+    blocking(move || {
+        eval::flow::write_html(
+            &wb.store_required()?,
+            experiment,
+            Path::new(&path),
+            eval::Options::default(),
+        )
+    })
+    .await
+}
+
+pub(super) async fn eval_compare<R: Runtime>(
+    cx: Cx<'_, R>,
+    a: i64,
+    b: i64,
+) -> Result<Vec<EvalComparison>> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || eval::flow::compare(&wb.store_required()?, a, b)).await
+}
+
+pub(super) async fn tests_start<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    input: TestsInput,
+    on_result: Channel<TestResult>,
+) -> Result<TestReport> {
+    cx.state.access.check_all(&input.prompts, Use::Read)?;
+    check_model(cx.state, &input.options)?;
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        let store = wb.store()?;
+        eval::tests::run_input(&wb, store.as_ref(), &input, &token, &mut |r| {
+            let _ = on_result.send(r.clone());
+        })
+    })
+    .await
+}

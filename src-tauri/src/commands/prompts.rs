@@ -1,0 +1,95 @@
+//! Prompts, models, charts and input files: the Prompts screen and the run panel's lists.
+
+use kerf_api::{models, prompts};
+
+use super::*;
+
+pub(super) async fn prompts_list<R: Runtime>(cx: Cx<'_, R>) -> Result<Vec<PromptEntry>> {
+    let dirs = cx.state.workbench.prompt_dirs.clone();
+    blocking(move || Ok(prompts::list(&dirs))).await
+}
+
+pub(super) async fn prompt_open<R: Runtime>(cx: Cx<'_, R>, path: String) -> Result<PromptDoc> {
+    cx.state.access.check(&path, Use::Read)?;
+    blocking(move || prompts::open(Path::new(&path))).await
+}
+
+pub(super) async fn prompt_inspect<R: Runtime>(
+    _: Cx<'_, R>,
+    draft: PromptDraft,
+    path: Option<String>,
+    input: String,
+) -> Result<Inspection> {
+    blocking(move || {
+        Ok(prompts::inspect(
+            &draft,
+            path.as_deref().map(Path::new),
+            &input,
+            &Map::new(),
+        ))
+    })
+    .await
+}
+
+pub(super) async fn prompt_save<R: Runtime>(
+    cx: Cx<'_, R>,
+    draft: PromptDraft,
+    path: String,
+    opened: Option<String>,
+) -> Result<String> {
+    cx.state.access.check(&path, Use::Write)?;
+    tracing::info!(%path, "saving prompt");
+    blocking(move || prompts::save(&draft, Path::new(&path), opened.as_deref())).await
+}
+
+pub(super) async fn prompt_rename_schema_key<R: Runtime>(
+    _: Cx<'_, R>,
+    draft: PromptDraft,
+) -> Result<PromptDraft> {
+    blocking(move || prompts::rename_schema_key(&draft)).await
+}
+
+pub(super) async fn prompts_import<R: Runtime>(
+    cx: Cx<'_, R>,
+    file: String,
+    overwrite: bool,
+) -> Result<Vec<String>> {
+    cx.state.access.check(&file, Use::Read)?;
+    let dir = cx.state.workbench.user_prompts()?.to_path_buf();
+    tracing::info!(%file, dir = %dir.display(), "importing prompts");
+    blocking(move || {
+        let written = prompts::import(Path::new(&file), &dir, None, overwrite)?;
+        Ok(written.iter().map(|p| p.display().to_string()).collect())
+    })
+    .await
+}
+
+pub(super) async fn chart_svg<R: Runtime>(_cx: Cx<'_, R>, chart: Chart) -> Result<String> {
+    blocking(move || kerf_api::charts::svg(&chart, 900, 520)).await
+}
+
+pub(super) async fn meta<R: Runtime>(_cx: Cx<'_, R>) -> Result<Meta> {
+    Ok(kerf_api::meta::meta())
+}
+
+pub(super) async fn models_list<R: Runtime>(cx: Cx<'_, R>) -> Result<Models> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || Ok(models::models(&wb))).await
+}
+
+pub(super) async fn models_fetch<R: Runtime>(cx: Cx<'_, R>) -> Result<String> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || {
+        let path = models::fetch(&wb, &mut |line| tracing::info!("{line}"))?;
+        Ok(path.display().to_string())
+    })
+    .await
+}
+
+pub(super) async fn input_read<R: Runtime>(cx: Cx<'_, R>, path: String) -> Result<String> {
+    cx.state.access.check(&path, Use::Read)?;
+    blocking(move || {
+        std::fs::read_to_string(&path).map_err(|e| ApiError::new(Code::Io, format!("{path}: {e}")))
+    })
+    .await
+}
