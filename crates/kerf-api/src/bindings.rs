@@ -81,10 +81,10 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         eval::wire::Side,
         eval::wire::RowDiff,
         // Tests.
-        eval::tests::TestsInput,
-        eval::tests::TestResult,
-        eval::tests::TestReport,
-        eval::tests::Verdict,
+        eval::suites::TestsInput,
+        eval::suites::TestResult,
+        eval::suites::TestReport,
+        eval::suites::Verdict,
         // Charts.
         charts::Chart,
         charts::Axis,

@@ -13,7 +13,7 @@ use ts_rs::TS;
 use crate::charts::Chart;
 use crate::compare::{self, wire::Comparison};
 use crate::error::{ApiError, Code, Result};
-use crate::eval::tests::TestReport;
+use crate::eval::suites::TestReport;
 use crate::experiments::ExperimentSpec;
 use crate::experiments::spec::{CompareSpec, SweepSpec, TestSpec};
 use crate::experiments::sweep::SweepReport;

@@ -152,7 +152,7 @@ pub(super) async fn tests_start<R: Runtime>(
     let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
     blocking(move || {
         let store = wb.store()?;
-        eval::tests::run_input(&wb, store.as_ref(), &input, &token, &mut |r| {
+        eval::suites::run_input(&wb, store.as_ref(), &input, &token, &mut |r| {
             let _ = on_result.send(r.clone());
         })
     })

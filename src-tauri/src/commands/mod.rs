@@ -11,7 +11,7 @@ use std::path::Path;
 
 use kerf_api::charts::Chart;
 use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison, SideBySide};
-use kerf_api::eval::tests::{TestReport, TestResult, TestsInput};
+use kerf_api::eval::suites::{TestReport, TestResult, TestsInput};
 use kerf_api::eval::wire::{
     CellKey, CellView, Comparison as EvalComparison, DatasetPreview, EvalInput, EvalPlan,
     EvalShown, Progress as EvalProgress, Report as EvalReport,

@@ -26,7 +26,7 @@ pub mod html;
 mod large;
 pub mod lines;
 pub mod report;
-pub mod tests;
+pub mod suites;
 pub mod threshold;
 pub mod view;
 pub mod wire;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kerf_api::compare::{self, ConstrainMode, wire::CompareInput};
-use kerf_api::eval::tests::Verdict;
+use kerf_api::eval::suites::Verdict;
 use kerf_api::eval::{self, Pace, Plan};
 use kerf_api::experiments::plan::{Allowance, MAX_CONCURRENCY, MAX_REPEAT};
 use kerf_api::experiments::{ExperimentKind, ExperimentSpec, Subject};
@@ -45,7 +45,7 @@ fn scripted(replies: usize) -> Chosen {
 }
 
 /// Each test's name and verdict, in the report's order.
-fn verdicts(report: &kerf_api::eval::tests::TestReport) -> Vec<(&str, Verdict)> {
+fn verdicts(report: &kerf_api::eval::suites::TestReport) -> Vec<(&str, Verdict)> {
     report
         .tests
         .iter()
@@ -292,26 +292,26 @@ fn a_compare_and_a_prompts_tests_run_through_the_same_runner() {
     )
     .unwrap();
     let s = Subject::load(&path).unwrap();
-    let data = eval::tests::check(&s).unwrap();
+    let data = eval::suites::check(&s).unwrap();
     let suites = vec![(s, data)];
     let provider = scripted(2);
     let test_params = RunParams {
         max_tokens: 512,
         ..params()
     };
-    let job = eval::tests::TestJob {
+    let job = eval::suites::TestJob {
         suites: &suites,
         params: &test_params,
         concurrency: 2,
     };
     let size =
-        eval::tests::plan(&job, std::slice::from_ref(&provider), Allowance::default()).unwrap();
+        eval::suites::plan(&job, std::slice::from_ref(&provider), Allowance::default()).unwrap();
     assert_eq!(
         (size.kind, size.cells, size.requests),
         (ExperimentKind::Test, 2, 2)
     );
     assert_eq!(size.output_tokens_max, 512 + 32);
-    let report = eval::tests::run(
+    let report = eval::suites::run(
         Some(&store),
         &job,
         std::slice::from_ref(&provider),
@@ -705,7 +705,7 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     // As the window sends it: the run panel's defaults with the provider picked.
     let mut options = kerf_api::meta::meta().run_defaults;
     options.provider = "srv".into();
-    let input = eval::tests::TestsInput {
+    let input = eval::suites::TestsInput {
         providers: None,
         prompts: vec![path.display().to_string()],
         options,
@@ -714,10 +714,11 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     };
     let store = wb.store_required().unwrap();
     let mut heard = Vec::new();
-    let report = eval::tests::run_input(&wb, Some(&store), &input, &CancelToken::new(), &mut |r| {
-        heard.push(r.name.clone())
-    })
-    .unwrap();
+    let report =
+        eval::suites::run_input(&wb, Some(&store), &input, &CancelToken::new(), &mut |r| {
+            heard.push(r.name.clone())
+        })
+        .unwrap();
     assert_eq!(
         verdicts(&report),
         [("found", Verdict::Passed), ("missed", Verdict::Failed)]

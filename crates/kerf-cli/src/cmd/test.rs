@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kerf_api::eval::tests::{self, TestReport, TestResult, Verdict};
+use kerf_api::eval::suites::{self, TestReport, TestResult, Verdict};
 use kerf_api::experiments::ExperimentKind;
 use kerf_api::workbench::Workbench;
 
@@ -59,27 +59,27 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
         return resume(&args, id, wb, globals);
     }
     // Every prompt and test checked before anything is bought.
-    let subjects = tests::suites(&args.prompts)?;
+    let subjects = suites::load(&args.prompts)?;
     for (s, _) in &subjects {
         crate::output::warn_all(&s.prompt.warnings);
     }
     let settings = args.model.settings();
     let providers = kerf_api::runs::providers(wb, &settings, &args.model.providers)?;
     let several = providers.len() > 1;
-    let params = tests::params(settings, args.max_tokens);
-    let job = tests::TestJob {
+    let params = suites::params(settings, args.max_tokens);
+    let job = suites::TestJob {
         suites: &subjects,
         params: &params,
         concurrency: args.concurrency,
     };
-    let size = tests::plan(&job, &providers, args.allow.allowance())?;
+    let size = suites::plan(&job, &providers, args.allow.allowance())?;
     super::announce(&size);
     if args.allow.dry_run {
         return Ok(Outcome::Ok);
     }
     let history = crate::record::open(wb, globals)?;
     let cancel = interrupt_token();
-    let report = tests::run(
+    let report = suites::run(
         history.as_ref(),
         &job,
         &providers,
@@ -104,7 +104,7 @@ fn resume(
     globals: &crate::record::Globals,
 ) -> Result<Outcome> {
     let (store, id) = args.resume.which(id, ExperimentKind::Test, wb, globals)?;
-    let resumption = tests::resumption(wb, &store, id, args.resume.input(&args.allow))?;
+    let resumption = suites::resumption(wb, &store, id, args.resume.input(&args.allow))?;
     super::announce(resumption.size());
     if args.allow.dry_run {
         return Ok(Outcome::Ok);

@@ -1,6 +1,6 @@
-//! `kerf test`: the tests a prompt file carries (`tests`), run on one provider or several side
-//! by side and held to their minimums. Each test is a dataset row ([`dataset::from_tests`]):
-//! checked, rendered and scored exactly as an eval's rows are.
+//! `kerf test`: the suites of tests prompt files carry (`tests`), run on one provider or
+//! several side by side and held to their minimums. Each test is a dataset row
+//! ([`dataset::from_tests`]): checked, rendered and scored exactly as an eval's rows are.
 
 use kerf_core::eval::dataset::{self, Dataset};
 use kerf_core::eval::{Scores, score};
@@ -102,7 +102,7 @@ pub struct TestsInput {
 
 /// Each prompt file loaded and its tests checked against it (every problem named), before
 /// anything runs: the suites of a [`TestJob`].
-pub fn suites(paths: &[std::path::PathBuf]) -> Result<Vec<(Subject, Dataset)>> {
+pub fn load(paths: &[std::path::PathBuf]) -> Result<Vec<(Subject, Dataset)>> {
     paths
         .iter()
         .map(|path| {
@@ -123,7 +123,7 @@ pub fn run_input(
     on_done: &mut dyn FnMut(&TestResult),
 ) -> Result<TestReport> {
     let paths: Vec<std::path::PathBuf> = input.prompts.iter().map(Into::into).collect();
-    let suites = suites(&paths)?;
+    let suites = load(&paths)?;
     let settings = input.options.settings()?;
     let names = input.providers.clone().unwrap_or_default();
     let providers = crate::runs::providers(wb, &settings, &names)?;
