@@ -67,7 +67,8 @@ pub fn open(store: &Store, id: i64) -> Result<OpenedExperiment> {
     if let ExperimentSpec::Eval(_) = spec {
         return Ok(OpenedExperiment::Eval { id });
     }
-    let result = match (&e.result, e.summary.status) {
+    // A pass that stopped keeps `null` as its result: no result either.
+    let result = match (e.result.as_ref().filter(|r| !r.is_null()), e.summary.status) {
         (Some(r), _) => r,
         (None, Status::Running | Status::Submitted) => {
             return Err(ApiError::new(

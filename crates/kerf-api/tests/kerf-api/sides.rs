@@ -315,6 +315,22 @@ fn a_stored_compare_sweep_and_test_open_as_their_screens_show_them() {
         .unwrap();
     let e = opened::open(&store, running).unwrap_err();
     assert!(e.message.contains("the model went away"), "{}", e.message);
+    // Stopped before every cell ran: it says how to finish it.
+    kerf_api::experiments::lifecycle::Running {
+        store: &store,
+        id: running,
+        kind: kerf_store::ExperimentKind::Compare,
+    }
+    .settle(kerf_api::experiments::lifecycle::End::Stopped(Value::Null))
+    .unwrap();
+    let e = opened::open(&store, running).unwrap_err();
+    assert!(
+        e.message.contains(&format!(
+            "has no result to show: stopped before every cell ran; `kerf compare --resume {running}` finishes it"
+        )),
+        "{}",
+        e.message
+    );
     assert_eq!(
         opened::open(&store, 999).unwrap_err().code,
         kerf_api::Code::NotFound
