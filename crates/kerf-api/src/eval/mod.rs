@@ -26,6 +26,7 @@ pub mod html;
 mod large;
 pub mod lines;
 pub mod report;
+mod rows;
 pub mod suites;
 pub mod threshold;
 pub mod view;
@@ -59,6 +60,8 @@ pub use report::{Options, Replies, Report, compare_reports, report};
 pub use threshold::{Metric, Threshold};
 
 pub use crate::experiments::spec::{DEFAULT_CONCURRENCY, EvalSpec, SpecPrompt};
+pub use rows::Rows;
+use rows::{Fingerprint, row_json};
 
 /// An eval as it starts or resumes: its prompts, rows and matrix.
 pub struct Eval {
@@ -72,102 +75,6 @@ pub struct Eval {
     /// What every cell of each provider runs with, in the spec's order of providers (each cell
     /// sets its budget and constraint).
     pub params: Vec<RunParams>,
-}
-
-/// An eval's dataset as [`plan`] and [`begin`] read it, a row at a time.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Rows {
-    /// A `.jsonl` or `.csv` file, or a folder of `.txt` documents, read again each time it is
-    /// gone through (planning checks every row; beginning keeps them), so its rows are never
-    /// all in memory. Each reading finds every problem [`dataset::load`] finds.
-    File {
-        path: PathBuf,
-        /// The first N rows only.
-        limit: Option<usize>,
-    },
-    /// Rows already in memory (a prompt file's tests, a test's dataset).
-    Loaded(Dataset),
-}
-
-impl From<Dataset> for Rows {
-    fn from(d: Dataset) -> Rows {
-        Rows::Loaded(d)
-    }
-}
-
-impl Rows {
-    /// The dataset at `path` (its first `limit` rows); nothing is read yet.
-    pub fn file(path: &Path, limit: Option<usize>) -> Rows {
-        Rows::File {
-            path: path.to_path_buf(),
-            limit,
-        }
-    }
-
-    /// The dataset's file or folder.
-    pub fn path(&self) -> &Path {
-        match self {
-            Rows::File { path, .. } => path,
-            Rows::Loaded(d) => &d.path,
-        }
-    }
-
-    /// `e` — unless the dataset has problems of its own (bad JSON, unknown keys, duplicate ids,
-    /// oversized rows), which come first: a dataset is read before the prompts, the provider
-    /// and the flags are looked at, and planning reads it only once those are sound.
-    pub fn problems_first(&self, e: ApiError) -> ApiError {
-        match self {
-            Rows::File { path, .. } => match dataset::scan::<ApiError>(path, &mut |_| Ok(())) {
-                Err(problems) => problems,
-                Ok(_) => e,
-            },
-            Rows::Loaded(_) => e,
-        }
-    }
-
-    /// Hand each row the eval takes to `each`, in order, one at a time; then the dataset's
-    /// problems, if it has any (after every row is read).
-    fn each(&self, each: &mut dyn FnMut(&Row) -> Result<()>) -> Result<()> {
-        match self {
-            Rows::Loaded(d) => d.rows.iter().try_for_each(each),
-            Rows::File { path, limit } => {
-                let mut n = 0;
-                dataset::scan::<ApiError>(path, &mut |row| {
-                    n += 1;
-                    if limit.is_none_or(|limit| n <= limit) {
-                        each(&row)?;
-                    }
-                    Ok(())
-                })?;
-                Ok(())
-            }
-        }
-    }
-
-    /// Whether the rows are read again from a file (which could change between two readings).
-    fn reread(&self) -> bool {
-        matches!(self, Rows::File { .. })
-    }
-}
-
-/// A fingerprint of the rows an eval takes, as they are kept: planning and beginning each read
-/// a file's rows, and what is kept must be what was checked.
-#[derive(Default)]
-struct Fingerprint(std::collections::hash_map::DefaultHasher);
-
-impl Fingerprint {
-    fn add(&mut self, text: &str) {
-        text.hash(&mut self.0);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0.finish()
-    }
-}
-
-/// A row as the history keeps it (`eval_rows`).
-fn row_json(row: &Row) -> Result<String> {
-    serde_json::to_string(row).map_err(|e| ApiError::new(Code::Internal, e.to_string()))
 }
 
 /// The matrix's axes besides prompts and rows.
