@@ -25,6 +25,7 @@ pub mod html;
 #[cfg(test)]
 mod large;
 pub mod lines;
+mod replies;
 pub mod report;
 mod rows;
 pub mod suites;

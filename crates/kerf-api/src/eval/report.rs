@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use kerf_core::eval::dataset::Row;
 use kerf_core::eval::{Grounding, Matcher, Tally, identity, score};
 use kerf_core::{DropCounts, DropKind, ParseReport, Prompt};
-use kerf_llm::{FinishReason, RunDetails};
+use kerf_llm::FinishReason;
 use kerf_store::{Status, Store};
 use serde::Serialize;
 use serde_json::Value;
@@ -24,7 +24,8 @@ use super::analysis::{
     f1_interval, output_hash, repeat_stats, row_repeats,
 };
 pub use super::lines::held;
-use super::lines::{CellLine, ProviderLine, Records, SummaryLine, line_cells, quantile, run_times};
+use super::lines::{CellLine, ProviderLine, SummaryLine, line_cells, quantile, run_times};
+pub(crate) use super::replies::{Reader, reread_reply};
 use crate::charts::{self, Axis, BudgetCurve, Chart, Scale, Ticks};
 use crate::error::Result;
 
@@ -525,140 +526,6 @@ impl Repeats {
             .or_default()
             .insert(row.id.clone(), row_repeats(&row.id, &cells, expected));
     }
-}
-
-/// Reads an eval's cells' replies back from the history, one at a time: the objects its run's
-/// parse gave, or (`Replies::Reread`) its raw reply parsed again.
-pub(crate) struct Reader<'a> {
-    store: &'a Store,
-    eval: &'a Eval,
-    replies: Replies,
-    subject_of: HashMap<&'a str, usize>,
-    seq_of: HashMap<&'a str, usize>,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(store: &'a Store, eval: &'a Eval, replies: Replies) -> Reader<'a> {
-        Reader {
-            store,
-            eval,
-            replies,
-            subject_of: eval
-                .subjects
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.prompt.id(), i))
-                .collect(),
-            seq_of: eval
-                .rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.as_str(), i))
-                .collect(),
-        }
-    }
-
-    /// The index of prompt `id` among the eval's subjects.
-    pub(crate) fn subject(&self, id: &str) -> Option<usize> {
-        self.subject_of.get(id).copied()
-    }
-
-    /// The index of row `id` among the eval's rows.
-    pub(crate) fn seq(&self, id: &str) -> Option<usize> {
-        self.seq_of.get(id).copied()
-    }
-
-    /// Run `run`'s reply, as `prompt` reads it for `row`.
-    pub(crate) fn reply(&self, run: i64, prompt: &Prompt, row: &Row) -> Result<Reply> {
-        match self.replies {
-            Replies::Stored => self.stored(run),
-            Replies::Reread => self.reread(run, prompt, row),
-        }
-    }
-
-    /// The objects run `run`'s parse gave as it ran.
-    fn stored(&self, run: i64) -> Result<Reply> {
-        let report = self.store.eval_reply(run, false)?.report;
-        Ok(Reply::new(report.unwrap_or_default()))
-    }
-
-    /// Run `run`'s raw reply parsed again by `prompt` for `row`.
-    fn reread(&self, run: i64, prompt: &Prompt, row: &Row) -> Result<Reply> {
-        let body = self.store.eval_reply(run, true)?;
-        Ok(Reply::new(reread_reply(
-            prompt,
-            row,
-            body.raw.as_deref(),
-            body.details,
-        )))
-    }
-
-    /// The records of cell `c`'s reply (none unless it was measured), read back.
-    pub(crate) fn objects(&self, c: &CellLine) -> Result<Records> {
-        Ok(self
-            .cell_reply(c)?
-            .map_or_else(Records::none, Reply::into_records))
-    }
-
-    /// Cell `c`'s reply, read back (`None` unless it was measured).
-    pub(crate) fn cell_reply(&self, c: &CellLine) -> Result<Option<Reply>> {
-        let (Some(run), true) = (c.run, c.measured()) else {
-            return Ok(None);
-        };
-        let (Some(si), Some(ri)) = (self.subject(&c.prompt), self.seq(&c.row)) else {
-            return Ok(None);
-        };
-        let prompt = &self.eval.subjects[si].prompt;
-        match self.replies {
-            // The stored parse needs no row.
-            Replies::Stored => self.stored(run).map(Some),
-            Replies::Reread => {
-                let row = self.eval.row(self.store, ri)?;
-                self.reread(run, prompt, &row).map(Some)
-            }
-        }
-    }
-}
-
-/// One cell's reply as the report holds it while it reads the cell (counted: see [`held`]).
-pub(crate) struct Reply {
-    pub report: ParseReport,
-    _held: held::Held,
-}
-
-impl Reply {
-    fn new(report: ParseReport) -> Reply {
-        Reply {
-            report,
-            _held: held::Held::new(),
-        }
-    }
-
-    /// Its records, still counted as the one reply they are.
-    fn into_records(self) -> Records {
-        Records::held(self.report.objects.to_vec(), self._held)
-    }
-}
-
-/// A stored reply read again from its raw text, the way its run read it: unwrapped from the
-/// key its run wrapped it in, enum case folded if its run folded any, parsed with the row's
-/// variables.
-pub(crate) fn reread_reply(
-    prompt: &Prompt,
-    row: &Row,
-    raw: Option<&str>,
-    details: Option<Value>,
-) -> ParseReport {
-    let details: Option<RunDetails> = details.and_then(|d| serde_json::from_value(d).ok());
-    let folded = matches!(&details, Some(RunDetails::Cloud(c)) if !c.case_folded.is_empty());
-    let (report, _) = crate::runs::read_reply(
-        prompt,
-        raw.unwrap_or_default(),
-        details.as_ref().and_then(RunDetails::wrapped_in),
-        folded,
-        &row.vars_for(prompt),
-    );
-    report
 }
 
 /// Fill in each scored cell's `lost_to_cut` from its siblings at larger budgets.
