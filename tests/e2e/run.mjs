@@ -1129,6 +1129,51 @@ try {
       }
     });
 
+    await scenario("a stopped compare is resumed from History without sending its finished cells again", async () => {
+      const saved = cloud.options.reply;
+      cloud.options.reply = kgLines(4).join("\n") + "\n";
+      // The first cell's reply passes; the second's is held after two lines, so the Cancel lands
+      // with one cell finished and one in flight, on any machine.
+      const pass = cloud.hold(1e9);
+      const gate = cloud.hold(2);
+      try {
+        await (await $t("nav-compare")).click();
+        await (await $t("compare-a")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract.json"));
+        await (await $t("compare-b")).selectByAttribute("value", path.join(work, "prompts", "agent-kg-extract-array.json"));
+        await (await $t("compare-model-b")).selectByAttribute("value", "");
+        await (await $t("budgets")).setValue("96, 192");
+        await (await $t("compare-constrain")).selectByAttribute("value", "none");
+        await (await $t("compare-concurrency")).setValue("1");
+        const chats = () => cloud.requests.filter((r) => r.url.endsWith("/chat/completions")).length;
+        const before = chats();
+        await (await $t("compare-run")).click();
+        await within(gate.held, NET, "the compare's second cell did not reach the server");
+        await (await $t("compare-cancel")).click();
+        await within(gate.hungUp, UI, "the compare did not hang up after Cancel");
+        await (await $t("compare-error")).waitForExist({ timeout: UI, timeoutMsg: "the stopped compare did not say so" });
+        assert.equal(chats() - before, 2, "one cell finished and one stopped");
+        // History lists it unfinished, with Resume.
+        await (await $t("nav-history")).click();
+        const unfinished = '[data-testid="experiment-row"][data-kind="compare"][data-state="unfinished"]';
+        await (await browser.$(unfinished)).waitForExist({ timeout: UI, timeoutMsg: "the stopped compare is not listed as unfinished" });
+        // The newest of them: this one.
+        const experiment = String(await browser.execute((sel) => Math.max(...[...document.querySelectorAll(sel)].map((r) => Number(r.dataset.id))), unfinished));
+        const row = await browser.$(`[data-testid="experiment-row"][data-id="${experiment}"]`);
+        await (await row.$('[data-testid="experiment-resume"]')).click();
+        // Its four cells shown, only three of them sent again: the finished one is not.
+        await waitFor(async () => (await browser.$$('[data-testid="compare-row"]')).length === 4, CELL, "the resumed compare did not end");
+        assert.equal(chats() - before, 5, "the resume sent the three cells not measured");
+        assert.equal(await (await $t("compare-resumed")).getAttribute("data-id"), experiment);
+        const runs = await browser.execute(() => [...document.querySelectorAll('[data-testid="compare-row"]')].map((r) => r.dataset.run));
+        assert.equal(new Set(runs).size, 4, `four runs, one per cell: ${runs}`);
+      } finally {
+        gate.release();
+        void pass;
+        cloud.options.reply = saved;
+        await (await $t("nav-run")).click();
+      }
+    });
+
     await scenario("cancel a streaming run and keep what arrived", async () => {
       cloud.options.reply = kgLines(400).join("\n") + "\n";
       cloud.options.perEventMs = 0;

@@ -47,6 +47,25 @@ pub(super) async fn compare_start<R: Runtime>(
     .await
 }
 
+pub(super) async fn compare_resume<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    experiment: i64,
+    confirmed: bool,
+    on_progress: Channel<CompareProgress>,
+) -> Result<Comparison> {
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    tracing::info!(%id, experiment, "compare resume");
+    blocking(move || {
+        let report = compare::resume_in_window(&wb, experiment, confirmed, &token, &mut |p| {
+            let _ = on_progress.send(p);
+        })?;
+        Ok(Comparison::from(&report))
+    })
+    .await
+}
+
 pub(super) async fn compare_sides<R: Runtime>(cx: Cx<'_, R>, a: i64, b: i64) -> Result<SideBySide> {
     let wb = cx.state.workbench.clone();
     blocking(move || {

@@ -191,6 +191,16 @@ export function compareStart(id: string, input: CompareInput, onProgress: (messa
 }
 
 /**
+ * Take stored compare `experiment` up again where it stopped, as `kerf compare --resume`
+ * does: its own prompts, input, providers and settings from the history; only the cells it
+ * had not measured are sent (`confirmed`: more than 2,000 of them may be). Cancellable by
+ * `id`.
+ */
+export function compareResume(id: string, experiment: number, confirmed: boolean, onProgress: (message: CompareProgress) => void): Promise<Comparison> {
+  return call<Comparison>("compare_resume", { id, experiment, confirmed, onProgress: channel(onProgress) });
+}
+
+/**
  * Stored runs `a` and `b` side by side (a compare's two formats, or any two from History):
  * each reply with its objects' places, its token cuts and the sweep's curve.
  */

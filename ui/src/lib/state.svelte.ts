@@ -27,6 +27,8 @@ export const app = $state({
   openEval: null as number | null,
   // A stored compare for the Compare screen to show (History's "Open"), taken once shown.
   openCompare: null as Extract<OpenedExperiment, { kind: "compare" }> | null,
+  // A stopped compare for the Compare screen to take up again (History's "Resume").
+  resumeCompare: null as number | null,
   // The dataset the window was opened with (`kerf-desktop --evaluate DATASET`), for Evaluate.
   startDataset: null as string | null,
 });

@@ -34,7 +34,7 @@ pub mod wire;
 use relay::Relay;
 pub use report::{Report, ReportProvider, ReportRow, ReportSweep};
 use resume::stored_row;
-pub use resume::{Resumption, resumption};
+pub use resume::{Resumption, resume_in_window, resumption};
 
 use std::collections::BTreeMap;
 

@@ -190,3 +190,26 @@ pub(super) fn stored_row(a: &At, c: &Contender, kept: &kerf_store::StoredReply) 
         },
     }
 }
+
+/// The Compare screen's Resume of compare `id` (a stopped one, from History): what remains run
+/// as `kerf compare --resume` runs it, each cell's end on `on_progress`; the whole compare's
+/// report. `confirmed`: the person agreed to send more than 2,000 requests.
+pub fn resume_in_window(
+    wb: &crate::workbench::Workbench,
+    id: i64,
+    confirmed: bool,
+    cancel: &CancelToken,
+    on_progress: &mut dyn FnMut(CompareProgress),
+) -> Result<Report> {
+    let store = wb.store_required()?;
+    let input = lifecycle::ResumeInput {
+        allowed: Allowance {
+            max_requests: None,
+            yes: confirmed,
+        },
+        ..Default::default()
+    };
+    let (compared, contenders) =
+        resumption(wb, &store, id, input)?.run(&store, cancel, on_progress)?;
+    Ok(compared.report(&contenders))
+}
