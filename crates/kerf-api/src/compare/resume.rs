@@ -48,12 +48,7 @@ fn stored(wb: &crate::workbench::Workbench, store: &Store, id: i64) -> Result<St
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let first = spec.providers.first().ok_or_else(|| {
-        ApiError::new(
-            Code::StoreCorrupt,
-            format!("compare {id}'s spec names no provider"),
-        )
-    })?;
+    let first = SpecSettings::first(&spec.providers, &format!("compare {id}"))?;
     Ok(Stored {
         contenders,
         budgets: spec.max_tokens,
@@ -84,14 +79,13 @@ pub fn resumption(
     input: lifecycle::ResumeInput,
 ) -> Result<Resumption> {
     let stored = stored(wb, store, id)?;
-    lifecycle::check_endpoints(
+    let measured = lifecycle::resumable(
         store,
         id,
         ExperimentKind::Compare,
         &stored.providers,
-        input.endpoint_changed,
+        &input,
     )?;
-    let measured = lifecycle::measured(store, id, false)?;
     let size = stored
         .job(input.allowed)
         .remaining(&stored.providers, &measured)?;

@@ -197,6 +197,17 @@ pub use crate::experiments::lifecycle::ResumeInput;
 /// What a resume of eval `id` would send, with nothing claimed, stored or sent (`kerf eval
 /// resume --dry-run`): the same checks as [`resume`], the endpoint's included.
 pub fn dry_run_resume(wb: &Workbench, store: &Store, id: i64, input: ResumeInput) -> Result<Size> {
+    Ok(prepared(wb, store, id, input)?.2)
+}
+
+/// Eval `id` as a resume takes it up: its providers built again and checked to be where its
+/// runs came from, and what the pass will send.
+fn prepared(
+    wb: &Workbench,
+    store: &Store,
+    id: i64,
+    input: ResumeInput,
+) -> Result<(Eval, Vec<Chosen>, Size)> {
     let e = super::stored(store, id)?;
     let providers = e.providers(wb)?;
     lifecycle::check_endpoints(
@@ -206,7 +217,8 @@ pub fn dry_run_resume(wb: &Workbench, store: &Store, id: i64, input: ResumeInput
         &providers,
         input.endpoint_changed,
     )?;
-    e.remaining(store, &providers, input.retry_errors)
+    let remaining = e.remaining(store, &providers, input.retry_errors)?;
+    Ok((e, providers, remaining))
 }
 
 /// Take eval `id` up again where it stopped: its provider built from its stored settings and
@@ -220,16 +232,7 @@ pub fn resume(
     input: ResumeInput,
     on_plan: &mut dyn FnMut(&Size),
 ) -> Result<(Eval, Vec<Chosen>)> {
-    let e = super::stored(store, id)?;
-    let providers = e.providers(wb)?;
-    lifecycle::check_endpoints(
-        store,
-        id,
-        ExperimentKind::Eval,
-        &providers,
-        input.endpoint_changed,
-    )?;
-    let remaining = e.remaining(store, &providers, input.retry_errors)?;
+    let (e, providers, remaining) = prepared(wb, store, id, input)?;
     crate::experiments::plan::check_allowed(&remaining, input.allowed)?;
     lifecycle::take_up(store, id, ExperimentKind::Eval)?;
     on_plan(&remaining);

@@ -341,12 +341,7 @@ fn stored(wb: &crate::workbench::Workbench, store: &Store, id: i64) -> Result<St
             Ok((subject, data))
         })
         .collect::<Result<Vec<_>>>()?;
-    let first = spec.providers.first().ok_or_else(|| {
-        ApiError::new(
-            Code::StoreCorrupt,
-            format!("test {id}'s spec names no provider"),
-        )
-    })?;
+    let first = SpecSettings::first(&spec.providers, &format!("test {id}"))?;
     Ok(Stored {
         suites,
         params: first.run_params()?,
@@ -374,14 +369,8 @@ pub fn resumption(
     input: lifecycle::ResumeInput,
 ) -> Result<Resumption> {
     let stored = stored(wb, store, id)?;
-    lifecycle::check_endpoints(
-        store,
-        id,
-        ExperimentKind::Test,
-        &stored.providers,
-        input.endpoint_changed,
-    )?;
-    let measured = lifecycle::measured(store, id, false)?;
+    let measured =
+        lifecycle::resumable(store, id, ExperimentKind::Test, &stored.providers, &input)?;
     let size = remaining(&stored.job(), &stored.providers, &measured, input.allowed)?;
     Ok(Resumption {
         id,

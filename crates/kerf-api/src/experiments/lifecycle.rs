@@ -188,6 +188,20 @@ pub fn measured(store: &Store, id: i64, keep_failed: bool) -> Result<BTreeMap<Ce
         .collect())
 }
 
+/// What a resume of experiment `id` leaves out, once each of its `providers` is checked to
+/// point where its runs came from ([`check_endpoints`]): the cells measured before (a failed
+/// one runs again).
+pub fn resumable(
+    store: &Store,
+    id: i64,
+    kind: ExperimentKind,
+    providers: &[Chosen],
+    input: &ResumeInput,
+) -> Result<BTreeMap<CellKey, i64>> {
+    check_endpoints(store, id, kind, providers, input.endpoint_changed)?;
+    measured(store, id, false)
+}
+
 /// Refuse to take experiment `id` up again when a provider's name now points elsewhere than the
 /// experiment's own runs under that name came from — another protocol, base URL, or served
 /// model (asked of the server) — naming both, unless `allowed`. A provider re-pointed with

@@ -45,6 +45,17 @@ impl SpecSettings {
         }
     }
 
+    /// The first of an experiment's providers, whose settings its cells share (a spec that
+    /// names none was not written by Kerf: an error naming `whose`).
+    pub fn first<'s>(providers: &'s [SpecSettings], whose: &str) -> Result<&'s SpecSettings> {
+        providers.first().ok_or_else(|| {
+            ApiError::new(
+                Code::StoreCorrupt,
+                format!("{whose}'s spec names no provider"),
+            )
+        })
+    }
+
     /// The parameters every cell starts from, read back the way a stored run's are.
     pub fn run_params(&self) -> Result<RunParams> {
         let params = serde_json::to_value(&self.params)
