@@ -144,6 +144,18 @@ impl CompareJob<'_> {
                 "give two prompts to compare (a prompt and its twin, or any two), or one prompt and two providers",
             ));
         }
+        // A prompt given twice would be two contenders with one name: their cells would share
+        // keys, and the second would take the first's place in the history.
+        let mut names = std::collections::BTreeSet::new();
+        if let Some(c) = self.contenders.iter().find(|c| !names.insert(&c.name)) {
+            return Err(ApiError::new(
+                Code::Usage,
+                format!(
+                    "prompt `{}` is given twice: compare two prompts, or one prompt on two providers",
+                    c.name
+                ),
+            ));
+        }
         plan::check_concurrency(self.concurrency)?;
         RunParams {
             settings: self.settings.clone(),

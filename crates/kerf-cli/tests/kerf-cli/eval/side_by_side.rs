@@ -556,4 +556,26 @@ fn one_prompt_compared_on_two_models_is_one_compare_with_a_sweep_each() {
         "{}",
         stderr(&o)
     );
+    // The same prompt twice on one model is one prompt, not two: refused before anything is
+    // sent or kept.
+    let sent = (strong.requests(), weak.requests());
+    let o = kerf_in(
+        dir.path(),
+        &[
+            "compare",
+            PROMPTS[0],
+            PROMPTS[0],
+            "--input",
+            doc.to_str().unwrap(),
+            "--provider",
+            "srv",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("prompt `{}` is given twice", PROMPTS[0])),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!((strong.requests(), weak.requests()), sent);
 }
