@@ -12,7 +12,7 @@
 //! A kind's plan says which cells there are and what is made of each end (a compare's rows and
 //! sweeps, an eval's scores, a test's verdict); this module is where every kind's experiment is
 //! begun ([`begin`]), taken up again after a stop or a killed process ([`take_up`]), told which
-//! of its cells are already measured ([`Running::measured`]) and ended ([`Running::settle`]).
+//! of its cells are already measured ([`measured`]) and ended ([`Running::settle`]).
 
 use std::collections::BTreeMap;
 
@@ -143,13 +143,6 @@ pub fn resume_command(kind: ExperimentKind, id: i64) -> String {
 }
 
 impl Running<'_> {
-    /// The cells already measured, with their runs: finished (ended on their own or cut by their
-    /// budget), and failed ones too when `keep_failed` (an eval resumes without them unless
-    /// `--retry-errors`). A resume leaves these out; a fresh experiment has none.
-    pub fn measured(&self, keep_failed: bool) -> Result<BTreeMap<CellKey, i64>> {
-        measured(self.store, self.id, keep_failed)
-    }
-
     /// End the pass: `ok` with its result, `interrupted` (with what it has, and how to take it
     /// up again) or `error` with why.
     pub fn settle(&self, end: End) -> Result<()> {
@@ -177,8 +170,10 @@ impl Running<'_> {
     }
 }
 
-/// Experiment `id`'s measured cells ([`Running::measured`]), read without claiming it (a dry
-/// run of a resume).
+/// The cells of experiment `id` already measured, with their runs: finished (ended on their
+/// own or cut by their budget), and failed ones too when `keep_failed` (an eval resumes
+/// without them unless `--retry-errors`). A resume leaves these out; a fresh experiment has
+/// none. Read without claiming the experiment.
 pub fn measured(store: &Store, id: i64, keep_failed: bool) -> Result<BTreeMap<CellKey, i64>> {
     Ok(store
         .cells(id)?
@@ -240,10 +235,7 @@ pub fn check_endpoints(
                 || matches!((&w.served_model, &now.served_model), (Some(a), Some(b)) if a != b)
         };
         if let Some(w) = mine.into_iter().find(|w| differs(w)) {
-            let again = match kind {
-                ExperimentKind::Eval => format!("kerf eval resume {id} --allow-endpoint-change"),
-                _ => format!("kerf {kind} --resume {id} --allow-endpoint-change"),
-            };
+            let again = format!("{} --allow-endpoint-change", resume_command(kind, id));
             return Err(ApiError::new(
                 Code::Conflict,
                 format!(
