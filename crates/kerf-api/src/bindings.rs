@@ -53,6 +53,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         runs::wire::RunDone,
         runs::StoredParams,
         runs::StoredConstrain,
+        runs::FlashAttn,
         // Eval.
         kerf_core::eval::Scores,
         kerf_core::eval::TypeTotals,

@@ -27,9 +27,9 @@ use kerf_llm::{CancelToken, Constraint, Error, Event, Provider, Request, Result,
 /// Whether this build has the engine.
 pub const ENGINE: bool = cfg!(feature = "engine");
 
-/// How many of the model's layers to put on the GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// How many of the model's layers to put on the GPU. Written (flags, the history's stored
+/// parameters) as `auto`, `none`, `all` or a count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GpuLayers {
     /// All of them when a GPU backend is present, none otherwise (no warning).
     #[default]
@@ -37,6 +37,30 @@ pub enum GpuLayers {
     None,
     All,
     Count(u32),
+}
+
+impl std::fmt::Display for GpuLayers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuLayers::Auto => f.write_str("auto"),
+            GpuLayers::None => f.write_str("none"),
+            GpuLayers::All => f.write_str("all"),
+            GpuLayers::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for GpuLayers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for GpuLayers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 impl FromStr for GpuLayers {

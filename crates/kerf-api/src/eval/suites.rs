@@ -222,7 +222,7 @@ fn remaining(
                     kerf_core::prompt::Repair::MIN_ATTEMPTS,
                     kerf_core::prompt::Repair::MAX_ATTEMPTS,
                 )
-                .min(params.settings.limits.max_requests.max(1))
+                .min(params.settings.max_requests.max(1))
                 - 1
         });
         for (test, row) in p.file.tests.iter().zip(&data.rows) {
@@ -242,7 +242,7 @@ fn remaining(
                     bytes as u64,
                     max_tokens,
                     repairs,
-                    params.settings.limits.max_run_tokens,
+                    params.settings.max_run_tokens,
                 );
             }
         }

@@ -254,8 +254,8 @@ impl ExperimentSpec {
 
     /// Start the experiment in `store` under this spec; its runs name the returned id.
     pub fn begin(&self, store: &Store) -> Result<i64> {
-        let spec =
-            serde_json::to_value(self).map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
+        let spec = crate::runs::declared::typed_json(self)
+            .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
         Ok(store.begin_experiment(self.kind(), &spec)?)
     }
 

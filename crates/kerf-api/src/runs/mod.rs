@@ -5,23 +5,25 @@
 //! - [`wire`] — what the window sends and receives ([`wire::RunOptions`], [`wire::RunMessage`],
 //!   [`wire::RunDone`]).
 //! - [`relay_run`] — a run's events as the window takes them, coalesced.
-//! - `settings` — what a run is asked ([`RunSettings`], [`RunParams`]); `chosen` — the
-//!   provider it goes to ([`Chosen`]).
+//! - `settings` — what a run is asked ([`RunSettings`], [`RunParams`]), its settings declared
+//!   once in `declared` ([`run_settings!`](crate::run_settings)); `chosen` — the provider it
+//!   goes to ([`Chosen`]).
 
 mod chosen;
+pub(crate) mod declared;
 mod patch;
 mod relay;
 mod settings;
-mod stored;
 mod subject;
 pub mod wire;
 
 pub use crate::prompts::constraint_for;
 pub use chosen::Chosen;
+pub use declared::{FlashAttn, SettingsPatch, StoredConstrain, StoredParams};
+pub use kerf_llama::{GpuLayers, SplitMode};
 pub use patch::Overrides;
 pub use relay::relay_run;
 pub use settings::*;
-pub use stored::{StoredConstrain, StoredParams};
 pub use subject::Subject;
 // What a front end names of a run without reaching below this crate.
 pub use kerf_llm::details::{CloudDetails, LocalDetails};
@@ -32,7 +34,7 @@ pub use kerf_llm::{CancelToken, Finish, FinishReason, ReasoningEffort, RunDetail
 use std::path::PathBuf;
 
 use kerf_core::{ParseReport, Prompt, Rendered, ResponseType};
-use kerf_llama::{GpuLayers, LocalConfig, LocalProvider, SplitMode};
+use kerf_llama::{LocalConfig, LocalProvider};
 use kerf_llm::cloud::CloudProvider;
 use kerf_llm::{Constraint, Event, Message, Provider, Request, Role};
 use kerf_store::{NewRun, RunEnd, Store};
@@ -564,7 +566,7 @@ pub async fn run(
         &request,
         &job.meta.rendering.vars,
         job.repair,
-        job.params.settings.limits,
+        job.params.settings.limits(),
         cancel,
         &mut |e| {
             if let (RunEvent::Text(t), Some(w), None) = (&e, writer.as_mut(), &store_error)

@@ -4,42 +4,7 @@
 
 use super::*;
 
-/// Which model runs a prompt, and how it samples: what `kerf run`'s model flags and the app's
-/// run panel both fill in.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunSettings {
-    /// `local` (llama.cpp), or the name of a configured provider.
-    pub provider: String,
-    /// Local: a GGUF path (default: the bundled model). Cloud: a model id instead of the
-    /// provider's configured one.
-    pub model: Option<String>,
-    /// Cloud: the structured-output mode (`None`: the provider's own setting).
-    pub structured: Option<Structured>,
-    /// `None`: not sent (the provider's default; greedy on the local engine).
-    pub temperature: Option<f32>,
-    /// `None`: not sent.
-    pub top_p: Option<f32>,
-    /// Cloud reasoning models: OpenAI's reasoning effort.
-    pub reasoning_effort: Option<ReasoningEffort>,
-    /// Cloud thinking models: Gemini's thinking budget, in tokens.
-    pub thinking_budget: Option<u32>,
-    pub seed: Option<u64>,
-    pub stop: Vec<String>,
-    pub gpu_layers: GpuLayers,
-    /// The GPU that holds the model (0 = the first); given, it must exist.
-    pub main_gpu: Option<u32>,
-    /// How layers spread over several GPUs (`None`: `none` with a main GPU, else `layer`).
-    pub split_mode: Option<SplitMode>,
-    pub threads: Option<i32>,
-    /// Flash attention: `None` lets llama.cpp decide.
-    pub flash_attention: Option<bool>,
-    pub context: Option<u32>,
-    pub chat_template: Option<String>,
-    /// Constrain with llama.cpp's GBNF sampler instead of llguidance.
-    pub gbnf: bool,
-    /// What one run may spend at most, repairs included.
-    pub limits: RunLimits,
-}
+pub use super::declared::RunSettings;
 
 /// Ceilings on what one run may spend, whatever its prompt file asks for: a repair loop re-sends
 /// the growing conversation, each time a paid request.
@@ -92,33 +57,15 @@ pub fn providers(
         .collect()
 }
 
-impl Default for RunSettings {
-    /// The bundled model, no sampling parameters set (greedy there, so reruns are comparable).
-    fn default() -> Self {
-        RunSettings {
-            provider: "local".into(),
-            model: None,
-            structured: None,
-            temperature: None,
-            top_p: None,
-            reasoning_effort: None,
-            thinking_budget: None,
-            seed: None,
-            stop: Vec::new(),
-            gpu_layers: GpuLayers::Auto,
-            main_gpu: None,
-            split_mode: None,
-            threads: None,
-            flash_attention: None,
-            context: None,
-            chat_template: None,
-            gbnf: false,
-            limits: RunLimits::default(),
+impl RunSettings {
+    /// What one run may spend at most.
+    pub fn limits(&self) -> RunLimits {
+        RunLimits {
+            max_requests: self.max_requests,
+            max_run_tokens: self.max_run_tokens,
         }
     }
-}
 
-impl RunSettings {
     /// The provider these settings name, ready to run: a configured one is looked up in the
     /// workbench's providers file, the local model in its models folder (never a default behind
     /// the caller's back).
@@ -145,7 +92,7 @@ impl RunSettings {
         config.main_gpu = self.main_gpu;
         config.split_mode = self.split_mode;
         config.threads = self.threads;
-        config.flash_attention = self.flash_attention;
+        config.flash_attention = self.flash_attn.enabled();
         config.context = self.context;
         config.chat_template = self.chat_template.clone();
         config.prefer_gbnf = self.gbnf;
@@ -203,7 +150,7 @@ impl RunParams {
             ))
         };
         let s = &self.settings;
-        let ceiling = s.limits.max_run_tokens;
+        let ceiling = s.max_run_tokens;
         if budgets.contains(&0) {
             return usage("--max-tokens 0: a budget must be at least 1 token".into());
         }
@@ -233,7 +180,7 @@ impl RunParams {
         if s.context == Some(0) {
             return usage("--context 0: give a context of 1 token or more".into());
         }
-        if s.limits.max_requests == 0 {
+        if s.max_requests == 0 {
             return usage("--max-requests 0: a run needs at least 1 request".into());
         }
         Ok(())
@@ -242,41 +189,12 @@ impl RunParams {
     /// The parameters as the history keeps them: readable keys (the History screen and
     /// `history diff` compare them), every setting included.
     pub fn stored(&self) -> StoredParams {
-        let s = &self.settings;
-        // f32 settings as typed (0.7, not 0.699999988…).
-        let f = |x: f32| x.to_string().parse::<f64>().ok();
-        StoredParams {
-            params_version: Some(Self::VERSION),
-            max_tokens: Some(self.max_tokens),
-            constrain: Some(if self.constrain {
-                StoredConstrain::Auto
-            } else {
-                StoredConstrain::None
-            }),
-            requested_model: s.model.clone(),
-            temperature: s.temperature.and_then(f),
-            top_p: s.top_p.and_then(f),
-            reasoning_effort: s.reasoning_effort,
-            thinking_budget: s.thinking_budget,
-            seed: s.seed,
-            stop: s.stop.clone(),
-            structured: s.structured,
-            gpu_layers: Some(gpu_layers_name(s.gpu_layers)),
-            main_gpu: s.main_gpu.and_then(|g| i32::try_from(g).ok()),
-            split_mode: s.split_mode,
-            threads: s.threads,
-            context: s.context,
-            flash_attn: Some(flash_attn_name(s.flash_attention).to_string()),
-            chat_template: s.chat_template.clone(),
-            gbnf: s.gbnf,
-            max_requests: Some(s.limits.max_requests),
-            max_run_tokens: Some(s.limits.max_run_tokens),
-        }
+        StoredParams::of(&self.settings, self.max_tokens, self.constrain)
     }
 
     /// [`stored`](Self::stored) as the JSON a run's row keeps.
     pub fn to_stored(&self) -> Value {
-        serde_json::to_value(self.stored()).unwrap_or(Value::Null)
+        super::declared::typed_json(&self.stored()).unwrap_or(Value::Null)
     }
 
     /// The parameters of a stored run (`provider` and `model` are the run's columns). Runs
@@ -295,113 +213,58 @@ impl RunParams {
                 ),
             )
         };
-        // A key: absent or null is `None`; present, it must parse.
-        fn get<T: serde::de::DeserializeOwned>(params: &Value, key: &str) -> Option<Option<T>> {
-            match params.get(key) {
-                None | Some(Value::Null) => Some(None),
-                Some(v) => serde_json::from_value(v.clone()).ok().map(Some),
-            }
-        }
-        macro_rules! field {
-            ($key:literal) => {
-                get(params, $key).ok_or_else(|| bad($key))?
-            };
-        }
-        let argv: Vec<String> = get(params, "argv").flatten().unwrap_or_default();
+        let argv: Vec<String> = params
+            .get("argv")
+            .and_then(|a| serde_json::from_value(a.clone()).ok())
+            .unwrap_or_default();
         let flag = |name: &str| {
             argv.iter()
                 .position(|a| a == name)
                 .and_then(|i| argv.get(i + 1).cloned())
         };
-        let defaults = RunSettings::default();
-        let requested_model: Option<String> = match params.get("requested_model") {
-            // Before: the model column, which for a local run is the GGUF path that ran.
-            None => (provider != "local" || !model.is_empty()).then(|| model.to_string()),
-            Some(_) => field!("requested_model"),
-        };
-        let structured: Option<String> = field!("structured");
-        let gpu_layers: Option<String> = field!("gpu_layers");
-        let flash: Option<String> = field!("flash_attn");
-        let constrain: Option<String> = field!("constrain");
-        let settings = RunSettings {
+        let given = |key: &str| params.get(key).is_some_and(|v| !v.is_null());
+        let mut settings = RunSettings {
             provider: provider.to_string(),
-            model: requested_model,
-            structured: structured
-                .map(|m| m.parse().map_err(|_| bad("structured")))
-                .transpose()?,
-            temperature: field!("temperature"),
-            top_p: field!("top_p"),
-            reasoning_effort: field!("reasoning_effort"),
-            thinking_budget: field!("thinking_budget"),
-            seed: field!("seed"),
-            stop: field!("stop").unwrap_or_default(),
-            gpu_layers: gpu_layers
-                .map(|g| g.parse().map_err(|_| bad("gpu_layers")))
-                .transpose()?
-                .unwrap_or(defaults.gpu_layers),
-            main_gpu: match field!("main_gpu") {
-                // Runs recorded before the split mode was kept stored 0, the default, whether or
-                // not it was asked for: read as not asked.
-                Some(0i32) if params.get("split_mode").is_none() => None,
-                Some(n) => Some(u32::try_from(n).map_err(|_| bad("main_gpu"))?),
-                None => flag("--main-gpu")
-                    .and_then(|n| n.parse().ok())
-                    .or(defaults.main_gpu),
+            model: match params.get("requested_model") {
+                // Before: the model column, which for a local run is the GGUF path that ran.
+                None => (provider != "local" || !model.is_empty()).then(|| model.to_string()),
+                Some(Value::Null) => None,
+                Some(Value::String(m)) => Some(m.clone()),
+                Some(_) => return Err(bad("requested_model")),
             },
-            split_mode: field!("split_mode"),
-            threads: field!("threads"),
-            flash_attention: match flash.as_deref() {
-                None => None,
-                Some(f) => parse_flash_attn(f).ok_or_else(|| bad("flash_attn"))?,
-            },
-            context: field!("context"),
-            chat_template: match params.get("chat_template") {
-                Some(_) => field!("chat_template"),
-                None => flag("--chat-template"),
-            },
-            gbnf: field!("gbnf").unwrap_or(defaults.gbnf),
-            limits: RunLimits {
-                max_requests: field!("max_requests").unwrap_or(defaults.limits.max_requests),
-                max_run_tokens: field!("max_run_tokens").unwrap_or(defaults.limits.max_run_tokens),
-            },
+            ..RunSettings::default()
+        };
+        SettingsPatch::from_stored(params)
+            .map_err(bad)?
+            .apply(&mut settings);
+        if !given("main_gpu") {
+            // Runs recorded before the stored form kept it: the CLI's argv.
+            settings.main_gpu = flag("--main-gpu").and_then(|n| n.parse().ok());
+        } else if settings.main_gpu == Some(0) && params.get("split_mode").is_none() {
+            // Runs recorded before the split mode was kept stored 0, the default, whether or
+            // not it was asked for: read as not asked.
+            settings.main_gpu = None;
+        }
+        if params.get("chat_template").is_none() {
+            settings.chat_template = flag("--chat-template");
+        }
+        let constrain = match params.get("constrain") {
+            None | Some(Value::Null) => true,
+            Some(c) if c == "auto" => true,
+            Some(c) if c == "none" => false,
+            Some(_) => return Err(bad("constrain")),
+        };
+        let max_tokens = match params.get("max_tokens") {
+            None | Some(Value::Null) => 512,
+            Some(m) => m
+                .as_u64()
+                .and_then(|m| u32::try_from(m).ok())
+                .ok_or_else(|| bad("max_tokens"))?,
         };
         Ok(RunParams {
             settings,
-            max_tokens: field!("max_tokens").unwrap_or(512),
-            constrain: match constrain.as_deref() {
-                Some("auto") | None => true,
-                Some("none") => false,
-                Some(_) => return Err(bad("constrain")),
-            },
+            max_tokens,
+            constrain,
         })
-    }
-}
-
-/// `on`, `off` or `auto` (llama.cpp decides): how a flash-attention setting is written.
-pub fn flash_attn_name(f: Option<bool>) -> &'static str {
-    match f {
-        Some(true) => "on",
-        Some(false) => "off",
-        None => "auto",
-    }
-}
-
-/// A flash-attention setting from its name (`None`: not one of `on`, `off`, `auto`).
-pub fn parse_flash_attn(s: &str) -> Option<Option<bool>> {
-    match s {
-        "on" => Some(Some(true)),
-        "off" => Some(Some(false)),
-        "auto" => Some(None),
-        _ => None,
-    }
-}
-
-/// `auto`, `none`, `all` or a count: how a GPU-layers setting is written.
-pub fn gpu_layers_name(g: GpuLayers) -> String {
-    match g {
-        GpuLayers::Auto => "auto".into(),
-        GpuLayers::None => "none".into(),
-        GpuLayers::All => "all".into(),
-        GpuLayers::Count(n) => n.to_string(),
     }
 }

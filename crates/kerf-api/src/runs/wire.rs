@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use ts_rs::TS;
 
-use super::{Chosen, RunEvent, RunLimits, RunParams, RunResult, RunSettings};
+use super::{Chosen, RunEvent, RunLimits, RunParams, RunResult, RunSettings, SettingsPatch};
 use crate::error::{ApiError, Code, Result};
 use crate::prompts::wire::PromptDraft;
 
@@ -65,18 +65,21 @@ impl RunOptions {
                 format!("GPU layers `{}`: {e}", self.gpu_layers),
             )
         })?;
-        Ok(RunSettings {
+        let mut settings = RunSettings {
             provider: self.provider.clone(),
             model: self.model.clone().filter(|m| !m.is_empty()),
+            ..RunSettings::default()
+        };
+        SettingsPatch {
             temperature: self.temperature,
             seed: self.seed,
-            gpu_layers,
-            limits: RunLimits {
-                max_requests: self.max_requests,
-                max_run_tokens: self.max_run_tokens,
-            },
-            ..RunSettings::default()
-        })
+            gpu_layers: Some(gpu_layers),
+            max_requests: Some(self.max_requests),
+            max_run_tokens: Some(self.max_run_tokens),
+            ..SettingsPatch::default()
+        }
+        .apply(&mut settings);
+        Ok(settings)
     }
 
     /// The run panel's settings as a run's parameters.

@@ -169,7 +169,7 @@ fn wire_types_serialize_as_their_bindings_say() {
 /// went in, and a stored key of the wrong shape is an error naming it, not a default.
 #[test]
 fn run_params_round_trip_through_the_history_every_setting_included() {
-    use kerf_api::runs::{RunLimits, RunParams, RunSettings};
+    use kerf_api::runs::{RunParams, RunSettings};
     let params = RunParams {
         settings: RunSettings {
             provider: "srv".into(),
@@ -185,14 +185,12 @@ fn run_params_round_trip_through_the_history_every_setting_included() {
             main_gpu: Some(1),
             split_mode: Some(kerf_llama::SplitMode::Row),
             threads: Some(3),
-            flash_attention: Some(false),
+            flash_attn: kerf_api::runs::FlashAttn::Off,
             context: Some(4096),
             chat_template: Some("chatml".into()),
             gbnf: true,
-            limits: RunLimits {
-                max_requests: 4,
-                max_run_tokens: 9_000,
-            },
+            max_requests: 4,
+            max_run_tokens: 9_000,
         },
         max_tokens: 777,
         constrain: false,
@@ -232,14 +230,14 @@ fn run_params_of_runs_recorded_before_them() {
     );
     assert_eq!(s.stop, vec!["X".to_string()]);
     assert_eq!(
-        (s.threads, s.context, s.flash_attention),
-        (Some(2), Some(2048), Some(true))
+        (s.threads, s.context, s.flash_attn),
+        (Some(2), Some(2048), kerf_api::runs::FlashAttn::On)
     );
     assert_eq!(
         (s.main_gpu, s.chat_template.as_deref()),
         (Some(1), Some("llama3"))
     );
-    assert_eq!((s.limits.max_requests, s.limits.max_run_tokens), (3, 5000));
+    assert_eq!((s.max_requests, s.max_run_tokens), (3, 5000));
 
     // Before the split mode was kept, every run stored `main_gpu: 0` whether or not it was
     // asked for: read as not asked (a GPU named would now turn split mode `none` on).

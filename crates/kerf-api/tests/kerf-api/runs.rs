@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use kerf_api::runs::{
-    Chosen, PromptSource, Rendering, RunEvent, RunJob, RunLimits, RunParams, RunSettings,
-};
+use kerf_api::runs::{Chosen, PromptSource, Rendering, RunEvent, RunJob, RunParams, RunSettings};
 use kerf_core::Prompt;
 use kerf_llm::runtime::block_on;
 use kerf_llm::scripted::{Piece, Reply, Scripted};
@@ -48,10 +46,7 @@ fn params(max_requests: u32) -> RunParams {
     RunParams {
         settings: RunSettings {
             provider: "scripted".into(),
-            limits: RunLimits {
-                max_requests,
-                ..RunLimits::default()
-            },
+            max_requests,
             ..RunSettings::default()
         },
         max_tokens: 200,
@@ -295,7 +290,7 @@ fn a_rerun_sends_the_stored_runs_request_again_and_is_recorded_as_its_rerun() {
     params.settings.stop = vec!["END".into()];
     params.settings.threads = Some(2);
     params.settings.context = Some(4096);
-    params.settings.flash_attention = Some(false);
+    params.settings.flash_attn = kerf_api::runs::FlashAttn::Off;
     let first = Chosen::Scripted(Box::new(Scripted::new([Reply::text(good, 4)])));
     let store = Store::in_memory().unwrap();
     let (result, _) = run(&store, &first, &prompt, &source, &params, None);
@@ -375,7 +370,7 @@ fn a_run_in_phases_is_submitted_survives_recovery_and_is_settled_by_another_proc
         &request,
         &rendering.vars,
         false,
-        params.settings.limits,
+        params.settings.limits(),
         &CancelToken::new(),
         &mut |_| {},
     ))

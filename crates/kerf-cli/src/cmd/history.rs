@@ -4,6 +4,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use super::settings::SettingFlags;
 use anyhow::Result;
 use clap::Subcommand;
 use kerf_api::history::{self, Filter, RunRecord, RunSummary, Status, Store};
@@ -185,49 +186,18 @@ pub struct OverrideArgs {
     /// unless --model/--structured are given too.
     #[arg(long, allow_hyphen_values = true)]
     pub provider: Option<String>,
+    /// Another model: a GGUF file for the local provider, a model id for a cloud one.
     #[arg(long, allow_hyphen_values = true)]
     pub model: Option<String>,
-    #[arg(long, value_parser = |s: &str| s.parse::<kerf_api::runs::Structured>())]
-    pub structured: Option<kerf_api::runs::Structured>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub temperature: Option<f32>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub top_p: Option<f32>,
-    #[arg(long, value_parser = |s: &str| s.parse::<kerf_api::runs::ReasoningEffort>())]
-    pub reasoning_effort: Option<kerf_api::runs::ReasoningEffort>,
-    #[arg(long)]
-    pub thinking_budget: Option<u32>,
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Stop strings, replacing the stored ones (repeatable).
-    #[arg(long = "stop", allow_hyphen_values = true)]
-    pub stop: Vec<String>,
+    #[command(flatten)]
+    pub settings: SettingFlags,
     /// Clear the stored stop strings.
     #[arg(long, conflicts_with = "stop")]
     pub no_stop: bool,
-    #[arg(long, value_parser = |s: &str| s.parse::<kerf_llama::GpuLayers>())]
-    pub gpu_layers: Option<kerf_llama::GpuLayers>,
-    #[arg(long)]
-    pub main_gpu: Option<u32>,
-    #[arg(long, value_parser = |s: &str| s.parse::<kerf_llama::SplitMode>())]
-    pub split_mode: Option<kerf_llama::SplitMode>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub threads: Option<i32>,
-    #[arg(long, value_parser = ["auto", "on", "off"])]
-    pub flash_attn: Option<String>,
-    #[arg(long)]
-    pub context: Option<u32>,
-    #[arg(long, allow_hyphen_values = true)]
-    pub chat_template: Option<String>,
-    /// Constrain with llama.cpp's GBNF sampler (true/false).
-    #[arg(long)]
-    pub gbnf: Option<bool>,
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_requests: Option<u32>,
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_run_tokens: Option<u64>,
+    /// Another budget, in tokens.
     #[arg(long)]
     pub max_tokens: Option<u32>,
+    /// Hold the reply to the schema (auto) or not (none).
     #[arg(long, value_enum)]
     pub constrain: Option<ConstrainArg>,
 }
@@ -235,34 +205,14 @@ pub struct OverrideArgs {
 impl OverrideArgs {
     /// The flags as the use case's patch: one field each, nothing re-parsed.
     pub fn overrides(&self) -> kerf_api::runs::Overrides {
+        let mut settings = self.settings.patch();
+        if self.no_stop {
+            settings.stop = Some(Vec::new());
+        }
         kerf_api::runs::Overrides {
             provider: self.provider.clone(),
             model: self.model.clone(),
-            structured: self.structured,
-            temperature: self.temperature,
-            top_p: self.top_p,
-            reasoning_effort: self.reasoning_effort,
-            thinking_budget: self.thinking_budget,
-            seed: self.seed,
-            stop: if self.no_stop {
-                Some(Vec::new())
-            } else {
-                Some(self.stop.clone()).filter(|s| !s.is_empty())
-            },
-            gpu_layers: self.gpu_layers,
-            main_gpu: self.main_gpu,
-            split_mode: self.split_mode,
-            threads: self.threads,
-            // clap accepts only the three names.
-            flash_attention: self
-                .flash_attn
-                .as_deref()
-                .and_then(kerf_api::runs::parse_flash_attn),
-            context: self.context,
-            chat_template: self.chat_template.clone(),
-            gbnf: self.gbnf,
-            max_requests: self.max_requests,
-            max_run_tokens: self.max_run_tokens,
+            settings,
             max_tokens: self.max_tokens,
             constrain: self.constrain.map(|c| c == ConstrainArg::Auto),
         }

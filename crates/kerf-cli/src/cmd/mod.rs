@@ -13,6 +13,7 @@ pub mod providers;
 pub mod render;
 pub mod run;
 pub mod score;
+pub mod settings;
 pub mod sweep;
 pub mod test;
 

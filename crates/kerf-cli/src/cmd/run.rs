@@ -5,14 +5,12 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 pub use kerf_api::runs::Outcomes;
-use kerf_api::runs::{
-    CancelToken, CloudDetails, Finish, FinishReason, ReasoningEffort, RunDetails, Structured,
-};
-use kerf_api::runs::{RunEvent, RunJob, RunParams, RunSettings, parse_flash_attn};
+use kerf_api::runs::{CancelToken, CloudDetails, Finish, FinishReason, RunDetails};
+use kerf_api::runs::{RunEvent, RunJob, RunParams, RunSettings};
 use kerf_api::workbench::Workbench;
 use kerf_core::Prompt;
-use kerf_llama::{GpuLayers, SplitMode};
 
+use super::settings::SettingFlags;
 use crate::Outcome;
 use crate::output::print_json;
 
@@ -31,81 +29,10 @@ pub struct ModelArgs {
     pub providers: Vec<String>,
     /// Local: a GGUF model file (default: the bundled SmolLM2-135M-Instruct, see `kerf models
     /// fetch`). Cloud: a model id instead of the provider's configured one.
-    #[arg(long)]
-    pub model: Option<PathBuf>,
-    /// Cloud: the structured-output mode (auto picks what the provider honours; see
-    /// `kerf providers probe`).
-    #[arg(long, value_parser = parse_structured)]
-    pub structured: Option<Structured>,
-    /// Sampling temperature. Unset (the default): none is sent, so a cloud model samples at its
-    /// own default (OpenAI's reasoning models refuse the parameter) and the local model decodes
-    /// greedily, so its reruns are comparable.
-    #[arg(long)]
-    pub temperature: Option<f32>,
-    /// Nucleus sampling (unset: none sent).
-    #[arg(long)]
-    pub top_p: Option<f32>,
-    /// Cloud reasoning models: OpenAI's reasoning effort (none, minimal, low, medium, high).
-    #[arg(long, value_parser = parse_effort)]
-    pub reasoning_effort: Option<ReasoningEffort>,
-    /// Cloud thinking models: Gemini's thinking budget in tokens (0 turns thinking off where the
-    /// model allows it).
-    #[arg(long)]
-    pub thinking_budget: Option<u32>,
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Stop strings (repeatable).
-    #[arg(long = "stop")]
-    pub stop: Vec<String>,
-    /// Layers to offload to the GPU: all, none, auto (all when a GPU backend exists) or a number.
-    #[arg(long, default_value = "auto", value_parser = parse_gpu_layers)]
-    pub gpu_layers: GpuLayers,
-    /// Which GPU holds the model (0 = the first, as `kerf models devices` counts them); it must
-    /// exist, and the split mode becomes `none` unless given.
-    #[arg(long)]
-    pub main_gpu: Option<u32>,
-    /// How layers spread over several GPUs: layer (llama.cpp's default), row, or none (the main
-    /// GPU holds them all).
-    #[arg(long, value_parser = parse_split_mode)]
-    pub split_mode: Option<SplitMode>,
-    /// CPU threads (default: every core).
-    #[arg(long)]
-    pub threads: Option<i32>,
-    /// Flash attention: auto (llama.cpp decides), on, or off.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "on", "off"])]
-    pub flash_attn: String,
-    /// Context size in tokens (default: what the prompt and budget need, at least 2048).
-    #[arg(long)]
-    pub context: Option<u32>,
-    /// Chat template to use instead of the model's (a llama.cpp built-in name such as `chatml`).
-    #[arg(long)]
-    pub chat_template: Option<String>,
-    /// Constrain with llama.cpp's GBNF sampler instead of llguidance (slower; for comparison).
-    #[arg(long)]
-    pub gbnf: bool,
-    /// The most requests one run may make, the first and each repair together.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_requests: u32,
-    /// The most tokens one run may spend, every request's prompt and reply together: a repair
-    /// that could pass it is not sent.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_run_tokens: u64,
-}
-
-fn parse_gpu_layers(s: &str) -> Result<GpuLayers, String> {
-    s.parse()
-}
-
-fn parse_split_mode(s: &str) -> Result<SplitMode, String> {
-    s.parse()
-}
-
-fn parse_structured(s: &str) -> Result<Structured, String> {
-    s.parse()
-}
-
-fn parse_effort(s: &str) -> Result<ReasoningEffort, String> {
-    s.parse()
+    #[arg(long, value_hint = clap::ValueHint::FilePath)]
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub settings: SettingFlags,
 }
 
 impl ModelArgs {
@@ -125,36 +52,19 @@ impl ModelArgs {
         Ok(())
     }
 
-    /// The settings, on the first provider given.
+    /// The settings, on the first provider given: the defaults with the flags given.
     pub fn settings(&self) -> RunSettings {
-        RunSettings {
+        let mut settings = RunSettings {
             provider: self
                 .providers
                 .first()
                 .cloned()
                 .unwrap_or_else(|| "local".into()),
-            model: self.model.as_ref().map(|m| m.display().to_string()),
-            structured: self.structured,
-            temperature: self.temperature,
-            top_p: self.top_p,
-            reasoning_effort: self.reasoning_effort,
-            thinking_budget: self.thinking_budget,
-            seed: self.seed,
-            stop: self.stop.clone(),
-            gpu_layers: self.gpu_layers,
-            main_gpu: self.main_gpu,
-            split_mode: self.split_mode,
-            threads: self.threads,
-            // clap accepts only the three names.
-            flash_attention: parse_flash_attn(&self.flash_attn).flatten(),
-            context: self.context,
-            chat_template: self.chat_template.clone(),
-            gbnf: self.gbnf,
-            limits: kerf_api::runs::RunLimits {
-                max_requests: self.max_requests,
-                max_run_tokens: self.max_run_tokens,
-            },
-        }
+            model: self.model.clone(),
+            ..RunSettings::default()
+        };
+        self.settings.patch().apply(&mut settings);
+        settings
     }
 
     /// These flags with a budget and a constrain choice: one run's parameters.
