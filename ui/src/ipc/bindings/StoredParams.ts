@@ -89,7 +89,7 @@ flash_attn: FlashAttn | null,
 chat_template: string | null, 
 /**
  * Constrain with llama.cpp's GBNF sampler instead of llguidance (slower; for
- * comparison).
+ * comparison). `--gbnf` alone turns it on; `--gbnf=false` off (a rerun's).
  */
 gbnf: boolean, 
 /**
