@@ -16,7 +16,8 @@ use serde_json::{Map, Value};
 
 use crate::charts::{Axis, BudgetCurve, BudgetPoint, Chart, Scale, Ticks};
 use crate::error::{ApiError, Code, Result};
-use crate::experiments::cells::{self, Cell, Hooks, Lane, Ran, Runner};
+use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Ran};
+use crate::experiments::pass::{self, Kept, Plan, When};
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::{CompareSpec, SpecContender, SpecPrompt, SpecSettings};
 use crate::experiments::{ExperimentKind, ExperimentSpec, Subject, lifecycle};
@@ -315,6 +316,79 @@ fn settle(
     result
 }
 
+/// A compare's cells as a pass runs them: each ends as a [`Row`].
+struct ComparePlan<'a> {
+    job: &'a CompareJob<'a>,
+    providers: &'a [Chosen],
+    cells: Vec<At>,
+}
+
+impl Plan for ComparePlan<'_> {
+    type At = usize;
+    type Out = Row;
+
+    fn providers(&self) -> &[Chosen] {
+        self.providers
+    }
+
+    fn concurrency(&self) -> usize {
+        self.job.concurrency
+    }
+
+    fn cells(&self, provider: usize) -> Box<dyn Iterator<Item = (usize, CellKey)> + '_> {
+        Box::new(
+            self.cells
+                .iter()
+                .enumerate()
+                .filter(move |(_, a)| a.provider == provider)
+                .map(|(at, a)| (at, self.job.key(a, self.providers))),
+        )
+    }
+
+    fn cell(&self, at: usize, key: CellKey) -> Result<Cell<'_>> {
+        let a = self.cells[at];
+        let c = &self.job.contenders[a.contender];
+        Ok(Cell {
+            subject: &c.subject,
+            rendering: c.rendering.clone(),
+            params: RunParams {
+                settings: RunSettings {
+                    provider: self.providers[a.provider].name(),
+                    ..self.job.settings.clone()
+                },
+                max_tokens: a.budget,
+                constrain: a.constrained,
+            },
+            key: Some(key),
+        })
+    }
+
+    fn ended(&self, at: usize, _: CellKey, end: CellEnd) -> Result<Row> {
+        let Ran::Run(done) = end.ran? else {
+            return Err(ApiError::new(Code::Internal, "a compare cell has no cache"));
+        };
+        let a = self.cells[at];
+        Ok(Row {
+            run_id: done.history_id,
+            subject: a.contender,
+            provider: a.provider,
+            max_tokens: a.budget,
+            constrained: a.constrained,
+            seconds: end.seconds,
+            out: done.out,
+        })
+    }
+
+    fn kept(&self) -> Kept {
+        Kept::Raw
+    }
+
+    fn ended_before(&self, at: usize, reply: &kerf_store::StoredReply) -> Result<Row> {
+        let a = &self.cells[at];
+        Ok(stored_row(a, &self.job.contenders[a.contender], reply))
+    }
+}
+
 fn run_all(
     running: Option<&lifecycle::Running<'_>>,
     job: &CompareJob<'_>,
@@ -324,32 +398,33 @@ fn run_all(
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(CompareProgress),
 ) -> Result<Compared> {
-    let experiment = running.map(|r| r.id);
-    let plan = job.cells(budgets, providers);
-    let total = plan.len() as u32;
+    let plan = ComparePlan {
+        job,
+        providers,
+        cells: job.cells(budgets, providers),
+    };
+    let cells = &plan.cells;
+    let total = cells.len() as u32;
     let several = providers.len() > 1;
-    let label = |at: &At| {
+    let label = |at: usize| {
+        let a = &cells[at];
         format!(
             "{}{} · {} tokens{}",
-            job.contenders[at.contender].subject.prompt.id(),
+            job.contenders[a.contender].subject.prompt.id(),
             if several {
-                format!(" on {}", providers[at.provider].name())
+                format!(" on {}", providers[a.provider].name())
             } else {
                 String::new()
             },
-            at.budget,
-            if at.constrained {
-                " · constrained"
-            } else {
-                ""
-            }
+            a.budget,
+            if a.constrained { " · constrained" } else { "" }
         )
     };
     // Heard as runs start, stream and end; the cells run many at once, on this thread.
     let relay = std::cell::RefCell::new(Relay::new(on_progress));
     let tell = |done: u32, label: String| relay.borrow_mut().tell(done, total, label);
     let cell_of = |at: usize| {
-        let a = plan[at];
+        let a = cells[at];
         CellText {
             cell: at as u32,
             prompt: a.contender as u32,
@@ -360,101 +435,36 @@ fn run_all(
             objects: Vec::new(),
         }
     };
-    // The cells measured before (a resume): their rows from what their runs kept.
-    let mut ended: Vec<(usize, Row)> = Vec::with_capacity(plan.len());
-    if let (Some(r), false) = (running, measured.is_empty()) {
-        let kept: BTreeMap<CellKey, kerf_store::StoredReply> = r
-            .store
-            .eval_replies(r.id, true)?
-            .into_iter()
-            .map(|c| (c.cell.cell.clone(), c))
-            .collect();
-        for (at, a) in plan.iter().enumerate() {
-            let key = job.key(a, providers);
-            if let (Some(c), true) = (kept.get(&key), measured.contains_key(&key)) {
-                let row = stored_row(a, &job.contenders[a.contender], c);
-                relay.borrow_mut().ended(total, at, &row);
-                ended.push((at, row));
-            }
-        }
-        relay.borrow_mut().done = ended.len() as u32;
-    }
-    let runner = Runner {
-        store: running.map(|r| r.store),
-        experiment,
-        // A compare measures each reply as it came.
-        repair: false,
-        served_model: false,
-        layer: None,
-    };
-    // A lane per provider, each with its own requests in flight.
-    let plan = &plan;
-    let lanes = providers
-        .iter()
-        .enumerate()
-        .map(|(pi, provider)| {
-            let cells = plan
-                .iter()
-                .enumerate()
-                .filter(move |(_, a)| {
-                    a.provider == pi && !measured.contains_key(&job.key(a, providers))
-                })
-                .map(move |(at, a)| {
-                    let c = &job.contenders[a.contender];
-                    let cell = Cell {
-                        subject: &c.subject,
-                        rendering: c.rendering.clone(),
-                        params: RunParams {
-                            settings: RunSettings {
-                                provider: provider.name(),
-                                ..job.settings.clone()
-                            },
-                            max_tokens: a.budget,
-                            constrain: a.constrained,
-                        },
-                        key: Some(job.key(a, providers)),
-                    };
-                    (at, Ok(cell))
-                });
-            Lane::new(provider, job.concurrency, cells)
-        })
-        .collect();
-    cells::run_cells(
-        &runner,
-        lanes,
+    let mut ended: Vec<(usize, Row)> = Vec::with_capacity(cells.len());
+    let passed = pass::run(
+        &plan,
+        running,
+        measured,
         cancel,
         Hooks {
             on_start: &|&at| {
                 let done = relay.borrow().done;
-                tell(done, label(&plan[at]));
+                tell(done, label(at));
             },
             on_text: &|&at, t| {
-                let contender = &job.contenders[plan[at].contender];
+                let contender = &job.contenders[cells[at].contender];
                 relay.borrow_mut().text(total, at, t, contender, cell_of)
             },
             ..Hooks::default()
         },
-        |at, end| {
-            let Ran::Run(done) = end.ran? else {
-                return Err(ApiError::new(Code::Internal, "a compare cell has no cache"));
-            };
-            let a = plan[at];
-            let row = Row {
-                run_id: done.history_id,
-                subject: a.contender,
-                provider: a.provider,
-                max_tokens: a.budget,
-                constrained: a.constrained,
-                seconds: end.seconds,
-                out: done.out,
-            };
+        &mut |_| {},
+        &mut |at, when, row| {
             relay.borrow_mut().ended(total, at, &row);
             ended.push((at, row));
-            tell(ended.len() as u32, label(&plan[at]));
+            match when {
+                // Measured before (a resume): counted done, not announced.
+                When::Before => relay.borrow_mut().done = ended.len() as u32,
+                When::Now => tell(ended.len() as u32, label(at)),
+            }
             Ok(())
         },
     )?;
-    if ended.len() < plan.len() {
+    if !passed.whole() {
         // Cancelled between cells: none was in flight to say so.
         return Err(ApiError::new(Code::Cancelled, "stopped"));
     }
@@ -472,7 +482,7 @@ fn run_all(
             .iter()
             .map(|p| (p.name(), p.as_provider().model()))
             .collect(),
-        experiment,
+        experiment: running.map(|r| r.id),
         rows,
         sweeps,
     })

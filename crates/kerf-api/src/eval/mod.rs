@@ -34,7 +34,7 @@ pub mod view;
 pub mod wire;
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
@@ -47,7 +47,8 @@ use serde_json::{Map, Value};
 use ts_rs::TS;
 
 use crate::error::{ApiError, Code, Result};
-use crate::experiments::cells::{self, Cell, Hooks, Lane, Ran, Runner};
+use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Ran};
+use crate::experiments::pass;
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::SpecSettings;
 use crate::experiments::{
@@ -473,10 +474,8 @@ impl Eval {
     }
 
     /// The cells measured already (finished; failed ones too unless `retry_errors`).
-    fn kept(&self, store: &Store, retry_errors: bool) -> Result<BTreeSet<CellKey>> {
-        Ok(lifecycle::measured(store, self.experiment, !retry_errors)?
-            .into_keys()
-            .collect())
+    fn kept(&self, store: &Store, retry_errors: bool) -> Result<BTreeMap<CellKey, i64>> {
+        lifecycle::measured(store, self.experiment, !retry_errors)
     }
 
     /// What a pass over the cells still to run will send, at most: a resume announces it before
@@ -501,7 +500,7 @@ impl Eval {
         &self,
         store: &Store,
         provider: &Chosen,
-        keep: &BTreeSet<CellKey>,
+        keep: &BTreeMap<CellKey, i64>,
     ) -> Result<Size> {
         let mut size = Size::new(ExperimentKind::Eval);
         for s in &self.subjects {
@@ -524,7 +523,7 @@ impl Eval {
                                 repeat,
                                 id,
                             );
-                            n += u64::from(!keep.contains(&cell));
+                            n += u64::from(!keep.contains_key(&cell));
                         }
                     }
                     if n > 0 {
@@ -588,6 +587,82 @@ pub(crate) fn rendering(prompt: &Prompt, row: &Row) -> Result<Rendering> {
     })
 }
 
+/// An eval's cells on its providers, as a pass runs them: prompt × budget × constraint × repeat
+/// × row on each, each row read back and rendered as its cell starts. A cell's end is handed
+/// over as it came; the report reads the history.
+struct EvalPlan<'a> {
+    store: &'a Store,
+    eval: &'a Eval,
+    providers: &'a [Chosen],
+    concurrency: usize,
+}
+
+/// Where an eval's cell sits: its provider, its prompt, its row (indexes).
+#[derive(Debug, Clone, Copy)]
+struct EvalAt {
+    provider: usize,
+    subject: usize,
+    seq: usize,
+}
+
+impl pass::Plan for EvalPlan<'_> {
+    type At = EvalAt;
+    type Out = (CellKey, CellEnd);
+
+    fn providers(&self) -> &[Chosen] {
+        self.providers
+    }
+
+    fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    fn cells(&self, provider: usize) -> Box<dyn Iterator<Item = (EvalAt, CellKey)> + '_> {
+        Box::new(
+            self.eval
+                .matrix(&self.providers[provider])
+                .map(move |(subject, seq, key)| {
+                    let at = EvalAt {
+                        provider,
+                        subject,
+                        seq,
+                    };
+                    (at, key)
+                }),
+        )
+    }
+
+    fn cell(&self, at: EvalAt, key: CellKey) -> Result<Cell<'_>> {
+        let s = &self.eval.subjects[at.subject];
+        let row = self.eval.row(self.store, at.seq)?;
+        Ok(Cell {
+            subject: s,
+            rendering: rendering(&s.prompt, &row)?,
+            params: RunParams {
+                max_tokens: key.max_tokens,
+                constrain: key.constrained,
+                ..self.eval.params[at.provider].clone()
+            },
+            key: Some(key),
+        })
+    }
+
+    fn ended(&self, _: EvalAt, key: CellKey, end: CellEnd) -> Result<(CellKey, CellEnd)> {
+        Ok((key, end))
+    }
+
+    fn served_model(&self) -> bool {
+        true
+    }
+
+    fn layer(&self) -> Option<&dyn cells::Layer> {
+        self.eval
+            .spec
+            .cache
+            .then_some(&crate::experiments::cache::ReplyCache as &dyn cells::Layer)
+    }
+}
+
 /// Run every cell of `eval` that still needs a run: all of them at first; on a resume, those
 /// never started or cut off (and, with `retry_errors`, those that failed). Each provider's
 /// cells go in a lane of their own, `pace.concurrency` at a time, all providers at once. Stops
@@ -601,7 +676,6 @@ pub fn run_cells(
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<()> {
-    plan::check_concurrency(pace.concurrency)?;
     if providers.len() != eval.params.len() {
         return Err(ApiError::new(
             Code::Internal,
@@ -613,77 +687,45 @@ pub fn run_cells(
             ),
         ));
     }
-    let keep = eval.kept(store, pace.retry_errors)?;
-    let (mut skipped, mut total) = (0, 0);
-    for p in providers {
-        for (_, _, c) in eval.matrix(p) {
-            if keep.contains(&c) {
-                skipped += 1;
-            } else {
-                total += 1;
-            }
-        }
-    }
+    let measured = eval.kept(store, pace.retry_errors)?;
+    let plan = EvalPlan {
+        store,
+        eval,
+        providers,
+        concurrency: pace.concurrency,
+    };
+    let running = lifecycle::Running {
+        store,
+        id: eval.experiment,
+        kind: ExperimentKind::Eval,
+    };
     let progress = RefCell::new(Progress {
         experiment: eval.experiment,
-        total,
-        skipped,
         ..Progress::default()
     });
-    on_progress(&progress.borrow());
-    let runner = Runner {
-        store: Some(store),
-        experiment: Some(eval.experiment),
-        // Each reply measured as it came.
-        repair: false,
-        served_model: true,
-        layer: eval
-            .spec
-            .cache
-            .then_some(&crate::experiments::cache::ReplyCache as &dyn cells::Layer),
-    };
-    // Each cell's row read back and rendered as the cell starts: a large matrix is never
-    // held rendered, nor its dataset held at all.
-    let keep = &keep;
-    let lanes = providers
-        .iter()
-        .zip(&eval.params)
-        .map(|(provider, params)| {
-            let cells = eval
-                .matrix(provider)
-                .filter(move |(_, _, c)| !keep.contains(c))
-                .map(move |(subject, seq, cell)| {
-                    let key = (subject, seq, cell.clone());
-                    let s = &eval.subjects[subject];
-                    let prepared = eval
-                        .row(store, seq)
-                        .and_then(|row| rendering(&s.prompt, &row))
-                        .map(|rendering| Cell {
-                            subject: s,
-                            rendering,
-                            params: RunParams {
-                                max_tokens: cell.max_tokens,
-                                constrain: cell.constrained,
-                                ..params.clone()
-                            },
-                            key: Some(cell),
-                        });
-                    (key, prepared)
-                });
-            Lane::new(provider, pace.concurrency, cells)
-        })
-        .collect();
-    cells::run_cells(
-        &runner,
-        lanes,
+    // Told once the plan is counted, then as each cell ends.
+    let on_progress = RefCell::new(on_progress);
+    let tell = || (on_progress.borrow_mut())(&progress.borrow());
+    pass::run(
+        &plan,
+        Some(&running),
+        &measured,
         cancel,
         Hooks {
             on_warning: &|_, w| progress.borrow_mut().notice = Some(w.to_string()),
             ..Hooks::default()
         },
-        |(subject, seq, cell), end| {
+        &mut |counted| {
+            {
+                let mut p = progress.borrow_mut();
+                p.total = counted.cells - counted.before;
+                p.skipped = counted.before;
+            }
+            tell();
+        },
+        &mut |at, _, (cell, end)| {
             let live = match (&end.ran, pace.live) {
-                (Ok(ran), true) => Some(view::live(store, eval, subject, seq, cell, ran)?),
+                (Ok(ran), true) => Some(view::live(store, eval, at.subject, at.seq, cell, ran)?),
                 _ => None,
             };
             {
@@ -726,10 +768,11 @@ pub fn run_cells(
                     Err(_) => p.failed += 1,
                 }
             }
-            on_progress(&progress.borrow());
+            tell();
             Ok(())
         },
-    )
+    )?;
+    Ok(())
 }
 
 /// Score what `eval` has and end its experiment with that report: `ok`, or `interrupted` when

@@ -14,7 +14,8 @@ use ts_rs::TS;
 
 use super::rendering;
 use crate::error::{ApiError, Code, Result};
-use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Lane, Ran, Runner};
+use crate::experiments::cells::{self, Cell, CellEnd, Hooks, Ran};
+use crate::experiments::pass::{self, Kept, Plan};
 use crate::experiments::plan::{self, Allowance, Size};
 use crate::experiments::spec::{SpecPrompt, SpecSettings, TestSpec};
 use crate::experiments::{ExperimentKind, ExperimentSpec, Subject, lifecycle};
@@ -421,6 +422,92 @@ impl Resumption {
     }
 }
 
+/// The tests of every suite on every provider, as a pass runs them: each ends as its verdict
+/// (an error there — a cancel — is the test's, and the pass goes on to let the others end).
+struct TestPlan<'a> {
+    job: &'a TestJob<'a>,
+    providers: &'a [Chosen],
+    /// Every test, in the files' order: its prompt, the test, its row.
+    tests: Vec<(&'a Subject, &'a PromptTest, &'a dataset::Row)>,
+}
+
+impl TestPlan<'_> {
+    fn max_tokens(&self, test: &PromptTest) -> u32 {
+        test.max_tokens.unwrap_or(self.job.params.max_tokens)
+    }
+
+    fn verdict(&self, (pi, i): (usize, usize), measured: Result<Measured>) -> Result<TestResult> {
+        let (subject, test, _) = self.tests[i];
+        verdict(
+            subject,
+            test,
+            self.max_tokens(test),
+            &self.providers[pi],
+            measured,
+        )
+    }
+}
+
+impl Plan for TestPlan<'_> {
+    /// Its provider, its test.
+    type At = (usize, usize);
+    type Out = Result<TestResult>;
+
+    fn providers(&self) -> &[Chosen] {
+        self.providers
+    }
+
+    fn concurrency(&self) -> usize {
+        self.job.concurrency
+    }
+
+    fn cells(&self, provider: usize) -> Box<dyn Iterator<Item = ((usize, usize), CellKey)> + '_> {
+        let p = &self.providers[provider];
+        Box::new(
+            self.tests
+                .iter()
+                .enumerate()
+                .map(move |(i, (subject, test, row))| {
+                    ((provider, i), key(p, subject, test, row, self.job.params))
+                }),
+        )
+    }
+
+    fn cell(&self, (_, i): (usize, usize), key: CellKey) -> Result<Cell<'_>> {
+        // Each test is a row of its prompt's.
+        let (subject, test, row) = self.tests[i];
+        Ok(Cell {
+            subject,
+            rendering: rendering(&subject.prompt, row)?,
+            params: RunParams {
+                max_tokens: self.max_tokens(test),
+                ..self.job.params.clone()
+            },
+            key: Some(key),
+        })
+    }
+
+    fn ended(&self, at: (usize, usize), _: CellKey, end: CellEnd) -> Result<Result<TestResult>> {
+        Ok(self.verdict(at, Measured::of(end)))
+    }
+
+    fn kept(&self) -> Kept {
+        Kept::Parsed
+    }
+
+    fn ended_before(
+        &self,
+        at: (usize, usize),
+        reply: &kerf_store::StoredReply,
+    ) -> Result<Result<TestResult>> {
+        Ok(Ok(self.verdict(at, Ok(Measured::stored(reply)))?))
+    }
+
+    fn repair(&self) -> bool {
+        true
+    }
+}
+
 fn run_tests(
     running: Option<&lifecycle::Running<'_>>,
     job: &TestJob<'_>,
@@ -429,100 +516,47 @@ fn run_tests(
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
 ) -> Result<TestReport> {
-    let TestJob {
-        suites,
-        params,
-        concurrency,
-    } = *job;
-    let todo: Vec<_> = suites
-        .iter()
-        .flat_map(|(subject, data)| {
-            subject
-                .prompt
-                .file
-                .tests
-                .iter()
-                .zip(&data.rows)
-                .map(move |(test, row)| (subject, test, row))
-        })
-        .collect();
-    let mut out = Vec::new();
-    // The tests measured before (a resume): their results from what their runs kept.
-    if let (Some(r), false) = (running, measured.is_empty()) {
-        let kept: BTreeMap<CellKey, kerf_store::StoredReply> = r
-            .store
-            .eval_replies(r.id, false)?
-            .into_iter()
-            .map(|c| (c.cell.cell.clone(), c))
-            .collect();
-        for (pi, provider) in providers.iter().enumerate() {
-            for (i, &(subject, test, row)) in todo.iter().enumerate() {
-                if let Some(c) = kept.get(&key(provider, subject, test, row, params))
-                    && measured.contains_key(&c.cell.cell)
-                {
-                    let max_tokens = test.max_tokens.unwrap_or(params.max_tokens);
-                    let result =
-                        verdict(subject, test, max_tokens, provider, Ok(Measured::stored(c)))?;
-                    on_done(&result);
-                    out.push(((pi, i), result));
-                }
-            }
-        }
-    }
-    let runner = Runner {
-        store: running.map(|r| r.store),
-        experiment: running.map(|r| r.id),
-        repair: true,
-        served_model: false,
-        layer: None,
+    let plan = TestPlan {
+        job,
+        providers,
+        tests: job
+            .suites
+            .iter()
+            .flat_map(|(subject, data)| {
+                subject
+                    .prompt
+                    .file
+                    .tests
+                    .iter()
+                    .zip(&data.rows)
+                    .map(move |(test, row)| (subject, test, row))
+            })
+            .collect(),
     };
-    let todo = &todo;
-    // A lane per provider, each running every test.
-    let lanes = providers
-        .iter()
-        .enumerate()
-        .map(|(pi, provider)| {
-            let cells = todo
-                .iter()
-                .enumerate()
-                .filter(move |(_, (subject, test, row))| {
-                    !measured.contains_key(&key(provider, subject, test, row, params))
-                })
-                .map(move |(i, &(subject, test, row))| {
-                    // Each test is a row of its prompt's.
-                    let key = key(provider, subject, test, row, params);
-                    let params = RunParams {
-                        max_tokens: test.max_tokens.unwrap_or(params.max_tokens),
-                        ..params.clone()
-                    };
-                    let cell = rendering(&subject.prompt, row).map(|rendering| Cell {
-                        subject,
-                        rendering,
-                        params,
-                        key: Some(key),
-                    });
-                    ((pi, i), cell)
-                });
-            Lane::new(provider, concurrency, cells)
-        })
-        .collect();
+    let mut out = Vec::new();
     let mut stopped = None;
-    cells::run_cells(&runner, lanes, cancel, Hooks::default(), |(pi, i), end| {
-        let (subject, test, _) = todo[i];
-        let max_tokens = test.max_tokens.unwrap_or(params.max_tokens);
-        match verdict(subject, test, max_tokens, &providers[pi], Measured::of(end)) {
-            Ok(result) => {
-                on_done(&result);
-                out.push(((pi, i), result));
+    let passed = pass::run(
+        &plan,
+        running,
+        measured,
+        cancel,
+        Hooks::default(),
+        &mut |_| {},
+        &mut |at, _, result| {
+            match result {
+                Ok(result) => {
+                    on_done(&result);
+                    out.push((at, result));
+                }
+                Err(e) => stopped = Some(e),
             }
-            Err(e) => stopped = Some(e),
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     if let Some(e) = stopped {
         return Err(e);
     }
-    if out.len() < todo.len() * providers.len() {
+    if !passed.whole() {
         // Ctrl-C came between tests: none was in flight to report it.
         return Err(ApiError::new(Code::Cancelled, "stopped"));
     }

@@ -10,6 +10,8 @@
 //! - [`plan`] — what a plan will cost before its first request ([`plan::Size`]) and the limits
 //!   every plan is held to.
 //! - [`lifecycle`] — the one lifecycle: begin, take up again, settle, for every kind.
+//! - [`pass`] — one pass over a kind's [`pass::Plan`]: cells measured before read back, the
+//!   rest run a lane per provider, every result handed over as it comes.
 //! - [`stages`] — cells that depend on cells: groups run stage by stage, then merged.
 //! - [`spec`] — what an experiment was asked, one typed record for every kind
 //!   ([`spec::ExperimentSpec`]).
@@ -17,6 +19,7 @@
 pub mod cache;
 pub mod cells;
 pub mod lifecycle;
+pub mod pass;
 pub mod plan;
 pub mod spec;
 pub mod stages;
