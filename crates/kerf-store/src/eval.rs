@@ -562,11 +562,21 @@ impl Store {
 
     /// End an experiment that was stopped (Ctrl-C) with what it has so far: `interrupted`, so
     /// `eval resume` finishes it.
-    pub fn interrupt_experiment(&self, id: i64, result: &Value, why: &str) -> Result<()> {
-        self.exec(
+    pub fn interrupt_experiment(
+        &self,
+        id: i64,
+        result: &Value,
+        figures: &crate::Figures,
+        why: &str,
+    ) -> Result<()> {
+        let tx = self.write()?;
+        tx.execute(
             "UPDATE experiments SET status = 'interrupted', result = ?2, error = ?3,
              finished_at = ?4, owner = NULL WHERE id = ?1",
             params![id, result.to_string(), why, self.now()],
         )
+        .map_err(|e| self.err(e))?;
+        self.put_figures(&tx, id, figures)?;
+        tx.commit().map_err(|e| self.err(e))
     }
 }

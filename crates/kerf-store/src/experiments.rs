@@ -62,14 +62,41 @@ pub struct ExperimentSummary {
     pub created_at: String,
     pub runs: i64,
     pub note: Option<String>,
-    /// What the History list shows of it, taken from its spec and result by SQLite (never the
-    /// whole result, which for an eval holds every cell): an eval's cells, cells left and each
-    /// line's F1; a test's verdict counts; a compare's planned cells and rows. A spec or result
-    /// that is not JSON gives none, never a failed list; a result of 8 MB or more (an eval of
-    /// many thousand cells) is not read for the list, which stays quick. Not in the CLI's
-    /// `--json` (its full result is there).
+    /// The cells its plan counted (from its spec; History's "cells"). Not in the CLI's
+    /// `--json` (its spec is there).
     #[serde(skip)]
-    pub figures: Option<Value>,
+    pub cells: Option<u64>,
+    /// What lists show of its result, kept typed as it settled. Not in the CLI's `--json` (its
+    /// full result is there).
+    #[serde(skip)]
+    pub figures: Figures,
+}
+
+/// What lists show of an experiment's result, kept in columns of their own as it settles (never
+/// read out of the result, which for an eval holds every cell). Each kind fills in its own.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Figures {
+    /// An eval's cells not run yet.
+    pub pending: Option<u64>,
+    /// A prompt file's tests: verdicts.
+    pub passed: Option<u64>,
+    pub failed: Option<u64>,
+    pub errors: Option<u64>,
+    /// A compare's rows.
+    pub rows: Option<u64>,
+    /// An eval's summary lines, in the report's order.
+    pub lines: Vec<FigureLine>,
+}
+
+/// One summary line of an eval, as lists show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FigureLine {
+    pub prompt: String,
+    /// `None`: kept before lines named their provider.
+    pub provider: Option<String>,
+    pub max_tokens: u32,
+    pub constrained: bool,
+    pub f1: Option<f64>,
 }
 
 /// A compare or sweep in full: what was asked, its rows and curves, and its runs.
@@ -84,27 +111,20 @@ pub struct Experiment {
 }
 
 /// The columns of an [`ExperimentSummary`], in [`summary_from`]'s order (a query's own follow).
+/// An experiment's lines are read apart ([`Store::figure_lines`]).
 const SUMMARY_COLUMNS: &str = "e.id, e.kind, e.status, e.created_at, e.note,
     (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id),
-    CASE e.kind
-      WHEN 'eval' THEN json_object(
-        'cells', json_extract((CASE WHEN json_valid(e.spec) THEN e.spec END), '$.cells'),
-        'pending', json_extract((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.pending'),
-        'lines', json((SELECT json_group_array(json_object(
-            'prompt', json_extract(l.value, '$.prompt'),
-            'max_tokens', json_extract(l.value, '$.max_tokens'),
-            'constrained', json_extract(l.value, '$.constrained'),
-            'f1', json_extract(l.value, '$.f1')))
-          FROM json_each(coalesce((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '{}'), '$.summary') l)))
-      WHEN 'test' THEN json_object(
-        'cells', json_extract((CASE WHEN json_valid(e.spec) THEN e.spec END), '$.plan.cells'),
-        'passed', json_extract((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.passed'),
-        'failed', json_extract((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.failed'),
-        'errors', json_extract((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.errors'))
-      WHEN 'compare' THEN json_object(
-        'cells', json_extract((CASE WHEN json_valid(e.spec) THEN e.spec END), '$.plan.cells'),
-        'rows', json_array_length((CASE WHEN length(e.result) < 8000000 AND json_valid(e.result) THEN e.result END), '$.rows'))
-      ELSE NULL END";
+    json_extract((CASE WHEN json_valid(e.spec) THEN e.spec END),
+                 CASE e.kind WHEN 'eval' THEN '$.cells' ELSE '$.plan.cells' END),
+    e.pending, e.passed, e.failed, e.errors, e.result_rows";
+
+/// The column count of [`SUMMARY_COLUMNS`].
+const SUMMARY_WIDTH: usize = 12;
+
+/// A count as kept (a negative one, which Kerf never writes, is none).
+fn count(n: i64) -> Option<u64> {
+    u64::try_from(n).ok()
+}
 
 fn summary_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentSummary> {
     // The schema's CHECKs hold both columns to what Kerf writes; a file edited by hand past
@@ -131,9 +151,15 @@ fn summary_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentSummary> {
         created_at: kerf_core::time::rfc3339(r.get(3)?),
         note: r.get(4)?,
         runs: r.get(5)?,
-        figures: r
-            .get::<_, Option<String>>(6)?
-            .and_then(|t| serde_json::from_str(&t).ok()),
+        cells: r.get::<_, Option<i64>>(6)?.and_then(count),
+        figures: Figures {
+            pending: r.get::<_, Option<i64>>(7)?.and_then(count),
+            passed: r.get::<_, Option<i64>>(8)?.and_then(count),
+            failed: r.get::<_, Option<i64>>(9)?.and_then(count),
+            errors: r.get::<_, Option<i64>>(10)?.and_then(count),
+            rows: r.get::<_, Option<i64>>(11)?.and_then(count),
+            lines: Vec::new(),
+        },
     })
 }
 
@@ -153,9 +179,17 @@ impl Store {
         Ok(id)
     }
 
-    /// End an experiment with its rows and curves, or (`error`) with why it stopped.
-    pub fn finish_experiment(&self, id: i64, result: &Value, error: Option<&str>) -> Result<()> {
-        self.exec(
+    /// End an experiment with its result and the figures lists show of it, or (`error`) with
+    /// why it stopped.
+    pub fn finish_experiment(
+        &self,
+        id: i64,
+        result: &Value,
+        figures: &Figures,
+        error: Option<&str>,
+    ) -> Result<()> {
+        let tx = self.write()?;
+        tx.execute(
             "UPDATE experiments SET status = ?2, result = ?3, error = ?4, finished_at = ?5,
              owner = NULL WHERE id = ?1",
             params![
@@ -166,6 +200,9 @@ impl Store {
                 self.now()
             ],
         )
+        .map_err(|e| self.err(e))?;
+        self.put_figures(&tx, id, figures)?;
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Hand an experiment's requests to a provider that answers later: `submitted`, owned by no
@@ -185,10 +222,102 @@ impl Store {
             limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default()
         );
         let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        stmt.query_map([], summary_from)
+        let mut list: Vec<ExperimentSummary> = stmt
+            .query_map([], summary_from)
             .map_err(|e| self.err(e))?
             .collect::<rusqlite::Result<_>>()
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        let evals: Vec<i64> = list
+            .iter()
+            .filter(|e| e.kind == ExperimentKind::Eval)
+            .map(|e| e.id)
+            .collect();
+        let mut lines = self.figure_lines(&evals)?;
+        for e in &mut list {
+            e.figures.lines = lines.remove(&e.id).unwrap_or_default();
+        }
+        Ok(list)
+    }
+
+    /// The summary lines of the experiments `ids`, by experiment, in each one's order.
+    fn figure_lines(&self, ids: &[i64]) -> Result<std::collections::HashMap<i64, Vec<FigureLine>>> {
+        let mut out: std::collections::HashMap<i64, Vec<FigureLine>> = Default::default();
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT experiment_id, prompt, provider, max_tokens, constrained, f1
+                 FROM result_lines WHERE experiment_id IN (SELECT value FROM json_each(?1))
+                 ORDER BY experiment_id, seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+        let rows = stmt
+            .query_map([ids], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    FigureLine {
+                        prompt: r.get(1)?,
+                        provider: r.get(2)?,
+                        max_tokens: r.get(3)?,
+                        constrained: r.get(4)?,
+                        f1: r.get(5)?,
+                    },
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (id, line) = row.map_err(|e| self.err(e))?;
+            out.entry(id).or_default().push(line);
+        }
+        Ok(out)
+    }
+
+    /// Keep `figures` as experiment `id`'s, in `tx` (with the result they come from).
+    pub(crate) fn put_figures(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        id: i64,
+        figures: &Figures,
+    ) -> Result<()> {
+        let n = |v: Option<u64>| v.and_then(|v| i64::try_from(v).ok());
+        tx.execute(
+            "UPDATE experiments SET pending = ?2, passed = ?3, failed = ?4, errors = ?5,
+             result_rows = ?6 WHERE id = ?1",
+            params![
+                id,
+                n(figures.pending),
+                n(figures.passed),
+                n(figures.failed),
+                n(figures.errors),
+                n(figures.rows)
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM result_lines WHERE experiment_id = ?1", [id])
+            .map_err(|e| self.err(e))?;
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO result_lines (experiment_id, seq, prompt, provider, max_tokens,
+                 constrained, f1) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(|e| self.err(e))?;
+        for (seq, l) in figures.lines.iter().enumerate() {
+            insert
+                .execute(params![
+                    id,
+                    seq as i64,
+                    l.prompt,
+                    l.provider,
+                    l.max_tokens,
+                    l.constrained,
+                    l.f1
+                ])
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
     }
 
     pub fn experiment(&self, id: i64) -> Result<Experiment> {
@@ -203,9 +332,9 @@ impl Store {
                 |r| {
                     Ok(Experiment {
                         summary: summary_from(r)?,
-                        spec: json_col(r.get(7)?),
-                        result: Some(json_col(r.get(8)?)).filter(|v| !v.is_null()),
-                        error: r.get(9)?,
+                        spec: json_col(r.get(SUMMARY_WIDTH)?),
+                        result: Some(json_col(r.get(SUMMARY_WIDTH + 1)?)).filter(|v| !v.is_null()),
+                        error: r.get(SUMMARY_WIDTH + 2)?,
                         run_list: Vec::new(),
                     })
                 },
@@ -222,6 +351,7 @@ impl Store {
         })?;
         runs.reverse();
         e.run_list = runs;
+        e.summary.figures.lines = self.figure_lines(&[id])?.remove(&id).unwrap_or_default();
         Ok(e)
     }
 }

@@ -43,7 +43,7 @@ mod writer;
 pub use content::{Input, PromptVersion, sha256_hex};
 pub use error::{Error, Result};
 pub use eval::{CellKey, Endpoint, EvalRowsWriter, ReplyBody, StoredCell, StoredReply};
-pub use experiments::{Experiment, ExperimentKind, ExperimentSummary};
+pub use experiments::{Experiment, ExperimentKind, ExperimentSummary, FigureLine, Figures};
 pub use read::{Filter, RunRecord, RunSummary};
 pub use status::Status;
 pub use store::{Clock, Store};

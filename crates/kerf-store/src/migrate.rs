@@ -26,6 +26,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0005_cells.sql",
         include_str!("../migrations/0005_cells.sql"),
     ),
+    (
+        "0006_figures.sql",
+        include_str!("../migrations/0006_figures.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

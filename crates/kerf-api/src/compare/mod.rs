@@ -307,10 +307,7 @@ fn settle(
     contenders: &[Contender],
 ) -> Result<Compared> {
     running.settle(match &result {
-        Ok(c) => lifecycle::End::Done(
-            serde_json::to_value(c.report(contenders))
-                .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?,
-        ),
+        Ok(c) => lifecycle::End::Done(lifecycle::Outcome::of(&c.report(contenders))?),
         Err(e) => lifecycle::End::of_error(e),
     })?;
     result

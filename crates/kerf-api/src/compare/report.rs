@@ -212,3 +212,12 @@ impl Compared {
         }
     }
 }
+
+impl crate::experiments::lifecycle::Reported for Report {
+    fn figures(&self) -> kerf_store::Figures {
+        kerf_store::Figures {
+            rows: Some(self.rows.len() as u64),
+            ..kerf_store::Figures::default()
+        }
+    }
+}

@@ -43,7 +43,7 @@ use kerf_core::eval::dataset::{self, Dataset, Row};
 use kerf_llm::CancelToken;
 use kerf_store::{CellKey, Store};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Map;
 use ts_rs::TS;
 
 use crate::error::{ApiError, Code, Result};
@@ -376,10 +376,6 @@ fn keep_rows(store: &Store, experiment: i64, rows: &Rows, checked: u64) -> Resul
     }
     writer.commit()?;
     Ok(ids)
-}
-
-fn to_json<T: Serialize>(v: &T) -> Result<Value> {
-    serde_json::to_value(v).map_err(|e| ApiError::new(Code::Internal, e.to_string()))
 }
 
 /// Eval `experiment` as the history keeps it: the prompt versions it ran (compiled), its rows
@@ -779,16 +775,16 @@ pub fn run_cells(
 /// it was `stopped` before every cell ran (`kerf eval resume` finishes it).
 pub fn finish(store: &Store, eval: &Eval, stopped: bool, options: Options) -> Result<Report> {
     let report = report(store, eval, options)?;
-    let value = to_json(&report)?;
+    let outcome = lifecycle::Outcome::of(&report)?;
     let running = lifecycle::Running {
         store,
         id: eval.experiment,
         kind: ExperimentKind::Eval,
     };
     running.settle(if stopped {
-        lifecycle::End::Stopped(value)
+        lifecycle::End::Stopped(outcome)
     } else {
-        lifecycle::End::Done(value)
+        lifecycle::End::Done(outcome)
     })?;
     Ok(report)
 }

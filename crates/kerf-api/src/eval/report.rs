@@ -902,3 +902,24 @@ impl Report {
         charts
     }
 }
+
+impl crate::experiments::lifecycle::Reported for Report {
+    /// The cells not run yet, and each summary line's F1.
+    fn figures(&self) -> kerf_store::Figures {
+        kerf_store::Figures {
+            pending: Some(self.pending as u64),
+            lines: self
+                .summary
+                .iter()
+                .map(|l| kerf_store::FigureLine {
+                    prompt: l.prompt.clone(),
+                    provider: Some(l.provider.clone()),
+                    max_tokens: l.max_tokens,
+                    constrained: l.constrained,
+                    f1: l.micro.f1,
+                })
+                .collect(),
+            ..kerf_store::Figures::default()
+        }
+    }
+}

@@ -669,3 +669,14 @@ fn verdict(
     }
     Ok(result)
 }
+
+impl crate::experiments::lifecycle::Reported for TestReport {
+    fn figures(&self) -> kerf_store::Figures {
+        kerf_store::Figures {
+            passed: Some(self.passed as u64),
+            failed: Some(self.failed as u64),
+            errors: Some(self.errors as u64),
+            ..kerf_store::Figures::default()
+        }
+    }
+}

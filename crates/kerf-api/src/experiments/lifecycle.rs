@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use kerf_store::{CellKey, Endpoint, Store};
+use kerf_store::{CellKey, Endpoint, Figures, Store};
 use serde_json::Value;
 
 use super::{ExperimentKind, ExperimentSpec};
@@ -31,13 +31,52 @@ pub struct Running<'s> {
     pub kind: ExperimentKind,
 }
 
+/// What a kind's result says to lists: the figures kept typed beside it as it settles (an
+/// eval's pending cells and summary lines, a test's verdicts, a compare's rows).
+pub trait Reported: serde::Serialize {
+    fn figures(&self) -> Figures {
+        Figures::default()
+    }
+}
+
+impl<T: Reported> Reported for &T {
+    fn figures(&self) -> Figures {
+        (**self).figures()
+    }
+}
+
+/// A pass's result as the history keeps it: the whole, and the figures lists show of it.
+pub struct Outcome {
+    pub result: Value,
+    pub figures: Figures,
+}
+
+impl Outcome {
+    pub fn of<T: Reported>(t: &T) -> Result<Outcome> {
+        Ok(Outcome {
+            result: serde_json::to_value(t)
+                .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?,
+            figures: t.figures(),
+        })
+    }
+
+    /// Nothing kept (a kind that keeps nothing partial).
+    pub fn none() -> Outcome {
+        Outcome {
+            result: Value::Null,
+            figures: Figures::default(),
+        }
+    }
+}
+
 /// How an experiment's pass ended.
 pub enum End {
     /// Every cell ran: its result.
-    Done(Value),
+    Done(Outcome),
     /// Stopped (Ctrl-C, or a provider that refused everything) before every cell ran: what it
-    /// has so far (`null` when its kind keeps nothing partial). Taken up again by a resume.
-    Stopped(Value),
+    /// has so far ([`Outcome::none`] when its kind keeps nothing partial). Taken up again by a
+    /// resume.
+    Stopped(Outcome),
     /// It could not go on: why.
     Failed(String),
 }
@@ -45,12 +84,9 @@ pub enum End {
 impl End {
     /// `outcome`'s ending: its result when it ran, stopped when it was cancelled, failed
     /// otherwise.
-    pub fn of<T: serde::Serialize>(outcome: &Result<T>) -> Result<End> {
+    pub fn of<T: Reported>(outcome: &Result<T>) -> Result<End> {
         Ok(match outcome {
-            Ok(t) => End::Done(
-                serde_json::to_value(t)
-                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?,
-            ),
+            Ok(t) => End::Done(Outcome::of(t)?),
             Err(e) => End::of_error(e),
         })
     }
@@ -58,7 +94,7 @@ impl End {
     /// The end of a pass that stopped with `e`: stopped when it was cancelled, failed otherwise.
     pub fn of_error(e: &ApiError) -> End {
         if e.code == Code::Cancelled {
-            End::Stopped(Value::Null)
+            End::Stopped(Outcome::none())
         } else {
             End::Failed(e.message.clone())
         }
@@ -147,24 +183,30 @@ impl Running<'_> {
     /// up again) or `error` with why.
     pub fn settle(&self, end: End) -> Result<()> {
         match end {
-            End::Done(result) => self.store.finish_experiment(self.id, &result, None)?,
+            End::Done(o) => self
+                .store
+                .finish_experiment(self.id, &o.result, &o.figures, None)?,
             End::Stopped(partial) => self.store.interrupt_experiment(
                 self.id,
-                &partial,
+                &partial.result,
+                &partial.figures,
                 &format!(
                     "stopped before every cell ran; `{}` finishes it",
                     resume_command(self.kind, self.id)
                 ),
             )?,
-            End::Failed(why) => self
-                .store
-                .finish_experiment(self.id, &Value::Null, Some(&why))?,
+            End::Failed(why) => self.store.finish_experiment(
+                self.id,
+                &Value::Null,
+                &Figures::default(),
+                Some(&why),
+            )?,
         }
         Ok(())
     }
 
     /// Settle with `outcome` ([`End::of`]) and hand it back.
-    pub fn settled<T: serde::Serialize>(&self, outcome: Result<T>) -> Result<T> {
+    pub fn settled<T: Reported>(&self, outcome: Result<T>) -> Result<T> {
         self.settle(End::of(&outcome)?)?;
         outcome
     }

@@ -37,6 +37,9 @@ pub enum SweepReport {
     Compare { compare: Vec<NamedSweep> },
 }
 
+/// A sweep's curves are its result; lists show none of it.
+impl super::lifecycle::Reported for SweepReport {}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NamedSweep {
     pub name: String,

@@ -200,30 +200,38 @@ impl ExperimentState {
 
 /// The few words History shows of an experiment's figures (see
 /// [`kerf_store::ExperimentSummary::figures`]).
-fn headline(kind: crate::experiments::ExperimentKind, figures: &Value) -> Option<String> {
+fn headline(
+    kind: crate::experiments::ExperimentKind,
+    figures: &kerf_store::Figures,
+) -> Option<String> {
     use crate::experiments::ExperimentKind as K;
-    let n = |key: &str| figures.get(key).and_then(Value::as_u64);
     match kind {
         K::Eval => {
-            let best = figures
-                .get("lines")?
-                .as_array()?
+            let several = figures
+                .lines
                 .iter()
-                .filter_map(|l| Some((l.get("f1")?.as_f64()?, l)))
+                .filter_map(|l| l.provider.as_deref())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                > 1;
+            let best = figures
+                .lines
+                .iter()
+                .filter_map(|l| Some((l.f1?, l)))
                 .max_by(|a, b| a.0.total_cmp(&b.0));
             let mut words = best.map(|(f1, l)| {
                 format!(
-                    "best F1 {f1:.3}: {} @ {}{}",
-                    l.get("prompt").and_then(Value::as_str).unwrap_or("?"),
-                    l.get("max_tokens").and_then(Value::as_u64).unwrap_or(0),
-                    if l.get("constrained").and_then(Value::as_bool) == Some(true) {
-                        " constrained"
-                    } else {
-                        ""
-                    }
+                    "best F1 {f1:.3}: {}{} @ {}{}",
+                    l.prompt,
+                    match (&l.provider, several) {
+                        (Some(p), true) => format!(" on {p}"),
+                        _ => String::new(),
+                    },
+                    l.max_tokens,
+                    if l.constrained { " constrained" } else { "" }
                 )
             });
-            if let Some(p) = n("pending").filter(|&p| p > 0) {
+            if let Some(p) = figures.pending.filter(|&p| p > 0) {
                 let left = format!("{p} cell(s) left");
                 words = Some(match words {
                     Some(w) => format!("{w} · {left}"),
@@ -234,18 +242,15 @@ fn headline(kind: crate::experiments::ExperimentKind, figures: &Value) -> Option
         }
         K::Test => Some(format!(
             "{} passed, {} failed, {} errors",
-            n("passed")?,
-            n("failed")?,
-            n("errors")?
+            figures.passed?, figures.failed?, figures.errors?
         )),
-        K::Compare => n("rows").map(|r| format!("{r} row(s)")),
+        K::Compare => figures.rows.map(|r| format!("{r} row(s)")),
         K::Sweep => None,
     }
 }
 
 impl From<kerf_store::ExperimentSummary> for ExperimentRow {
     fn from(e: kerf_store::ExperimentSummary) -> Self {
-        let figures = e.figures.unwrap_or(Value::Null);
         ExperimentRow {
             id: e.id,
             kind: e.kind,
@@ -253,9 +258,9 @@ impl From<kerf_store::ExperimentSummary> for ExperimentRow {
             created_at: e.created_at,
             runs: e.runs,
             note: e.note,
-            state: ExperimentState::of(e.status, figures.get("pending").and_then(Value::as_u64)),
-            cells: figures.get("cells").and_then(Value::as_u64),
-            headline: headline(e.kind, &figures),
+            state: ExperimentState::of(e.status, e.figures.pending),
+            cells: e.cells,
+            headline: headline(e.kind, &e.figures),
         }
     }
 }

@@ -311,7 +311,12 @@ fn a_stored_compare_sweep_and_test_open_as_their_screens_show_them() {
     assert_eq!(e.code, kerf_api::Code::Conflict);
     assert!(e.message.contains("still running"), "{}", e.message);
     store
-        .finish_experiment(running, &Value::Null, Some("the model went away"))
+        .finish_experiment(
+            running,
+            &Value::Null,
+            &Default::default(),
+            Some("the model went away"),
+        )
         .unwrap();
     let e = opened::open(&store, running).unwrap_err();
     assert!(e.message.contains("the model went away"), "{}", e.message);
@@ -321,7 +326,9 @@ fn a_stored_compare_sweep_and_test_open_as_their_screens_show_them() {
         id: running,
         kind: kerf_store::ExperimentKind::Compare,
     }
-    .settle(kerf_api::experiments::lifecycle::End::Stopped(Value::Null))
+    .settle(kerf_api::experiments::lifecycle::End::Stopped(
+        kerf_api::experiments::lifecycle::Outcome::none(),
+    ))
     .unwrap();
     let e = opened::open(&store, running).unwrap_err();
     assert!(

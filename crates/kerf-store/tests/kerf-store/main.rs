@@ -412,7 +412,7 @@ fn experiments_group_their_runs() {
     let w = store.begin_run(&run).unwrap();
     let id = w.finish(RunEnd::new(FinishReason::Stop, "")).unwrap();
     store
-        .finish_experiment(e, &json!({"rows": [1]}), None)
+        .finish_experiment(e, &json!({"rows": [1]}), &Default::default(), None)
         .unwrap();
     let x = store.experiment(e).unwrap();
     assert_eq!(x.summary.status, Status::Ok);
@@ -621,6 +621,119 @@ fn migrating_to_v5_gives_each_eval_cell_its_provider_and_model() {
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
+/// Version 6 keeps what lists show of a result in columns of their own. Every experiment a
+/// version-5 history settled gets them from its result, as the list read them before: an eval's
+/// pending cells and summary lines (a line of an older eval names no provider), a test's
+/// verdicts, a compare's rows; a result that is not JSON, or of another shape, gives none.
+#[test]
+fn migrating_to_v6_keeps_each_results_figures_typed() {
+    use kerf_store::{ExperimentKind, FigureLine, Figures};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.sqlite");
+    std::fs::copy(fixtures().join("v5.sqlite"), &path).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            r#"INSERT INTO experiments (id, kind, status, created_at, spec, result) VALUES
+                 (1, 'eval', 'interrupted', 1, '{"cells": 8}',
+                  '{"pending": 3, "summary": [
+                      {"prompt": "kg", "provider": "srv", "max_tokens": 64, "constrained": true, "f1": 0.5},
+                      {"prompt": "kg-array", "max_tokens": 128, "constrained": false, "f1": null},
+                      "not a line", {"prompt": 7, "max_tokens": 1}]}'),
+                 (2, 'test', 'ok', 2, '{"plan": {"cells": 4}}',
+                  '{"passed": 3, "failed": 1, "errors": 0, "tests": []}'),
+                 (3, 'compare', 'ok', 3, '{"plan": {"cells": 2}}', '{"rows": [{}, {}]}'),
+                 (4, 'eval', 'ok', 4, '{"cells": 1}', 'not json'),
+                 (5, 'test', 'error', 5, '{}', NULL),
+                 (6, 'eval', 'ok', 6, '{"cells": 1}', '{"pending": "many", "summary": {}}');"#,
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let list = store.experiments(None).unwrap();
+    let by_id = |id: i64| list.iter().find(|e| e.id == id).unwrap();
+    assert_eq!(
+        by_id(1).figures,
+        Figures {
+            pending: Some(3),
+            lines: vec![
+                FigureLine {
+                    prompt: "kg".into(),
+                    provider: Some("srv".into()),
+                    max_tokens: 64,
+                    constrained: true,
+                    f1: Some(0.5),
+                },
+                FigureLine {
+                    prompt: "kg-array".into(),
+                    provider: None,
+                    max_tokens: 128,
+                    constrained: false,
+                    f1: None,
+                },
+            ],
+            ..Figures::default()
+        }
+    );
+    assert_eq!(by_id(1).cells, Some(8));
+    assert_eq!(
+        (
+            by_id(2).figures.passed,
+            by_id(2).figures.failed,
+            by_id(2).figures.errors,
+            by_id(2).cells
+        ),
+        (Some(3), Some(1), Some(0), Some(4))
+    );
+    assert_eq!((by_id(3).figures.rows, by_id(3).cells), (Some(2), Some(2)));
+    for id in [4, 5, 6] {
+        assert_eq!(by_id(id).figures, Figures::default(), "experiment {id}");
+    }
+    assert_eq!(by_id(2).kind, ExperimentKind::Test);
+    // One experiment read whole has its lines too.
+    assert_eq!(store.experiment(1).unwrap().summary.figures.lines.len(), 2);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+/// Settling writes the figures with the result, in one transaction, and settling again (a
+/// resume's pass) replaces them, lines and all.
+#[test]
+fn an_experiments_figures_are_kept_as_it_settles() {
+    use kerf_store::{ExperimentKind, FigureLine, Figures};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("history.sqlite")).unwrap();
+    let id = store
+        .begin_experiment(ExperimentKind::Eval, &json!({"cells": 4}))
+        .unwrap();
+    let line = |prompt: &str, f1| FigureLine {
+        prompt: prompt.into(),
+        provider: Some("local".into()),
+        max_tokens: 256,
+        constrained: true,
+        f1,
+    };
+    let stopped = Figures {
+        pending: Some(2),
+        lines: vec![line("a", Some(0.25)), line("b", None)],
+        ..Figures::default()
+    };
+    store
+        .interrupt_experiment(id, &json!({"pending": 2}), &stopped, "stopped")
+        .unwrap();
+    assert_eq!(store.experiments(None).unwrap()[0].figures, stopped);
+    let whole = Figures {
+        pending: Some(0),
+        lines: vec![line("a", Some(0.75))],
+        ..Figures::default()
+    };
+    store
+        .finish_experiment(id, &json!({"pending": 0}), &whole, None)
+        .unwrap();
+    let listed = &store.experiments(None).unwrap()[0];
+    assert_eq!((&listed.figures, listed.status), (&whole, Status::Ok));
+    assert_eq!(store.experiment(id).unwrap().summary.figures, whole);
+}
+
 /// The kind and status columns are closed: a file edited past the schema's CHECKs is named as
 /// corrupt when listed, never read as some other kind.
 #[test]
@@ -755,7 +868,7 @@ fn a_submitted_run_survives_another_process_opening_the_history_and_a_third_sett
     assert!(!third.settle_run(run, &other).unwrap());
     assert_eq!(third.run(run).unwrap().raw, settled.raw);
     third
-        .finish_experiment(experiment, &json!({"cells": 1}), None)
+        .finish_experiment(experiment, &json!({"cells": 1}), &Default::default(), None)
         .unwrap();
     assert_eq!(
         third.experiment(experiment).unwrap().summary.status,
