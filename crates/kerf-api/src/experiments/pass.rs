@@ -80,7 +80,8 @@ pub enum When {
     Now,
 }
 
-/// How a pass went: the plan's cells, those measured before, those that ended in it.
+/// How a pass went: the plan's cells, those measured before (where the plan reads them back,
+/// those read back), those that ended in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Passed {
     pub cells: usize,
@@ -133,10 +134,14 @@ pub fn run<P: Plan>(
         ),
     };
     if let Some(kept) = kept {
+        // Only what was read back counts as had: a measured cell whose reply is missing leaves
+        // the pass short, as a cell never run would.
+        passed.before = 0;
         for p in 0..providers.len() {
             for (at, key) in plan.cells(p) {
                 if let (Some(reply), true) = (kept.get(&key), measured.contains_key(&key)) {
                     on_out(at, When::Before, plan.ended_before(at, reply)?)?;
+                    passed.before += 1;
                 }
             }
         }

@@ -20,11 +20,9 @@ pub struct RunLimits {
 }
 
 impl Default for RunLimits {
+    /// The declared defaults of `max_requests` and `max_run_tokens` (10 and 100,000).
     fn default() -> Self {
-        RunLimits {
-            max_requests: 10,
-            max_run_tokens: 100_000,
-        }
+        RunSettings::default().limits()
     }
 }
 
