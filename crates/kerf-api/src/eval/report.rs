@@ -29,6 +29,10 @@ pub(crate) use super::replies::{Reader, reread_reply};
 use crate::charts::{self, Axis, BudgetCurve, Chart, Scale, Ticks};
 use crate::error::Result;
 
+mod kept;
+
+use kept::{CellScore, KEEP_BATCH, score_key};
+
 /// An eval's result: what `kerf eval --json` prints and the history keeps. `experiment`,
 /// `summary` and `cells` are an interface; the rest are additions.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
@@ -412,66 +416,6 @@ pub(crate) fn score_line(
     CellScore { ungrounded, scored }.apply(line, report);
     objects
 }
-
-/// What scoring a cell gives, kept with its run (`cell_scores`) so that opening an eval again
-/// does not score it again.
-#[derive(Serialize, serde::Deserialize)]
-struct CellScore {
-    ungrounded: Option<usize>,
-    scored: Option<kerf_core::eval::Scored>,
-}
-
-impl CellScore {
-    /// Fill `line`'s figures in from this score and its reply's parse.
-    fn apply(self, line: &mut CellLine, report: &ParseReport) {
-        line.objects = report.objects.len();
-        line.dropped = report.drop_counts();
-        line.ungrounded = self.ungrounded;
-        if let Some(s) = self.scored {
-            let f = s.counts.scores();
-            (line.tp, line.fp, line.fn_) = (Some(f.tp), Some(f.fp), Some(f.fn_));
-            (line.precision, line.recall, line.f1) = (f.precision, f.recall, f.f1);
-            line.types = s
-                .by_type
-                .iter()
-                .filter(|(_, c)| c.tp + c.fp + c.fn_ > 0)
-                .map(|(t, _)| t.clone())
-                .collect();
-            line.scored = Some(s);
-        }
-    }
-
-    fn of(line: &CellLine) -> CellScore {
-        CellScore {
-            ungrounded: line.ungrounded,
-            scored: line.scored.clone(),
-        }
-    }
-}
-
-/// The version of scoring a kept score was made by: a change to how cells are scored changes
-/// it, and every kept score is made again.
-const SCORING: &str = "2";
-
-/// What a kept score of a cell of `eval` (row `seq`, prompt `si`) depends on, besides its run:
-/// the eval and row (an eval's rows never change), the prompt's text and its `match` settings
-/// now (`rescore` may have changed them), which objects were scored, and the scoring's version.
-fn score_key(eval: &Eval, si: usize, seq: usize, replies: Replies) -> String {
-    let s = &eval.subjects[si];
-    let matching = serde_json::to_string(&s.prompt.file.match_spec).unwrap_or_default();
-    let prompt = kerf_store::sha256_hex(format!("{}\n{matching}", s.source.text).as_bytes());
-    let replies = match replies {
-        Replies::Stored => "stored",
-        Replies::Reread => "reread",
-    };
-    format!(
-        "v{SCORING} eval {} row {seq} {replies} {prompt}",
-        eval.experiment
-    )
-}
-
-/// Kept scores are written in batches of this many cells, so a report of many cells holds few.
-const KEEP_BATCH: usize = 256;
 
 /// A line: its prompt's index, its provider's, budget and constraint.
 type LineKey = (usize, usize, u32, bool);
