@@ -167,16 +167,12 @@ impl CompareJob<'_> {
         let mut budgets = self.budgets.to_vec();
         budgets.sort_unstable();
         budgets.dedup();
-        let mut sizes = vec![Size::new(ExperimentKind::Compare); providers.len()];
-        for at in self.cells(&budgets, providers) {
-            if measured.contains_key(&self.key(&at, providers)) {
-                continue;
-            }
-            let r = &self.contenders[at.contender].rendering.rendered;
-            let bytes = r.user.len() + r.system.as_ref().map_or(0, String::len);
-            sizes[at.provider].add(1, bytes as u64, at.budget, 0, 0);
-        }
-        let size = Size::of_parts(ExperimentKind::Compare, sizes, providers)?;
+        let plan = ComparePlan {
+            job: self,
+            providers,
+            cells: self.cells(&budgets, providers),
+        };
+        let size = pass::size(&plan, ExperimentKind::Compare, measured)?;
         plan::check_allowed(&size, self.allowed)?;
         Ok(size)
     }
@@ -357,6 +353,16 @@ impl Plan for ComparePlan<'_> {
                 constrain: a.constrained,
             },
             key: Some(key),
+        })
+    }
+
+    fn cost(&self, at: usize, _: &CellKey) -> Result<pass::Cost> {
+        let a = &self.cells[at];
+        let r = &self.job.contenders[a.contender].rendering.rendered;
+        Ok(pass::Cost {
+            input_bytes: (r.user.len() + r.system.as_ref().map_or(0, String::len)) as u64,
+            max_tokens: a.budget,
+            ..pass::Cost::default()
         })
     }
 

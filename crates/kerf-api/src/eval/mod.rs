@@ -643,6 +643,19 @@ impl pass::Plan for EvalPlan<'_> {
         })
     }
 
+    /// Per cell, rendering its row (an eval sizes a resume row by row instead, rendering each
+    /// row once per prompt: [`Eval::remaining`]).
+    fn cost(&self, at: EvalAt, key: &CellKey) -> Result<pass::Cost> {
+        let s = &self.eval.subjects[at.subject];
+        let r = rendering(&s.prompt, &self.eval.row(self.store, at.seq)?)?;
+        Ok(pass::Cost {
+            input_bytes: (r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len))
+                as u64,
+            max_tokens: key.max_tokens,
+            ..pass::Cost::default()
+        })
+    }
+
     fn ended(&self, _: EvalAt, key: CellKey, end: CellEnd) -> Result<(CellKey, CellEnd)> {
         Ok((key, end))
     }

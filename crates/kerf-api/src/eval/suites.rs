@@ -213,42 +213,23 @@ fn remaining(
     } = *job;
     plan::check_concurrency(concurrency)?;
     plan::check_providers(providers)?;
-    // Every provider runs every test: a part each.
-    let mut sizes = vec![Size::new(ExperimentKind::Test); providers.len()];
+    // Each test's budget, checked as a run's is, named by its place.
     for (subject, data) in suites {
-        let p = &subject.prompt;
-        let repairs = p.file.repair.map_or(0, |r| {
-            r.max_attempts
-                .clamp(
-                    kerf_core::prompt::Repair::MIN_ATTEMPTS,
-                    kerf_core::prompt::Repair::MAX_ATTEMPTS,
-                )
-                .min(params.settings.max_requests.max(1))
-                - 1
-        });
-        for (test, row) in p.file.tests.iter().zip(&data.rows) {
-            let max_tokens = test.max_tokens.unwrap_or(params.max_tokens);
-            params.check(&[max_tokens]).map_err(|e| ApiError {
-                message: format!("{}: {}", row.place(), e.message),
-                ..e
-            })?;
-            let r = rendering(p, row)?;
-            let bytes = r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
-            for (size, provider) in sizes.iter_mut().zip(providers) {
-                if measured.contains_key(&key(provider, subject, test, row, params)) {
-                    continue;
-                }
-                size.add(
-                    1,
-                    bytes as u64,
-                    max_tokens,
-                    repairs,
-                    params.settings.max_run_tokens,
-                );
-            }
+        for (test, row) in subject.prompt.file.tests.iter().zip(&data.rows) {
+            params
+                .check(&[test.max_tokens.unwrap_or(params.max_tokens)])
+                .map_err(|e| ApiError {
+                    message: format!("{}: {}", row.place(), e.message),
+                    ..e
+                })?;
         }
     }
-    let size = Size::of_parts(ExperimentKind::Test, sizes, providers)?;
+    // Every provider runs every test: a part each.
+    let size = pass::size(
+        &TestPlan::new(job, providers),
+        ExperimentKind::Test,
+        measured,
+    )?;
     plan::check_allowed(&size, allowed)?;
     Ok(size)
 }
@@ -431,7 +412,28 @@ struct TestPlan<'a> {
     tests: Vec<(&'a Subject, &'a PromptTest, &'a dataset::Row)>,
 }
 
-impl TestPlan<'_> {
+impl<'a> TestPlan<'a> {
+    /// Every test of every suite, in the files' order, on each of `providers`.
+    fn new(job: &'a TestJob<'a>, providers: &'a [Chosen]) -> Self {
+        TestPlan {
+            job,
+            providers,
+            tests: job
+                .suites
+                .iter()
+                .flat_map(|(subject, data)| {
+                    subject
+                        .prompt
+                        .file
+                        .tests
+                        .iter()
+                        .zip(&data.rows)
+                        .map(move |(test, row)| (subject, test, row))
+                })
+                .collect(),
+        }
+    }
+
     fn max_tokens(&self, test: &PromptTest) -> u32 {
         test.max_tokens.unwrap_or(self.job.params.max_tokens)
     }
@@ -487,6 +489,29 @@ impl Plan for TestPlan<'_> {
         })
     }
 
+    fn cost(&self, (_, i): (usize, usize), _: &CellKey) -> Result<pass::Cost> {
+        let (subject, test, row) = self.tests[i];
+        let p = &subject.prompt;
+        // A test runs with the repair loop its prompt asks for, within the run's request limit.
+        let repairs = p.file.repair.map_or(0, |r| {
+            r.max_attempts
+                .clamp(
+                    kerf_core::prompt::Repair::MIN_ATTEMPTS,
+                    kerf_core::prompt::Repair::MAX_ATTEMPTS,
+                )
+                .min(self.job.params.settings.max_requests.max(1))
+                - 1
+        });
+        let r = rendering(p, row)?;
+        Ok(pass::Cost {
+            input_bytes: (r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len))
+                as u64,
+            max_tokens: self.max_tokens(test),
+            repairs,
+            max_run_tokens: self.job.params.settings.max_run_tokens,
+        })
+    }
+
     fn ended(&self, at: (usize, usize), _: CellKey, end: CellEnd) -> Result<Result<TestResult>> {
         Ok(self.verdict(at, Measured::of(end)))
     }
@@ -516,23 +541,7 @@ fn run_tests(
     cancel: &CancelToken,
     on_done: &mut dyn FnMut(&TestResult),
 ) -> Result<TestReport> {
-    let plan = TestPlan {
-        job,
-        providers,
-        tests: job
-            .suites
-            .iter()
-            .flat_map(|(subject, data)| {
-                subject
-                    .prompt
-                    .file
-                    .tests
-                    .iter()
-                    .zip(&data.rows)
-                    .map(move |(test, row)| (subject, test, row))
-            })
-            .collect(),
-    };
+    let plan = TestPlan::new(job, providers);
     let mut out = Vec::new();
     let mut stopped = None;
     let passed = pass::run(

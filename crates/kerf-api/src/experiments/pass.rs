@@ -10,8 +10,10 @@ use std::collections::BTreeMap;
 use kerf_llm::CancelToken;
 use kerf_store::{CellKey, StoredReply};
 
+use super::ExperimentKind;
 use super::cells::{self, Cell, CellEnd, Hooks, Lane, Layer, Runner};
 use super::lifecycle::Running;
+use super::plan::Size;
 use crate::error::Result;
 use crate::runs::Chosen;
 
@@ -32,6 +34,8 @@ pub trait Plan {
     /// The cell at `at`, ready to run (rendered as it starts: a large plan is never held
     /// rendered). An error ends the cell without a request.
     fn cell(&self, at: Self::At, key: CellKey) -> Result<Cell<'_>>;
+    /// What the cell at `at` (keyed `key`) may spend at most (what [`size`] adds up).
+    fn cost(&self, at: Self::At, key: &CellKey) -> Result<Cost>;
     /// A cell's end as the plan takes it (`key`: the cell's); an error stops the pass at once.
     fn ended(&self, at: Self::At, key: CellKey, end: CellEnd) -> Result<Self::Out>;
     /// What the pass reads back of the cells measured before.
@@ -60,6 +64,38 @@ pub trait Plan {
     fn layer(&self) -> Option<&dyn Layer> {
         None
     }
+}
+
+/// What one cell may spend at most: its request's text, its budget, the repairs it may send
+/// and the run's token ceiling over them (see [`Size::add`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cost {
+    pub input_bytes: u64,
+    pub max_tokens: u32,
+    pub repairs: u32,
+    pub max_run_tokens: u64,
+}
+
+/// What a pass over `plan` will send at most for the cells not `measured` yet: a part per
+/// provider, each priced and named. A start sizes with nothing measured, a resume with what the
+/// history holds; the caller checks the total against what the person allowed.
+pub fn size<P: Plan>(
+    plan: &P,
+    kind: ExperimentKind,
+    measured: &BTreeMap<CellKey, i64>,
+) -> Result<Size> {
+    let providers = plan.providers();
+    let mut parts = vec![Size::new(kind); providers.len()];
+    for (p, part) in parts.iter_mut().enumerate() {
+        for (at, key) in plan.cells(p) {
+            if measured.contains_key(&key) {
+                continue;
+            }
+            let c = plan.cost(at, &key)?;
+            part.add(1, c.input_bytes, c.max_tokens, c.repairs, c.max_run_tokens);
+        }
+    }
+    Size::of_parts(kind, parts, providers)
 }
 
 /// What a pass reads back of the cells an earlier pass measured.
