@@ -40,6 +40,7 @@ pub mod schema;
 pub mod sweep;
 pub mod template;
 pub mod time;
+pub mod twin;
 
 use std::path::{Path, PathBuf};
 

@@ -73,30 +73,97 @@ impl Prices {
         Ok(Prices { models })
     }
 
-    /// The estimate for `model`'s `usage`: its own entry, else the longest entry it starts with.
+    /// The table entry for `model`, if the table prices it: its own entry, else the entry of its
+    /// family — the same model under a dated snapshot or channel name (`gpt-4o-mini-2024-07-18`,
+    /// `claude-opus-4-5-20251101`, `gemini-3-pro-preview`, `claude-opus-4-5@20251101`). A model
+    /// never borrows a neighbour's price: `claude-opus-4-5` is not `claude-opus-4`, nor
+    /// `gpt-4.1-mini` `gpt-4.1`. A router's `vendor/model` form is looked up by its last part.
+    pub fn price(&self, model: &str) -> Option<(&str, Price, &str)> {
+        let found = |id: &str| {
+            self.models.get_key_value(id).or_else(|| {
+                self.models
+                    .iter()
+                    .filter(|(k, _)| id.strip_prefix(k.as_str()).is_some_and(is_snapshot_suffix))
+                    .max_by_key(|(k, _)| k.len())
+            })
+        };
+        let (name, (price, source)) =
+            found(model).or_else(|| model.rsplit_once('/').and_then(|(_, id)| found(id)))?;
+        Some((name.as_str(), *price, source.as_str()))
+    }
+
+    /// The estimate for `model`'s `usage`, priced as [`Prices::price`] finds it.
     pub fn estimate(&self, model: &str, usage: &Usage) -> Option<Cost> {
-        let (name, (price, source)) = self.models.get_key_value(model).or_else(|| {
-            self.models
-                .iter()
-                .filter(|(k, _)| model.starts_with(k.as_str()))
-                .max_by_key(|(k, _)| k.len())
-        })?;
+        let (name, price, source) = self.price(model)?;
         let usd = (f64::from(usage.prompt_tokens) * price.input
             + f64::from(usage.completion_tokens) * price.output)
             / 1e6;
         Some(Cost {
             usd,
-            matched: name.clone(),
-            price: *price,
-            source: source.clone(),
+            matched: name.to_string(),
+            price,
+            source: source.to_string(),
         })
     }
+}
+
+/// Whether what follows a table entry in a model id names a snapshot or channel of that same
+/// model rather than another model: `@anything` (Vertex's form), or `-` then parts that are each
+/// `latest`, `preview`, `exp…`, a date (`2024-07-18`, `20251101`, `06-05`, `09-2025`) or a
+/// three-digit revision (`002`). A one-digit part is a version (`-5` in `claude-opus-4-5`), and a
+/// word (`-mini`, `-lite`) is another model.
+fn is_snapshot_suffix(rest: &str) -> bool {
+    if rest.starts_with('@') {
+        return rest.len() > 1;
+    }
+    let Some(rest) = rest.strip_prefix('-') else {
+        return false;
+    };
+    let mut parts = rest.split('-').peekable();
+    parts.peek().is_some()
+        && parts.all(|p| {
+            let digits = !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+            matches!(p, "latest" | "preview")
+                || p.starts_with("exp")
+                || (digits && matches!(p.len(), 2 | 3 | 4 | 8))
+        })
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshot_suffixes_are_told_from_other_models() {
+        for same in [
+            "-2024-07-18",
+            "-20250929",
+            "-latest",
+            "-preview",
+            "-preview-06-05",
+            "-preview-09-2025",
+            "-002",
+            "-exp-1206",
+            "@20251101",
+        ] {
+            assert!(is_snapshot_suffix(same), "{same}");
+        }
+        for other in [
+            "",
+            "-",
+            "@",
+            "-5",
+            "-mini",
+            "-lite",
+            ".1",
+            "-4-5",
+            "mini",
+            "-pro-preview",
+        ] {
+            assert!(!is_snapshot_suffix(other), "{other}");
+        }
+    }
 
     #[test]
     fn dated_ids_match_their_family_and_user_entries_win() {
@@ -120,6 +187,29 @@ mod tests {
         let c = mine.estimate("gpt-4o-mini", &usage).unwrap();
         assert!((c.usd - 2.0).abs() < 1e-9 && c.source.ends_with("prices.json"));
         assert!(shipped.estimate("smollm2", &usage).is_none());
+        // A family is priced as itself, never as the family its name happens to start with.
+        let opus = shipped.estimate("claude-opus-4-5", &usage).unwrap();
+        assert_eq!(opus.matched, "claude-opus-4-5");
+        assert!((opus.price.input - 5.0).abs() < 1e-9 && (opus.price.output - 25.0).abs() < 1e-9);
+        let dated = shipped
+            .estimate("claude-opus-4-5-20251101", &usage)
+            .unwrap();
+        assert_eq!(dated.matched, "claude-opus-4-5");
+        let vertex = shipped.price("claude-opus-4-5@20251101").unwrap();
+        assert_eq!(vertex.0, "claude-opus-4-5");
+        let routed = shipped.price("openai/gpt-4o-mini").unwrap();
+        assert_eq!(routed.0, "gpt-4o-mini");
+        for unknown in [
+            "claude-opus-9",
+            "gpt-4o-turbo",
+            "gpt-4.1-micro",
+            "claude-opus-4-9",
+        ] {
+            assert!(
+                shipped.price(unknown).is_none(),
+                "{unknown} borrowed a price"
+            );
+        }
         std::fs::write(&user, r#"{"models": {"x": {"input": "cheap"}}}"#).unwrap();
         let e = Prices::load_with(Some(user)).unwrap_err().to_string();
         assert!(

@@ -64,15 +64,10 @@ impl Chosen {
     /// The price of this provider's model per million tokens, where the price table knows it
     /// (the local engine is free).
     pub fn price(&self) -> Result<Option<kerf_llm::prices::Price>> {
-        let per_million = kerf_llm::Usage {
-            prompt_tokens: 1_000_000,
-            completion_tokens: 1_000_000,
-            ..Default::default()
-        };
         Ok(match self {
             Chosen::Cloud(p) => kerf_llm::prices::Prices::load()?
-                .estimate(&p.def.model, &per_million)
-                .map(|c| c.price),
+                .price(&p.def.model)
+                .map(|(_, price, _)| price),
             Chosen::Local(_) | Chosen::Scripted(_) => None,
         })
     }

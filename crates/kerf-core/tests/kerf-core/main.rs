@@ -20,3 +20,4 @@ mod stream;
 mod support;
 mod sweep;
 mod template;
+mod twin;
