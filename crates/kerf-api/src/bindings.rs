@@ -136,6 +136,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         prompts::wire::DraftPart,
         prompts::wire::PromptEntry,
         prompts::wire::PromptDoc,
+        prompts::author::Written,
         prompts::wire::PromptDraft,
         prompts::wire::Problem,
         prompts::wire::LintFinding,

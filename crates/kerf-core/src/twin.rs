@@ -377,7 +377,8 @@ pub fn new_prompt(
             json!({"tuple_delimiter": "<|#|>", "completion_delimiter": "<|COMPLETE|>"}),
         );
     } else {
-        map.insert("terms".into(), json!({}));
+        // Example items, one per line, when the user has some: the instructions show them.
+        map.insert("terms".into(), json!({"examples": ""}));
     }
     if format == ResponseType::Json {
         map.insert("salvage".into(), json!(false));

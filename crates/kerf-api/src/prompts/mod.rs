@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, Code, Result};
 
+pub mod author;
 pub mod wire;
 
 use wire::{

@@ -1,5 +1,6 @@
 //! One module per subcommand: argument struct (with `--help` examples) and `run`.
 
+pub mod author;
 pub mod check;
 pub mod compare;
 pub mod eval;

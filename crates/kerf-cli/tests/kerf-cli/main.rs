@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use rstest::rstest;
 
+mod author;
 mod eval;
 mod history;
 #[path = "../../../kerf-llm/tests/kerf-llm/isolation.rs"]

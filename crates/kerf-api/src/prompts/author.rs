@@ -1,0 +1,267 @@
+//! Writing prompt files on the user's behalf: a new prompt from a schema, and the other format's
+//! twin of one (kerf-core's [`kerf_core::twin`] makes them; this writes them where they belong,
+//! with their sample input, and names the twin in its source).
+
+use std::path::{Path, PathBuf};
+
+use kerf_core::ResponseType;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use ts_rs::TS;
+
+use crate::error::{ApiError, Code, Result};
+
+/// A prompt file Kerf wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Written {
+    pub path: String,
+    pub id: String,
+    pub response_type: ResponseType,
+    /// What was done, in words (for a twin: what changed from its source).
+    pub changes: Vec<String>,
+    /// The file that now names this one as its twin (`None`: the source was left as it was:
+    /// it names a twin already, or cannot be written).
+    pub source_updated: Option<String>,
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(Code::Io, format!("{}: {e}", path.display()))
+}
+
+fn pretty(map: &Map<String, Value>) -> Result<String> {
+    let mut text = serde_json::to_string_pretty(map)
+        .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Refuse to write over `path` (unless `overwrite`), or where it is not a file.
+fn free(path: &Path, overwrite: bool) -> Result<()> {
+    if path.exists() && (!overwrite || !path.is_file()) {
+        return Err(ApiError::new(
+            Code::Usage,
+            format!(
+                "{} exists: nothing was written (choose another name{})",
+                path.display(),
+                if path.is_file() {
+                    ", or overwrite it"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn id_of(path: &Path) -> Result<String> {
+    let id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !super::is_portable_id(&id) || path.extension().is_none_or(|x| x != "json") {
+        return Err(ApiError::new(
+            Code::Usage,
+            format!(
+                "{}: a prompt file is named ID.json, the id 1 to 128 of A–Z, a–z, 0–9, `.`, `_`, `-`, not starting with `.` or `-`",
+                path.display()
+            ),
+        ));
+    }
+    Ok(id)
+}
+
+/// The twin of the prompt file `source`, written to `out` (default: `<twin id>.json` beside the
+/// source). Its id is the file's name. When the twin lives in another folder, its sample input
+/// is copied to `inputs/` there. With `update_source`, a source that names no twin yet names this
+/// one in `twin` (one that names another is left as it is, and so is one that cannot be written:
+/// a shipped prompt).
+pub fn write_twin(
+    source: &Path,
+    out: Option<&Path>,
+    overwrite: bool,
+    update_source: bool,
+) -> Result<Written> {
+    let place = source.display().to_string();
+    let text = kerf_core::error::read_text(source)?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let mut map: Map<String, Value> =
+        serde_json::from_str(text).map_err(|e| kerf_core::Error::json(&place, &e))?;
+    let source_id = map
+        .get("id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .map_or_else(|| id_of(source), Ok)?;
+    let mut twin = kerf_core::twin::twin(&map, &source_id, &place)?;
+    let dir = source.parent().unwrap_or(Path::new("."));
+    let out = match out {
+        Some(o) => o.to_path_buf(),
+        None => dir.join(format!("{}.json", twin.id)),
+    };
+    let id = id_of(&out)?;
+    if id != twin.id {
+        twin.file.insert("id".into(), json!(id));
+    }
+    free(&out, overwrite)?;
+    let out_dir = out.parent().unwrap_or(Path::new("."));
+    if let Some(Value::String(rel)) = twin.file.get("sample-input").cloned()
+        && !same_dir(dir, out_dir)
+        && let Some(found) = kerf_core::prompt::resolve_sample_input(dir, &rel)
+    {
+        let moved = copy_sample(&found, out_dir)?;
+        twin.changes.push(format!(
+            "sample input copied to {}",
+            out_dir.join(&moved).display()
+        ));
+        twin.file.insert("sample-input".into(), json!(moved));
+    }
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+    }
+    super::write_atomically(&out, &pretty(&twin.file)?)?;
+    let mut source_updated = None;
+    let writable = std::fs::metadata(source).is_ok_and(|m| !m.permissions().readonly());
+    match map.get("twin").and_then(Value::as_str) {
+        Some(theirs) if theirs != id => twin.changes.push(format!(
+            "{} keeps `{theirs}` as its twin (its `twin` key was left as it was)",
+            source.display()
+        )),
+        _ => {}
+    }
+    if update_source && !map.contains_key("twin") && writable {
+        let _lock = kerf_core::files::Lock::exclusive(source)?;
+        // Re-read under the lock: what is written is what was there, plus `twin`.
+        let now = kerf_core::error::read_text(source)?;
+        if now.strip_prefix('\u{feff}').unwrap_or(&now) == text {
+            map.insert("twin".into(), json!(id));
+            super::write_atomically(source, &pretty(&map)?)?;
+            source_updated = Some(source.display().to_string());
+        }
+    }
+    Ok(Written {
+        path: out.display().to_string(),
+        id,
+        response_type: twin.response_type,
+        changes: twin.changes,
+        source_updated,
+    })
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| {
+        let p = if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        };
+        std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+    };
+    canon(a) == canon(b)
+}
+
+/// `file` copied into `dir/inputs/` (unless the same text is there already); its path relative
+/// to `dir`.
+fn copy_sample(file: &Path, dir: &Path) -> Result<String> {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "sample.txt".into());
+    let target = dir.join("inputs").join(&name);
+    let text = std::fs::read(file).map_err(|e| io(file, e))?;
+    if std::fs::read(&target).ok().as_deref() != Some(&text[..]) {
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        kerf_core::files::write_atomically(&target, &text)?;
+    }
+    Ok(format!("inputs/{name}"))
+}
+
+/// A new prompt file `path` answering in `format`, for the items of the JSON Schema `schema`
+/// (`None`: a name and a description per item), with Kerf's sample text as its sample input
+/// (`inputs/ID.txt` beside it, unless that exists). With `twin`, its twin is written too and
+/// each names the other. Returns the files written: the prompt, then its twin.
+pub fn write_new(
+    path: &Path,
+    format: ResponseType,
+    schema: Option<&Path>,
+    twin: bool,
+    overwrite: bool,
+) -> Result<Vec<Written>> {
+    let id = id_of(path)?;
+    free(path, overwrite)?;
+    if twin && !matches!(format, ResponseType::Jsonl | ResponseType::Json) {
+        return Err(ApiError::new(
+            Code::Usage,
+            format!(
+                "a {} prompt has no twin: twins are JSONL and JSON-array prompts (nothing was written)",
+                format.as_str()
+            ),
+        ));
+    }
+    let schema = schema
+        .map(|s| {
+            let place = s.display().to_string();
+            let text = kerf_core::error::read_text(s)?;
+            serde_json::from_str::<Value>(&text)
+                .map_err(|e| ApiError::from(kerf_core::Error::json(&place, &e)))
+        })
+        .transpose()?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let sample = format!("inputs/{id}.txt");
+    let mut file = kerf_core::twin::new_prompt(&id, format, schema, Some(&sample))?;
+    let sample_path = dir.join(&sample);
+    let mut changes = vec![format!(
+        "a {} prompt over {}",
+        format.as_str(),
+        if file.get("schema").is_some() {
+            "its schema's items"
+        } else {
+            "no schema"
+        }
+    )];
+    if !sample_path.exists() {
+        if let Some(parent) = sample_path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        kerf_core::files::write_atomically(&sample_path, kerf_core::twin::SAMPLE_INPUT.as_bytes())?;
+        changes.push(format!(
+            "sample input {} (replace it with a text of your own)",
+            sample_path.display()
+        ));
+    }
+    let twin_path: Option<PathBuf> = twin.then(|| {
+        dir.join(format!(
+            "{}.json",
+            kerf_core::twin::twin_id(&id, other(format))
+        ))
+    });
+    if let Some(t) = &twin_path {
+        free(t, overwrite)?;
+        let twin_id = id_of(t)?;
+        file.insert("twin".into(), json!(twin_id));
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+    }
+    super::write_atomically(path, &pretty(&file)?)?;
+    let mut out = vec![Written {
+        path: path.display().to_string(),
+        id,
+        response_type: format,
+        changes,
+        source_updated: None,
+    }];
+    if let Some(t) = twin_path {
+        out.push(write_twin(path, Some(&t), overwrite, false)?);
+    }
+    Ok(out)
+}
+
+fn other(format: ResponseType) -> ResponseType {
+    match format {
+        ResponseType::Json => ResponseType::Jsonl,
+        _ => ResponseType::Json,
+    }
+}
