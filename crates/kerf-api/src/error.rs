@@ -71,6 +71,8 @@ codes! {
     StoreFull = "store_full", false;
     StoreIo = "store_io", false;
     NotFound = "not_found", false;
+    // A disk with no room left for what was being written (a model download).
+    DiskFull = "disk_full", false;
     Store = "store", false;
     Internal = "internal", false;
 }

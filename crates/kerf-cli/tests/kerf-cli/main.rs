@@ -15,6 +15,7 @@ mod history;
 #[path = "../../../kerf-llm/tests/kerf-llm/isolation.rs"]
 mod isolation;
 mod providers;
+mod pull;
 mod reference;
 mod score;
 #[path = "../../../kerf-llm/tests/kerf-llm/server.rs"]

@@ -3,4 +3,4 @@
 /**
  * Every error code a use case can return (closed: the UI switches on it).
  */
-export type Code = "usage" | "io" | "invalid_utf8" | "invalid_json" | "prompt_file" | "schema_invalid" | "template_syntax" | "template_undefined" | "template_render" | "import" | "export" | "dataset" | "provider_unavailable" | "model" | "constraint" | "context_overflow" | "request" | "engine" | "http" | "refused" | "timeout" | "network" | "auth" | "protocol" | "provider_config" | "cancelled" | "conflict" | "plan_too_large" | "forbidden" | "store_newer" | "store_corrupt" | "store_full" | "store_io" | "not_found" | "store" | "internal";
+export type Code = "usage" | "io" | "invalid_utf8" | "invalid_json" | "prompt_file" | "schema_invalid" | "template_syntax" | "template_undefined" | "template_render" | "import" | "export" | "dataset" | "provider_unavailable" | "model" | "constraint" | "context_overflow" | "request" | "engine" | "http" | "refused" | "timeout" | "network" | "auth" | "protocol" | "provider_config" | "cancelled" | "conflict" | "plan_too_large" | "forbidden" | "store_newer" | "store_corrupt" | "store_full" | "store_io" | "not_found" | "disk_full" | "store" | "internal";
