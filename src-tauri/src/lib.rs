@@ -29,6 +29,9 @@ pub struct AppState {
     /// A dataset named on the command line (`kerf-desktop --evaluate DATASET`): the window opens
     /// at the Evaluate screen with it loaded (readable, as a file picked in the dialog is).
     pub start_dataset: Option<String>,
+    /// The window opens at Compare, on Kerf's example pair: its first launch (no history yet)
+    /// or `kerf-desktop --compare` (what `npm start` opens).
+    pub start_at_compare: bool,
 }
 
 impl AppState {
@@ -45,6 +48,7 @@ impl AppState {
             access,
             dialogs: Dialogs::Native,
             start_dataset: None,
+            start_at_compare: false,
         }
     }
 
@@ -107,17 +111,27 @@ fn evaluate_arg() -> Option<std::path::PathBuf> {
     None
 }
 
+/// `--compare` on the command line, or a first launch (no history file yet).
+fn compare_at_start(workbench: &Workbench) -> bool {
+    std::env::args_os().skip(1).any(|a| a == "--compare")
+        || workbench.history.as_ref().is_some_and(|h| !h.exists())
+}
+
 /// Open the window.
 pub fn run() {
     // One runtime per process: Tauri's commands, the cloud transport's pooled connections and
     // the local engine's blocking threads all run on Kerf's (see `kerf_llm::runtime`).
     tauri::async_runtime::set(kerf_llm::runtime::runtime().handle().clone());
     let workbench = Workbench::of_this_machine(None, shipped_prompts());
+    let start_at_compare = compare_at_start(&workbench);
     with_kerf(
         tauri::Builder::default(),
-        AppState::new(workbench)
-            .with_dialogs(Dialogs::from_env())
-            .evaluating(evaluate_arg().as_deref()),
+        AppState {
+            start_at_compare,
+            ..AppState::new(workbench)
+                .with_dialogs(Dialogs::from_env())
+                .evaluating(evaluate_arg().as_deref())
+        },
     )
     .plugin(tauri_plugin_dialog::init())
     .plugin(tauri_plugin_window_state::Builder::default().build())

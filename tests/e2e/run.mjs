@@ -226,7 +226,37 @@ try {
     throw e;
   }
 
+  await scenario("first launch: Compare, the example pair side by side, cut before the array closes, the headline", async () => {
+    // No history yet: the window opens at Compare, on the shipped example.
+    await (await $t("compare-headline")).waitForDisplayed({ timeout: UI, timeoutMsg: "the first launch did not land on Compare's headline" });
+    const headline = await text("compare-headline");
+    const m = headline.match(/^Cut after (\d+) tokens \(50% of the reply\): JSONL keeps (\d+) of (\d+) objects, the JSON array 0 of (\d+); resilience (0\.\d\d) vs (0\.\d\d)\.$/);
+    assert.ok(m, `headline: ${headline}`);
+    const [, cutAt, keptJsonl, totalJsonl, totalArray, scoreJsonl, scoreArray] = m;
+    assert.ok(Number(keptJsonl) > 0 && Number(keptJsonl) < Number(totalJsonl), headline);
+    assert.equal(totalJsonl, totalArray, "the same extraction in both formats");
+    assert.ok(Number(scoreJsonl) > Number(scoreArray), headline);
+    assert.equal(await text("compare-score-jsonl"), scoreJsonl);
+    assert.equal(await text("compare-score-array"), scoreArray);
+    // The scrubber stands where the headline cuts: each column keeps what the sentence says.
+    await browser.waitUntil(async () => (await (await $t("compare-example-sbs")).getAttribute("data-loaded")) === "true",
+      { timeout: UI, timeoutMsg: "the example replies did not load" });
+    assert.equal(await (await $t("compare-example-sbs-a-kept")).getAttribute("data-count"), keptJsonl);
+    assert.equal(await (await $t("compare-example-sbs-b-kept")).getAttribute("data-count"), "0");
+    assert.equal(await (await $t("compare-example-sbs-cut")).getAttribute("data-k"), cutAt, "the scrubber is where the sentence cuts");
+    // The prompts a first Compare runs are the pair's.
+    assert.match(await (await $t("compare-a")).getValue(), /agent-kg-extract\.json$/);
+    assert.match(await (await $t("compare-b")).getValue(), /agent-kg-extract-array\.json$/);
+    await shot("first-launch-compare");
+    // To the end of the replies: the array, closed, keeps all of its objects.
+    await (await $t("compare-example-sbs-scrubber")).click();
+    await browser.keys(["End"]);
+    await browser.waitUntil(async () => (await (await $t("compare-example-sbs-b-kept")).getAttribute("data-count")) === totalArray,
+      { timeout: UI, timeoutMsg: "at the end the array does not keep all its objects" });
+  });
+
   await scenario("open a shipped prompt, edit the template, see the preview change", async () => {
+    await (await $t("nav-prompts")).click();
     await (await $t("prompt-agent-kg-extract")).click();
     await waitText("prompt-title", (s) => s === "agent-kg-extract", UI, "the prompt did not open");
     await waitText("preview", (s) => s.length > 100, UI, "no preview");

@@ -118,6 +118,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         compare::wire::PlacedObject,
         compare::wire::ReplySide,
         compare::wire::SideBySide,
+        compare::wire::CompareExample,
         compare::wire::CompareRow,
         compare::wire::SweepCurve,
         compare::wire::Comparison,

@@ -338,6 +338,68 @@ impl Sweep {
     }
 }
 
+/// The JSONL-vs-JSON-array difference in one sentence, read off two sweeps of the same
+/// extraction — a JSONL reply's and its JSON-array twin's — cut at one place in both: after
+/// `fraction` (0–1) of the longer reply's units. What each format keeps there, and each
+/// resilience score (the mean, over every cut, of the share of objects kept).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Headline {
+    /// Where both replies are cut, as a share of the longer one.
+    pub fraction: f64,
+    /// The cut, in the sweeps' unit: after this many tokens (bytes, characters).
+    pub cut: usize,
+    /// The sweeps' unit (`token:o200k_base`, `byte`, `char`).
+    pub unit: String,
+    pub jsonl_kept: usize,
+    pub jsonl_total: usize,
+    pub array_kept: usize,
+    pub array_total: usize,
+    pub jsonl_score: f64,
+    pub array_score: f64,
+}
+
+/// Where the headline cuts by default: half the reply, well before any array closes.
+pub const HEADLINE_FRACTION: f64 = 0.5;
+
+impl Headline {
+    pub fn of(jsonl: &Sweep, array: &Sweep, fraction: f64) -> Headline {
+        let longer = jsonl.length.max(array.length);
+        let cut = (fraction.clamp(0.0, 1.0) * longer as f64).floor() as usize;
+        Headline {
+            fraction,
+            cut,
+            unit: jsonl.unit.clone(),
+            jsonl_kept: jsonl.at(cut),
+            jsonl_total: jsonl.total,
+            array_kept: array.at(cut),
+            array_total: array.total,
+            jsonl_score: jsonl.score,
+            array_score: array.score,
+        }
+    }
+
+    /// "cut after 174 tokens (50% of the reply): JSONL keeps 4 of 10 objects, the JSON array 0
+    /// of 10; resilience 0.44 vs 0.00".
+    pub fn sentence(&self) -> String {
+        let unit = match self.unit.split(':').next() {
+            Some("token") => "tokens",
+            Some("char") => "characters",
+            _ => "bytes",
+        };
+        format!(
+            "cut after {} {unit} ({:.0}% of the reply): JSONL keeps {} of {} objects, the JSON array {} of {}; resilience {:.2} vs {:.2}",
+            self.cut,
+            self.fraction * 100.0,
+            self.jsonl_kept,
+            self.jsonl_total,
+            self.array_kept,
+            self.array_total,
+            self.jsonl_score,
+            self.array_score
+        )
+    }
+}
+
 /// Mean over all cut points `0..=length` of objects recovered ÷ total.
 fn score(points: &[(usize, usize)], length: usize, total: usize) -> f64 {
     if total == 0 {

@@ -10,7 +10,9 @@
 use std::path::Path;
 
 use kerf_api::charts::Chart;
-use kerf_api::compare::wire::{CompareInput, CompareProgress, Comparison, SideBySide};
+use kerf_api::compare::wire::{
+    CompareExample, CompareInput, CompareProgress, Comparison, SideBySide,
+};
 use kerf_api::eval::suites::{TestReport, TestResult, TestsInput};
 use kerf_api::eval::wire::{
     CellKey, CellView, Comparison as EvalComparison, DatasetPreview, EvalInput, EvalPlan,

@@ -79,6 +79,20 @@ pub(super) async fn compare_sides<R: Runtime>(cx: Cx<'_, R>, a: i64, b: i64) -> 
     .await
 }
 
+pub(super) async fn compare_example<R: Runtime>(cx: Cx<'_, R>) -> Result<Option<CompareExample>> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || {
+        Ok(compare::sides::example(&wb, &CancelToken::new())?
+            .as_ref()
+            .map(CompareExample::from))
+    })
+    .await
+}
+
+pub(super) async fn start_at_compare<R: Runtime>(cx: Cx<'_, R>) -> Result<bool> {
+    Ok(cx.state.start_at_compare)
+}
+
 /// A local model named by path must be one the user may read (the models folder, or a GGUF
 /// picked in a dialog): llama.cpp would otherwise read any file the page names.
 pub(super) fn check_model(state: &AppState, options: &RunOptions) -> Result<()> {

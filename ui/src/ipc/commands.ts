@@ -5,6 +5,7 @@ import { call, channel } from "./call";
 import type { CellKey } from "./bindings/CellKey";
 import type { CellView } from "./bindings/CellView";
 import type { Chart } from "./bindings/Chart";
+import type { CompareExample } from "./bindings/CompareExample";
 import type { CompareInput } from "./bindings/CompareInput";
 import type { CompareProgress } from "./bindings/CompareProgress";
 import type { Comparison } from "./bindings/Comparison";
@@ -206,6 +207,23 @@ export function compareResume(id: string, experiment: number, confirmed: boolean
  */
 export function compareSides(a: number, b: number): Promise<SideBySide> {
   return call<SideBySide>("compare_sides", { a, b });
+}
+
+/**
+ * Kerf's example pair (the shipped agent-kg-extract and its JSON-array twin, each with a
+ * complete example reply) side by side, with the sentence that says what a cut does to
+ * each: what Compare shows before it has run anything. None without the shipped prompts.
+ */
+export function compareExample(): Promise<CompareExample | null> {
+  return call<CompareExample | null>("compare_example", {});
+}
+
+/**
+ * Whether the window opens at Compare: its first launch (no history yet), or
+ * `kerf-desktop --compare`.
+ */
+export function startAtCompare(): Promise<boolean> {
+  return call<boolean>("start_at_compare", {});
 }
 
 /**

@@ -86,10 +86,28 @@ pub fn side(store: &Store, models: &Path, id: i64, cancel: &CancelToken) -> Resu
     let vars = record.input.vars.as_object().cloned().unwrap_or_default();
     let tokenizer = tokenizer_for(&params.settings, models);
     let ran_on = crate::history::ran_on(&record.details);
-    let text = record.raw;
-    let parser = &prompt.parser;
-    let unit = token_unit(&tokenizer, &text)?;
-    let curve = byte_curve(parser, &text, &vars, cancel)?;
+    Ok(Side {
+        run: id,
+        prompt: version.name,
+        max_tokens: params.max_tokens,
+        constrained: params.constrain,
+        finish_reason: record.summary.finish_reason,
+        ran_on,
+        ..of_text(&prompt.parser, record.raw, &vars, &tokenizer, cancel)?
+    })
+}
+
+/// A reply `text` read with `parser`, cut at each token of `tokenizer`: the part of a [`Side`]
+/// its text decides (the rest is the run's, left empty).
+fn of_text(
+    parser: &kerf_core::Parser,
+    text: String,
+    vars: &Map<String, Value>,
+    tokenizer: &str,
+    cancel: &CancelToken,
+) -> Result<Side> {
+    let unit = token_unit(tokenizer, &text)?;
+    let curve = byte_curve(parser, &text, vars, cancel)?;
     let sweep = Sweep::new(&curve, &text, &unit);
     let Unit::Token { boundaries, .. } = &unit else {
         unreachable!("token_unit gives token cuts")
@@ -97,22 +115,82 @@ pub fn side(store: &Store, models: &Path, id: i64, cancel: &CancelToken) -> Resu
     let cuts = std::iter::once(0)
         .chain(boundaries.iter().map(|&b| floor_char_boundary(&text, b)))
         .collect();
-    let report = parser.parse(&text, &vars);
-    let objects = placed(parser, &text, &vars, &report);
+    let report = parser.parse(&text, vars);
+    let objects = placed(parser, &text, vars, &report);
     Ok(Side {
-        run: id,
-        prompt: version.name,
+        run: 0,
+        prompt: String::new(),
         response_type: parser.response_type(),
-        max_tokens: params.max_tokens,
-        constrained: params.constrain,
-        finish_reason: record.summary.finish_reason,
+        max_tokens: 0,
+        constrained: false,
+        finish_reason: None,
         text,
         cuts,
         curve,
         sweep,
         objects,
-        ran_on,
+        ran_on: None,
     })
+}
+
+/// Where Kerf's example replies live, beside the shipped prompts: a complete reply of each
+/// format to the prompt's sample input, as a capable model writes it.
+pub const EXAMPLE_REPLIES: &str = "replies";
+
+/// The JSONL prompt the first view compares with its JSON-array twin.
+pub const EXAMPLE_PROMPT: &str = "agent-kg-extract";
+
+/// Kerf's example pair: the shipped `agent-kg-extract` and its JSON-array twin, each with its
+/// example reply (`replies/ID.jsonl.txt`, `replies/TWIN.json.txt` in the shipped prompt folder),
+/// cut by [`CLOUD_TOKENIZER`]'s tokens — what the Compare screen shows before it has run
+/// anything, and the sentence that says what it shows. `None` when the workbench has no shipped
+/// prompts, or they lack the pair or its replies.
+pub fn example(wb: &Workbench, cancel: &CancelToken) -> Result<Option<Example>> {
+    let Some(dir) = wb.prompt_dirs.iter().find(|d| d.label == "shipped") else {
+        return Ok(None);
+    };
+    let jsonl_path = dir.path.join(format!("{EXAMPLE_PROMPT}.json"));
+    let Ok(jsonl) = kerf_core::Prompt::load(&jsonl_path) else {
+        return Ok(None);
+    };
+    let Some(twin) = jsonl.file.twin.clone() else {
+        return Ok(None);
+    };
+    let array_path = dir.path.join(format!("{twin}.json"));
+    let replies = dir.path.join(EXAMPLE_REPLIES);
+    let (Ok(array), Ok(a_text), Ok(b_text)) = (
+        kerf_core::Prompt::load(&array_path),
+        std::fs::read_to_string(replies.join(format!("{EXAMPLE_PROMPT}.jsonl.txt"))),
+        std::fs::read_to_string(replies.join(format!("{twin}.json.txt"))),
+    ) else {
+        return Ok(None);
+    };
+    let side = |p: &kerf_core::Prompt, text: String| -> Result<Side> {
+        Ok(Side {
+            prompt: p.id().to_string(),
+            finish_reason: Some(FinishReason::Stop),
+            ..of_text(&p.parser, text, &Map::new(), CLOUD_TOKENIZER, cancel)?
+        })
+    };
+    let a = side(&jsonl, a_text)?;
+    let b = side(&array, b_text)?;
+    let headline =
+        kerf_core::sweep::Headline::of(&a.sweep, &b.sweep, kerf_core::sweep::HEADLINE_FRACTION);
+    Ok(Some(Example {
+        jsonl: jsonl_path,
+        array: array_path,
+        sides: (a, b),
+        headline,
+    }))
+}
+
+/// Kerf's example pair, side by side (see [`example`]).
+#[derive(Debug, Clone)]
+pub struct Example {
+    pub jsonl: std::path::PathBuf,
+    pub array: std::path::PathBuf,
+    pub sides: (Side, Side),
+    pub headline: kerf_core::sweep::Headline,
 }
 
 /// Runs `a` and `b` of the workbench's history, side by side.

@@ -261,6 +261,40 @@ pub struct SideBySide {
     pub b: ReplySide,
 }
 
+/// Kerf's example pair as the Compare screen first shows it: a JSONL prompt and its JSON-array
+/// twin, each with a complete example reply, cut anywhere by the scrubber; the sentence that says
+/// what a cut does to each.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CompareExample {
+    /// The two prompt files.
+    pub jsonl: String,
+    pub array: String,
+    pub sides: SideBySide,
+    /// "cut after 174 tokens (50% of the reply): JSONL keeps 4 of 10 objects, the JSON array 0
+    /// of 10; resilience 0.44 vs 0.00".
+    pub headline: String,
+    /// Where the headline cuts both replies, after this many tokens (the scrubber starts
+    /// there).
+    pub cut: u32,
+    pub jsonl_score: f64,
+    pub array_score: f64,
+}
+
+impl From<&crate::compare::sides::Example> for CompareExample {
+    fn from(e: &crate::compare::sides::Example) -> Self {
+        CompareExample {
+            jsonl: e.jsonl.display().to_string(),
+            array: e.array.display().to_string(),
+            sides: SideBySide::from(&e.sides),
+            headline: e.headline.sentence(),
+            cut: e.headline.cut as u32,
+            jsonl_score: e.headline.jsonl_score,
+            array_score: e.headline.array_score,
+        }
+    }
+}
+
 impl From<&(Side, Side)> for SideBySide {
     fn from((a, b): &(Side, Side)) -> Self {
         SideBySide {

@@ -364,3 +364,57 @@ fn labels_name_an_object_by_its_first_values() {
     assert_eq!(sides::label(&long), format!("{}…", "é".repeat(60)));
     assert_eq!(sides::label(&serde_json::json!([1, 2])), "[1,2]");
 }
+
+/// Kerf's example pair, as the Compare screen first shows it: the shipped prompt and its twin with
+/// their example replies, each read off its sweep at the headline's cut — the JSONL reply keeps
+/// part of its objects, the array none, and all of them at the end.
+#[test]
+fn the_example_pair_says_what_its_cut_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../prompts");
+    let wb = kerf_api::workbench::Workbench::at(
+        &dir.path().join("data"),
+        &dir.path().join("config"),
+        &dir.path().join("models"),
+        Some(shipped.clone()),
+    );
+    let e = sides::example(&wb, &CancelToken::new()).unwrap().unwrap();
+    let (a, b) = &e.sides;
+    assert_eq!(
+        (a.prompt.as_str(), b.prompt.as_str()),
+        ("agent-kg-extract", "agent-kg-extract-array")
+    );
+    let h = &e.headline;
+    assert_eq!(h.cut, a.sweep.length.max(b.sweep.length) / 2);
+    assert_eq!((h.jsonl_kept, h.array_kept), (a.sweep.at(h.cut), 0));
+    assert!(h.jsonl_kept > 0 && h.jsonl_kept < h.jsonl_total, "{h:?}");
+    assert_eq!((h.jsonl_total, h.array_total), (10, 10));
+    assert_eq!(
+        b.sweep.at(b.sweep.length),
+        10,
+        "the closed array has every object"
+    );
+    // The count at the cut is what parsing the reply cut there gives.
+    let cut_a = &a.text[..a.cuts[h.cut]];
+    let jsonl = kerf_core::Prompt::load(&shipped.join("agent-kg-extract.json")).unwrap();
+    assert_eq!(
+        jsonl.parser.parse(cut_a, &Map::new()).objects.len(),
+        h.jsonl_kept
+    );
+    assert!(h.sentence().starts_with(&format!(
+        "cut after {} tokens (50% of the reply): JSONL keeps {} of 10 objects, the JSON array 0 of 10; resilience 0.",
+        h.cut, h.jsonl_kept
+    )));
+    // Without shipped prompts there is no example (and no error).
+    let bare = kerf_api::workbench::Workbench::at(
+        &dir.path().join("data"),
+        &dir.path().join("config"),
+        &dir.path().join("models"),
+        None,
+    );
+    assert!(
+        sides::example(&bare, &CancelToken::new())
+            .unwrap()
+            .is_none()
+    );
+}

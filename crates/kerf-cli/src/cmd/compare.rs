@@ -155,9 +155,17 @@ fn show(report: &Report, json: bool) -> Result<Outcome> {
     let several = report.providers.len() > 1;
     print_rows(report);
     if !report.sweeps.is_empty() {
+        let typed: Vec<(kerf_core::ResponseType, &Sweep)> = report
+            .sweeps
+            .iter()
+            .map(|f| (f.response_type, &f.sweep))
+            .collect();
         crate::outln!(
             "\nIf each format's best reply (most objects, ended on its own) had been cut at every token:"
         );
+        if !several && let Some(h) = super::sweep::headline(&typed) {
+            crate::outln!("{}", h.sentence());
+        }
         let table: Vec<(String, &Sweep)> = report
             .sweeps
             .iter()

@@ -197,6 +197,14 @@ pub fn run(
     if args.json {
         print_json(&serde_json::to_value(&report)?);
     } else {
+        let typed: Vec<(kerf_core::ResponseType, &Sweep)> = subjects
+            .iter()
+            .zip(&sweeps)
+            .map(|(s, w)| (s.parser.response_type(), w))
+            .collect();
+        if let Some(h) = headline(&typed) {
+            crate::outln!("{}", h.sentence());
+        }
         let rows: Vec<(String, &Sweep)> = subjects
             .iter()
             .zip(&sweeps)
@@ -205,6 +213,20 @@ pub fn run(
         print_table(&rows);
     }
     Ok(Outcome::Ok)
+}
+
+/// The JSONL-vs-JSON-array sentence, when the sweeps are of one JSONL reply and one JSON reply
+/// (the first of each).
+pub fn headline(
+    sweeps: &[(kerf_core::ResponseType, &Sweep)],
+) -> Option<kerf_core::sweep::Headline> {
+    use kerf_core::ResponseType;
+    let of = |t: ResponseType| sweeps.iter().find(|(rt, _)| *rt == t).map(|(_, w)| *w);
+    Some(kerf_core::sweep::Headline::of(
+        of(ResponseType::Jsonl)?,
+        of(ResponseType::Json)?,
+        kerf_core::sweep::HEADLINE_FRACTION,
+    ))
 }
 
 fn fraction(o: usize, length: usize) -> f64 {

@@ -825,6 +825,13 @@ fn sweep_compare_csv_and_tokens() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("(jsonl)") && out.contains("(json)"), "{out}");
     assert!(out.contains("token:o200k_base"), "{out}");
+    // A JSONL reply beside its JSON-array twin: the sentence first, read off the two curves
+    // at half the longer reply (the table's 50% column is each reply's own half).
+    assert!(
+        out.lines().next().is_some_and(|l| l.starts_with("cut after ")
+            && l.contains(" tokens (50% of the reply): JSONL keeps 5 of 10 objects, the JSON array 0 of 10; resilience 0.44 vs 0.00")),
+        "{out}"
+    );
     let rows = std::fs::read_to_string(&csv).unwrap();
     // The SVG chart: both curves, labelled axes, a legend.
     let svg = dir.path().join("curves.svg");
