@@ -70,19 +70,6 @@ impl AppState {
     }
 }
 
-/// Kerf's shipped prompts: `KERF_PROMPTS_DIR`, else `prompts/` beside the working directory or
-/// the repository the binary was built from.
-fn shipped_prompts() -> Option<std::path::PathBuf> {
-    if let Some(d) = std::env::var_os("KERF_PROMPTS_DIR") {
-        return Some(d.into());
-    }
-    let candidates = [
-        std::env::current_dir().ok().map(|d| d.join("prompts")),
-        Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../prompts")),
-    ];
-    candidates.into_iter().flatten().find(|p| p.is_dir())
-}
-
 /// `builder` with Kerf's state and commands, on any runtime (the mock runtime in tests).
 pub fn with_kerf<R: tauri::Runtime>(
     builder: tauri::Builder<R>,
@@ -122,7 +109,7 @@ pub fn run() {
     // One runtime per process: Tauri's commands, the cloud transport's pooled connections and
     // the local engine's blocking threads all run on Kerf's (see `kerf_llm::runtime`).
     tauri::async_runtime::set(kerf_llm::runtime::runtime().handle().clone());
-    let workbench = Workbench::of_this_machine(None, shipped_prompts());
+    let workbench = Workbench::of_this_machine(None, kerf_api::workbench::shipped_prompts());
     let start_at_compare = compare_at_start(&workbench);
     with_kerf(
         tauri::Builder::default(),

@@ -10,6 +10,22 @@ use kerf_store::Store;
 use crate::error::{ApiError, Code, Result};
 use crate::prompts::PromptDir;
 
+/// Kerf's shipped prompts (with their sample inputs and example replies): `KERF_PROMPTS_DIR`,
+/// else what an installed package put in `/usr/share/kerf/prompts` (beside the program), else
+/// the `prompts/` of the source tree this program was built from (a clone's `npm start`). Read
+/// once, by a binary at start.
+pub fn shipped_prompts() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("KERF_PROMPTS_DIR").filter(|d| !d.is_empty()) {
+        return Some(d.into());
+    }
+    kerf_core::dirs::installed("prompts").or_else(|| {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../prompts");
+        source
+            .is_dir()
+            .then(|| source.canonicalize().unwrap_or(source))
+    })
+}
+
 /// Where the app finds prompts, keeps its history, its providers and its models.
 #[derive(Debug, Clone)]
 pub struct Workbench {
@@ -58,6 +74,21 @@ impl Workbench {
             &kerf_core::dirs::models_dir_in(&data_dir),
             shipped,
         )
+    }
+
+    /// The prompt file `arg` names: itself when it is a path (it exists, or names a folder or a
+    /// `.json` file), else the prompt of that id in the workbench's folders (shipped first), so
+    /// `kerf run agent-kg-extract` works from any folder; else `arg`, for the error to name.
+    pub fn find_prompt(&self, arg: &Path) -> PathBuf {
+        let bare = arg.components().count() == 1 && arg.extension().is_none();
+        if arg.exists() || !bare {
+            return arg.to_path_buf();
+        }
+        self.prompt_dirs
+            .iter()
+            .map(|d| d.path.join(arg).with_extension("json"))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| arg.to_path_buf())
     }
 
     /// The user's prompt folder: where imported prompts go.

@@ -145,12 +145,12 @@ fn main() -> ExitCode {
             .data_dir
             .as_ref()
             .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone())),
-        None,
+        kerf_api::workbench::shipped_prompts(),
     );
     let globals = &cli.globals;
     init_tracing();
     let result = match cli.command {
-        Command::Render(a) => cmd::render::run(a),
+        Command::Render(a) => cmd::render::run(a, wb),
         Command::Parse(a) => cmd::parse::run(a),
         Command::Lint(a) => cmd::lint::run(a),
         Command::Export(a) => cmd::export::run(a),

@@ -44,3 +44,12 @@ pub fn config_dir() -> PathBuf {
         .or_else(|| project().map(|p| p.config_dir().to_path_buf()))
         .unwrap_or_else(|| PathBuf::from(".kerf"))
 }
+
+/// What an installed package keeps beside the program: `../share/kerf/NAME` from the executable
+/// (`/usr/share/kerf/prompts` for `/usr/bin/kerf`), read-only; `None` when this program was not
+/// installed so (a build run from its target directory) or the package has no such folder.
+pub fn installed(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?.join("../share/kerf").join(name);
+    dir.is_dir().then(|| dir.canonicalize().unwrap_or(dir))
+}

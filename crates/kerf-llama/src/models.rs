@@ -28,9 +28,7 @@ pub fn models_dir() -> PathBuf {
 /// executable (`/usr/share/kerf/models` for `/usr/bin/kerf`), read-only; `None` when this
 /// program was not installed so (a build run from its target directory).
 pub fn installed_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?.join("../share/kerf/models");
-    dir.is_dir().then(|| dir.canonicalize().unwrap_or(dir))
+    kerf_core::dirs::installed("models")
 }
 
 /// The bundled default model's place in `models` (the models folder).

@@ -38,7 +38,7 @@ on each provider. --json prints {\"model\", \"providers\": [{\"provider\", \"mod
 \"finish_reason\", \"completion_tokens\", \"seconds\"}, …], \"sweeps\": […]}.")]
 pub struct Args {
     /// The prompts to compare (two or more, usually a prompt and its twin; one is enough with
-    /// two or more providers).
+    /// two or more providers): files, or the ids of shipped or own prompts.
     #[arg(num_args = 1.., required_unless_present = "resume", conflicts_with = "resume")]
     pub prompts: Vec<PathBuf>,
     #[command(flatten)]
@@ -68,6 +68,7 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     }
     let mut contenders = Vec::new();
     for path in &args.prompts {
+        let path = &wb.find_prompt(path);
         let subject = super::load_subject(path)?;
         let rendering = args.input.render(&subject.prompt, path)?;
         contenders.push(Contender::new(subject, rendering));

@@ -20,7 +20,7 @@ Examples:
 Terms merge in TrustGraph's order: --terms (global), then the prompt's `terms`, then --input/--var.
 An undefined variable is an error naming the template, line and variable.")]
 pub struct Args {
-    /// The prompt file.
+    /// The prompt file, or the id of a shipped or own prompt (`agent-kg-extract`).
     pub prompt: PathBuf,
     #[command(flatten)]
     pub input: super::InputArgs,
@@ -32,7 +32,8 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args) -> Result<Outcome> {
+pub fn run(mut args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
+    args.prompt = wb.find_prompt(&args.prompt);
     let prompt = super::load_prompt(&args.prompt)?;
     if args.list_vars {
         let mut all = prompt.user.variables();

@@ -148,7 +148,7 @@ the provider's structured-output mode in the cloud (--structured picks one).
 --json prints {\"objects\", \"dropped\", \"truncated\", \"finish_reason\", \"usage\", \"timings\", \"raw\", …}.
 Exits 1 when the reply yields nothing usable (as `kerf parse`).")]
 pub struct Args {
-    /// The prompt file.
+    /// The prompt file, or the id of a shipped or own prompt (`agent-kg-extract`).
     pub prompt: PathBuf,
     #[command(flatten)]
     pub input: super::InputArgs,
@@ -166,8 +166,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Result<Outcome> {
-    let subject = super::load_subject(&args.prompt)?;
-    let rendering = args.input.render(&subject.prompt, &args.prompt)?;
+    let prompt = wb.find_prompt(&args.prompt);
+    let subject = super::load_subject(&prompt)?;
+    let rendering = args.input.render(&subject.prompt, &prompt)?;
     args.model.one_provider("kerf run")?;
     let params = args.model.run_params(args.max_tokens, args.constrain);
     let provider = params.settings.provider(wb)?;

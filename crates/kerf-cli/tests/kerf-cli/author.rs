@@ -184,3 +184,36 @@ fn what_has_no_twin_is_refused_with_nothing_written() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("bad.schema.json:1"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_prompt_is_named_by_its_id_from_any_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A shipped prompt (the source tree's, as a clone runs it; the package's from /usr/share).
+    let o = kerf_in(d, &["render", "agent-kg-extract", "--sample", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout_json(&o)["user"]
+            .as_str()
+            .unwrap()
+            .contains("photosynthesis")
+    );
+    // An own prompt, from the user's folder (KERF_DATA_DIR/prompts).
+    let home = tempfile::tempdir().unwrap();
+    let o = kerf_cmd(home.path())
+        .current_dir(home.path())
+        .args(["new", "prompts/mine"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = kerf_cmd(home.path())
+        .current_dir(d)
+        .args(["render", "mine", "--sample", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A name that is neither is said as given.
+    let o = kerf_in(d, &["render", "no-such-prompt"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no-such-prompt"), "{}", stderr(&o));
+}
