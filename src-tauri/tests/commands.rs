@@ -166,10 +166,26 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
     let i = invoke(
         &w,
         "prompt_inspect",
-        json!({"draft": doc["draft"], "path": kg["path"], "input": "Ada"}),
+        json!({"draft": doc["draft"], "path": kg["path"], "input": "Ada", "vars": {}}),
     )
     .unwrap();
     assert!(i["preview"]["user"].as_str().unwrap().contains("Ada"));
+    // The variable form's values, as typed, read as `kerf --var` reads them; over the terms.
+    let mut draft = doc["draft"].clone();
+    draft["template"] = json!("{{ text }} {{ who }} {{ n + 1 }} {{ examples }}");
+    let i = invoke(
+        &w,
+        "prompt_inspect",
+        json!({"draft": draft, "path": kg["path"], "input": "Ada",
+               "vars": {"who": "Babbage", "n": "41", "examples": "[\"x\"]"}}),
+    )
+    .unwrap();
+    // (A list renders as TrustGraph's Python renders it.)
+    assert_eq!(
+        i["preview"]["user"], "Ada Babbage 42 ['x']",
+        "{}",
+        i["preview"]
+    );
     assert_eq!(i["branches"], json!(["definition", "relationship"]));
     let runs = invoke(&w, "history_list", json!({"filter": {}})).unwrap();
     assert_eq!(runs, json!([]));

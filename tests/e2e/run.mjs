@@ -287,6 +287,32 @@ try {
     await waitText("problems", (s) => s.trim() === "none", UI, "the problems did not clear after Revert");
   });
 
+  await scenario("a variable typed in the form and the terms edited reach the preview and the run", async () => {
+    await (await $t("nav-prompts")).click();
+    await (await $t("prompt-extract-topics")).click();
+    await waitText("prompt-title", (s) => s === "extract-topics", UI, "the prompt did not open");
+    await waitText("preview", (s) => s.includes("fixes carbon dioxide into sugar"), UI, "the terms' example is not in the preview");
+    // `examples` comes from the prompt's terms; a value typed for it wins, in the preview and in
+    // what Run sends.
+    await (await $t("vars-examples")).setValue('{"topic": "KERF-VAR", "definition": "typed"}');
+    await waitText("preview", (s) => s.includes("KERF-VAR") && !s.includes("fixes carbon dioxide into sugar"), UI, "the typed variable did not reach the preview");
+    await (await $t("nav-run")).click();
+    await waitText("run-vars", (s) => s.includes("examples = ") && s.includes("KERF-VAR"), UI, "the Run screen does not show the variable it sends");
+    await (await $t("nav-prompts")).click();
+    await browser.execute(() => {
+      const input = document.querySelector('[data-testid="vars-examples"]');
+      input.value = "";
+      input.dispatchEvent(new Event("input", { bubbles: true }));
+    });
+    await waitText("preview", (s) => s.includes("fixes carbon dioxide into sugar"), UI, "emptied, the term's value did not come back");
+    // The terms are a part of the draft: an edit that is not a JSON object is named there.
+    await typeAtEnd("terms-editor", ["Enter", ..."oops"]);
+    await browser.waitUntil(async () => (await browser.$$('[data-testid="problem"][data-part="terms"]')).length > 0,
+      { timeout: UI, timeoutMsg: "no terms problem shown" });
+    await (await $t("revert")).click();
+    await waitText("problems", (s) => s.trim() === "none", UI, "the problems did not clear after Revert");
+  });
+
   await scenario("a template that builds gigabytes is stopped with an error; the window goes on", async () => {
     await (await $t("prompt-grows-a-string")).click();
     await waitText("prompt-title", (s) => s === "grows-a-string", UI, "the prompt did not open");

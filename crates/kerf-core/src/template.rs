@@ -327,9 +327,15 @@ pub fn parse_var(spec: &str) -> Result<(String, Value)> {
     if k.is_empty() {
         return Err(Error::Usage(format!("--var `{spec}`: the name is empty")));
     }
-    let value = match serde_json::from_str::<Value>(v) {
+    Ok((k.to_string(), var_value(v)))
+}
+
+/// A run variable's value as typed: valid JSON that is an object, array, number or boolean is
+/// taken as JSON; anything else is the text itself (the window's variable form reads values so
+/// too).
+pub fn var_value(v: &str) -> Value {
+    match serde_json::from_str::<Value>(v) {
         Ok(j @ (Value::Object(_) | Value::Array(_) | Value::Number(_) | Value::Bool(_))) => j,
         _ => Value::String(v.to_string()),
-    };
-    Ok((k.to_string(), value))
+    }
 }

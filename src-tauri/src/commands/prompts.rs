@@ -19,13 +19,21 @@ pub(super) async fn prompt_inspect<R: Runtime>(
     draft: PromptDraft,
     path: Option<String>,
     input: String,
+    vars: std::collections::HashMap<String, String>,
 ) -> Result<Inspection> {
+    let vars: Map<String, serde_json::Value> = vars
+        .into_iter()
+        .map(|(k, v)| {
+            let value = kerf_core::template::var_value(&v);
+            (k, value)
+        })
+        .collect();
     blocking(move || {
         Ok(prompts::inspect(
             &draft,
             path.as_deref().map(Path::new),
             &input,
-            &Map::new(),
+            &vars,
         ))
     })
     .await

@@ -65,10 +65,12 @@ export function promptOpen(path: string): Promise<PromptDoc> {
 }
 
 /**
- * The draft compiled, rendered with `input` and linted, as the user types (nothing written).
+ * The draft compiled, rendered with `input` and the run's variables `vars` (over the
+ * prompt's terms; each value as typed, read as `kerf --var` reads it) and linted, as the
+ * user types (nothing written).
  */
-export function promptInspect(draft: PromptDraft, path: string | null, input: string): Promise<Inspection> {
-  return call<Inspection>("prompt_inspect", { draft, path, input });
+export function promptInspect(draft: PromptDraft, path: string | null, input: string, vars: { [key in string]: string }): Promise<Inspection> {
+  return call<Inspection>("prompt_inspect", { draft, path, input, vars });
 }
 
 /**

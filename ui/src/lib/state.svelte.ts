@@ -39,7 +39,8 @@ export function isDirty(doc: PromptDoc | null, draft: PromptDraft | null): boole
   const a = doc.draft;
   return (
     a.template !== draft.template || a.system !== draft.system || a.schema !== draft.schema ||
-    a.responseType !== draft.responseType || a.post !== draft.post || a.base !== draft.base
+    a.responseType !== draft.responseType || a.post !== draft.post || a.base !== draft.base ||
+    (draft.terms !== undefined && a.terms !== draft.terms)
   );
 }
 
@@ -73,4 +74,34 @@ export function keptDraft(storage: Storage, doc: PromptDoc): Kept | null {
 
 export function forgetDraft(storage: Storage, path: string) {
   storage.removeItem(KEY(path));
+}
+
+// The values typed into a prompt's variable form, per prompt file, kept across launches.
+const VARS_KEY = "kerf.vars";
+export const promptVars = $state<Record<string, Record<string, string>>>(loadVars());
+
+function loadVars(): Record<string, Record<string, string>> {
+  try { return JSON.parse(globalThis.localStorage?.getItem(VARS_KEY) ?? "{}") ?? {}; } catch { return {}; }
+}
+
+/** Set variable `name` of prompt `path` (kept in localStorage). */
+export function setPromptVar(path: string, name: string, value: string) {
+  (promptVars[path] ??= {})[name] = value;
+  globalThis.localStorage?.setItem(VARS_KEY, JSON.stringify($state.snapshot(promptVars)));
+}
+
+/** A typed value as a run variable, as `kerf --var NAME=VALUE` reads it: valid JSON that is an
+ * object, array, number or boolean is taken as JSON; anything else is the text itself. */
+export function varValue(text: string): unknown {
+  try {
+    const v = JSON.parse(text);
+    if (v !== null && typeof v !== "string") return v;
+  } catch { /* text */ }
+  return text;
+}
+
+/** The variables of prompt `path` as a run sends them: those in `names` with a value typed. */
+export function varsOf(path: string | null | undefined, names: string[]): Record<string, unknown> {
+  const typed = (path && promptVars[path]) || {};
+  return Object.fromEntries(names.filter((n) => (typed[n] ?? "") !== "").map((n) => [n, varValue(typed[n])]));
 }

@@ -103,6 +103,11 @@ pub fn open(path: &Path) -> Result<PromptDoc> {
                     .map(|v| pretty(&v))
                     .unwrap_or_default()
             },
+            terms: Some(if file.terms.is_empty() {
+                String::new()
+            } else {
+                pretty(&Value::Object(file.terms.clone()))
+            }),
         },
         sample_input,
         input_variable: file.input_variable().to_string(),
@@ -178,6 +183,17 @@ fn compose(draft: &PromptDraft) -> (Map<String, Value>, Vec<Problem>) {
     match part_json(DraftPart::Post, &draft.post) {
         Ok(v) => set("post", v),
         Err(p) => problems.push(p),
+    }
+    if let Some(terms) = &draft.terms {
+        match part_json(DraftPart::Terms, terms) {
+            Ok(Some(v)) if !v.is_object() => problems.push(problem(
+                DraftPart::Terms,
+                Code::InvalidJson,
+                "the terms must be a JSON object of variable names and values",
+            )),
+            Ok(v) => set("terms", v),
+            Err(p) => problems.push(p),
+        }
     }
     (map, problems)
 }
@@ -285,6 +301,7 @@ pub fn inspect(
     let place = path.map_or_else(|| "draft".to_string(), |p| p.display().to_string());
     let mut out = Inspection {
         variables: Vec::new(),
+        from_terms: Vec::new(),
         preview: None,
         problems: Vec::new(),
         branches: Vec::new(),
@@ -321,6 +338,12 @@ pub fn inspect(
     out.variables.dedup();
     // The prompt's own terms supply theirs (as `Prompt::input_variables` says once it compiles).
     if let Some(Value::Object(terms)) = composed.get("terms") {
+        out.from_terms = out
+            .variables
+            .iter()
+            .filter(|v| terms.contains_key(*v))
+            .cloned()
+            .collect();
         out.variables.retain(|v| !terms.contains_key(v));
     }
     let prompt = match compile(draft, &place) {

@@ -14,6 +14,7 @@ pub enum DraftPart {
     System,
     Schema,
     Post,
+    Terms,
     ResponseType,
     /// The prompt file as a whole (its JSON, or a key the editor does not show).
     File,
@@ -27,6 +28,7 @@ impl DraftPart {
             DraftPart::System => "system",
             DraftPart::Schema => "schema",
             DraftPart::Post => "post",
+            DraftPart::Terms => "terms",
             DraftPart::ResponseType => "responseType",
             DraftPart::File => "file",
         }
@@ -86,6 +88,11 @@ pub struct PromptDraft {
     pub response_type: String,
     /// The post-processing rules, as JSON text (`""`: none).
     pub post: String,
+    /// The template's default variables (`terms`), as a JSON object's text (`""`: none). A
+    /// draft kept from an older window has none: the file's own are kept then.
+    #[serde(default)]
+    #[ts(optional)]
+    pub terms: Option<String>,
 }
 
 /// Something wrong with a draft, where it is: which part, and a line or JSON pointer in it.
@@ -129,6 +136,8 @@ pub struct Preview {
 pub struct Inspection {
     /// Variables the templates read that the prompt's own terms do not supply.
     pub variables: Vec<String>,
+    /// Variables the templates read that the prompt's terms supply (a run's own value wins).
+    pub from_terms: Vec<String>,
     pub preview: Option<Preview>,
     /// Every problem found, each naming its part.
     pub problems: Vec<Problem>,

@@ -646,3 +646,64 @@ fn notes_tags_filters_and_the_export_follow_one_rule() {
     // A tag a spreadsheet would run as a formula is written as text.
     assert!(lines[1].contains("'=cmd baseline"), "{}", lines[1]);
 }
+
+/// The terms are a part of the draft: shown as the file has them, edited, reaching the preview,
+/// checked (an object, valid JSON, each problem in its part) and saved; a draft kept from an
+/// older window, without them, keeps the file's.
+#[test]
+fn terms_are_edited_in_the_draft_and_reach_the_preview() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("topics.json");
+    std::fs::copy(shipped("extract-topics.json"), &path).unwrap();
+    let mut d = draft(&path);
+    let terms: Value = serde_json::from_str(d.terms.as_deref().unwrap()).unwrap();
+    assert!(terms["examples"].as_str().unwrap().contains("Calvin cycle"));
+    d.terms = Some(r#"{"examples": "{\"topic\": \"KERF-TERM\", \"definition\": \"d\"}"}"#.into());
+    let i = prompts::inspect(&d, Some(&path), "a text", &Map::new());
+    assert!(i.problems.is_empty(), "{:?}", i.problems);
+    assert!(i.preview.unwrap().user.contains("KERF-TERM"));
+    // A run's own variable wins over the prompt's term.
+    let mut vars = Map::new();
+    vars.insert("examples".into(), Value::String("KERF-VAR".into()));
+    let i = prompts::inspect(&d, Some(&path), "a text", &vars);
+    let user = i.preview.unwrap().user;
+    assert!(
+        user.contains("KERF-VAR") && !user.contains("KERF-TERM"),
+        "{user}"
+    );
+
+    let mut bad = d.clone();
+    bad.terms = Some("[1, 2]".into());
+    let i = prompts::inspect(&bad, Some(&path), "x", &Map::new());
+    assert_eq!(i.problems[0].part, DraftPart::Terms, "{:?}", i.problems);
+    bad.terms = Some("{\"a\": ".into());
+    let i = prompts::inspect(&bad, Some(&path), "x", &Map::new());
+    assert!(
+        i.problems
+            .iter()
+            .any(|p| p.part == DraftPart::Terms && p.line.is_some())
+    );
+
+    prompts::save(&d, &path, None).unwrap();
+    let saved: Map<String, Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        saved["terms"]["examples"]
+            .as_str()
+            .unwrap()
+            .contains("KERF-TERM")
+    );
+    let mut older = draft(&path);
+    older.terms = None;
+    older.template.push('\n');
+    prompts::save(&older, &path, None).unwrap();
+    let saved: Map<String, Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        saved["terms"]["examples"]
+            .as_str()
+            .unwrap()
+            .contains("KERF-TERM"),
+        "kept"
+    );
+}

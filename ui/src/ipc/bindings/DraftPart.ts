@@ -3,4 +3,4 @@
 /**
  * Which part of a draft a problem is in.
  */
-export type DraftPart = "template" | "system" | "schema" | "post" | "responseType" | "file";
+export type DraftPart = "template" | "system" | "schema" | "post" | "terms" | "responseType" | "file";

@@ -11,7 +11,11 @@ export type Inspection = {
 /**
  * Variables the templates read that the prompt's own terms do not supply.
  */
-variables: Array<string>, preview: Preview | null, 
+variables: Array<string>, 
+/**
+ * Variables the templates read that the prompt's terms supply (a run's own value wins).
+ */
+fromTerms: Array<string>, preview: Preview | null, 
 /**
  * Every problem found, each naming its part.
  */

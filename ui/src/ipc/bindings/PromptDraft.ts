@@ -28,4 +28,9 @@ responseType: string,
 /**
  * The post-processing rules, as JSON text (`""`: none).
  */
-post: string, };
+post: string, 
+/**
+ * The template's default variables (`terms`), as a JSON object's text (`""`: none). A
+ * draft kept from an older window has none: the file's own are kept then.
+ */
+terms?: string, };
