@@ -75,7 +75,7 @@ pub struct StartArgs {
     /// The dataset: a .jsonl or .csv file, or a folder of .txt documents.
     #[arg(required = true)]
     pub dataset: Option<PathBuf>,
-    /// A prompt file to evaluate (repeat for several).
+    /// A prompt file, or the id of a shipped or own prompt, to evaluate (repeat for several).
     #[arg(long = "prompt", required = true)]
     pub prompts: Vec<PathBuf>,
     #[command(flatten)]
@@ -263,7 +263,7 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
     let input = eval::StartInput {
         dataset,
         limit: args.limit,
-        prompts: args.prompts,
+        prompts: args.prompts.iter().map(|p| wb.find_prompt(p)).collect(),
         settings: args.model.settings(),
         providers: args.model.providers.clone(),
         max_tokens: args.max_tokens,
