@@ -187,6 +187,41 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
         i["preview"]
     );
     assert_eq!(i["branches"], json!(["definition", "relationship"]));
+    // A shipped prompt is read-only: saved as a prompt of the user's own instead.
+    let e = invoke(
+        &w,
+        "prompt_save",
+        json!({"draft": doc["draft"], "path": kg["path"], "opened": null}),
+    )
+    .unwrap_err();
+    assert_eq!(e["code"], "forbidden", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("Save as"), "{e}");
+    let mine = invoke(
+        &w,
+        "prompt_save_as",
+        json!({"draft": doc["draft"], "from": kg["path"], "id": "kg-mine"}),
+    )
+    .unwrap();
+    let mine = std::path::PathBuf::from(mine.as_str().unwrap());
+    assert_eq!(mine.file_name().unwrap(), "kg-mine.json");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&mine).unwrap()).unwrap();
+    assert_eq!(saved["id"], "kg-mine");
+    let sample = saved["sample-input"].as_str().unwrap();
+    assert!(
+        mine.parent().unwrap().join(sample).is_file(),
+        "its sample came along"
+    );
+    let twin = invoke(&w, "prompt_twin", json!({"path": kg["path"]})).unwrap();
+    assert_eq!(twin["id"], "agent-kg-extract-array");
+    assert!(
+        twin["path"]
+            .as_str()
+            .unwrap()
+            .starts_with(mine.parent().unwrap().to_str().unwrap()),
+        "a shipped prompt's twin goes to the user's folder: {twin}"
+    );
+    assert_eq!(twin["sourceUpdated"], serde_json::Value::Null);
     let runs = invoke(&w, "history_list", json!({"filter": {}})).unwrap();
     assert_eq!(runs, json!([]));
     let e = invoke(&w, "history_detail", json!({"id": 42})).unwrap_err();

@@ -313,6 +313,52 @@ try {
     await waitText("problems", (s) => s.trim() === "none", UI, "the problems did not clear after Revert");
   });
 
+  await scenario("New, edit, Save as, Make twin, then Compare the two; a shipped prompt is read-only", async () => {
+    await (await $t("nav-prompts")).click();
+    // Shipped prompts are read-only: Save is off, Save as is there.
+    await (await $t("prompt-extract-definitions")).click();
+    await waitText("prompt-title", (s) => s === "extract-definitions", UI, "the prompt did not open");
+    assert.ok(await (await $t("read-only")).isDisplayed(), "a shipped prompt is not marked read-only");
+    await (await $t("prompt-new")).click();
+    await (await $t("new-id")).setValue("people-e2e");
+    await (await $t("new-format")).selectByAttribute("value", "jsonl");
+    // Its twin comes later, from the edited copy.
+    const twinBox = await browser.$('[data-testid="new-form"] input[type="checkbox"]');
+    if (await twinBox.isSelected()) await twinBox.click();
+    await (await $t("new-create")).click();
+    await waitText("prompt-title", (s) => s === "people-e2e", UI, "the new prompt did not open");
+    assert.ok(fs.existsSync(path.join(userPrompts, "people-e2e.json")), "the new prompt is not in the user's folder");
+    assert.ok(fs.existsSync(path.join(userPrompts, "inputs", "people-e2e.txt")), "no sample input beside it");
+    await waitText("preview", (s) => s.includes("one JSON object per line") && s.includes("chlorophyll"), UI, "no preview of the new prompt with its sample");
+    await typeAtEnd("template-editor", ["Enter", ..."KERF-SAVED-AS"]);
+    await waitText("preview", (s) => s.trimEnd().endsWith("KERF-SAVED-AS"), UI, "the edit did not reach the preview");
+    await (await $t("dirty")).waitForDisplayed({ timeout: UI, timeoutMsg: "the edit is not marked unsaved" });
+    await (await $t("save-as")).click();
+    await (await $t("save-as-id")).setValue("people-short");
+    await (await $t("save-as-confirm")).click();
+    await waitText("prompt-title", (s) => s === "people-short", UI, "Save as did not open the new file");
+    const saved = JSON.parse(fs.readFileSync(path.join(userPrompts, "people-short.json"), "utf8"));
+    assert.ok(saved.prompt.includes("KERF-SAVED-AS"), "the edit was not saved as");
+    assert.equal(saved.id, "people-short");
+    await (await $t("make-twin")).click();
+    await waitText("prompt-title", (s) => s === "people-short-array", UI, "Make twin did not open the twin");
+    const twin = JSON.parse(fs.readFileSync(path.join(userPrompts, "people-short-array.json"), "utf8"));
+    assert.equal(twin["response-type"], "json");
+    assert.equal(twin.twin, "people-short");
+    assert.ok(twin.prompt.includes("a JSON array of objects") && twin.prompt.includes("KERF-SAVED-AS"), twin.prompt);
+    assert.equal(JSON.parse(fs.readFileSync(path.join(userPrompts, "people-short.json"), "utf8")).twin, "people-short-array");
+    await shot("make-twin");
+    // The two compare at once.
+    await (await $t("nav-compare")).click();
+    await (await $t("compare-a")).selectByAttribute("value", path.join(userPrompts, "people-short.json"));
+    await (await $t("compare-b")).selectByAttribute("value", path.join(userPrompts, "people-short-array.json"));
+    await (await $t("budgets")).setValue("48");
+    await (await $t("compare-run")).click();
+    await waitFor(async () => (await browser.$$('[data-testid="compare-row"]')).length >= 2, CELL, "the new pair did not compare");
+    const prompts = await browser.execute(() => [...document.querySelectorAll('[data-testid="compare-row"]')].map((r) => r.dataset.prompt));
+    assert.ok(prompts.includes("people-short") && prompts.includes("people-short-array"), String(prompts));
+  });
+
   await scenario("a template that builds gigabytes is stopped with an error; the window goes on", async () => {
     await (await $t("prompt-grows-a-string")).click();
     await waitText("prompt-title", (s) => s === "grows-a-string", UI, "the prompt did not open");

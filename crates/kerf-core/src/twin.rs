@@ -217,7 +217,7 @@ fn twin_schema(schema: &Value, to: ResponseType, place: &str) -> Result<(Value, 
             let mut item = root.clone();
             let mut array = Map::new();
             for key in ROOT_KEYS {
-                if let Some(v) = item.remove(key) {
+                if let Some(v) = item.shift_remove(key) {
                     array.insert(key.into(), v);
                 }
             }

@@ -23,11 +23,13 @@ use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffVi
 use kerf_api::meta::Meta;
 use kerf_api::models::wire::Models;
 use kerf_api::opened::OpenedExperiment;
+use kerf_api::prompts::author::Written;
 use kerf_api::prompts::wire::{Inspection, PromptDoc, PromptDraft, PromptEntry};
 use kerf_api::providers::wire::{ProviderInfo, ProviderSpec, ProvidersView};
 use kerf_api::runs::CancelToken;
 use kerf_api::runs::wire::{RunDone, RunInput, RunMessage, RunOptions};
 use kerf_api::{ApiError, Code};
+use kerf_core::ResponseType;
 use serde_json::Map;
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Runtime};

@@ -46,8 +46,76 @@ pub(super) async fn prompt_save<R: Runtime>(
     opened: Option<String>,
 ) -> Result<String> {
     cx.state.access.check(&path, Use::Write)?;
+    if is_shipped(cx.state, Path::new(&path)) {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            format!(
+                "{path} is one of Kerf's shipped prompts, which are read-only: Save as… keeps your edit as a prompt of your own"
+            ),
+        ));
+    }
     tracing::info!(%path, "saving prompt");
     blocking(move || prompts::save(&draft, Path::new(&path), opened.as_deref())).await
+}
+
+/// Whether `path` is one of Kerf's shipped prompts (read-only in the window).
+fn is_shipped(state: &AppState, path: &Path) -> bool {
+    state
+        .workbench
+        .prompt_dirs
+        .iter()
+        .filter(|d| d.label == "shipped")
+        .any(|d| {
+            let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            canon(path).starts_with(canon(&d.path))
+        })
+}
+
+pub(super) async fn prompt_save_as<R: Runtime>(
+    cx: Cx<'_, R>,
+    draft: PromptDraft,
+    from: Option<String>,
+    id: String,
+) -> Result<String> {
+    if let Some(f) = &from {
+        cx.state.access.check(f, Use::Read)?;
+    }
+    let dir = cx.state.workbench.user_prompts()?.to_path_buf();
+    tracing::info!(%id, dir = %dir.display(), "saving prompt as");
+    blocking(move || {
+        let path =
+            prompts::author::save_as(&draft, from.as_deref().map(Path::new), &dir, &id, false)?;
+        Ok(path.display().to_string())
+    })
+    .await
+}
+
+pub(super) async fn prompt_new<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    format: ResponseType,
+    twin: bool,
+) -> Result<Vec<Written>> {
+    let dir = cx.state.workbench.user_prompts()?.to_path_buf();
+    tracing::info!(%id, dir = %dir.display(), "new prompt");
+    blocking(move || {
+        prompts::author::write_new(&dir.join(format!("{id}.json")), format, None, twin, false)
+    })
+    .await
+}
+
+pub(super) async fn prompt_twin<R: Runtime>(cx: Cx<'_, R>, path: String) -> Result<Written> {
+    cx.state.access.check(&path, Use::Read)?;
+    let source = Path::new(&path).to_path_buf();
+    // A shipped prompt's twin goes to the user's folder (the shipped folder is read-only).
+    let out = if is_shipped(cx.state, &source) {
+        let file = prompts::author::twin_file_name(&source)?;
+        Some(cx.state.workbench.user_prompts()?.join(file))
+    } else {
+        None
+    };
+    tracing::info!(%path, "making twin");
+    blocking(move || prompts::author::write_twin(&source, out.as_deref(), false, true)).await
 }
 
 pub(super) async fn prompt_rename_schema_key<R: Runtime>(

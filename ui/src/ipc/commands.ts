@@ -30,6 +30,7 @@ import type { PromptEntry } from "./bindings/PromptEntry";
 import type { ProviderInfo } from "./bindings/ProviderInfo";
 import type { ProviderSpec } from "./bindings/ProviderSpec";
 import type { ProvidersView } from "./bindings/ProvidersView";
+import type { ResponseType } from "./bindings/ResponseType";
 import type { RunDetail } from "./bindings/RunDetail";
 import type { RunDiffView } from "./bindings/RunDiffView";
 import type { RunDone } from "./bindings/RunDone";
@@ -41,6 +42,7 @@ import type { SideBySide } from "./bindings/SideBySide";
 import type { TestReport } from "./bindings/TestReport";
 import type { TestResult } from "./bindings/TestResult";
 import type { TestsInput } from "./bindings/TestsInput";
+import type { Written } from "./bindings/Written";
 
 /**
  * The closed lists the window offers (provider kinds with their modes and defaults, export
@@ -79,6 +81,32 @@ export function promptInspect(draft: PromptDraft, path: string | null, input: st
  */
 export function promptSave(draft: PromptDraft, path: string, opened: string | null): Promise<string> {
   return call<string>("prompt_save", { draft, path, opened });
+}
+
+/**
+ * The draft saved as a new prompt `id` in the user's prompt folder (a shipped prompt is
+ * read-only: this is how an edit of one is kept); `from` is the file it was opened from,
+ * whose sample input comes along. Returns the new file.
+ */
+export function promptSaveAs(draft: PromptDraft, from: string | null, id: string): Promise<string> {
+  return call<string>("prompt_save_as", { draft, from, id });
+}
+
+/**
+ * A new prompt `id` in the user's prompt folder, answering in `format`, with a sample
+ * input; with `twin`, its JSON-array (or JSONL) twin too. The files written.
+ */
+export function promptNew(id: string, format: ResponseType, twin: boolean): Promise<Array<Written>> {
+  return call<Array<Written>>("prompt_new", { id, format, twin });
+}
+
+/**
+ * The other format's twin of prompt `path` (JSONL ↔ JSON array): beside it in the user's
+ * folder, or there when `path` is a shipped prompt (read-only); a user's source that names
+ * no twin yet names this one.
+ */
+export function promptTwin(path: string): Promise<Written> {
+  return call<Written>("prompt_twin", { path });
 }
 
 /**

@@ -148,6 +148,19 @@ pub fn write_twin(
     })
 }
 
+/// The file name `source`'s twin gets: `<twin id>.json`.
+pub fn twin_file_name(source: &Path) -> Result<String> {
+    let loaded = kerf_core::PromptFile::load(source)?;
+    let to = match loaded.file.response_type {
+        ResponseType::Json => ResponseType::Jsonl,
+        _ => ResponseType::Json,
+    };
+    Ok(format!(
+        "{}.json",
+        kerf_core::twin::twin_id(loaded.file.id(), to)
+    ))
+}
+
 fn same_dir(a: &Path, b: &Path) -> bool {
     let canon = |p: &Path| {
         let p = if p.as_os_str().is_empty() {
@@ -264,4 +277,43 @@ fn other(format: ResponseType) -> ResponseType {
         ResponseType::Json => ResponseType::Jsonl,
         _ => ResponseType::Json,
     }
+}
+
+/// The draft `draft` (opened from `from`, if it was) written as a new prompt `id` in `dir` (the
+/// user's prompt folder): its `id` set, its sample input copied to `inputs/` there when it lived
+/// elsewhere. Nothing is written over an existing file unless `overwrite`. Returns the file.
+pub fn save_as(
+    draft: &super::wire::PromptDraft,
+    from: Option<&Path>,
+    dir: &Path,
+    id: &str,
+    overwrite: bool,
+) -> Result<PathBuf> {
+    let path = dir.join(format!("{id}.json"));
+    id_of(&path)?;
+    free(&path, overwrite)?;
+    let (mut map, problems) = super::compose(draft);
+    if let Some(p) = problems.into_iter().next() {
+        return Err(ApiError::new(
+            p.code,
+            format!(
+                "the {} is not valid JSON, so nothing was saved: {}",
+                p.part.as_str(),
+                p.message
+            ),
+        ));
+    }
+    map.insert("id".into(), json!(id));
+    if let (Some(Value::String(rel)), Some(from_dir)) = (
+        map.get("sample-input").cloned(),
+        from.and_then(Path::parent),
+    ) && !same_dir(from_dir, dir)
+        && let Some(found) = kerf_core::prompt::resolve_sample_input(from_dir, &rel)
+    {
+        let moved = copy_sample(&found, dir)?;
+        map.insert("sample-input".into(), json!(moved));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    super::write_atomically(&path, &pretty(&map)?)?;
+    Ok(path)
 }
