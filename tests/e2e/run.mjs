@@ -357,6 +357,8 @@ try {
     await waitFor(async () => (await browser.$$('[data-testid="compare-row"]')).length >= 2, CELL, "the new pair did not compare");
     const prompts = await browser.execute(() => [...document.querySelectorAll('[data-testid="compare-row"]')].map((r) => r.dataset.prompt));
     assert.ok(prompts.includes("people-short") && prompts.includes("people-short-array"), String(prompts));
+    // Back where the scenarios after this one start.
+    await (await $t("nav-prompts")).click();
   });
 
   await scenario("a template that builds gigabytes is stopped with an error; the window goes on", async () => {
