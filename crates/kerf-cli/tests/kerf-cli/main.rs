@@ -763,7 +763,7 @@ fn help_has_examples() {
 fn sweep_json_form_is_exactly_total_points_score_unit() {
     let o = kerf(&[
         "sweep",
-        "tests/fixtures/replies/agent-kg-extract.jsonl.txt",
+        "prompts/replies/agent-kg-extract.jsonl.txt",
         "--prompt",
         "prompts/agent-kg-extract.json",
         "--json",
@@ -775,7 +775,7 @@ fn sweep_json_form_is_exactly_total_points_score_unit() {
     assert_eq!(v["total"], 10);
     assert_eq!(v["unit"], "byte");
     let points = v["points"].as_array().unwrap();
-    let len = std::fs::metadata(repo().join("tests/fixtures/replies/agent-kg-extract.jsonl.txt"))
+    let len = std::fs::metadata(repo().join("prompts/replies/agent-kg-extract.jsonl.txt"))
         .unwrap()
         .len();
     assert_eq!(points.first().unwrap(), &json!([0, 0]));
@@ -783,8 +783,7 @@ fn sweep_json_form_is_exactly_total_points_score_unit() {
     // One step per object: offset 0, ten changes (the last is the final offset's neighbour), the end.
     assert_eq!(points.len(), 12);
     // Every point agrees with `kerf parse` on the reply cut there.
-    let text =
-        std::fs::read(repo().join("tests/fixtures/replies/agent-kg-extract.jsonl.txt")).unwrap();
+    let text = std::fs::read(repo().join("prompts/replies/agent-kg-extract.jsonl.txt")).unwrap();
     for p in points.iter().step_by(3) {
         let (c, n) = (p[0].as_u64().unwrap() as usize, p[1].as_u64().unwrap());
         let o = kerf_stdin(
@@ -814,8 +813,8 @@ fn sweep_compare_csv_and_tokens() {
     let o = kerf(&[
         "sweep",
         "--compare",
-        "tests/fixtures/replies/agent-kg-extract.jsonl.txt:jsonl:prompts/agent-kg-extract.json",
-        "tests/fixtures/replies/agent-kg-extract-array.json.txt:json:schemas/agent-kg-extract-array.schema.json",
+        "prompts/replies/agent-kg-extract.jsonl.txt:jsonl:prompts/agent-kg-extract.json",
+        "prompts/replies/agent-kg-extract-array.json.txt:json:schemas/agent-kg-extract-array.schema.json",
         "--unit",
         "token",
         "--csv",
@@ -838,8 +837,8 @@ fn sweep_compare_csv_and_tokens() {
     let o = kerf(&[
         "sweep",
         "--compare",
-        "tests/fixtures/replies/agent-kg-extract.jsonl.txt:jsonl:prompts/agent-kg-extract.json",
-        "tests/fixtures/replies/agent-kg-extract-array.json.txt:json:prompts/agent-kg-extract-array.json",
+        "prompts/replies/agent-kg-extract.jsonl.txt:jsonl:prompts/agent-kg-extract.json",
+        "prompts/replies/agent-kg-extract-array.json.txt:json:prompts/agent-kg-extract-array.json",
         "--svg",
         svg.to_str().unwrap(),
     ]);
@@ -871,7 +870,7 @@ fn sweep_compare_csv_and_tokens() {
 fn sweep_bad_requests() {
     let o = kerf(&[
         "sweep",
-        "tests/fixtures/replies/agent-kg-extract.jsonl.txt",
+        "prompts/replies/agent-kg-extract.jsonl.txt",
         "--type",
         "jsonl",
         "--unit",
