@@ -3,7 +3,7 @@
 // user sees and saves a screenshot to $KERF_E2E_ARTIFACTS.
 import { remote } from "webdriverio";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { kgLines, startOpenAI } from "./openai-loopback.mjs";
@@ -93,6 +93,23 @@ for (const signal of ["SIGTERM", "SIGINT"]) {
     process.exit(signal === "SIGINT" ? 130 : 143);
   });
 }
+
+// A loopback Hugging Face Hub (tests/hub/hub.py) serving the model the window runs under a name
+// of its own, which cuts the first download after 10 MB: the Models screen pulls from it. The
+// window reads HF_ENDPOINT as the CLI does, so it is set before tauri-driver starts the window.
+const cliBin = process.env.KERF_CLI_BIN ?? path.join(path.dirname(app), "kerf");
+const hubModel = JSON.parse(execFileSync(cliBin, ["models", "list", "--json"], { encoding: "utf8" })).models[0]?.path;
+const HUB_REPO = "kerf-e2e/smol-GGUF", HUB_FILE = `kerf-e2e-${process.pid}.Q8_0.gguf`, HUB_CUT = 10_000_000;
+const hub = spawn("python3", [path.join(path.dirname(new URL(import.meta.url).pathname), "..", "hub", "hub.py"),
+  "--serve", `${HUB_REPO}:${HUB_FILE}=${hubModel}`, "--cut-after", String(HUB_CUT)], { stdio: ["ignore", "pipe", "inherit"] });
+process.on("exit", () => hub.kill());
+const hubPort = await within(new Promise((resolve, reject) => {
+  let out = "";
+  hub.stdout.on("data", (d) => { out += d; const m = /port (\d+)/.exec(out); if (m) resolve(Number(m[1])); });
+  hub.on("exit", (code) => reject(new Error(`the loopback hub ended (${code})`)));
+}), T(30000), "the loopback hub did not start");
+process.env.HF_ENDPOINT = `http://127.0.0.1:${hubPort}`;
+delete process.env.HF_TOKEN;
 
 // Free ports of its own (not 4444): another run's driver is never ours.
 const driver = await startDriver({ port: 0, timeout: T(60000) });
@@ -398,6 +415,7 @@ try {
   });
   // The scenarios after this one run the prompt that is open: agent-kg-extract (discarding what a
   // failed scenario above may have left unsaved).
+  await (await $t("nav-prompts")).click();
   await (await $t("prompt-agent-kg-extract")).click();
   if (await (await $t("unsaved-dialog")).isExisting()) await (await $t("discard")).click();
   await waitText("prompt-title", (s) => s === "agent-kg-extract", UI, "agent-kg-extract did not open again");
@@ -1410,6 +1428,51 @@ try {
         console.log(`could not remove ${name}'s test key from the keyring: ${e.stderr ?? e}`);
       }
     }
+  }
+
+  // Models by name: the screen pulls from the loopback hub, whose first download is cut after
+  // 10 MB; pulled again, it goes on from there, is checked, and every screen lists it.
+  const pulled = path.join(process.env.KERF_MODELS_DIR, HUB_FILE);
+  try {
+    await scenario("Models: pull a model by name with a progress bar; a cut download goes on from where it stopped", async () => {
+      await (await $t("nav-models")).click();
+      await waitFor(async () => (await browser.$$('[data-testid="available-model"]')).length >= 5, UI, "the suggested models are not listed");
+      assert.ok((await browser.$$('[data-testid="local-model"]')).length >= 1, "the model the window runs is listed");
+      await (await $t("pull-name")).setValue(HUB_REPO);
+      await (await $t("pull-go")).click();
+      // Cut after 10 MB: the error says to pull again; the bar shows where it stopped.
+      await waitFor(async () => (await (await $t("pull-progress")).getAttribute("data-phase")) === "stopped", NET, "the cut download did not stop");
+      assert.match(await text("models-error"), /pull it again to go on from where it stopped/);
+      const stoppedAt = Number(await (await $t("pull-progress")).getAttribute("data-done"));
+      const total = Number(await (await $t("pull-progress")).getAttribute("data-total"));
+      assert.equal(total, fs.statSync(hubModel).size, "the bar's total is the file's size");
+      assert.ok(stoppedAt > 0 && stoppedAt <= HUB_CUT, `the bar stopped at ${stoppedAt}, at most the 10 MB sent`);
+      assert.ok(!fs.existsSync(pulled), "no half file where models are found");
+      await shot("models-pull-stopped");
+      // Pulled again: it goes on from 10 MB, the SHA-256 matches, the bar is full.
+      await (await $t("pull-go")).click();
+      let phase;
+      await waitFor(async () => (phase = await (await $t("pull-progress")).getAttribute("data-phase")) === "done", NET,
+        () => `the second pull did not finish (${phase})`);
+      const bar = await $t("pull-progress");
+      assert.equal(Number(await bar.getAttribute("data-resumed")), HUB_CUT, "it went on from where the cut left it");
+      assert.equal(Number(await bar.getAttribute("data-done")), total);
+      assert.match(await text("pull-status"), /SHA-256 checked · went on from 10 MB/);
+      assert.match(await text("models-notice"), new RegExp(`Pulled ${HUB_FILE.replace(/\./g, "\\.")}: \\d+ MB, SHA-256 [0-9a-f]{12}… matches the hub's`));
+      assert.equal(fs.statSync(pulled).size, total);
+      const listed = () => browser.execute(() => [...document.querySelectorAll('[data-testid="local-model"]')].map((r) => r.textContent));
+      let seen = [];
+      await waitFor(async () => (seen = await listed()).some((t) => t.includes(HUB_FILE)), UI, () => `the pulled model is not listed on this machine: ${seen}`);
+      await shot("models-pulled");
+      // The Run screen offers it.
+      await (await $t("nav-run")).click();
+      await (await $t("provider")).selectByAttribute("value", "local");
+      const options = await browser.execute(() => [...document.querySelectorAll('[data-testid="model"] option')].map((o) => o.textContent));
+      assert.ok(options.includes(HUB_FILE), `Run lists the pulled model: ${options}`);
+    });
+  } finally {
+    fs.rmSync(pulled, { force: true });
+    fs.rmSync(path.join(process.env.KERF_MODELS_DIR, ".hub", `models--${HUB_REPO.replace("/", "--")}`), { recursive: true, force: true });
   }
 } finally {
   if (browser) await within(browser.deleteSession(), T(30000), "the session did not end").catch((e) => console.log(String(e)));

@@ -21,6 +21,7 @@ use kerf_api::eval::wire::{
 use kerf_api::export::{ExportTarget, wire::ExportView};
 use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
 use kerf_api::meta::Meta;
+use kerf_api::models::pull::{Available, PullEvent, Pulled};
 use kerf_api::models::wire::Models;
 use kerf_api::opened::OpenedExperiment;
 use kerf_api::prompts::author::Written;

@@ -162,6 +162,39 @@ pub(super) async fn models_fetch<R: Runtime>(cx: Cx<'_, R>) -> Result<String> {
     .await
 }
 
+pub(super) async fn models_available<R: Runtime>(_cx: Cx<'_, R>) -> Result<Vec<Available>> {
+    Ok(models::pull::available())
+}
+
+pub(super) async fn models_pull<R: Runtime>(
+    cx: Cx<'_, R>,
+    name: String,
+    on_event: Channel<PullEvent>,
+) -> Result<Pulled> {
+    let spec: models::pull::PullSpec = name.parse()?;
+    let dir = cx.state.workbench.models.clone();
+    tracing::info!(%name, "models pull");
+    blocking(move || {
+        // hf-hub reports every chunk it writes: the page hears of each half per cent.
+        let mut shown = 0u64;
+        models::pull::pull(&dir, &models::pull::Hub::from_env(), &spec, &mut |event| {
+            if let PullEvent::Progress {
+                done_bytes,
+                total_bytes,
+            } = event
+            {
+                if done_bytes < total_bytes && done_bytes.saturating_sub(shown) < total_bytes / 200
+                {
+                    return;
+                }
+                shown = done_bytes;
+            }
+            let _ = on_event.send(event);
+        })
+    })
+    .await
+}
+
 pub(super) async fn input_read<R: Runtime>(cx: Cx<'_, R>, path: String) -> Result<String> {
     cx.state.access.check(&path, Use::Read)?;
     blocking(move || {

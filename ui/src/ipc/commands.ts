@@ -2,6 +2,7 @@
 // commands; do not edit (`KERF_BLESS=1 cargo test -p kerf-desktop --test commands`
 // rewrites it, and that test fails when it drifts).
 import { call, channel } from "./call";
+import type { Available } from "./bindings/Available";
 import type { CellKey } from "./bindings/CellKey";
 import type { CellView } from "./bindings/CellView";
 import type { Chart } from "./bindings/Chart";
@@ -30,6 +31,8 @@ import type { PromptEntry } from "./bindings/PromptEntry";
 import type { ProviderInfo } from "./bindings/ProviderInfo";
 import type { ProviderSpec } from "./bindings/ProviderSpec";
 import type { ProvidersView } from "./bindings/ProvidersView";
+import type { PullEvent } from "./bindings/PullEvent";
+import type { Pulled } from "./bindings/Pulled";
 import type { ResponseType } from "./bindings/ResponseType";
 import type { RunDetail } from "./bindings/RunDetail";
 import type { RunDiffView } from "./bindings/RunDiffView";
@@ -144,6 +147,24 @@ export function modelsList(): Promise<Models> {
  */
 export function modelsFetch(): Promise<string> {
   return call<string>("models_fetch", {});
+}
+
+/**
+ * Extraction-capable instruct models on the Hugging Face Hub, as
+ * `kerf models list --available` lists them.
+ */
+export function modelsAvailable(): Promise<Array<Available>> {
+  return call<Array<Available>>("models_available", {});
+}
+
+/**
+ * Download model `name` (`OWNER/REPO` or `OWNER/REPO:FILE.gguf`) from the Hugging Face Hub
+ * (`HF_ENDPOINT`, `HF_TOKEN`) into the models folder, as `kerf models pull` does: a cut
+ * download goes on from where it stopped; the file's SHA-256 is checked against the hub's.
+ * Its progress arrives on `on_event`.
+ */
+export function modelsPull(name: string, onEvent: (message: PullEvent) => void): Promise<Pulled> {
+  return call<Pulled>("models_pull", { name, onEvent: channel(onEvent) });
 }
 
 /**

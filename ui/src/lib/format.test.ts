@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, runTokens, modelName, errorTitle } from "./format";
+import { count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, runTokens, modelName, errorTitle, bytes } from "./format";
 import type { RunRow } from "../ipc/bindings/RunRow";
 
 describe("format", () => {
@@ -45,6 +45,9 @@ describe("format", () => {
     expect(runTokens({ promptTokens: null, completionTokens: 12 })).toBe("? → 12");
     expect(runTokens({ promptTokens: null, completionTokens: null })).toBe("–");
     expect(modelName("/a/b/SmolLM2.gguf")).toBe("SmolLM2.gguf");
+    expect(bytes(98_000_000)).toBe("98 MB");
+    expect(bytes(1_930_000_000)).toBe("1.9 GB");
+    expect(bytes(512)).toBe("512 B");
     expect(errorTitle({ code: "schema_invalid", message: "" })).toBe("The schema is not valid");
   });
 });

@@ -99,6 +99,14 @@ export function errorTitle(e: ApiError): string {
   }
 }
 
+/** A size in bytes as people read it: "98 MB", "1.9 GB" (decimal units, as the hub shows them). */
+export function bytes(n: number): string {
+  if (n >= 1e9) return `${(n / 1e9).toFixed(1)} GB`;
+  if (n >= 1e6) return `${Math.round(n / 1e6)} MB`;
+  if (n >= 1e3) return `${Math.round(n / 1e3)} kB`;
+  return `${n} B`;
+}
+
 /** A model path as a short name. */
 export function modelName(path: string): string {
   const i = Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\"));

@@ -9,7 +9,7 @@ import type { RunOptions } from "../ipc/bindings/RunOptions";
 import type { Models } from "../ipc/bindings/Models";
 import type { Meta } from "../ipc/bindings/Meta";
 
-export type Screen = "prompts" | "run" | "compare" | "evaluate" | "history" | "export" | "providers";
+export type Screen = "prompts" | "run" | "compare" | "evaluate" | "history" | "export" | "providers" | "models";
 
 export const app = $state({
   screen: "prompts" as Screen,

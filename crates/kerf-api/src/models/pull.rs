@@ -380,7 +380,7 @@ pub fn pull(
         return Err(ApiError::new(
             Code::Model,
             format!(
-                "{}:{file}: checksum mismatch: the file downloaded has SHA-256 {sha256}, the hub says {expected}; it was deleted (run the same command again to download it afresh)",
+                "{}:{file}: checksum mismatch: the file downloaded has SHA-256 {sha256}, the hub says {expected}; it was deleted (pull it again to download it afresh)",
                 spec.repo
             ),
         ));
@@ -468,7 +468,7 @@ fn disk(path: &Path, e: std::io::Error) -> ApiError {
         ApiError::new(
             Code::DiskFull,
             format!(
-                "{}: the disk is full; free some space and run the same command again: the download goes on from where it stopped",
+                "{}: the disk is full; free some space and pull it again: the download goes on from where it stopped",
                 path.display()
             ),
         )
@@ -524,7 +524,7 @@ fn hub_error(hub: &Hub, spec: &PullSpec, file: Option<&str>, e: HubError) -> Api
             ureq::Error::Transport(t) => ApiError::new(
                 Code::Network,
                 format!(
-                    "{what}: could not reach {}: {t} (run the same command again to go on from where it stopped)",
+                    "{what}: could not reach {}: {t} (pull it again to go on from where it stopped)",
                     hub.endpoint()
                 ),
             ),
@@ -535,7 +535,7 @@ fn hub_error(hub: &Hub, spec: &PullSpec, file: Option<&str>, e: HubError) -> Api
         HubError::IoError(io) => ApiError::new(
             Code::Network,
             format!(
-                "{what}: the download stopped: {io}; run the same command again to go on from where it stopped"
+                "{what}: the download stopped: {io}; pull it again to go on from where it stopped"
             ),
         ),
         HubError::InvalidResume => ApiError::new(

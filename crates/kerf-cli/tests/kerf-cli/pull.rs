@@ -94,7 +94,7 @@ fn a_cut_download_goes_on_from_where_it_stopped_and_is_checked() {
     let o = pull(&hub, &models, &["acme/smol-GGUF"], None);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("error[network]") && stderr(&o).contains("run the same command again"),
+        stderr(&o).contains("error[network]") && stderr(&o).contains("pull it again"),
         "{}",
         stderr(&o)
     );
