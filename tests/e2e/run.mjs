@@ -442,8 +442,22 @@ try {
     await waitSummary(id, (s) => /object/.test(s), UI, "no objects in the summary");
     const summary = await text("run-summary");
     assert.match(summary, /run \d+ in History/);
-    assert.ok((await browser.$$('[data-testid="object-row"]')).length > 0, "no object rows drawn");
+    // Records as fields: one table per branch of the union, its columns from the schema.
+    const shown = Number(await text("object-count"));
+    const groups = await browser.execute(() => [...document.querySelectorAll('[data-testid="record-group"]')].map((g) => ({
+      type: g.dataset.type, rows: g.querySelectorAll('[data-testid="record-row"]').length,
+      columns: [...g.querySelectorAll("th")].map((t) => t.textContent) })));
+    assert.ok(groups.length > 0, "no record tables drawn");
+    assert.equal(groups.reduce((n, g) => n + g.rows, 0), shown, `every object is a row: ${JSON.stringify(groups)}`);
+    for (const g of groups) {
+      if (g.type === "definition") assert.deepEqual(g.columns.slice(1, 3), ["entity", "definition"], JSON.stringify(g));
+      if (g.type === "relationship") assert.deepEqual(g.columns.slice(1, 5), ["subject", "predicate", "object", "object-entity"], JSON.stringify(g));
+    }
     await shot("run");
+    // The raw JSON lines, one toggle away.
+    await (await $t("objects-as-json")).click();
+    await waitFor(async () => (await browser.$$('[data-testid="object-row"]')).length > 0, UI, "no JSON lines drawn");
+    await (await $t("objects-as-fields")).click();
   });
 
   let arrayRuns = null;
@@ -1135,7 +1149,14 @@ try {
         const on = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-document"] .ground.on')].map((h) => h.textContent));
         assert.deepEqual(on, ["Photosynthesis"]);
         assert.match(await text("cell-ungrounded"), /Unicorn/);
+        // Records as fields, and the matched one beside its expected record field by field.
+        assert.match(await text("cell-extracted"), /entity\s*Photosynthesis/);
+        const pair = await browser.execute(() => [...document.querySelectorAll('[data-testid="pair-field"]')].map((r) => [r.dataset.field, r.dataset.same]));
+        assert.ok(pair.some(([f, same]) => f === "entity" && same === "true"), `the entity agrees field by field: ${JSON.stringify(pair)}`);
         await shot("evaluate-loopback-cell");
+        await (await $t("cell-as-json")).click();
+        assert.match(await text("cell-extracted"), /"entity":"Photosynthesis"/);
+        await (await $t("cell-as-fields")).click();
         // Why pieces were dropped: the line of prose in every reply, as a bar chart that saves
         // as SVG (drawn by Rust, the HTML report's chart) and PNG; a click on the bar filters
         // the matrix to that reason.
