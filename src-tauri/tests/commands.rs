@@ -186,6 +186,14 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
         "{}",
         i["preview"]
     );
+    // Counted over both turns: more than the user turn's 4 words, fewer than their characters.
+    let tokens = i["preview"]["tokens"].as_u64().unwrap() as usize;
+    let chars = i["preview"]["user"].as_str().unwrap().len()
+        + i["preview"]["system"].as_str().unwrap_or("").len();
+    assert!(
+        tokens > 4 && tokens < chars,
+        "the rendered prompt's o200k_base tokens: {tokens} ({chars} characters)"
+    );
     assert_eq!(i["branches"], json!(["definition", "relationship"]));
     // A shipped prompt is read-only: saved as a prompt of the user's own instead.
     let e = invoke(
@@ -202,6 +210,16 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
         json!({"draft": doc["draft"], "from": kg["path"], "id": "kg-mine"}),
     )
     .unwrap();
+    let e = invoke(
+        &w,
+        "prompt_save_as",
+        json!({"draft": doc["draft"], "from": kg["path"], "id": "../kg-escaped"}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e["code"], "usage",
+        "an id names a file in the folder only: {e}"
+    );
     let mine = std::path::PathBuf::from(mine.as_str().unwrap());
     assert_eq!(mine.file_name().unwrap(), "kg-mine.json");
     let saved: serde_json::Value =
@@ -222,6 +240,33 @@ fn commands_answer_with_the_wire_types_and_errors_with_codes() {
         "a shipped prompt's twin goes to the user's folder: {twin}"
     );
     assert_eq!(twin["sourceUpdated"], serde_json::Value::Null);
+    // A user's prompt is renamed and deleted; a shipped one is neither.
+    for (cmd, args) in [
+        (
+            "prompt_rename",
+            json!({"path": kg["path"], "id": "kg-renamed"}),
+        ),
+        ("prompt_delete", json!({"path": kg["path"]})),
+    ] {
+        let e = invoke(&w, cmd, args).unwrap_err();
+        assert_eq!(e["code"], "forbidden", "{cmd}: {e}");
+    }
+    let renamed = invoke(
+        &w,
+        "prompt_rename",
+        json!({"path": mine, "id": "kg-renamed"}),
+    )
+    .unwrap();
+    let renamed = std::path::PathBuf::from(renamed.as_str().unwrap());
+    assert!(renamed.ends_with("kg-renamed.json") && renamed.is_file() && !mine.exists());
+    let gone = invoke(&w, "prompt_delete", json!({"path": renamed})).unwrap();
+    assert!(!renamed.exists());
+    assert!(gone.as_str().unwrap().contains(".deleted"), "{gone}");
+    let listed = invoke(&w, "prompts_list", json!({})).unwrap();
+    assert!(
+        !listed.to_string().contains("kg-renamed"),
+        "a deleted prompt is not listed: {listed}"
+    );
     let runs = invoke(&w, "history_list", json!({"filter": {}})).unwrap();
     assert_eq!(runs, json!([]));
     let e = invoke(&w, "history_detail", json!({"id": 42})).unwrap_err();

@@ -378,6 +378,42 @@ try {
     await (await $t("nav-prompts")).click();
   });
 
+  await scenario("Duplicate, Rename and Delete a prompt of your own; its twin follows; the preview counts tokens", async () => {
+    await (await $t("nav-prompts")).click();
+    await (await $t("prompt-people-e2e")).click();
+    await waitText("prompt-title", (s) => s === "people-e2e", UI, "the prompt did not open");
+    await waitFor(async () => Number(await (await $t("preview-tokens")).getAttribute("data-tokens")) > 20, UI, "no token count of the rendered prompt");
+    // Duplicate: a copy in the user's folder, opened.
+    await (await $t("duplicate")).click();
+    assert.equal(await (await $t("save-as-id")).getValue(), "people-e2e-copy");
+    await (await $t("save-as-confirm")).click();
+    await waitText("prompt-title", (s) => s === "people-e2e-copy", UI, "Duplicate did not open the copy");
+    // Its twin, then a rename: the twin names the new id.
+    await (await $t("make-twin")).click();
+    await waitText("prompt-title", (s) => s === "people-e2e-copy-array", UI, "Make twin did not open the twin");
+    await (await $t("prompt-people-e2e-copy")).click();
+    await waitText("prompt-title", (s) => s === "people-e2e-copy", UI, "the copy did not open");
+    await (await $t("rename")).click();
+    await (await $t("rename-id")).setValue("people-renamed");
+    await (await $t("rename-confirm")).click();
+    await waitText("prompt-title", (s) => s === "people-renamed", UI, "Rename did not open the renamed file");
+    assert.ok(!fs.existsSync(path.join(userPrompts, "people-e2e-copy.json")) && fs.existsSync(path.join(userPrompts, "people-renamed.json")));
+    const twinFile = path.join(userPrompts, "people-e2e-copy-array.json");
+    assert.equal(JSON.parse(fs.readFileSync(twinFile, "utf8")).twin, "people-renamed");
+    await waitFor(async () => (await browser.$$('[data-testid="prompt-people-e2e-copy"]')).length === 0, UI, "the old name is still listed");
+    // Delete it: asked twice, moved aside, gone from the list; its twin names none.
+    await (await $t("delete")).click();
+    await (await $t("delete-confirm")).click();
+    await waitText("deleted-note", (s) => s.includes(".deleted"), UI, "no word of where the deleted prompt went");
+    assert.ok(fs.existsSync(path.join(userPrompts, ".deleted", "people-renamed.json")), "the deleted prompt is kept aside");
+    await waitFor(async () => (await browser.$$('[data-testid="prompt-people-renamed"]')).length === 0, UI, "the deleted prompt is still listed");
+    assert.equal(JSON.parse(fs.readFileSync(twinFile, "utf8")).twin, undefined);
+    // A shipped prompt offers neither.
+    await (await $t("prompt-extract-definitions")).click();
+    await waitText("prompt-title", (s) => s === "extract-definitions", UI, "the prompt did not open");
+    assert.equal((await browser.$$('[data-testid="rename"], [data-testid="delete"]')).length, 0, "a shipped prompt can be renamed or deleted");
+  });
+
   await scenario("a template that builds gigabytes is stopped with an error; the window goes on", async () => {
     await (await $t("prompt-grows-a-string")).click();
     await waitText("prompt-title", (s) => s === "grows-a-string", UI, "the prompt did not open");

@@ -416,6 +416,13 @@ fn score(points: &[(usize, usize)], length: usize, total: usize) -> f64 {
 /// Tokenizers known by name (no network: their vocabularies are compiled in).
 pub const TOKENIZERS: &[&str] = &["o200k_base", "cl100k_base"];
 
+/// How many `o200k_base` tokens `text` is (the prompt editor's count of a rendered prompt).
+pub fn token_count(text: &str) -> usize {
+    tiktoken_rs::o200k_base_singleton()
+        .encode_ordinary(text)
+        .len()
+}
+
 /// The token-cut unit for `text` with the tokenizer `name`: the byte offset after each token.
 pub fn token_unit(name: &str, text: &str) -> Result<Unit> {
     let bpe = match name {

@@ -46,14 +46,7 @@ pub(super) async fn prompt_save<R: Runtime>(
     opened: Option<String>,
 ) -> Result<String> {
     cx.state.access.check(&path, Use::Write)?;
-    if is_shipped(cx.state, Path::new(&path)) {
-        return Err(ApiError::new(
-            Code::Forbidden,
-            format!(
-                "{path} is one of Kerf's shipped prompts, which are read-only: Save as… keeps your edit as a prompt of your own"
-            ),
-        ));
-    }
+    refuse_shipped(cx.state, &path, "saved over")?;
     tracing::info!(%path, "saving prompt");
     blocking(move || prompts::save(&draft, Path::new(&path), opened.as_deref())).await
 }
@@ -99,7 +92,13 @@ pub(super) async fn prompt_new<R: Runtime>(
     let dir = cx.state.workbench.user_prompts()?.to_path_buf();
     tracing::info!(%id, dir = %dir.display(), "new prompt");
     blocking(move || {
-        prompts::author::write_new(&dir.join(format!("{id}.json")), format, None, twin, false)
+        prompts::author::write_new(
+            &prompts::author::file_for(&dir, &id)?,
+            format,
+            None,
+            twin,
+            false,
+        )
     })
     .await
 }
@@ -116,6 +115,46 @@ pub(super) async fn prompt_twin<R: Runtime>(cx: Cx<'_, R>, path: String) -> Resu
     };
     tracing::info!(%path, "making twin");
     blocking(move || prompts::author::write_twin(&source, out.as_deref(), false, true)).await
+}
+
+/// A shipped prompt refused for `what` (they are read-only).
+fn refuse_shipped(state: &AppState, path: &str, what: &str) -> Result<()> {
+    if is_shipped(state, Path::new(path)) {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            format!(
+                "{path} is one of Kerf's shipped prompts, which are read-only: it cannot be {what} (Save as… makes a copy of your own)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) async fn prompt_rename<R: Runtime>(
+    cx: Cx<'_, R>,
+    path: String,
+    id: String,
+) -> Result<String> {
+    cx.state.access.check(&path, Use::Write)?;
+    refuse_shipped(cx.state, &path, "renamed")?;
+    tracing::info!(%path, %id, "renaming prompt");
+    blocking(move || {
+        let (to, _) = prompts::author::rename(Path::new(&path), &id)?;
+        Ok(to.display().to_string())
+    })
+    .await
+}
+
+pub(super) async fn prompt_delete<R: Runtime>(cx: Cx<'_, R>, path: String) -> Result<String> {
+    cx.state.access.check(&path, Use::Write)?;
+    refuse_shipped(cx.state, &path, "deleted")?;
+    tracing::info!(%path, "deleting prompt");
+    blocking(move || {
+        Ok(prompts::author::delete(Path::new(&path))?
+            .display()
+            .to_string())
+    })
+    .await
 }
 
 pub(super) async fn prompt_rename_schema_key<R: Runtime>(

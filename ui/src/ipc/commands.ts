@@ -113,6 +113,22 @@ export function promptTwin(path: string): Promise<Written> {
 }
 
 /**
+ * Prompt `path` (one of the user's; shipped prompts are read-only) renamed to `id` in its
+ * folder; a prompt there that names it as its twin names the new id. The new file.
+ */
+export function promptRename(path: string, id: string): Promise<string> {
+  return call<string>("prompt_rename", { path, id });
+}
+
+/**
+ * Prompt `path` (one of the user's) deleted: moved to `.deleted/` in its folder, out of
+ * every list; a prompt that named it as its twin names none. Where it went.
+ */
+export function promptDelete(path: string): Promise<string> {
+  return call<string>("prompt_delete", { path });
+}
+
+/**
  * The draft with `object-schema` renamed to `schema` (TrustGraph validates only `schema`);
  * not saved.
  */

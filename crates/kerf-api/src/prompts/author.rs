@@ -55,6 +55,21 @@ fn free(path: &Path, overwrite: bool) -> Result<()> {
     Ok(())
 }
 
+/// The file prompt `id` has in `dir`, once `id` is a portable id (so it names a file in `dir`,
+/// never one elsewhere).
+pub fn file_for(dir: &Path, id: &str) -> Result<PathBuf> {
+    let path = dir.join(format!("{id}.json"));
+    if !super::is_portable_id(id) {
+        return Err(ApiError::new(
+            Code::Usage,
+            format!(
+                "`{id}`: a prompt id is 1 to 128 of A–Z, a–z, 0–9, `.`, `_`, `-`, not starting with `.` or `-`"
+            ),
+        ));
+    }
+    Ok(path)
+}
+
 fn id_of(path: &Path) -> Result<String> {
     let id = path
         .file_stem()
@@ -289,8 +304,7 @@ pub fn save_as(
     id: &str,
     overwrite: bool,
 ) -> Result<PathBuf> {
-    let path = dir.join(format!("{id}.json"));
-    id_of(&path)?;
+    let path = file_for(dir, id)?;
     free(&path, overwrite)?;
     let (mut map, problems) = super::compose(draft);
     if let Some(p) = problems.into_iter().next() {
@@ -316,4 +330,142 @@ pub fn save_as(
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     super::write_atomically(&path, &pretty(&map)?)?;
     Ok(path)
+}
+
+/// The prompt files in `dir` (beside `except`) whose `twin` names `id`.
+fn twins_naming(dir: &Path, id: &str, except: &Path) -> Vec<(PathBuf, Map<String, Value>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p != except && p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .filter_map(|p| {
+            let map: Map<String, Value> =
+                serde_json::from_str(&std::fs::read_to_string(&p).ok()?).ok()?;
+            (map.get("twin").and_then(Value::as_str) == Some(id)).then_some((p, map))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Prompt file `path` renamed to `id` in its folder: its `id` key (when it has one) is the new
+/// id, and a prompt beside it that names it as its twin names the new id. Nothing is written
+/// over an existing file. Returns the new file and the twins that now name it.
+pub fn rename(path: &Path, id: &str) -> Result<(PathBuf, Vec<PathBuf>)> {
+    let old = id_of(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let to = file_for(dir, id)?;
+    if to == path {
+        return Ok((to, Vec::new()));
+    }
+    free(&to, false)?;
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let mut map: Map<String, Value> = serde_json::from_str(&text).map_err(|e| {
+        ApiError::new(
+            Code::Usage,
+            format!("{}: not a prompt file (JSON object): {e}", path.display()),
+        )
+    })?;
+    if map.contains_key("id") {
+        map.insert("id".into(), json!(id));
+    }
+    // The new file first, then the old one goes: a failure between leaves both, never neither.
+    super::write_atomically(&to, &pretty(&map)?)?;
+    std::fs::remove_file(path).map_err(|e| io(path, e))?;
+    let mut updated = Vec::new();
+    for (p, mut twin) in twins_naming(dir, &old, &to) {
+        twin.insert("twin".into(), json!(id));
+        super::write_atomically(&p, &pretty(&twin)?)?;
+        updated.push(p);
+    }
+    Ok((to, updated))
+}
+
+/// Prompt file `path` deleted from its folder: moved to `.deleted/` there (out of every list,
+/// where it can be taken back by hand; an older copy of the same name is replaced), and a prompt
+/// beside it that named it as its twin names none. Returns where it went.
+pub fn delete(path: &Path) -> Result<PathBuf> {
+    let id = id_of(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let bin = dir.join(".deleted");
+    std::fs::create_dir_all(&bin).map_err(|e| io(&bin, e))?;
+    let to = bin.join(format!("{id}.json"));
+    std::fs::rename(path, &to).map_err(|e| io(path, e))?;
+    for (p, mut twin) in twins_naming(dir, &id, path) {
+        twin.shift_remove("twin");
+        super::write_atomically(&p, &pretty(&twin)?)?;
+    }
+    Ok(to)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn write(dir: &Path, name: &str, v: Value) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        p
+    }
+    fn read(p: &Path) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_rename_moves_the_file_sets_its_id_and_keeps_its_twin_pointing_at_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(
+            dir.path(),
+            "facts.json",
+            json!({"id": "facts", "prompt": "p", "response-type": "jsonl", "twin": "facts-array"}),
+        );
+        let b = write(
+            dir.path(),
+            "facts-array.json",
+            json!({"id": "facts-array", "prompt": "p", "response-type": "json", "twin": "facts"}),
+        );
+        let (to, updated) = rename(&a, "claims").unwrap();
+        assert_eq!(to, dir.path().join("claims.json"));
+        assert!(!a.exists());
+        assert_eq!(read(&to)["id"], "claims");
+        assert_eq!(
+            read(&to)["twin"],
+            "facts-array",
+            "its own twin is unchanged"
+        );
+        assert_eq!(updated, vec![b.clone()]);
+        assert_eq!(read(&b)["twin"], "claims");
+        // Nothing is written over a file there already, and a bad id is refused.
+        let e = rename(&to, "facts-array").unwrap_err();
+        assert_eq!(e.code, Code::Usage);
+        assert!(e.message.contains("exists"), "{}", e.message);
+        assert!(to.exists());
+        assert_eq!(rename(&to, "../x").unwrap_err().code, Code::Usage);
+    }
+
+    #[test]
+    fn a_delete_moves_the_file_aside_and_its_twin_names_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(
+            dir.path(),
+            "facts.json",
+            json!({"prompt": "p", "response-type": "jsonl", "twin": "facts-array"}),
+        );
+        let b = write(
+            dir.path(),
+            "facts-array.json",
+            json!({"prompt": "p", "response-type": "json", "twin": "facts", "description": "d"}),
+        );
+        let kept = delete(&a).unwrap();
+        assert!(!a.exists());
+        assert_eq!(kept, dir.path().join(".deleted/facts.json"));
+        assert_eq!(read(&kept)["twin"], "facts-array", "kept as it was");
+        let twin = read(&b);
+        assert!(twin.get("twin").is_none(), "{twin}");
+        assert_eq!(twin["description"], "d");
+    }
 }

@@ -367,9 +367,12 @@ pub fn inspect(
     run_vars.extend(vars.clone());
     match prompt.render(&Map::new(), &run_vars) {
         Ok(r) => {
+            let tokens = kerf_core::sweep::token_count(r.system.as_deref().unwrap_or(""))
+                + kerf_core::sweep::token_count(&r.user);
             out.preview = Some(Preview {
                 system: r.system,
                 user: r.user,
+                tokens: tokens as u32,
             })
         }
         Err(e) => out.problems.push(compile_problem(e)),

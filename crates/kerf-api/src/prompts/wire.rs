@@ -127,6 +127,9 @@ pub struct LintFinding {
 pub struct Preview {
     pub system: Option<String>,
     pub user: String,
+    /// The rendered turns' length in tokens of `o200k_base` (the tokenizer of OpenAI's current
+    /// models; other models' tokenizers count within a few per cent of it on English prose).
+    pub tokens: u32,
 }
 
 /// What the editor shows beside a draft as the user types: the template's variables, the

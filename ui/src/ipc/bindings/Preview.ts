@@ -3,4 +3,9 @@
 /**
  * The rendered turns of a prompt.
  */
-export type Preview = { system: string | null, user: string, };
+export type Preview = { system: string | null, user: string, 
+/**
+ * The rendered turns' length in tokens of `o200k_base` (the tokenizer of OpenAI's current
+ * models; other models' tokenizers count within a few per cent of it on English prose).
+ */
+tokens: number, };
