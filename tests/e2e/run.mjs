@@ -315,6 +315,13 @@ try {
     await waitText("preview", (s) => s.includes("KERF-VAR") && !s.includes("fixes carbon dioxide into sugar"), UI, "the typed variable did not reach the preview");
     await (await $t("nav-run")).click();
     await waitText("run-vars", (s) => s.includes("examples = ") && s.includes("KERF-VAR"), UI, "the Run screen does not show the variable it sends");
+    // Compare offers the same form for each prompt it compares, with the value remembered.
+    await (await $t("nav-compare")).click();
+    const topics = await browser.execute(() => [...document.querySelectorAll('[data-testid="compare-a"] option')].find((o) => o.textContent.startsWith("extract-topics "))?.value);
+    const keptA = await (await $t("compare-a")).getValue();
+    await (await $t("compare-a")).selectByAttribute("value", topics);
+    await waitFor(async () => (await (await $t("compare-vars-a-form-examples")).getValue()).includes("KERF-VAR"), UI, "Compare's form does not show the remembered value");
+    await (await $t("compare-a")).selectByAttribute("value", keptA);
     await (await $t("nav-prompts")).click();
     await browser.execute(() => {
       const input = document.querySelector('[data-testid="vars-examples"]');

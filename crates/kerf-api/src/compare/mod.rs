@@ -593,7 +593,13 @@ pub fn compare_files(
         .iter()
         .map(|path| {
             let subject = Subject::load(Path::new(path))?;
-            let rendering = Rendering::of_input(&subject.prompt, &input.input, &Map::new())?;
+            let none = Map::new();
+            let vars = input
+                .vars
+                .as_ref()
+                .and_then(|v| v.get(path))
+                .unwrap_or(&none);
+            let rendering = Rendering::of_input(&subject.prompt, &input.input, vars)?;
             Ok(Contender::new(subject, rendering))
         })
         .collect::<Result<Vec<_>>>()?;

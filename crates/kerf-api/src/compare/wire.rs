@@ -154,6 +154,11 @@ pub struct CompareInput {
     #[serde(default)]
     #[ts(optional)]
     pub confirmed: Option<bool>,
+    /// Each prompt's run variables beyond the input, by prompt file (over the prompt's terms;
+    /// values as a run sends them).
+    #[serde(default)]
+    #[ts(optional, type = "Record<string, Record<string, unknown>>")]
+    pub vars: Option<std::collections::HashMap<String, serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// What a compare reports as it goes: each cell as it starts and ends, the text of its reply as

@@ -571,6 +571,7 @@ fn compare_input(concurrency: u32) -> CompareInput {
         },
         concurrency: Some(concurrency),
         confirmed: None,
+        vars: None,
     }
 }
 
@@ -1180,5 +1181,53 @@ fn cells_that_depend_on_cells_run_stage_by_stage_and_merge_per_document() {
             let found = store.run(run).unwrap().raw;
             assert!(sent.contains(found.trim()), "{doc}: {sent}");
         }
+    }
+}
+
+#[test]
+fn the_windows_compare_sends_each_prompts_own_variables() {
+    let server = Server::start(
+        (0..2)
+            .map(|i| Act::sse(200, completion(&format!("V{i}"))))
+            .collect(),
+    );
+    let (dir, wb) = workbench_with(&server);
+    let write = |name: &str, format: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            serde_json::json!({
+                "prompt": "Topic: {{ topic }}. Format {{ fmt }}. Text: {{ text }}",
+                "response-type": format,
+                "terms": {"fmt": "from the terms"}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let (a, b) = (write("a.json", "jsonl"), write("b.json", "json"));
+    let mut input = compare_input(1);
+    input.prompts = vec![a.clone(), b.clone()];
+    input.budgets = vec![64];
+    let vars = |topic: &str| {
+        serde_json::json!({ "topic": topic })
+            .as_object()
+            .unwrap()
+            .clone()
+    };
+    input.vars = Some([(a, vars("botany")), (b, vars("geology"))].into());
+    compare::compare_files(&wb, &input, &CancelToken::new(), &mut |_| {}).unwrap();
+    let sent: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert_eq!(sent.len(), 2);
+    for topic in ["Topic: botany. Format from the terms.", "Topic: geology."] {
+        assert!(
+            sent.iter().any(|b| b.contains(topic)),
+            "{topic} in neither request: {sent:?}"
+        );
     }
 }

@@ -22,4 +22,9 @@ concurrency?: number,
 /**
  * The person confirmed a compare of more than 2,000 requests.
  */
-confirmed?: boolean, };
+confirmed?: boolean, 
+/**
+ * Each prompt's run variables beyond the input, by prompt file (over the prompt's terms;
+ * values as a run sends them).
+ */
+vars?: Record<string, Record<string, unknown>>, };
