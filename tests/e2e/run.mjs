@@ -697,6 +697,8 @@ try {
   const matrixCells = () => browser.execute(() => [...document.querySelectorAll('[data-testid="matrix-cell"]')]
     .map((c) => c.dataset.state));
   /** Press a button that runs an eval and wait until its matrix has no cell left pending. */
+  /** The progress bar as each eval's progress line changed: its cells done and in all, the line. */
+  const evalBars = [];
   async function waitEval(what) {
     const started = Date.now();
     let seen = "";
@@ -710,7 +712,12 @@ try {
       progress: async () => {
         const p = await browser.$('[data-testid="eval-progress"]');
         const now = (await p.isExisting()) ? await p.getText() : "";
-        if (now && now !== seen) { console.log(`     at ${((Date.now() - started) / 1000).toFixed(0)} s: ${now}`); filled.push((await matrixCells()).filter((c) => c !== "pending").length); }
+        if (now && now !== seen) {
+          console.log(`     at ${((Date.now() - started) / 1000).toFixed(0)} s: ${now}`);
+          filled.push((await matrixCells()).filter((c) => c !== "pending").length);
+          const bar = await browser.$('[data-testid="eval-bar"]');
+          if (await bar.isExisting()) evalBars.push({ done: Number(await bar.getAttribute("data-done")), total: Number(await bar.getAttribute("data-total")), text: now });
+        }
         seen = now;
         return `${now} @ ${historyWritten()}`;
       },
@@ -785,9 +792,12 @@ try {
     await (await $t("eval-plan")).click();
     await waitText("eval-plan-line", (t) => t.startsWith("2 cell(s) · 2 request(s) at most"), UI, "the plan's size");
     await (await $t("eval-run")).click();
+    evalBars.length = 0;
     const filled = await waitEval("the eval's matrix did not fill");
     const cells = await matrixCells();
     assert.equal(cells.length, 2, `2 rows × 1 cell: ${cells}`);
+    // Its progress as a bar, and once a cell is done, the time left at that pace.
+    assert.ok(evalBars.some((b) => b.total === 2 && b.done === 1 && /about .+ left/.test(b.text)), `the bar half full with an ETA: ${JSON.stringify(evalBars)}`);
     firstEval = Number((await text("eval-title")).replace(/\D+/g, ""));
     assert.ok(firstEval > 0);
     // The window's figures are the CLI's: `kerf eval show` reads the same eval.

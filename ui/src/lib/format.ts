@@ -12,6 +12,15 @@ export function seconds(s: number | null | undefined): string {
   return `${m} min ${Math.round(s - m * 60)} s`;
 }
 
+/** Time left at the pace so far (`done` of `total` in `elapsed` seconds), as the CLI's bar says
+ *  it: "" until the first is done, when there is no pace yet. */
+export function eta(done: number, total: number, elapsed: number): string {
+  if (done <= 0 || elapsed <= 0) return "";
+  if (done >= total) return "0 s left";
+  const left = ((total - done) * elapsed) / done;
+  return `about ${left < 60 ? `${Math.ceil(left)} s` : seconds(Math.round(left))} left`;
+}
+
 export function usd(x: number | null | undefined): string {
   if (x == null) return "–";
   if (x === 0) return "$0";
