@@ -49,32 +49,41 @@ function within(promise, ms, what) {
     .finally(() => clearTimeout(timer));
 }
 
-// A prompt as TrustGraph's own jsonl prompts are written: its schema under `object-schema`, which
-// TrustGraph ignores. In the user's folder before the window lists it.
+// The prompts some scenarios need in the user's folder, written when the scenario starts (so the
+// pictures of the scenarios before show the shipped prompts alone): each lands in the list when
+// the Prompts screen is shown again, as a file put there by hand does.
 const userPrompts = path.join(process.env.KERF_DATA_DIR, "prompts");
-const tgPrompt = path.join(userPrompts, "tg-object-schema.json");
 fs.mkdirSync(userPrompts, { recursive: true });
-fs.writeFileSync(tgPrompt, JSON.stringify({
-  prompt: "Extract definitions from: {{ text }}", "response-type": "jsonl",
-  "object-schema": { type: "object", properties: { entity: { type: "string" } }, required: ["entity"] },
-  description: "written as TrustGraph writes it",
-}, null, 2) + "\n");
-
-// A prompt that repairs (up to 3 requests): the loopback server's agent-kg-extract lines lack
-// its required `term`, so every reply fails and is sent back for repair.
-fs.writeFileSync(path.join(userPrompts, "repair-terms.json"), JSON.stringify({
-  prompt: "List the terms in: {{ text }}", "response-type": "jsonl",
-  schema: { type: "object", properties: { term: { type: "string" } }, required: ["term"], additionalProperties: false },
-  repair: { "max-attempts": 3 },
-}, null, 2) + "\n");
-
-// A prompt whose template doubles a string 64 times (a few hundred steps, far inside the fuel):
-// its render would need exabytes. The preview renders in a worker with a memory limit; the
-// window must show the error and go on.
-fs.writeFileSync(path.join(userPrompts, "grows-a-string.json"), JSON.stringify({
-  prompt: "{% set ns = namespace(s='grow') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }} {{ text }}",
-  "response-type": "text",
-}, null, 2) + "\n");
+const tgPrompt = path.join(userPrompts, "tg-object-schema.json");
+const testPrompts = {
+  // As TrustGraph's own jsonl prompts are written: its schema under `object-schema`, which
+  // TrustGraph ignores.
+  "tg-object-schema": {
+    prompt: "Extract definitions from: {{ text }}", "response-type": "jsonl",
+    "object-schema": { type: "object", properties: { entity: { type: "string" } }, required: ["entity"] },
+    description: "written as TrustGraph writes it",
+  },
+  // A prompt that repairs (up to 3 requests): the loopback server's agent-kg-extract lines lack
+  // its required `term`, so every reply fails and is sent back for repair.
+  "repair-terms": {
+    prompt: "List the terms in: {{ text }}", "response-type": "jsonl",
+    schema: { type: "object", properties: { term: { type: "string" } }, required: ["term"], additionalProperties: false },
+    repair: { "max-attempts": 3 },
+  },
+  // A template that doubles a string 64 times (a few hundred steps, far inside the fuel): its
+  // render would need exabytes. The preview renders in a worker with a memory limit; the window
+  // must show the error and go on.
+  "grows-a-string": {
+    prompt: "{% set ns = namespace(s='grow') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }} {{ text }}",
+    "response-type": "text",
+  },
+};
+/** Put test prompt `id` in the user's folder and show the Prompts screen, which lists it. */
+async function withTestPrompt(id) {
+  fs.writeFileSync(path.join(userPrompts, `${id}.json`), JSON.stringify(testPrompts[id], null, 2) + "\n");
+  await (await $t("nav-prompts")).click();
+  await (await $t(`prompt-${id}`)).waitForExist({ timeout: UI, timeoutMsg: `${id} is not listed` });
+}
 
 /**
  * Answer the next native dialogs (WebDriver cannot drive GTK's): scripts/e2e starts the app with
@@ -125,6 +134,14 @@ async function scenario(name, fn) {
   const t = Date.now();
   try {
     await fn();
+    // An error the page did not handle (it shows over the window) fails the scenario it came in.
+    const uncaught = await browser.execute(() => {
+      const e = document.body.dataset.error;
+      delete document.body.dataset.error;
+      document.querySelectorAll("pre.fatal").forEach((p) => p.remove());
+      return e ?? null;
+    });
+    if (uncaught) throw new Error(`the page had an error it did not handle:\n${uncaught}`);
     results.push([name, "ok", Date.now() - t]);
     console.log(`ok   ${name} (${((Date.now() - t) / 1000).toFixed(1)} s)`);
   } catch (e) {
@@ -277,10 +294,10 @@ try {
     await (await $t("prompt-agent-kg-extract")).click();
     await waitText("prompt-title", (s) => s === "agent-kg-extract", UI, "the prompt did not open");
     await waitText("preview", (s) => s.length > 100, UI, "no preview");
-    assert.ok(!(await text("preview")).includes("KERF-E2E-MARK"));
+    assert.ok(!(await text("preview")).includes("Answer-in-English."));
     // (The editor closes brackets as you type, so the edit is plain text.)
-    await typeAtEnd("template-editor", ["Enter", ..."KERF-E2E-MARK"]);
-    await waitText("preview", (s) => s.trimEnd().endsWith("KERF-E2E-MARK"), UI, "the preview did not follow the edit");
+    await typeAtEnd("template-editor", ["Enter", ..."Answer-in-English."]);
+    await waitText("preview", (s) => s.trimEnd().endsWith("Answer-in-English."), UI, "the preview did not follow the edit");
     assert.ok(await (await $t("dirty")).isDisplayed(), "the draft is not marked unsaved");
     // Opening another prompt with unsaved changes asks first; Keep editing keeps the edit.
     await (await $t("prompt-extract-definitions")).click();
@@ -289,7 +306,7 @@ try {
     await (await $t("keep-editing")).click();
     assert.equal(await (await $t("unsaved-dialog")).isExisting(), false, "the dialog stayed");
     assert.equal(await text("prompt-title"), "agent-kg-extract");
-    assert.ok((await text("preview")).trimEnd().endsWith("KERF-E2E-MARK"), "the edit was lost");
+    assert.ok((await text("preview")).trimEnd().endsWith("Answer-in-English."), "the edit was lost");
     await shot("prompts");
   });
 
@@ -299,6 +316,8 @@ try {
       { timeout: UI, timeoutMsg: "no schema problem shown" });
     const problem = await (await browser.$('[data-testid="problem"][data-part="schema"]')).getText();
     assert.match(problem, /schema line \d+: not valid JSON/);
+    // Named at the top of the editor too, wherever the schema is scrolled.
+    assert.match(await text("problem-bar"), /1 problem · schema line \d+: not valid JSON/);
     await shot("schema-error");
     await (await $t("revert")).click();
     await waitText("problems", (s) => s.trim() === "none", UI, "the problems did not clear after Revert");
@@ -311,16 +330,16 @@ try {
     await waitText("preview", (s) => s.includes("fixes carbon dioxide into sugar"), UI, "the terms' example is not in the preview");
     // `examples` comes from the prompt's terms; a value typed for it wins, in the preview and in
     // what Run sends.
-    await (await $t("vars-examples")).setValue('{"topic": "KERF-VAR", "definition": "typed"}');
-    await waitText("preview", (s) => s.includes("KERF-VAR") && !s.includes("fixes carbon dioxide into sugar"), UI, "the typed variable did not reach the preview");
+    await (await $t("vars-examples")).setValue('{"topic": "Photosystem II", "definition": "The protein complex that splits water in the light reactions"}');
+    await waitText("preview", (s) => s.includes("Photosystem II") && !s.includes("fixes carbon dioxide into sugar"), UI, "the typed variable did not reach the preview");
     await (await $t("nav-run")).click();
-    await waitText("run-vars", (s) => s.includes("examples = ") && s.includes("KERF-VAR"), UI, "the Run screen does not show the variable it sends");
+    await waitText("run-vars", (s) => s.includes("examples = ") && s.includes("Photosystem II"), UI, "the Run screen does not show the variable it sends");
     // Compare offers the same form for each prompt it compares, with the value remembered.
     await (await $t("nav-compare")).click();
     const topics = await browser.execute(() => [...document.querySelectorAll('[data-testid="compare-a"] option')].find((o) => o.textContent.startsWith("extract-topics "))?.value);
     const keptA = await (await $t("compare-a")).getValue();
     await (await $t("compare-a")).selectByAttribute("value", topics);
-    await waitFor(async () => (await (await $t("compare-vars-a-form-examples")).getValue()).includes("KERF-VAR"), UI, "Compare's form does not show the remembered value");
+    await waitFor(async () => (await (await $t("compare-vars-a-form-examples")).getValue()).includes("Photosystem II"), UI, "Compare's form does not show the remembered value");
     await (await $t("compare-a")).selectByAttribute("value", keptA);
     await (await $t("nav-prompts")).click();
     await browser.execute(() => {
@@ -354,22 +373,22 @@ try {
     assert.ok(fs.existsSync(path.join(userPrompts, "people-e2e.json")), "the new prompt is not in the user's folder");
     assert.ok(fs.existsSync(path.join(userPrompts, "inputs", "people-e2e.txt")), "no sample input beside it");
     await waitText("preview", (s) => s.includes("one JSON object per line") && s.includes("chlorophyll"), UI, "no preview of the new prompt with its sample");
-    await typeAtEnd("template-editor", ["Enter", ..."KERF-SAVED-AS"]);
-    await waitText("preview", (s) => s.trimEnd().endsWith("KERF-SAVED-AS"), UI, "the edit did not reach the preview");
+    await typeAtEnd("template-editor", ["Enter", ..."Include-every-person."]);
+    await waitText("preview", (s) => s.trimEnd().endsWith("Include-every-person."), UI, "the edit did not reach the preview");
     await (await $t("dirty")).waitForDisplayed({ timeout: UI, timeoutMsg: "the edit is not marked unsaved" });
     await (await $t("save-as")).click();
     await (await $t("save-as-id")).setValue("people-short");
     await (await $t("save-as-confirm")).click();
     await waitText("prompt-title", (s) => s === "people-short", UI, "Save as did not open the new file");
     const saved = JSON.parse(fs.readFileSync(path.join(userPrompts, "people-short.json"), "utf8"));
-    assert.ok(saved.prompt.includes("KERF-SAVED-AS"), "the edit was not saved as");
+    assert.ok(saved.prompt.includes("Include-every-person."), "the edit was not saved as");
     assert.equal(saved.id, "people-short");
     await (await $t("make-twin")).click();
     await waitText("prompt-title", (s) => s === "people-short-array", UI, "Make twin did not open the twin");
     const twin = JSON.parse(fs.readFileSync(path.join(userPrompts, "people-short-array.json"), "utf8"));
     assert.equal(twin["response-type"], "json");
     assert.equal(twin.twin, "people-short");
-    assert.ok(twin.prompt.includes("a JSON array of objects") && twin.prompt.includes("KERF-SAVED-AS"), twin.prompt);
+    assert.ok(twin.prompt.includes("a JSON array of objects") && twin.prompt.includes("Include-every-person."), twin.prompt);
     assert.equal(JSON.parse(fs.readFileSync(path.join(userPrompts, "people-short.json"), "utf8")).twin, "people-short-array");
     await shot("make-twin");
     // The two compare at once.
@@ -422,6 +441,7 @@ try {
   });
 
   await scenario("a template that builds gigabytes is stopped with an error; the window goes on", async () => {
+    await withTestPrompt("grows-a-string");
     await (await $t("prompt-grows-a-string")).click();
     await waitText("prompt-title", (s) => s === "grows-a-string", UI, "the prompt did not open");
     await browser.waitUntil(async () => (await browser.$$('[data-testid="problem"][data-part="template"]')).length > 0,
@@ -433,9 +453,12 @@ try {
     await (await $t("prompt-extract-definitions")).click();
     await waitText("prompt-title", (s) => s === "extract-definitions", UI, "the window stopped answering");
     await waitText("preview", (s) => s.length > 100, UI, "no preview after the stopped render");
+    fs.rmSync(path.join(userPrompts, "grows-a-string.json"));
+    await (await $t("nav-prompts")).click();
   });
 
   await scenario("a schema under object-schema is flagged for TrustGraph, renamed in one click, saved as schema", async () => {
+    await withTestPrompt("tg-object-schema");
     await (await $t("prompt-tg-object-schema")).click();
     await waitText("prompt-title", (s) => s === "tg-object-schema", UI, "the prompt did not open");
     await (await $t("rename-schema-key")).waitForDisplayed({ timeout: UI, timeoutMsg: "no trustgraph finding with its rename" });
@@ -1428,7 +1451,7 @@ try {
     });
 
     await scenario("a repairing prompt on a paid provider asks first, and the ceiling holds", async () => {
-      await (await $t("nav-prompts")).click();
+      await withTestPrompt("repair-terms");
       await (await $t("prompt-repair-terms")).click();
       await waitText("prompt-title", (s) => s === "repair-terms", UI, "repair-terms did not open");
       await (await $t("nav-providers")).click();
