@@ -12,6 +12,10 @@ import { startDriver, stopAll } from "./driver.mjs";
 const app = process.env.KERF_DESKTOP_BIN;
 const artifacts = process.env.KERF_E2E_ARTIFACTS;
 const work = process.env.KERF_E2E_WORK;
+// Where the scenarios save and open files as a user would: ~/Documents of the run's own home.
+const documents = path.join(process.env.HOME, "Documents");
+/** A path as the window shows it: under the home folder, as `~/…`. */
+const shown = (p) => (p.startsWith(process.env.HOME + "/") ? `~${p.slice(process.env.HOME.length)}` : p);
 assert.ok(app && artifacts && work, "KERF_DESKTOP_BIN, KERF_E2E_ARTIFACTS and KERF_E2E_WORK must be set");
 fs.mkdirSync(artifacts, { recursive: true });
 
@@ -571,9 +575,10 @@ try {
       assert.ok(Number(drawn) >= (id === "sweep-chart" ? 2 : 1), `${id} drew ${drawn} series`);
       assert.ok(await (await browser.$(`[data-testid="${id}"] canvas`)).isDisplayed(), `${id} has no canvas`);
     }
+    await shot("compare");
     // "Save SVG" writes the chart Rust specified, drawn as `kerf sweep --svg` draws: one
     // document with every format's curve named.
-    const svgPath = path.join(work, "exported", "sweep.svg");
+    const svgPath = path.join(documents, "exported", "sweep.svg");
     fs.mkdirSync(path.dirname(svgPath), { recursive: true });
     answerDialogs(svgPath);
     await (await browser.$('[data-testid="sweep-chart"]').parentElement().$("button=Save SVG")).click();
@@ -583,7 +588,8 @@ try {
     for (const name of ["agent-kg-extract (jsonl", "agent-kg-extract-array (json", "fraction of the reply emitted"]) {
       assert.ok(svg.includes(name), `the saved SVG lacks "${name}"`);
     }
-    await shot("compare");
+    // Where it went, said with the home folder as ~.
+    assert.match(await browser.$('[data-testid="sweep-chart"]').parentElement().$(".saved").getText(), /^saved ~\/Documents\/exported\/sweep\.svg$/);
   });
 
   await scenario("a compare too large to send unasked asks first, and the at-once limit is named", async () => {
@@ -650,11 +656,11 @@ try {
     await (await $t("nav-export")).click();
     await (await $t("target-trustgraph-bundle")).click();
     await waitText("export-preview", (s) => s.includes("agent-kg-extract"), UI, "no preview");
-    const out = path.join(work, "exported", "prompt-config.json");
+    const out = path.join(documents, "exported", "prompt-config.json");
     fs.mkdirSync(path.dirname(out), { recursive: true });
     answerDialogs(out);
     await (await $t("export-save")).click();
-    await waitText("export-status", (s) => s === `Saved ${out}`, UI, "not saved");
+    await waitText("export-status", (s) => s === `Saved ${shown(out)}`, UI, "not saved");
     const bundle = JSON.parse(fs.readFileSync(out, "utf8"));
     const shipped = JSON.parse(fs.readFileSync(path.join(work, "prompts", "agent-kg-extract.json"), "utf8"));
     const key = Object.keys(bundle).find((k) => k.includes("agent-kg-extract"));
@@ -666,10 +672,10 @@ try {
 
   await scenario("import that bundle into your prompt folder; a second import overwrites nothing", async () => {
     await (await $t("nav-prompts")).click();
-    const config = path.join(work, "exported", "prompt-config.json");
+    const config = path.join(documents, "exported", "prompt-config.json");
     answerDialogs(config);
     await (await $t("import-choose")).click();
-    await waitText("import-path", (s) => s === config, UI, "the chosen file is not shown");
+    await waitText("import-path", (s) => s === shown(config), UI, "the chosen file is not shown");
     await (await $t("import")).click();
     await waitText("import-status", (s) => s.startsWith("Imported"), UI, "the import did not report");
     assert.match(await text("import-status"), /Imported 1 prompt into your folder: agent-kg-extract\./);
@@ -771,7 +777,7 @@ try {
   });
 
   await scenario("evaluate: a dataset with errors shows each problem at its row", async () => {
-    const broken = path.join(work, "broken.jsonl");
+    const broken = path.join(documents, "broken.jsonl");
     fs.writeFileSync(broken, [
       JSON.stringify({ id: "fine", input: "Ada wrote the first program.", expected: [{ type: "definition", entity: "program", definition: "instructions" }] }),
       "{this line is not JSON",
@@ -791,7 +797,7 @@ try {
     assert.match(all, /row `fine`: id `fine` is also the id of the row at/, "the duplicate id is named at its second row");
     await shot("evaluate-problems");
     // A folder of documents, each with its expected records beside it.
-    const folder = path.join(work, "docs-dataset");
+    const folder = path.join(documents, "docs-dataset");
     fs.mkdirSync(folder, { recursive: true });
     fs.writeFileSync(path.join(folder, "tea.txt"), "Tea is an aromatic beverage made from the leaves of Camellia sinensis.");
     fs.writeFileSync(path.join(folder, "tea.expected.jsonl"), JSON.stringify({ type: "definition", entity: "Tea", definition: "An aromatic beverage" }) + "\n");
@@ -885,14 +891,14 @@ try {
     const perRow = await browser.execute(() => [...document.querySelectorAll('[data-testid="eval-comparison-row"]')].map((r) => r.dataset.row));
     assert.deepEqual(perRow, cliCompared.per_row.map((r) => r.row));
     // The HTML report from the window, and the CLI's of the same eval.
-    const html = path.join(work, "exported", `eval-${id}.html`);
+    const html = path.join(documents, "exported", `eval-${id}.html`);
     fs.mkdirSync(path.dirname(html), { recursive: true });
     answerDialogs(html);
     await (await $t("eval-save-html")).click();
     await waitFor(() => fs.existsSync(html), UI, "no HTML report written");
     const page = fs.readFileSync(html, "utf8");
     assert.ok(page.includes("photosynthesis") && page.startsWith("<!doctype html"), page.slice(0, 80));
-    const cliHtml = path.join(work, "exported", `eval-${id}-cli.html`);
+    const cliHtml = path.join(documents, "exported", `eval-${id}-cli.html`);
     cli("eval", "report", String(id), "--html", cliHtml);
     const strip = (t) => t.replace(/generated [^<]*/gi, "");
     assert.equal(strip(fs.readFileSync(cliHtml, "utf8")), strip(page), "the window writes the CLI's report");
@@ -1239,8 +1245,8 @@ try {
         const drops = await $t("eval-drop-chart");
         await drops.scrollIntoView();
         assert.equal(await drops.getAttribute("data-drawn"), "1", "one prompt, one bar per reason");
-        const dropSvg = path.join(work, "exported", "drops.svg");
-        const dropPng = path.join(work, "exported", "drops.png");
+        const dropSvg = path.join(documents, "exported", "drops.svg");
+        const dropPng = path.join(documents, "exported", "drops.png");
         fs.mkdirSync(path.dirname(dropSvg), { recursive: true });
         answerDialogs(dropSvg);
         await (await drops.parentElement().$("button=Save SVG")).click();

@@ -26,6 +26,8 @@ pub struct Meta {
     pub constrain_modes: Vec<ConstrainMode>,
     /// What the run panel starts with.
     pub run_defaults: RunOptions,
+    /// The user's home folder (`HOME`), which the window shows paths under as `~/…`.
+    pub home: Option<String>,
 }
 
 /// A provider kind as the Providers screen offers it.
@@ -89,5 +91,8 @@ pub fn meta() -> Meta {
             ConstrainMode::None,
         ],
         run_defaults: RunOptions::default(),
+        home: std::env::home_dir()
+            .filter(|h| h.is_absolute() && h.parent().is_some())
+            .map(|h| h.display().to_string()),
     }
 }

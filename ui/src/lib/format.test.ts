@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, runTokens, modelName, errorTitle, bytes, eta } from "./format";
+import { count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, runTokens, modelName, errorTitle, bytes, eta, setHome, tilde } from "./format";
 import type { RunRow } from "../ipc/bindings/RunRow";
 
 describe("format", () => {
@@ -48,6 +48,10 @@ describe("format", () => {
     expect(bytes(98_000_000)).toBe("98 MB");
     expect(bytes(1_930_000_000)).toBe("1.9 GB");
     expect(bytes(512)).toBe("512 B");
+    setHome("/home/ada/");
+    expect(tilde("/home/ada/.local/share/kerf/prompts/x.json exists; /home/adab/y stays")).toBe("~/.local/share/kerf/prompts/x.json exists; /home/adab/y stays");
+    setHome(null);
+    expect(tilde("/home/ada/x")).toBe("/home/ada/x");
     expect(eta(0, 10, 5)).toBe("");
     expect(eta(5, 10, 50)).toBe("about 50 s left");
     expect(eta(1, 2, 8.2)).toBe("about 9 s left");

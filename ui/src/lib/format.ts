@@ -116,6 +116,18 @@ export function bytes(n: number): string {
   return `${n} B`;
 }
 
+/** The user's home folder, set once from `meta` (App.svelte). */
+let home: string | null = null;
+export function setHome(h: string | null | undefined) {
+  home = h ? h.replace(/[\\/]+$/, "") : null;
+}
+/** Paths under the home folder as `~/…`, wherever they occur in `text` (a path, a notice, an
+ *  error message): shorter, and the part that says where a file is. */
+export function tilde(text: string): string {
+  if (!home) return text;
+  return text.split(home + "/").join("~/").split(home + "\\").join("~\\");
+}
+
 /** A model path as a short name. */
 export function modelName(path: string): string {
   const i = Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\"));

@@ -18,4 +18,8 @@ constrainModes: Array<ConstrainMode>,
 /**
  * What the run panel starts with.
  */
-runDefaults: RunOptions, };
+runDefaults: RunOptions, 
+/**
+ * The user's home folder (`HOME`), which the window shows paths under as `~/…`.
+ */
+home: string | null, };
