@@ -293,6 +293,30 @@ try {
       { timeout: UI, timeoutMsg: "at the end the array does not keep all its objects" });
   });
 
+  await scenario("zoom with Ctrl and +, - or 0, remembered", async () => {
+    const zoom = () => browser.execute(() => document.documentElement.dataset.zoom);
+    await (await $t("nav-compare")).click();
+    try {
+      await browser.keys(["Control", "="]);
+      await browser.keys(["Control", "="]);
+      await waitFor(async () => (await zoom()) === "1.2", UI, "Ctrl+= twice did not zoom to 120%");
+      assert.equal(await browser.execute(() => localStorage.getItem("kerf.zoom")), "1.2");
+      // The window still fits: the page does not scroll as a whole, whatever the zoom.
+      const fit = await browser.execute(() => ({ page: document.documentElement.scrollHeight, shell: document.querySelector(".shell").getBoundingClientRect().height, window: window.innerHeight }));
+      console.log(`     zoomed 120%: ${JSON.stringify(fit)}`);
+      assert.ok(fit.page <= fit.window + 2, `the zoomed window scrolls as a whole: ${JSON.stringify(fit)}`);
+      // …and fills it: the shell, measured in zoomed pixels, is the window's height over 1.2.
+      assert.ok(Math.abs(fit.shell * 1.2 - fit.window) <= 3, `the zoomed shell does not fill the window: ${JSON.stringify(fit)}`);
+      await shot("zoomed");
+      await browser.keys(["Control", "-"]);
+      await waitFor(async () => (await zoom()) === "1.1", UI, "Ctrl+- did not zoom out");
+    } finally {
+      // Back to 100% whatever happened: the scenarios after this one click where they expect.
+      await browser.keys(["Control", "0"]);
+    }
+    await waitFor(async () => (await zoom()) === "1", UI, "Ctrl+0 did not reset the zoom");
+  });
+
   await scenario("open a shipped prompt, edit the template, see the preview change", async () => {
     await (await $t("nav-prompts")).click();
     await (await $t("prompt-agent-kg-extract")).click();
@@ -1552,8 +1576,9 @@ try {
       assert.ok(stoppedAt > 0 && stoppedAt <= HUB_CUT, `the bar stopped at ${stoppedAt}, at most the 10 MB sent`);
       assert.ok(!fs.existsSync(pulled), "no half file where models are found");
       await shot("models-pull-stopped");
-      // Pulled again: it goes on from 10 MB, the SHA-256 matches, the bar is full.
-      await (await $t("pull-go")).click();
+      // Pulled again — with Ctrl+Enter, the screen's main action — it goes on from 10 MB, the
+      // SHA-256 matches, the bar is full.
+      await browser.keys(["Control", "Enter"]);
       let phase;
       await waitFor(async () => (phase = await (await $t("pull-progress")).getAttribute("data-phase")) === "done", NET,
         () => `the second pull did not finish (${phase})`);
