@@ -100,8 +100,9 @@ export function varValue(text: string): unknown {
   return text;
 }
 
-/** The variables of prompt `path` as a run sends them: those in `names` with a value typed. */
-export function varsOf(path: string | null | undefined, names: string[]): Record<string, unknown> {
+/** The variables of prompt `path` as a run sends them: those in `names` (default: every one
+ *  remembered for it) with a value typed. */
+export function varsOf(path: string | null | undefined, names?: string[]): Record<string, unknown> {
   const typed = (path && promptVars[path]) || {};
-  return Object.fromEntries(names.filter((n) => (typed[n] ?? "") !== "").map((n) => [n, varValue(typed[n])]));
+  return Object.fromEntries((names ?? Object.keys(typed)).filter((n) => (typed[n] ?? "") !== "").map((n) => [n, varValue(typed[n])]));
 }
