@@ -77,6 +77,10 @@ const testPrompts = {
   // A template that doubles a string 64 times (a few hundred steps, far inside the fuel): its
   // render would need exabytes. The preview renders in a worker with a memory limit; the window
   // must show the error and go on.
+  // A prompt reading a variable no dataset row gives: Evaluate's form sets it for every row.
+  "area-extract": {
+    prompt: "Subject area: {{ area }}. Extract definitions as JSONL from: {{ text }}", "response-type": "jsonl",
+  },
   "grows-a-string": {
     prompt: "{% set ns = namespace(s='grow') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }} {{ text }}",
     "response-type": "text",
@@ -1358,6 +1362,52 @@ try {
         await shot("evaluate-providers");
       } finally {
         cloud.options.reply = saved;
+        await (await $t("nav-run")).click();
+      }
+    });
+
+    await scenario("evaluate with a variable set for every row: the form answers the preview, every request carries it, the eval says so", async () => {
+      const saved = cloud.options.reply;
+      cloud.options.reply = JSON.stringify({ type: "definition", entity: "Photosynthesis", definition: "The process by which green plants turn light energy into chemical energy" }) + "\n";
+      try {
+        await withTestPrompt("area-extract");
+        await (await $t("nav-evaluate")).click();
+        for (const box of await browser.$$('[data-testid="eval-prompt"]')) {
+          if ((await box.isSelected()) !== ((await box.getAttribute("data-id")) === "area-extract")) await box.click();
+        }
+        answerDialogs(shipped);
+        await (await $t("eval-dataset-pick")).click();
+        // Each row misses `area`, named at the row, until the form sets it.
+        await (await $t("eval-problem-count")).waitForExist({ timeout: UI });
+        assert.match(await text("eval-problem-count"), /^\d+ problem/i);
+        const problems = await browser.execute(() => [...document.querySelectorAll('[data-testid="eval-row-problem"]')].map((p) => p.textContent));
+        assert.ok(problems.length > 0 && problems.every((p) => p.includes("missing variable `area`")), JSON.stringify(problems));
+        assert.match(await text("eval-vars-area-extract"), /area \(each row's own\)/);
+        await (await browser.$('[data-testid="eval-vars-area-extract"] summary')).click();
+        await (await $t("eval-vars-area-extract-form-area")).setValue("botany");
+        await (await $t("eval-no-problems")).waitForExist({ timeout: UI, timeoutMsg: "the value set did not answer the rows' missing variable" });
+        await (await $t("eval-limit")).setValue("2");
+        await (await $t("eval-budgets")).setValue("96");
+        await (await $t("eval-constrain")).selectByAttribute("value", "none");
+        const local = await browser.$('[data-testid="eval-provider"][data-name="local"]');
+        if (await local.isSelected()) await local.click();
+        const before = cloud.requests.length;
+        await (await $t("eval-run")).click();
+        await waitEval("the eval with a variable set did not finish");
+        const chats = cloud.requests.slice(before).filter((r) => r.url.endsWith("/chat/completions"));
+        assert.equal(chats.length, 2);
+        for (const c of chats) {
+          assert.match(c.body.messages.at(-1).content, /^Subject area: botany\. Extract definitions/);
+        }
+        assert.equal(await text("eval-set-vars"), "area-extract: every row with area=botany");
+        const id = Number((await text("eval-title")).replace(/\D+/g, ""));
+        const shown = JSON.parse(cli("eval", "show", String(id), "--json"));
+        assert.deepEqual(shown.vars, { "area-extract": { area: "botany" } });
+      } finally {
+        cloud.options.reply = saved;
+        const box = await browser.$('[data-testid="eval-prompt"][data-id="area-extract"]');
+        if ((await box.isExisting()) && (await box.isSelected())) await box.click();
+        fs.rmSync(path.join(userPrompts, "area-extract.json"), { force: true });
         await (await $t("nav-run")).click();
       }
     });

@@ -41,12 +41,13 @@ pub(super) async fn dataset_preview<R: Runtime>(
     cx: Cx<'_, R>,
     path: String,
     prompts: Vec<String>,
+    set: Vec<Vec<String>>,
 ) -> Result<DatasetPreview> {
     cx.state.access.check(&path, Use::Read)?;
     cx.state.access.check_all(&prompts, Use::Read)?;
     blocking(move || {
         let prompts: Vec<std::path::PathBuf> = prompts.iter().map(Into::into).collect();
-        eval::view::preview(Path::new(&path), &prompts)
+        eval::view::preview(Path::new(&path), &prompts, &set)
     })
     .await
 }

@@ -313,10 +313,11 @@ export function startDataset(): Promise<string | null> {
 
 /**
  * A dataset as an eval would read it (the first rows, their expected records, every
- * problem at its row), its rows checked against `prompts` when some are given.
+ * problem at its row), its rows checked against `prompts` when some are given; `set`: per
+ * prompt, the variables set for every row (a row need not give them).
  */
-export function datasetPreview(path: string, prompts: Array<string>): Promise<DatasetPreview> {
-  return call<DatasetPreview>("dataset_preview", { path, prompts });
+export function datasetPreview(path: string, prompts: Array<string>, set: Array<Array<string>>): Promise<DatasetPreview> {
+  return call<DatasetPreview>("dataset_preview", { path, prompts, set });
 }
 
 /**

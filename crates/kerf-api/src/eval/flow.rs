@@ -3,10 +3,12 @@
 //! eval stands ([`Ending`]). The CLI parses flags into a [`StartInput`] and prints what comes
 //! back; the window will fill in the same input.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use kerf_llm::CancelToken;
 use kerf_store::Store;
+use serde_json::{Map, Value};
 
 use super::wire::{EvalInput, EvalPlan, EvalShown};
 use super::{Eval, Options, Pace, Plan, Progress, Report, Rows};
@@ -34,6 +36,10 @@ pub struct StartInput {
     pub cache: bool,
     pub concurrency: usize,
     pub allowed: Allowance,
+    /// Variables set for every row beneath the row's own, per prompt in `prompts`' order
+    /// (`--var` sets the same for each; the window's form, each its own). A name no prompt it
+    /// is set for reads is an error; each prompt keeps those it reads.
+    pub vars: Vec<Map<String, Value>>,
 }
 
 /// The dataset, prompts, provider and parameters a [`StartInput`] names, loaded and checked
@@ -41,6 +47,8 @@ pub struct StartInput {
 struct Loaded {
     dataset: Rows,
     subjects: Vec<Subject>,
+    /// Per subject, the variables set for its rows that it reads.
+    vars: Vec<Map<String, Value>>,
     providers: Vec<Chosen>,
     params: RunParams,
 }
@@ -65,6 +73,18 @@ impl StartInput {
                 max_requests: None,
                 yes: input.confirmed == Some(true),
             },
+            vars: input
+                .prompts
+                .iter()
+                .map(|p| {
+                    input
+                        .vars
+                        .as_ref()
+                        .and_then(|v| v.get(p))
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .collect(),
         })
     }
 
@@ -77,10 +97,14 @@ impl StartInput {
             .map(|p| Subject::load(p))
             .collect::<Result<Vec<_>>>()
             .map_err(|e| dataset.problems_first(e))?;
+        let vars = self
+            .vars_read(&subjects)
+            .map_err(|e| dataset.problems_first(e))?;
         let providers = self.providers(wb).map_err(|e| dataset.problems_first(e))?;
         Ok(Loaded {
             dataset,
             subjects,
+            vars,
             providers,
             params: RunParams {
                 settings: self.settings.clone(),
@@ -90,12 +114,60 @@ impl StartInput {
         })
     }
 
+    /// Per subject, the variables set for it that it reads (its templates' or its terms'); a
+    /// name none of the prompts it is set for reads is an error naming what they read.
+    fn vars_read(&self, subjects: &[Subject]) -> Result<Vec<Map<String, Value>>> {
+        let reads: Vec<BTreeSet<String>> = subjects
+            .iter()
+            .map(|s| {
+                let p = &s.prompt;
+                p.input_variables()
+                    .into_iter()
+                    .chain(p.file.terms.keys().cloned())
+                    .collect()
+            })
+            .collect();
+        let none = Map::new();
+        let set = |i: usize| self.vars.get(i).unwrap_or(&none);
+        for (i, _) in subjects.iter().enumerate() {
+            for name in set(i).keys() {
+                let read = (0..subjects.len())
+                    .filter(|&j| set(j).contains_key(name))
+                    .any(|j| reads[j].contains(name));
+                if !read {
+                    let all: BTreeSet<&String> = reads.iter().flatten().collect();
+                    return Err(ApiError::new(
+                        Code::Usage,
+                        format!(
+                            "variable `{name}` is read by no prompt it is set for (they read: {})",
+                            all.iter()
+                                .map(|v| format!("`{v}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok((0..subjects.len())
+            .map(|i| {
+                set(i)
+                    .iter()
+                    .filter(|(k, _)| reads[i].contains(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .collect())
+    }
+
     fn providers(&self, wb: &Workbench) -> Result<Vec<Chosen>> {
         crate::runs::providers(wb, &self.settings, &self.providers)
     }
 
-    fn plan(&self) -> Plan<'_> {
+    /// The plan, with the variables each prompt reads (its [`Loaded::vars`]).
+    fn plan<'a>(&'a self, vars: &'a [Map<String, Value>]) -> Plan<'a> {
         Plan {
+            vars,
             budgets: &self.max_tokens,
             constrain: self.constrain,
             repeat: self.repeat,
@@ -124,7 +196,7 @@ pub fn dry_run(wb: &Workbench, input: &StartInput) -> Result<(Size, Vec<String>)
     let size = super::plan(
         &l.dataset,
         &l.subjects,
-        &input.plan(),
+        &input.plan(&l.vars),
         &l.params,
         &l.providers,
     )?;
@@ -148,7 +220,7 @@ pub fn start(
         store,
         l.dataset,
         l.subjects,
-        &input.plan(),
+        &input.plan(&l.vars),
         l.params,
         &l.providers,
         on_plan,

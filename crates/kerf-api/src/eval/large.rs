@@ -99,6 +99,7 @@ fn plan(repeat: u32) -> Plan<'static> {
             max_requests: None,
             yes: true,
         },
+        vars: &[],
     }
 }
 

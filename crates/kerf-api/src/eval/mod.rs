@@ -43,7 +43,7 @@ use kerf_core::eval::dataset::{self, Dataset, Row};
 use kerf_llm::CancelToken;
 use kerf_store::{CellKey, Store};
 use serde::Serialize;
-use serde_json::Map;
+use serde_json::{Map, Value};
 use ts_rs::TS;
 
 use crate::error::{ApiError, Code, Result};
@@ -93,6 +93,10 @@ pub struct Plan<'a> {
     pub concurrency: usize,
     /// What the person starting it allowed (an eval over 2,000 requests needs it).
     pub allowed: Allowance,
+    /// Per prompt, in the prompts' order, the variables set for every row beneath the row's
+    /// own (`--var`, the window's form); shorter than the prompts (or empty): none for the
+    /// rest.
+    pub vars: &'a [Map<String, Value>],
 }
 
 /// How [`run_cells`] goes about it.
@@ -187,7 +191,12 @@ fn planned(
         }
     }
     let prompts: Vec<&Prompt> = subjects.iter().map(|s| &s.prompt).collect();
-    let checker = dataset::Checker::new(&prompts);
+    let set_of = |i: usize| plan.vars.get(i).unwrap_or(&NO_VARS);
+    let checker = dataset::Checker::new(&prompts).with_set(
+        (0..subjects.len())
+            .map(|i| set_of(i).keys().cloned().collect())
+            .collect(),
+    );
     let budgets = sorted(budgets);
     // The matrix's size grows with the rows read: once it is past the limit, the rest are
     // checked but not rendered (the plan is refused once the rows are found sound).
@@ -227,11 +236,16 @@ fn planned(
         if !problems.is_empty() || plan::check_cells(cells(seen)).is_err() {
             return Ok(());
         }
-        for ((s, variants), failed) in subjects.iter().zip(&variants_of).zip(&mut unrendered) {
+        for (i, ((s, variants), failed)) in subjects
+            .iter()
+            .zip(&variants_of)
+            .zip(&mut unrendered)
+            .enumerate()
+        {
             if failed.is_some() {
                 continue;
             }
-            match rendering(&s.prompt, row) {
+            match rendering(&s.prompt, set_of(i), row) {
                 Ok(r) => {
                     let bytes =
                         r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
@@ -303,7 +317,13 @@ pub fn begin(
         dataset: rows.path().display().to_string(),
         prompts: subjects
             .iter()
-            .map(|s| SpecPrompt::keep(store, s))
+            .enumerate()
+            .map(|(i, s)| {
+                Ok(SpecPrompt {
+                    vars: plan.vars.get(i).cloned().unwrap_or_default(),
+                    ..SpecPrompt::keep(store, s)?
+                })
+            })
             .collect::<Result<_>>()?,
         max_tokens: budgets,
         constrain,
@@ -440,6 +460,16 @@ pub fn rematch(eval: &mut Eval) -> Result<Vec<String>> {
 }
 
 impl Eval {
+    /// The variables set for every row of prompt `si` (its [`SpecPrompt::vars`]).
+    pub(crate) fn set(&self, si: usize) -> &Map<String, Value> {
+        &self.spec.prompts[si].vars
+    }
+
+    /// The variables prompt `si` renders `row` with: [`row_vars`].
+    pub(crate) fn vars_for(&self, si: usize, row: &Row) -> Map<String, Value> {
+        row_vars(&self.subjects[si].prompt, self.set(si), row)
+    }
+
     /// The providers the eval's cells run on, built again from the settings it keeps, in the
     /// spec's order (a resume runs on them).
     pub fn providers(&self, wb: &crate::workbench::Workbench) -> Result<Vec<Chosen>> {
@@ -499,7 +529,7 @@ impl Eval {
         keep: &BTreeMap<CellKey, i64>,
     ) -> Result<Size> {
         let mut size = Size::new(ExperimentKind::Eval);
-        for s in &self.subjects {
+        for (si, s) in self.subjects.iter().enumerate() {
             let variants = variants(self.spec.constrain, &s.prompt, provider);
             store.each_eval_row(self.experiment, |seq, text| -> Result<()> {
                 let Some(id) = self.rows.get(seq) else {
@@ -529,7 +559,7 @@ impl Eval {
                 if todo.is_empty() {
                     return Ok(());
                 }
-                let r = rendering(&s.prompt, &self.parse_row(seq, &text)?)?;
+                let r = rendering(&s.prompt, self.set(si), &self.parse_row(seq, &text)?)?;
                 let bytes =
                     r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
                 for (max_tokens, n) in todo {
@@ -573,9 +603,20 @@ impl Eval {
     }
 }
 
-/// A prompt rendered for one row: its variables (the document under the input variable).
-pub(crate) fn rendering(prompt: &Prompt, row: &Row) -> Result<Rendering> {
-    let vars = row.vars_for(prompt);
+/// No variables set for a prompt's rows.
+static NO_VARS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+
+/// The variables a prompt renders one row with: those `set` for every row, then the row's own
+/// over them (the document under the input variable).
+pub(crate) fn row_vars(prompt: &Prompt, set: &Map<String, Value>, row: &Row) -> Map<String, Value> {
+    let mut vars = set.clone();
+    vars.extend(row.vars_for(prompt));
+    vars
+}
+
+/// A prompt rendered for one row: [`row_vars`].
+pub(crate) fn rendering(prompt: &Prompt, set: &Map<String, Value>, row: &Row) -> Result<Rendering> {
+    let vars = row_vars(prompt, set, row);
     Ok(Rendering {
         rendered: prompt.render(&Map::new(), &vars)?,
         vars,
@@ -633,7 +674,7 @@ impl pass::Plan for EvalPlan<'_> {
         let row = self.eval.row(self.store, at.seq)?;
         Ok(Cell {
             subject: s,
-            rendering: rendering(&s.prompt, &row)?,
+            rendering: rendering(&s.prompt, self.eval.set(at.subject), &row)?,
             params: RunParams {
                 max_tokens: key.max_tokens,
                 constrain: key.constrained,
@@ -647,7 +688,11 @@ impl pass::Plan for EvalPlan<'_> {
     /// row once per prompt: [`Eval::remaining`]).
     fn cost(&self, at: EvalAt, key: &CellKey) -> Result<pass::Cost> {
         let s = &self.eval.subjects[at.subject];
-        let r = rendering(&s.prompt, &self.eval.row(self.store, at.seq)?)?;
+        let r = rendering(
+            &s.prompt,
+            self.eval.set(at.subject),
+            &self.eval.row(self.store, at.seq)?,
+        )?;
         Ok(pass::Cost {
             input_bytes: (r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len))
                 as u64,

@@ -7,7 +7,7 @@ use kerf_core::eval::dataset::Row;
 use kerf_core::{ParseReport, Prompt};
 use kerf_llm::RunDetails;
 use kerf_store::Store;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::lines::{CellLine, Records, held};
 use super::{Eval, Replies};
@@ -54,11 +54,11 @@ impl<'a> Reader<'a> {
         self.seq_of.get(id).copied()
     }
 
-    /// Run `run`'s reply, as `prompt` reads it for `row`.
-    pub(crate) fn reply(&self, run: i64, prompt: &Prompt, row: &Row) -> Result<Reply> {
+    /// Run `run`'s reply, as prompt `si` reads it for `row`.
+    pub(crate) fn reply(&self, run: i64, si: usize, row: &Row) -> Result<Reply> {
         match self.replies {
             Replies::Stored => self.stored(run),
-            Replies::Reread => self.reread(run, prompt, row),
+            Replies::Reread => self.reread(run, si, row),
         }
     }
 
@@ -68,12 +68,12 @@ impl<'a> Reader<'a> {
         Ok(Reply::new(report.unwrap_or_default()))
     }
 
-    /// Run `run`'s raw reply parsed again by `prompt` for `row`.
-    fn reread(&self, run: i64, prompt: &Prompt, row: &Row) -> Result<Reply> {
+    /// Run `run`'s raw reply parsed again by prompt `si` for `row`.
+    fn reread(&self, run: i64, si: usize, row: &Row) -> Result<Reply> {
         let body = self.store.eval_reply(run, true)?;
         Ok(Reply::new(reread_reply(
-            prompt,
-            row,
+            &self.eval.subjects[si].prompt,
+            &self.eval.vars_for(si, row),
             body.raw.as_deref(),
             body.details,
         )))
@@ -94,13 +94,12 @@ impl<'a> Reader<'a> {
         let (Some(si), Some(ri)) = (self.subject(&c.prompt), self.seq(&c.row)) else {
             return Ok(None);
         };
-        let prompt = &self.eval.subjects[si].prompt;
         match self.replies {
             // The stored parse needs no row.
             Replies::Stored => self.stored(run).map(Some),
             Replies::Reread => {
                 let row = self.eval.row(self.store, ri)?;
-                self.reread(run, prompt, &row).map(Some)
+                self.reread(run, si, &row).map(Some)
             }
         }
     }
@@ -127,11 +126,11 @@ impl Reply {
 }
 
 /// A stored reply read again from its raw text, the way its run read it: unwrapped from the
-/// key its run wrapped it in, enum case folded if its run folded any, parsed with the row's
-/// variables.
+/// key its run wrapped it in, enum case folded if its run folded any, parsed with the
+/// variables it was rendered with (`vars`: [`Eval::vars_for`](super::Eval::vars_for)).
 pub(crate) fn reread_reply(
     prompt: &Prompt,
-    row: &Row,
+    vars: &Map<String, Value>,
     raw: Option<&str>,
     details: Option<Value>,
 ) -> ParseReport {
@@ -142,7 +141,7 @@ pub(crate) fn reread_reply(
         raw.unwrap_or_default(),
         details.as_ref().and_then(RunDetails::wrapped_in),
         folded,
-        &row.vars_for(prompt),
+        vars,
     );
     report
 }

@@ -61,6 +61,11 @@ pub struct Report {
     /// Every two prompts at the same provider, budget and constraint, and every provider
     /// against the first at the same prompt, budget and constraint: the paired F1 difference.
     pub comparisons: Vec<Comparison>,
+    /// By prompt id, the variables set for every row beneath the row's own (`--var`, the
+    /// window's form); absent when none was set.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[ts(optional, type = "Record<string, Record<string, unknown>>")]
+    pub vars: BTreeMap<String, serde_json::Map<String, Value>>,
     /// Which objects were scored: a comparison or the HTML report reads each cell's records
     /// back the same way.
     #[serde(skip)]
@@ -159,7 +164,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         }
         let Some((_, r)) = row.as_ref() else { continue };
         let (prompt, m) = (&eval.subjects[si].prompt, &matchers[si]);
-        let reply = reader.reply(run, prompt, r)?;
+        let reply = reader.reply(run, si, r)?;
         // A score kept with the run is taken as it is; one made now is kept (best effort: a
         // history opened read-only is scored each time, as before).
         let key = score_key(eval, si, ri, options.replies);
@@ -336,6 +341,13 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         advice,
         drops,
         comparisons,
+        vars: eval
+            .spec
+            .prompts
+            .iter()
+            .filter(|p| !p.vars.is_empty())
+            .map(|p| (p.id.clone(), p.vars.clone()))
+            .collect(),
         replies: options.replies,
     })
 }

@@ -184,7 +184,7 @@ pub fn check(subject: &Subject) -> Result<Dataset> {
     let data = dataset::from_tests(&path, &p.file.tests);
     dataset::check(&data, &[p])?;
     for row in &data.rows {
-        rendering(p, row).map_err(|e| ApiError {
+        rendering(p, &serde_json::Map::new(), row).map_err(|e| ApiError {
             message: format!("{}: {}", row.place(), e.message),
             ..e
         })?;
@@ -480,7 +480,7 @@ impl Plan for TestPlan<'_> {
         let (subject, test, row) = self.tests[i];
         Ok(Cell {
             subject,
-            rendering: rendering(&subject.prompt, row)?,
+            rendering: rendering(&subject.prompt, &serde_json::Map::new(), row)?,
             params: RunParams {
                 max_tokens: self.max_tokens(test),
                 ..self.job.params.clone()
@@ -502,7 +502,7 @@ impl Plan for TestPlan<'_> {
                 .min(self.job.params.settings.max_requests.max(1))
                 - 1
         });
-        let r = rendering(p, row)?;
+        let r = rendering(p, &serde_json::Map::new(), row)?;
         Ok(pass::Cost {
             input_bytes: (r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len))
                 as u64,

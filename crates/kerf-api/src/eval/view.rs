@@ -88,15 +88,17 @@ pub struct DatasetProblem {
 
 /// Read the dataset at `path` as an eval reads it, each row checked against `prompts` (none:
 /// only the dataset's own problems), and keep the first [`PREVIEW_ROWS`] rows with every
-/// problem. A dataset that cannot be read at all (no such file, not a dataset) is an error; a
+/// problem; `set`, per prompt, names the variables set for every row (a row need not give
+/// them). A dataset that cannot be read at all (no such file, not a dataset) is an error; a
 /// dataset with problems is a preview that lists them.
-pub fn preview(path: &Path, prompts: &[PathBuf]) -> Result<DatasetPreview> {
+pub fn preview(path: &Path, prompts: &[PathBuf], set: &[Vec<String>]) -> Result<DatasetPreview> {
     let subjects = prompts
         .iter()
         .map(|p| Subject::load(p))
         .collect::<Result<Vec<_>>>()?;
     let loaded: Vec<&kerf_core::Prompt> = subjects.iter().map(|s| &s.prompt).collect();
-    let checker = Checker::new(&loaded);
+    let checker =
+        Checker::new(&loaded).with_set(set.iter().map(|s| s.iter().cloned().collect()).collect());
     let mut shown = Vec::new();
     let mut problems = Vec::new();
     let (mut rows, mut total) = (0, 0);
@@ -357,7 +359,7 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
             .collect();
         return Ok(view);
     };
-    let reply = reader.reply(run, prompt, &row)?;
+    let reply = reader.reply(run, si, &row)?;
     let objects = score_line(&mut line, &m, prompt, &row, &reply.report);
     view.drops = reply
         .report
@@ -375,7 +377,8 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     let raw = body.raw.unwrap_or_default();
     // Where each record ends: the history keeps the parse's records, not their offsets, so the
     // raw reply is read again as its run read it (the same records, or no spans).
-    let again = reread_reply(prompt, &row, Some(&raw), body.details);
+    let vars = eval.vars_for(si, &row);
+    let again = reread_reply(prompt, &vars, Some(&raw), body.details);
     let ends: Vec<usize> = again.ends.iter().collect();
     // Offsets of a reply unwrapped from a key are into the unwrapped text, not the raw one.
     let in_reply = Utf16::new(&raw);
@@ -384,7 +387,7 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     } else {
         prompt
             .parser
-            .spans(&raw, &row.vars_for(prompt), &again)
+            .spans(&raw, &vars, &again)
             .into_iter()
             .map(|(s, e)| Some([in_reply.at(s), in_reply.at(e)]))
             .collect()
@@ -512,7 +515,7 @@ pub(super) fn live(
     if let Some(run) = line.run.filter(|_| line.measured()) {
         let prompt = &eval.subjects[subject].prompt;
         let row = eval.row(store, seq)?;
-        let reply = Reader::new(store, eval, super::Replies::Stored).reply(run, prompt, &row)?;
+        let reply = Reader::new(store, eval, super::Replies::Stored).reply(run, subject, &row)?;
         score_line(&mut line, &prompt.matcher(), prompt, &row, &reply.report);
     }
     Ok(line)

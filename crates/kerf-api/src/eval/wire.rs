@@ -51,6 +51,11 @@ pub struct EvalInput {
     #[serde(default)]
     #[ts(optional)]
     pub confirmed: Option<bool>,
+    /// Each prompt's variables set for every row, beneath the row's own, by prompt file (as
+    /// Compare's form sends them; values as a run sends them).
+    #[serde(default)]
+    #[ts(optional, type = "Record<string, Record<string, unknown>>")]
+    pub vars: Option<std::collections::HashMap<String, serde_json::Map<String, serde_json::Value>>>,
 }
 
 pub use super::view::{

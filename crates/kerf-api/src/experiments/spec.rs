@@ -83,6 +83,11 @@ pub struct SpecPrompt {
     pub path: Option<String>,
     /// The prompt version's id in the history (the SHA-256 of its text).
     pub version: String,
+    /// Variables set for every row the prompt renders, beneath each row's own (an eval's
+    /// `--var`, the window's form); specs stored before these were kept set none.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    #[ts(optional, type = "Record<string, unknown>")]
+    pub vars: serde_json::Map<String, Value>,
 }
 
 impl SpecPrompt {
@@ -95,7 +100,10 @@ impl SpecPrompt {
             self.id,
             &self.version[..12.min(self.version.len())]
         );
-        let loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
+        let mut loaded = kerf_core::PromptFile::from_json_str(&version.text, &place)?;
+        // A file without an `id` took its file's name when it ran: the text alone does not
+        // say it, the spec does (without it, the cells it keyed would not be found again).
+        loaded.file.id.get_or_insert_with(|| self.id.clone());
         let mut prompt = kerf_core::Prompt::compile(loaded.file, &place)?;
         prompt.path = self.path.as_ref().map(std::path::PathBuf::from);
         Ok(Subject {
@@ -123,6 +131,7 @@ impl SpecPrompt {
                 subject.prompt.file.response_type.as_str(),
                 &subject.source.text,
             )?,
+            vars: serde_json::Map::new(),
         })
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use kerf_api::compare::{self, ConstrainMode, wire::CompareInput};
 use kerf_api::eval::suites::Verdict;
+use kerf_api::eval::wire::EvalInput;
 use kerf_api::eval::{self, Pace, Plan};
 use kerf_api::experiments::plan::{Allowance, MAX_CONCURRENCY, MAX_REPEAT};
 use kerf_api::experiments::{ExperimentKind, ExperimentSpec, Subject};
@@ -72,6 +73,7 @@ fn plan(budgets: &[u32], repeat: u32, concurrency: usize, allowed: Allowance) ->
         cache: false,
         concurrency,
         allowed,
+        vars: &[],
     }
 }
 
@@ -869,7 +871,7 @@ fn a_dataset_preview_puts_each_problem_at_its_row() {
     )
     .unwrap();
     let preview =
-        eval::view::preview(&path, &[repo().join("prompts/agent-kg-extract.json")]).unwrap();
+        eval::view::preview(&path, &[repo().join("prompts/agent-kg-extract.json")], &[]).unwrap();
     assert_eq!(preview.shown.len(), 2, "{preview:#?}");
     assert_eq!(preview.shown[0].id, "ok");
     assert!(preview.shown[0].problems.is_empty());
@@ -988,7 +990,7 @@ fn a_preview_of_a_hostile_dataset_lists_a_bounded_share_of_its_problems() {
         .collect();
     std::fs::write(&path, rows).unwrap();
     let preview =
-        eval::view::preview(&path, &[repo().join("prompts/agent-kg-extract.json")]).unwrap();
+        eval::view::preview(&path, &[repo().join("prompts/agent-kg-extract.json")], &[]).unwrap();
     assert_eq!(preview.rows, 5_000);
     assert_eq!(preview.problems.len(), eval::view::PREVIEW_PROBLEMS);
     assert!(
@@ -1230,4 +1232,118 @@ fn the_windows_compare_sends_each_prompts_own_variables() {
             "{topic} in neither request: {sent:?}"
         );
     }
+}
+
+#[test]
+fn the_windows_eval_renders_each_prompts_set_variables_beneath_each_rows_own() {
+    let server = Server::start(
+        (0..3)
+            .map(|i| Act::sse(200, completion(&format!("V{i}"))))
+            .collect(),
+    );
+    let (dir, wb) = workbench_with(&server);
+    let prompt = dir.path().join("topical.json");
+    std::fs::write(
+        &prompt,
+        serde_json::json!({
+            "prompt": "Topic: {{ topic }}. Format {{ fmt }}. Text: {{ text }}",
+            "response-type": "jsonl",
+            "terms": {"fmt": "from the terms"}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    // The first row leaves `topic` to the form; the second gives its own.
+    let data = dir.path().join("rows.jsonl");
+    std::fs::write(
+        &data,
+        "{\"id\":\"r1\",\"input\":\"Stroma is a fluid.\",\"expected\":[]}\n\
+         {\"id\":\"r2\",\"input\":\"Basalt is a rock.\",\"vars\":{\"topic\":\"geology\"},\"expected\":[]}\n",
+    )
+    .unwrap();
+    let path = prompt.display().to_string();
+    let set = |pairs: serde_json::Value| pairs.as_object().unwrap().clone();
+    let input = |vars: serde_json::Value| EvalInput {
+        dataset: data.display().to_string(),
+        limit: None,
+        prompts: vec![path.clone()],
+        options: compare_input(1).options,
+        providers: None,
+        budgets: vec![64],
+        constrain: ConstrainMode::None,
+        repeat: None,
+        cache: false,
+        concurrency: Some(1),
+        confirmed: None,
+        vars: Some([(path.clone(), set(vars))].into()),
+    };
+    let store = wb.store_required().unwrap();
+
+    // Without the form's value the first row misses `topic`: the plan names the row.
+    let e = eval::flow::plan(&wb, &input(serde_json::json!({}))).unwrap_err();
+    assert!(
+        e.message.contains("row `r1`") && e.message.contains("missing variable `topic`"),
+        "{}",
+        e.message
+    );
+    // A value no prompt reads is refused, naming what they read.
+    let e = eval::flow::plan(&wb, &input(serde_json::json!({"topc": "botany"}))).unwrap_err();
+    assert!(
+        e.message.contains("variable `topc` is read by no prompt") && e.message.contains("`topic`"),
+        "{}",
+        e.message
+    );
+
+    let input = input(serde_json::json!({"topic": "botany", "fmt": "as set"}));
+    let finished = eval::flow::run(
+        &wb,
+        &store,
+        &eval::StartInput::of(&input).unwrap(),
+        &CancelToken::new(),
+        eval::Options::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap();
+    let sent: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .filter(|b| b.contains("messages"))
+        .collect();
+    assert_eq!(sent.len(), 2);
+    // The form's values sit over the prompt's terms and under the row's own.
+    for (text, topic) in [("Stroma", "botany"), ("Basalt", "geology")] {
+        let want = format!("Topic: {topic}. Format as set. Text: {text}");
+        assert!(
+            sent.iter().any(|b| b.contains(&want)),
+            "{want} in no request: {sent:?}"
+        );
+    }
+    // The eval keeps them: its report names them, and the history's spec has them for a resume.
+    let report = &finished.report;
+    assert_eq!(report.vars["topical"]["topic"], "botany");
+    let json = serde_json::to_value(report).unwrap();
+    assert_eq!(json["vars"]["topical"]["fmt"], "as set");
+    let kept = eval::stored(&store, report.experiment).unwrap();
+    assert_eq!(kept.spec.prompts[0].vars["topic"], "botany");
+    // Each cell's run stored the variables it was rendered with.
+    let cell = eval::view::cell(
+        &store,
+        &kept,
+        &eval::wire::CellKey {
+            prompt: "topical".into(),
+            row: "r2".into(),
+            max_tokens: 64,
+            constrained: false,
+            repeat: 0,
+            provider: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(cell.extracted.len(), 1, "{cell:?}");
+    let run = store.run(cell.line.run.unwrap()).unwrap();
+    assert_eq!(run.input.vars["topic"], "geology");
+    assert_eq!(run.input.vars["fmt"], "as set");
+    assert_eq!(run.input.vars["text"], "Basalt is a rock.");
 }

@@ -25,6 +25,7 @@ Examples:
     --prompt prompts/agent-kg-extract-array.json --max-tokens 128,512 --limit 5
   kerf eval data.jsonl --prompt p.json --provider openai --concurrency 16 --fail-under f1=0.8
   kerf eval data.jsonl --prompt p.json --provider openai,anthropic   two models side by side
+  kerf eval data.jsonl --prompt p.json --var language=French   a variable every row renders with
   kerf eval resume          finish the latest eval (after Ctrl-C or a crash)
   kerf eval show 12 --json  an eval's figures again, from the history
   kerf eval rescore 12      its stored replies scored again with the prompts' current `match`
@@ -95,6 +96,10 @@ pub struct StartArgs {
     /// The first N rows of the dataset only.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// A variable set for every row as NAME=VALUE, beneath the row's own `vars` (JSON values
+    /// are parsed: --var 'types=["a","b"]'); each prompt that reads it gets it.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
     #[command(flatten)]
     pub allow: super::AllowArgs,
     #[command(flatten)]
@@ -272,6 +277,7 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         cache: args.cache,
         concurrency: args.pace.concurrency.unwrap_or(eval::DEFAULT_CONCURRENCY),
         allowed: args.allow.allowance(),
+        vars: vec![crate::output::vars(&args.vars)?; args.prompts.len()],
     };
     if args.allow.dry_run {
         let (size, warnings) = eval::flow::dry_run(wb, &input)?;
@@ -594,6 +600,18 @@ fn print_table(r: &Report) {
             r.repeat,
             r.provider,
             r.model
+        );
+    }
+    for (prompt, vars) in &r.vars {
+        crate::outln!(
+            "{prompt}: every row with {}",
+            vars.iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => format!("{k}={s}"),
+                    v => format!("{k}={v}"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let name_w = r

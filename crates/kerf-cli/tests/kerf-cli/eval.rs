@@ -1318,6 +1318,72 @@ fn an_eval_prints_its_prompts_warnings_on_a_dry_run_and_a_start() {
     assert_eq!(model.requests(), 3);
 }
 
+#[test]
+fn a_variable_set_with_var_reaches_every_row_and_is_kept_with_the_eval() {
+    let rows = rows();
+    let model = Model::start(rows.clone(), Duration::ZERO);
+    let (dir, data) = setup(&model, &rows);
+    // The shipped prompt, reading a variable no row gives.
+    let mut prompt: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
+    )
+    .unwrap();
+    prompt["prompt"] = json!(format!(
+        "Subject area: {{{{ area }}}}.\n{}",
+        prompt["prompt"].as_str().unwrap()
+    ));
+    let path = dir.path().join("agent-kg-extract.json");
+    std::fs::write(&path, prompt.to_string()).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            data.to_str().unwrap(),
+            "--prompt",
+            path.to_str().unwrap(),
+            "--provider",
+            "srv",
+            "--max-tokens",
+            "1000",
+        ];
+        args.extend_from_slice(extra);
+        kerf_in(dir.path(), &args)
+    };
+    // Without it, every row misses it, each named.
+    let o = run(&["--dry-run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    for row in ["stroma", "rubisco", "thylakoid"] {
+        assert!(
+            stderr(&o).contains(&format!("row `{row}`: missing variable `area`")),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // A name the prompt does not read is refused, naming those it reads.
+    let o = run(&["--dry-run", "--var", "aera=botany"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("variable `aera` is read by no prompt")
+            && stderr(&o).contains("`area`"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(model.requests(), 0);
+
+    let o = run(&["--var", "area=botany", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report = stdout_json(&o);
+    assert_eq!(report["vars"]["agent-kg-extract"]["area"], "botany");
+    assert_eq!(report["summary"][0]["f1"], 1.0, "{report}");
+    assert_eq!(model.requests(), 3);
+    // `show` says it under the eval's heading.
+    let o = kerf_in(dir.path(), &["eval", "show"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("agent-kg-extract: every row with area=botany"),
+        "{out}"
+    );
+}
+
 /// Review 2, item 4: an error line quotes what came from outside (here a dataset's row id) with
 /// its control characters escaped, on any stream: an escape sequence in a row id cannot set the
 /// terminal's title or write its clipboard.

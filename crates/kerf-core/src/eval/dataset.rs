@@ -937,6 +937,9 @@ pub struct Checker<'p> {
     needs: Vec<Vec<String>>,
     /// Every variable some prompt reads.
     read: BTreeSet<String>,
+    /// Per prompt, the variables set for all its rows (`kerf eval --var`, the window's form):
+    /// a row need not give them.
+    set: Vec<BTreeSet<String>>,
 }
 
 impl<'p> Checker<'p> {
@@ -957,7 +960,15 @@ impl<'p> Checker<'p> {
             prompts,
             needs,
             read,
+            set: Vec::new(),
         }
+    }
+
+    /// The checker, told which variables are set for every row of each prompt (in the prompts'
+    /// order): a row that leaves one out is not missing it.
+    pub fn with_set(mut self, set: Vec<BTreeSet<String>>) -> Checker<'p> {
+        self.set = set;
+        self
     }
 
     /// Add `row`'s problems to `problems`, in the order [`check`] lists them.
@@ -976,14 +987,15 @@ impl<'p> Checker<'p> {
                 ));
             }
         }
-        for (p, needs) in self.prompts.iter().zip(&self.needs) {
+        for (i, (p, needs)) in self.prompts.iter().zip(&self.needs).enumerate() {
             let supplied = row.vars_for(p);
+            let set = self.set.get(i);
             for v in needs {
-                if !supplied.contains_key(v) {
+                if !supplied.contains_key(v) && !set.is_some_and(|s| s.contains(v)) {
                     let how = if v.as_str() == p.file.input_variable() {
                         "give the row an `input`".to_string()
                     } else {
-                        "add it under `vars`".to_string()
+                        "add it under `vars`, or set one value for every row with `--var` or Evaluate's variable form".to_string()
                     };
                     problems.push(format!(
                         "{}: missing variable `{v}`, which prompt `{}` reads ({how})",

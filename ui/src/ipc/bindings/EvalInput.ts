@@ -40,4 +40,9 @@ concurrency?: number,
 /**
  * The person confirmed an eval of more than 2,000 requests.
  */
-confirmed?: boolean, };
+confirmed?: boolean, 
+/**
+ * Each prompt's variables set for every row, beneath the row's own, by prompt file (as
+ * Compare's form sends them; values as a run sends them).
+ */
+vars?: Record<string, Record<string, unknown>>, };

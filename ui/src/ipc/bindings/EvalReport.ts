@@ -40,4 +40,9 @@ drops: Array<Drops>,
  * Every two prompts at the same provider, budget and constraint, and every provider
  * against the first at the same prompt, budget and constraint: the paired F1 difference.
  */
-comparisons: Array<EvalComparison>, };
+comparisons: Array<EvalComparison>, 
+/**
+ * By prompt id, the variables set for every row beneath the row's own (`--var`, the
+ * window's form); absent when none was set.
+ */
+vars?: Record<string, Record<string, unknown>>, };

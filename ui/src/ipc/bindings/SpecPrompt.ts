@@ -7,4 +7,9 @@ export type SpecPrompt = { id: string, path: string | null,
 /**
  * The prompt version's id in the history (the SHA-256 of its text).
  */
-version: string, };
+version: string, 
+/**
+ * Variables set for every row the prompt renders, beneath each row's own (an eval's
+ * `--var`, the window's form); specs stored before these were kept set none.
+ */
+vars?: Record<string, unknown>, };
