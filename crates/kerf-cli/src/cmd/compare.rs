@@ -16,7 +16,10 @@ use crate::output::print_json;
 pub enum ConstrainMode {
     /// Each format with and without its schema constraint (where it has one).
     Both,
+    /// Constrained where the provider can hold the format to its schema, unconstrained where
+    /// it cannot.
     Auto,
+    /// Never constrained.
     None,
 }
 
@@ -30,8 +33,8 @@ Examples:
   kerf compare prompts/agent-kg-extract.json --sample --provider openai,local   one prompt, two models
   kerf compare --resume                     take the latest interrupted compare up again
 
-Each budget runs each prompt with and without its schema constraint (--constrain both, the default),
-on each provider (several side by side: --provider A,B; then one prompt is enough).
+Each budget runs each prompt constrained to its schema where the provider can constrain (--constrain
+auto, the default; --constrain both adds the unconstrained run beside it, none leaves it out), on each provider (several side by side: --provider A,B; then one prompt is enough).
 Then each format's longest reply that finished on its own is swept at the model's token boundaries,
 on each provider. --json prints {\"model\", \"providers\": [{\"provider\", \"model\"}], \"rows\": [{\"prompt\",
 \"provider\", \"response_type\", \"max_tokens\", \"constrained\", \"objects\", \"dropped\", \"truncated\",
@@ -50,7 +53,7 @@ pub struct Args {
     /// Output token budgets, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "64,128,256,512")]
     pub max_tokens: Vec<u32>,
-    #[arg(long, value_enum, default_value = "both")]
+    #[arg(long, value_enum, default_value = "auto")]
     pub constrain: ConstrainMode,
     /// Runs in flight at once (cloud providers, within their rate limits; the local engine
     /// runs one at a time).
