@@ -1067,7 +1067,7 @@ try {
     // Which objects: the last ones listed, the earlier ones counted.
     const which = (side) => browser.execute((side) => {
       const list = document.querySelector(`[data-testid="compare-sbs-${side}-which"]`);
-      return Number(list.dataset.from) + list.querySelectorAll("li").length;
+      return Number(list.dataset.from) + list.querySelectorAll("[data-record]").length;
     }, side);
     // Three offsets reached by keys alone: Home then pages and arrows, then End and back.
     const scrubber = await $t("compare-sbs-scrubber");
@@ -1094,6 +1094,23 @@ try {
     };
     const pages = Math.max(1, Math.floor(maxK / 30));
     await press(["Home", ...Array(pages).fill("PageUp"), "ArrowRight", "ArrowRight", "ArrowLeft"], "Home, PageUp, arrows");
+    // The kept objects as fields, a table per type with its fields as columns; their labels one
+    // toggle away, the same objects.
+    const tables = (side) => browser.execute((side) => [...document.querySelectorAll(`[data-testid="compare-sbs-${side}-which"] [data-testid="record-group"]`)]
+      .map((g) => [g.dataset.type, [...g.querySelectorAll("th")].map((h) => h.textContent).slice(1)]), side);
+    for (const side of ["a", "b"]) {
+      if ((await kept(side)) === 0) continue;
+      const groups = await tables(side);
+      assert.ok(groups.length > 0 && groups.every(([t, cols]) => ["definition", "relationship"].includes(t) && cols.length >= 2), `column ${side}'s kept objects as fields: ${JSON.stringify(groups)}`);
+      const want = { definition: ["entity", "definition"], relationship: ["subject", "predicate", "object"] };
+      assert.ok(groups.every(([t, cols]) => want[t].every((c) => cols.includes(c))), `each type's fields are its columns: ${JSON.stringify(groups)}`);
+    }
+    const listed = await which("a");
+    await (await $t("compare-sbs-as-labels")).click();
+    await waitFor(async () => (await browser.$$('[data-testid="compare-sbs-a-which"] li')).length > 0 || listed === 0, UI, "the labels did not show");
+    assert.equal(await which("a"), listed, "the labels list the same kept objects");
+    await (await $t("compare-sbs-as-fields")).click();
+    await scrubber.click();
     await press([...Array(pages).fill("PageUp"), "PageDown", "ArrowUp"], "PageUp, PageDown, ArrowUp");
     await browser.execute(() => document.querySelector('[data-testid="compare-sbs"]').scrollIntoView({ block: "center" }));
     await shot("side-by-side");
