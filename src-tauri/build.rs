@@ -11,11 +11,13 @@ macro_rules! commands {
 
 const COMMANDS: &[&str] = include!("src/commands/surface.in");
 
-/// The main window's capability: core events and the title, then every Kerf command.
+/// The main window's capability: core events, the title and the theme, then every Kerf command.
 fn capability() -> String {
     let mut permissions = vec![
         "core:event:default".to_string(),
         "core:window:allow-set-title".to_string(),
+        // The theme menu sets the window's light or dark scheme.
+        "core:window:allow-set-theme".to_string(),
     ];
     permissions.extend(
         COMMANDS

@@ -297,6 +297,43 @@ try {
       { timeout: UI, timeoutMsg: "at the end the array does not keep all its objects" });
   });
 
+  await scenario("dark mode: the system's scheme by default, or the one picked, remembered; the screens read the palette", async () => {
+    // What the page draws with: its scheme, the page's colours, and the side-by-side's cut marker
+    // and the text past the cut (drawn from the palette, as every screen's colours are).
+    const drawn = () => browser.execute(() => {
+      const css = getComputedStyle(document.documentElement);
+      const body = getComputedStyle(document.body);
+      const marker = document.querySelector('[data-testid="compare-example-sbs-marker"]');
+      return {
+        dark: matchMedia("(prefers-color-scheme: dark)").matches,
+        bg: css.backgroundColor, text: body.color, paletteText: css.getPropertyValue("--text").trim(),
+        marker: marker ? getComputedStyle(marker).stroke : null,
+      };
+    });
+    const rgb = (hex) => `rgb(${[1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)).join(", ")})`;
+    await (await $t("nav-compare")).click();
+    assert.equal(await (await $t("theme")).getValue(), "system");
+    const light = await drawn();
+    assert.equal(light.dark, false, "this test's system scheme is light");
+    try {
+      await (await $t("theme")).selectByAttribute("value", "dark");
+      await waitFor(async () => (await drawn()).dark, UI, "picking dark did not switch the page's scheme");
+      const dark = await drawn();
+      console.log(`     light ${JSON.stringify(light)}; dark ${JSON.stringify(dark)}`);
+      assert.equal(dark.bg, rgb("#11151c"), "the dark palette's background");
+      assert.equal(dark.text, rgb(dark.paletteText));
+      assert.equal(dark.marker, dark.text, "the cut marker is drawn in the palette's text colour");
+      assert.notEqual(dark.marker, light.marker);
+      assert.equal(await browser.execute(() => localStorage.getItem("kerf.theme")), "dark");
+      await shot("dark-mode");
+    } finally {
+      await (await $t("theme")).selectByAttribute("value", "system");
+    }
+    await waitFor(async () => !(await drawn()).dark, UI, "back on the system's scheme, the page is not light again");
+    assert.equal((await drawn()).bg, light.bg);
+    assert.equal(await browser.execute(() => localStorage.getItem("kerf.theme")), null);
+  });
+
   await scenario("zoom with Ctrl and +, - or 0, remembered", async () => {
     const zoom = () => browser.execute(() => document.documentElement.dataset.zoom);
     await (await $t("nav-compare")).click();
