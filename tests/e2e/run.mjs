@@ -289,7 +289,7 @@ try {
     // The prompts a first Compare runs are the pair's.
     assert.match(await (await $t("compare-a")).getValue(), /agent-kg-extract\.json$/);
     assert.match(await (await $t("compare-b")).getValue(), /agent-kg-extract-array\.json$/);
-    await shot("first-launch-compare");
+    await shot("compare-first-launch");
     // To the end of the replies: the array, closed, keeps all of its objects.
     await (await $t("compare-example-sbs-scrubber")).click();
     await browser.keys(["End"]);
@@ -312,6 +312,7 @@ try {
     });
     const rgb = (hex) => `rgb(${[1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)).join(", ")})`;
     await (await $t("nav-compare")).click();
+    await (await $t("compare-example-sbs-marker")).waitForExist({ timeout: UI, timeoutMsg: "Kerf's example is not drawn" });
     assert.equal(await (await $t("theme")).getValue(), "system");
     const light = await drawn();
     assert.equal(light.dark, false, "this test's system scheme is light");

@@ -1281,32 +1281,43 @@ fn the_cache_does_not_serve_another_models_replies_from_the_same_server() {
     );
 }
 
+/// The shipped `agent-kg-extract` as a prompt of one's own in `dir`, changed by `edit`.
+fn own_kg_prompt(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let mut prompt: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
+    )
+    .unwrap();
+    edit(&mut prompt);
+    let path = dir.join("agent-kg-extract.json");
+    std::fs::write(&path, prompt.to_string()).unwrap();
+    path
+}
+
+/// `kerf eval DATA --prompt PROMPT` on the loopback server at one roomy budget, then `extra`.
+fn eval_one(dir: &Path, data: &Path, prompt: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "eval",
+        data.to_str().unwrap(),
+        "--prompt",
+        prompt.to_str().unwrap(),
+        "--provider",
+        "srv",
+        "--max-tokens",
+        "1000",
+    ];
+    args.extend_from_slice(extra);
+    kerf_in(dir, &args)
+}
+
 #[test]
 fn an_eval_prints_its_prompts_warnings_on_a_dry_run_and_a_start() {
     let rows = rows();
     let model = Model::start(rows.clone(), Duration::ZERO);
     let (dir, data) = setup(&model, &rows);
     // The shipped prompt with a key Kerf does not know.
-    let mut prompt: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
-    )
-    .unwrap();
-    prompt["colour"] = json!("blue");
-    let path = dir.path().join("agent-kg-extract.json");
-    std::fs::write(&path, prompt.to_string()).unwrap();
+    let path = own_kg_prompt(dir.path(), |p| p["colour"] = json!("blue"));
     for extra in [&["--dry-run"][..], &["--json"][..]] {
-        let mut args = vec![
-            "eval",
-            data.to_str().unwrap(),
-            "--prompt",
-            path.to_str().unwrap(),
-            "--provider",
-            "srv",
-            "--max-tokens",
-            "1000",
-        ];
-        args.extend_from_slice(extra);
-        let o = kerf_in(dir.path(), &args);
+        let o = eval_one(dir.path(), &data, &path, extra);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         assert!(
             stderr(&o).contains("kerf: warning:") && stderr(&o).contains("unknown key `colour`"),
@@ -1324,30 +1335,13 @@ fn a_variable_set_with_var_reaches_every_row_and_is_kept_with_the_eval() {
     let model = Model::start(rows.clone(), Duration::ZERO);
     let (dir, data) = setup(&model, &rows);
     // The shipped prompt, reading a variable no row gives.
-    let mut prompt: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
-    )
-    .unwrap();
-    prompt["prompt"] = json!(format!(
-        "Subject area: {{{{ area }}}}.\n{}",
-        prompt["prompt"].as_str().unwrap()
-    ));
-    let path = dir.path().join("agent-kg-extract.json");
-    std::fs::write(&path, prompt.to_string()).unwrap();
-    let run = |extra: &[&str]| {
-        let mut args = vec![
-            "eval",
-            data.to_str().unwrap(),
-            "--prompt",
-            path.to_str().unwrap(),
-            "--provider",
-            "srv",
-            "--max-tokens",
-            "1000",
-        ];
-        args.extend_from_slice(extra);
-        kerf_in(dir.path(), &args)
-    };
+    let path = own_kg_prompt(dir.path(), |p| {
+        p["prompt"] = json!(format!(
+            "Subject area: {{{{ area }}}}.\n{}",
+            p["prompt"].as_str().unwrap()
+        ))
+    });
+    let run = |extra: &[&str]| eval_one(dir.path(), &data, &path, extra);
     // Without it, every row misses it, each named.
     let o = run(&["--dry-run"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
