@@ -580,7 +580,7 @@ try {
     assert.match(summary, /run \d+ in History/);
     // Records as fields: one table per branch of the union, its columns from the schema.
     const shown = Number(await text("object-count"));
-    const groups = await browser.execute(() => [...document.querySelectorAll('[data-testid="record-group"]')].map((g) => ({
+    const groups = await browser.execute(() => [...document.querySelectorAll('[data-screen="run"] [data-testid="record-group"]')].map((g) => ({
       type: g.dataset.type, rows: g.querySelectorAll('[data-testid="record-row"]').length,
       columns: [...g.querySelectorAll("th")].map((t) => t.textContent) })));
     assert.ok(groups.length > 0, "no record tables drawn");
