@@ -43,11 +43,14 @@ function startedAt(pid) {
 /**
  * The app just launched: the newest kerf-desktop. The one a section before closed can still be
  * shutting down when the next launches (its session is ended, its process not yet gone); it is
- * never the one measured.
+ * never the one measured. Nor is a worker the app started (a prompt's preview renders in a
+ * kerf-desktop of its own, started after the app: taken for it, the start came out negative).
  */
 function appPid() {
   const pids = fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number);
-  const mine = pids.filter((p) => { try { return fs.readFileSync(`/proc/${p}/comm`, "utf8").trim() === "kerf-desktop"; } catch { return false; } });
+  const isApp = (p) => { try { return fs.readFileSync(`/proc/${p}/comm`, "utf8").trim() === "kerf-desktop"; } catch { return false; } };
+  const parent = (p) => { try { return stat(p).ppid; } catch { return -1; } };
+  const mine = pids.filter((p) => isApp(p) && !isApp(parent(p)));
   if (mine.length === 0) throw new Error("no kerf-desktop is running");
   const started = (p) => { try { return stat(p).start; } catch { return -1; } };
   return mine.reduce((a, b) => (started(b) > started(a) ? b : a));
@@ -371,6 +374,8 @@ for (let i = 0; i < reps; i++) {
   const server = await startOpenAI({ reply, chunk: 12, perEventMs: 1 });
   fs.writeFileSync(path.join(process.env.KERF_CONFIG_DIR, "providers.json"), JSON.stringify({ providers: [
     { name: "bench", kind: "openai", base_url: server.url, model: "loopback", no_key: true, structured: "none" }] }));
+  // The window opens at Compare: the prompt is picked on Prompts.
+  await (await $t(browser, "nav-prompts")).click();
   await (await $t(browser, "prompt-agent-kg-extract")).click();
   await (await $t(browser, "nav-run")).click();
   await browser.execute(async () => {}); // let the screen settle
