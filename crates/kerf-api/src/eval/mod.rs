@@ -191,7 +191,8 @@ fn planned(
         }
     }
     let prompts: Vec<&Prompt> = subjects.iter().map(|s| &s.prompt).collect();
-    let set_of = |i: usize| plan.vars.get(i).unwrap_or(&NO_VARS);
+    let none = Map::new();
+    let set_of = |i: usize| plan.vars.get(i).unwrap_or(&none);
     let checker = dataset::Checker::new(&prompts).with_set(
         (0..subjects.len())
             .map(|i| set_of(i).keys().cloned().collect())
@@ -602,9 +603,6 @@ impl Eval {
         })
     }
 }
-
-/// No variables set for a prompt's rows.
-static NO_VARS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
 
 /// The variables a prompt renders one row with: those `set` for every row, then the row's own
 /// over them (the document under the input variable).
