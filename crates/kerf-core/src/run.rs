@@ -105,3 +105,97 @@ impl std::fmt::Display for FinishReason {
         f.write_str(self.as_str())
     }
 }
+
+/// Which batch interface an experiment's requests went through (kept with each batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub enum BatchApi {
+    /// OpenAI's Batch API (`/v1/files` + `/v1/batches`), or a server that offers it.
+    Openai,
+    /// Anthropic's Message Batches.
+    Anthropic,
+    /// Gemini's batch mode (`batchGenerateContent`).
+    Gemini,
+    /// A file for `vllm run-batch`, written here and folded back from its output file.
+    File,
+}
+
+impl BatchApi {
+    pub const ALL: [BatchApi; 4] = [
+        BatchApi::Openai,
+        BatchApi::Anthropic,
+        BatchApi::Gemini,
+        BatchApi::File,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchApi::Openai => "openai",
+            BatchApi::Anthropic => "anthropic",
+            BatchApi::Gemini => "gemini",
+            BatchApi::File => "file",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+/// Where a batch stands, as Kerf follows it (the provider's own word is
+/// [`Batch::remote_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[cfg_attr(feature = "ts", ts(rename = "BatchState"))]
+pub enum BatchState {
+    /// Stored; the provider has not (as far as this history knows) accepted it yet.
+    Unsent,
+    /// The provider holds it (validating, in progress, finalizing); a file waits for its output.
+    Running,
+    /// The provider is done with it (completed, expired or cancelled): its results can be read.
+    Ended,
+    /// The provider refused it whole (a validation failure): no request in it was answered.
+    Failed,
+    /// Its results are folded into its runs.
+    Folded,
+}
+
+impl BatchState {
+    pub const ALL: [BatchState; 5] = [
+        BatchState::Unsent,
+        BatchState::Running,
+        BatchState::Ended,
+        BatchState::Failed,
+        BatchState::Folded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchState::Unsent => "unsent",
+            BatchState::Running => "running",
+            BatchState::Ended => "ended",
+            BatchState::Failed => "failed",
+            BatchState::Folded => "folded",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+/// A batch's request counts as its provider last reported them (Anthropic holds every request
+/// at `processing` until the whole batch has ended).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[cfg_attr(feature = "ts", ts(rename = "BatchCounts"))]
+pub struct BatchCounts {
+    pub total: u64,
+    pub processing: u64,
+    pub succeeded: u64,
+    pub errored: u64,
+    pub expired: u64,
+    pub canceled: u64,
+}

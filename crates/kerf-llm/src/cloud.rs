@@ -19,6 +19,7 @@ use crate::{
 };
 
 mod anthropic;
+pub mod batch;
 mod gemini;
 mod openai;
 mod probing;

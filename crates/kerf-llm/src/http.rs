@@ -240,7 +240,7 @@ impl Response {
 
 /// The process's client for `config`'s connect timeout (in practice one: every provider uses
 /// the default). Clients are pools: sharing one is what keeps connections alive across runs.
-fn client(config: &HttpConfig) -> Result<reqwest::Client> {
+pub(crate) fn client(config: &HttpConfig) -> Result<reqwest::Client> {
     static CLIENTS: OnceLock<Mutex<HashMap<Duration, reqwest::Client>>> = OnceLock::new();
     let clients = CLIENTS.get_or_init(Default::default);
     let mut clients = clients.lock().unwrap_or_else(|e| e.into_inner());

@@ -305,6 +305,11 @@ pub struct ProviderDef {
     /// [`crate::ratelimit`]); without them, the limits the API announces are used.
     #[serde(default, skip_serializing_if = "RateLimits::is_empty")]
     pub rate_limits: RateLimits,
+    /// An OpenAI-compatible server that offers OpenAI's batch API (`/files` and `/batches`: a
+    /// LiteLLM proxy, vLLM started with its batch API), so `kerf eval --batch` sends it
+    /// batches. OpenAI itself, Anthropic and Gemini always do.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub batch_api: bool,
 }
 
 /// Query parameters that carry a credential when they appear in a URL.
@@ -412,6 +417,7 @@ impl ProviderDef {
             schema_probes: Vec::new(),
             allow_plain_http: false,
             rate_limits: RateLimits::default(),
+            batch_api: false,
         }
     }
 }

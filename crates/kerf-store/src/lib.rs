@@ -27,6 +27,7 @@
 //! lists and shows runs; `annotate` tags, notes and deletes; `experiments`; `model_hashes`.
 
 mod annotate;
+mod batches;
 mod content;
 pub mod error;
 mod eval;
@@ -40,6 +41,9 @@ mod status;
 mod store;
 mod writer;
 
+pub use batches::{
+    Batch, BatchApi, BatchState, Counts, NewBatch, Submission, SubmittedRun, counts_json,
+};
 pub use content::{Input, PromptVersion, sha256_hex};
 pub use error::{Error, Result};
 pub use eval::{CellKey, Endpoint, EvalRowsWriter, ReplyBody, StoredCell, StoredReply};

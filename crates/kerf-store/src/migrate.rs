@@ -30,6 +30,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0006_figures.sql",
         include_str!("../migrations/0006_figures.sql"),
     ),
+    (
+        "0007_batches.sql",
+        include_str!("../migrations/0007_batches.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

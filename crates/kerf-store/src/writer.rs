@@ -201,8 +201,57 @@ impl Drop for RunWriter<'_> {
     }
 }
 
+/// Insert `run` with `status` in the transaction `tx` (its body, and its cell where it
+/// measures one): written `running` by its owner as it begins, or `submitted` with its handle
+/// at a provider that answers later.
+pub(crate) fn insert_run(
+    s: &Store,
+    tx: &rusqlite::Transaction<'_>,
+    run: &NewRun,
+    status: Status,
+    owner: Option<&str>,
+    submission: Option<&str>,
+) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO runs (created_at, status, prompt_version, prompt_name, input_id,
+         experiment_id, rerun_of, provider, model, model_sha256, params, owner, submission)
+         VALUES (?1, ?2, ?3, (SELECT name FROM prompt_versions WHERE id = ?3), ?4, ?5,
+         ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            s.now(),
+            status.as_str(),
+            run.prompt_version,
+            run.input,
+            run.experiment,
+            run.rerun_of,
+            run.provider,
+            run.model,
+            run.model_sha256,
+            run.params.to_string(),
+            owner,
+            submission,
+        ],
+    )
+    .map_err(|e| s.err(e))?;
+    let id = tx.last_insert_rowid();
+    tx.execute(
+        "INSERT INTO run_bodies (run_id, system, user) VALUES (?1, ?2, ?3)",
+        params![id, run.system, run.user],
+    )
+    .map_err(|e| s.err(e))?;
+    if let (Some(c), Some(experiment)) = (&run.cell, run.experiment) {
+        crate::eval::insert_cell(tx, experiment, c, id).map_err(|e| s.err(e))?;
+    }
+    Ok(id)
+}
+
 /// Write how a run ended — its reply, report, usage, status — in the transaction `tx`.
-fn write_end(s: &Store, tx: &rusqlite::Transaction<'_>, id: i64, end: &RunEnd<'_>) -> Result<()> {
+pub(crate) fn write_end(
+    s: &Store,
+    tx: &rusqlite::Transaction<'_>,
+    id: i64,
+    end: &RunEnd<'_>,
+) -> Result<()> {
     let status = Status::for_finish(end.finish_reason);
     let json = |v: &Value| v.to_string();
     let report = end
@@ -302,34 +351,7 @@ impl Store {
     pub fn begin_run(&self, run: &NewRun) -> Result<RunWriter<'_>> {
         let owner = self.owner_id()?;
         let tx = self.write()?;
-        tx.execute(
-            "INSERT INTO runs (created_at, status, prompt_version, prompt_name, input_id,
-             experiment_id, rerun_of, provider, model, model_sha256, params, owner)
-             VALUES (?1, 'running', ?2, (SELECT name FROM prompt_versions WHERE id = ?2), ?3, ?4,
-             ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                self.now(),
-                run.prompt_version,
-                run.input,
-                run.experiment,
-                run.rerun_of,
-                run.provider,
-                run.model,
-                run.model_sha256,
-                run.params.to_string(),
-                owner,
-            ],
-        )
-        .map_err(|e| self.err(e))?;
-        let id = tx.last_insert_rowid();
-        tx.execute(
-            "INSERT INTO run_bodies (run_id, system, user) VALUES (?1, ?2, ?3)",
-            params![id, run.system, run.user],
-        )
-        .map_err(|e| self.err(e))?;
-        if let (Some(c), Some(experiment)) = (&run.cell, run.experiment) {
-            crate::eval::insert_cell(&tx, experiment, c, id).map_err(|e| self.err(e))?;
-        }
+        let id = insert_run(self, &tx, run, Status::Running, owner.as_deref(), None)?;
         tx.commit().map_err(|e| self.err(e))?;
         Ok(RunWriter {
             store: self,

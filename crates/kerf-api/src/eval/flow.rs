@@ -44,12 +44,12 @@ pub struct StartInput {
 
 /// The dataset, prompts, provider and parameters a [`StartInput`] names, loaded and checked
 /// (the dataset is read a row at a time when the eval is planned, and again as it begins).
-struct Loaded {
+pub(super) struct Loaded {
     dataset: Rows,
     subjects: Vec<Subject>,
     /// Per subject, the variables set for its rows that it reads.
     vars: Vec<Map<String, Value>>,
-    providers: Vec<Chosen>,
+    pub(super) providers: Vec<Chosen>,
     params: RunParams,
 }
 
@@ -88,7 +88,7 @@ impl StartInput {
         })
     }
 
-    fn load(&self, wb: &Workbench) -> Result<Loaded> {
+    pub(super) fn load(&self, wb: &Workbench) -> Result<Loaded> {
         // Read when the eval is planned; its own problems come before any found here.
         let dataset = Rows::file(&self.dataset, self.limit);
         let subjects = self
@@ -215,17 +215,30 @@ pub fn start(
     input: &StartInput,
     on_plan: &mut dyn FnMut(&Size),
 ) -> Result<(Eval, Vec<Chosen>)> {
-    let l = input.load(wb)?;
-    let e = super::begin(
-        store,
-        l.dataset,
-        l.subjects,
-        &input.plan(&l.vars),
-        l.params,
-        &l.providers,
-        on_plan,
-    )?;
-    Ok((e, l.providers))
+    input.begin(store, input.load(wb)?, on_plan)
+}
+
+impl StartInput {
+    /// Begin the eval `loaded` from this input: its plan checked and handed to `on_plan`, then
+    /// the experiment and its rows stored.
+    pub(super) fn begin(
+        &self,
+        store: &Store,
+        loaded: Loaded,
+        on_plan: &mut dyn FnMut(&Size),
+    ) -> Result<(Eval, Vec<Chosen>)> {
+        let l = loaded;
+        let e = super::begin(
+            store,
+            l.dataset,
+            l.subjects,
+            &self.plan(&l.vars),
+            l.params,
+            &l.providers,
+            on_plan,
+        )?;
+        Ok((e, l.providers))
+    }
 }
 
 /// Start an eval and run it whole: [`start`], then [`go`] at the concurrency it was started

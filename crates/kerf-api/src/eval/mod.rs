@@ -20,6 +20,7 @@
 //!   that runs what remains and says how the eval stands; [`threshold`] — CI's minimums.
 
 pub mod analysis;
+pub mod batched;
 pub mod flow;
 pub mod html;
 #[cfg(test)]
@@ -625,16 +626,36 @@ pub(crate) fn rendering(prompt: &Prompt, set: &Map<String, Value>, row: &Row) ->
 /// An eval's cells on its providers, as a pass runs them: prompt × budget × constraint × repeat
 /// × row on each, each row read back and rendered as its cell starts. A cell's end is handed
 /// over as it came; the report reads the history.
-struct EvalPlan<'a> {
+pub(crate) struct EvalPlan<'a> {
     store: &'a Store,
     eval: &'a Eval,
     providers: &'a [Chosen],
     concurrency: usize,
+    /// The providers whose cells this pass takes (`None`: all).
+    lanes: Option<Vec<bool>>,
+}
+
+/// `eval`'s cells on `providers` as a plan (`lanes`: only those providers' cells), for a pass
+/// or for the batch driver.
+pub(crate) fn cell_plan<'a>(
+    store: &'a Store,
+    eval: &'a Eval,
+    providers: &'a [Chosen],
+    concurrency: usize,
+    lanes: Option<Vec<bool>>,
+) -> EvalPlan<'a> {
+    EvalPlan {
+        store,
+        eval,
+        providers,
+        concurrency,
+        lanes,
+    }
 }
 
 /// Where an eval's cell sits: its provider, its prompt, its row (indexes).
 #[derive(Debug, Clone, Copy)]
-struct EvalAt {
+pub(crate) struct EvalAt {
     provider: usize,
     subject: usize,
     seq: usize,
@@ -653,6 +674,13 @@ impl pass::Plan for EvalPlan<'_> {
     }
 
     fn cells(&self, provider: usize) -> Box<dyn Iterator<Item = (EvalAt, CellKey)> + '_> {
+        if self
+            .lanes
+            .as_ref()
+            .is_some_and(|l| !l.get(provider).copied().unwrap_or(false))
+        {
+            return Box::new(std::iter::empty());
+        }
         Box::new(
             self.eval
                 .matrix(&self.providers[provider])
@@ -728,6 +756,20 @@ pub fn run_cells(
     cancel: &CancelToken,
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<()> {
+    run_cells_on(store, eval, providers, None, pace, cancel, on_progress)
+}
+
+/// [`run_cells`] over the providers `lanes` marks (`None`: all): the others' cells are left as
+/// they are (an eval's batch providers, awaited from their batches).
+pub(crate) fn run_cells_on(
+    store: &Store,
+    eval: &Eval,
+    providers: &[Chosen],
+    lanes: Option<Vec<bool>>,
+    pace: Pace,
+    cancel: &CancelToken,
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Result<()> {
     if providers.len() != eval.params.len() {
         return Err(ApiError::new(
             Code::Internal,
@@ -740,12 +782,7 @@ pub fn run_cells(
         ));
     }
     let measured = eval.kept(store, pace.retry_errors)?;
-    let plan = EvalPlan {
-        store,
-        eval,
-        providers,
-        concurrency: pace.concurrency,
-    };
+    let plan = cell_plan(store, eval, providers, pace.concurrency, lanes);
     let running = lifecycle::Running {
         store,
         id: eval.experiment,

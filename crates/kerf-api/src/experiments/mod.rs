@@ -12,10 +12,13 @@
 //! - [`lifecycle`] — the one lifecycle: begin, take up again, settle, for every kind.
 //! - [`pass`] — one pass over a kind's [`pass::Plan`]: cells measured before read back, the
 //!   rest run a lane per provider, every result handed over as it comes.
+//! - [`batch`] — the second driver: a plan's cells handed to providers' batch APIs (or a
+//!   batch file) and folded back into the same cell records later.
 //! - [`stages`] — cells that depend on cells: groups run stage by stage, then merged.
 //! - [`spec`] — what an experiment was asked, one typed record for every kind
 //!   ([`spec::ExperimentSpec`]).
 
+pub mod batch;
 pub mod cache;
 pub mod cells;
 pub mod lifecycle;

@@ -58,6 +58,11 @@ pub struct Size {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[ts(as = "Option<Vec<Size>>", optional)]
     pub providers: Vec<Size>,
+    /// This part goes to its provider's batch API (or a batch file), at the batch price: half
+    /// the online price, which [`cost_max_usd`](Self::cost_max_usd) is then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[ts(as = "Option<bool>", optional)]
+    pub by_batch: bool,
 }
 
 impl Size {
@@ -72,7 +77,30 @@ impl Size {
             retried: false,
             provider: None,
             providers: Vec::new(),
+            by_batch: false,
         }
+    }
+
+    /// This plan with the parts `batched` marks (by provider, in order) going by batch, each
+    /// at half its online price.
+    pub fn batched(mut self, batched: &[bool]) -> Size {
+        let mark = |mut part: Size, by_batch: bool| {
+            if by_batch {
+                part.by_batch = true;
+                part.cost_max_usd = part.cost_max_usd.map(|c| c * 0.5);
+            }
+            part
+        };
+        if self.providers.is_empty() {
+            return mark(self, batched.first().copied().unwrap_or(false));
+        }
+        let kind = self.kind;
+        let parts = std::mem::take(&mut self.providers)
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| mark(p, batched.get(i).copied().unwrap_or(false)))
+            .collect();
+        Size::merge(kind, parts)
     }
 
     /// A plan over `providers` from each one's part, in order: each priced by its provider
@@ -156,9 +184,10 @@ impl Size {
                 .iter()
                 .map(|p| {
                     format!(
-                        "{}: {} request(s), {}",
+                        "{}: {} request(s){}, {}",
                         p.provider.as_deref().unwrap_or("?"),
                         thousands(p.requests),
+                        if p.by_batch { " by batch" } else { "" },
                         match (p.cost_max_usd, p.retried) {
                             (Some(c), _) => format!("≤ ${c:.4}"),
                             (None, true) => "no price known".into(),
@@ -182,6 +211,9 @@ impl Size {
         );
         if let Some(c) = self.cost_max_usd {
             s.push_str(&format!(" · ≤ ${c:.4}"));
+        }
+        if self.by_batch {
+            s.push_str(" · by batch, at half the online price");
         }
         // A refused request is retried and counted by no bound above; a provider that refuses
         // KERF_MAX_REFUSALS requests in a row stops the plan.

@@ -23,7 +23,8 @@ pub use manage::{
 };
 // The history's records as a front end reads them, without reaching below this crate.
 pub use kerf_store::{
-    Experiment, ExperimentSummary, Filter, PromptVersion, RunRecord, RunSummary, Status, Store,
+    Batch, BatchApi, BatchState, Experiment, ExperimentSummary, Filter, PromptVersion, RunRecord,
+    RunSummary, Status, Store,
 };
 
 use crate::recovery::compile_version;

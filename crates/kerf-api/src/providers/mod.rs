@@ -39,6 +39,9 @@ pub fn info(def: &ProviderDef) -> ProviderInfo {
         max_completion_tokens: def.max_completion_tokens,
         api: def.api,
         fold_enum_case: def.fold_enum_case,
+        batch_api: def.batch_api
+            || def.is_openai_itself()
+            || def.kind != kerf_llm::providers::Kind::Openai,
         prompt_probes: def
             .schema_probes
             .iter()
@@ -151,6 +154,7 @@ pub fn definition(spec: &ProviderSpec) -> Result<ProviderDef> {
     def.max_completion_tokens = spec.max_completion_tokens;
     def.api = spec.api.unwrap_or_default();
     def.fold_enum_case = spec.fold_enum_case;
+    def.batch_api = spec.batch_api.unwrap_or(false);
     def.allow_plain_http = spec.allow_plain_http;
     def.rate_limits = kerf_llm::ratelimit::RateLimits {
         requests_per_minute: spec.requests_per_minute.filter(|&n| n > 0),

@@ -45,6 +45,11 @@ pub struct ProviderSpec {
     #[serde(default)]
     #[ts(optional)]
     pub tokens_per_minute: Option<u32>,
+    /// An OpenAI-compatible server that offers OpenAI's batch API (a LiteLLM proxy), so
+    /// `kerf eval --batch` sends it batches.
+    #[serde(default)]
+    #[ts(optional)]
+    pub batch_api: Option<bool>,
 }
 
 /// A configured provider. The key itself never crosses: only where it would come from.
@@ -61,6 +66,9 @@ pub struct ProviderInfo {
     pub max_completion_tokens: bool,
     pub api: Api,
     pub fold_enum_case: bool,
+    /// Whether `kerf eval --batch` sends it batches (OpenAI, Anthropic and Gemini themselves,
+    /// or a server configured to).
+    pub batch_api: bool,
     /// How many probes with a prompt's own schema are kept for the current model.
     pub prompt_probes: usize,
     /// Configured rate limits (runs of this process may also have learned the API's).

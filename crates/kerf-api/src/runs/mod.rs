@@ -415,7 +415,7 @@ pub fn settle<'o>(
 
 /// How a finished run is kept: its last reply, report, usage, and the replies a repair loop
 /// sent back.
-fn run_end<'o>(out: &'o Outcomes, cost: Option<&kerf_llm::prices::Cost>) -> RunEnd<'o> {
+pub(crate) fn run_end<'o>(out: &'o Outcomes, cost: Option<&kerf_llm::prices::Cost>) -> RunEnd<'o> {
     let f = &out.finish;
     RunEnd {
         finish_reason: f.reason,

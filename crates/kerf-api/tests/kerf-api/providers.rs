@@ -23,6 +23,7 @@ fn spec(name: &str) -> ProviderSpec {
         requests_per_minute: None,
         tokens_per_minute: None,
         keep_key: false,
+        batch_api: None,
     }
 }
 

@@ -26,6 +26,11 @@ Examples:
   kerf eval data.jsonl --prompt p.json --provider openai --concurrency 16 --fail-under f1=0.8
   kerf eval data.jsonl --prompt p.json --provider openai,anthropic   two models side by side
   kerf eval data.jsonl --prompt p.json --var language=French   a variable every row renders with
+  kerf eval data.jsonl --prompt p.json --provider openai,anthropic --batch   half price, later
+  kerf eval status 12       where an eval's batches stand
+  kerf eval collect 12 --wait   fold the batches' results in as they end, then report
+  kerf eval data.jsonl --prompt p.json --provider vllm --batch-file in.jsonl   for vllm run-batch
+  kerf eval collect 12 --results out.jsonl   fold `vllm run-batch -o out.jsonl` back in
   kerf eval resume          finish the latest eval (after Ctrl-C or a crash)
   kerf eval show 12 --json  an eval's figures again, from the history
   kerf eval rescore 12      its stored replies scored again with the prompts' current `match`
@@ -42,8 +47,14 @@ with nothing written. --json prints {\"experiment\", \"summary\": [{\"prompt\", 
 \"repeat\", \"run\", \"finish_reason\", \"objects\", \"tp\", \"fp\", \"fn\", \"precision\", \"recall\", \"f1\",
 \"lost_to_cut\", …}], \"providers\": [{\"provider\", \"model\", \"cost_usd\", \"seconds_p50\",
 \"seconds_p95\", …}], …}.
+With --batch, the providers that have a batch API (OpenAI, Anthropic, Gemini, a server marked
+`\"batch_api\": true`) get every request in batches at half the price and the command returns at
+once: --json prints {\"experiment\", \"batches\": [{\"id\", \"provider\", \"api\", \"requests\",
+\"bytes\", \"state\"}], \"ways\"}; `kerf eval collect` folds the results in and prints the same report
+as an online eval. Other providers run online as usual.
 Exit codes: 0 done (and every --fail-under met); 1 a --fail-under threshold missed; 2 could not run,
-or stopped, or cells left without a finished run (`kerf eval resume` finishes it)."
+or stopped, or cells left without a finished run (`kerf eval resume` finishes it), or requests still
+in a batch (`kerf eval collect --wait`)."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -55,8 +66,16 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 pub enum Sub {
     /// Finish an eval that was stopped or killed: runs the cells without a finished run, never
-    /// one that finished (ok or cut by its budget).
+    /// one that finished (ok or cut by its budget). An eval sent by batch: folds what ended,
+    /// then sends the cells without a finished result again as a new batch.
     Resume(ResumeArgs),
+    /// Where an eval's batches stand: each one's state and request counts, as its provider
+    /// reports them now.
+    Status(StatusArgs),
+    /// Fold the results of an eval's ended batches into its cells and report it as an online
+    /// eval is reported (partial, saying so, while requests are still in a batch). Collecting
+    /// twice changes nothing and sends nothing.
+    Collect(CollectArgs),
     /// An eval's figures, from the history.
     Show(ShowArgs),
     /// An eval as one self-contained HTML file: charts, advice, repeats, comparisons, drops,
@@ -104,6 +123,71 @@ pub struct StartArgs {
     pub allow: super::AllowArgs,
     #[command(flatten)]
     pub pace: PaceArgs,
+    #[command(flatten)]
+    pub batch: BatchArgs,
+    #[command(flatten)]
+    pub out: OutArgs,
+}
+
+#[derive(clap::Args)]
+pub struct BatchArgs {
+    /// Send the requests of every provider that has a batch API in batches (half the price,
+    /// answered within 24 hours) and return at once; `kerf eval collect` folds the results in.
+    #[arg(long)]
+    pub batch: bool,
+    /// Write the requests of an OpenAI-compatible server without a batch API to FILE, the input
+    /// of `vllm run-batch -i FILE -o OUT`; `kerf eval collect ID --results OUT` folds its output.
+    #[arg(long, value_name = "FILE")]
+    pub batch_file: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct WaitArgs {
+    /// Poll until no request is still in a batch, then report.
+    #[arg(long)]
+    pub wait: bool,
+    /// Seconds between polls with --wait.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub poll: f64,
+}
+
+impl WaitArgs {
+    fn every(&self) -> Result<Option<std::time::Duration>> {
+        if !self.wait {
+            return Ok(None);
+        }
+        std::time::Duration::try_from_secs_f64(self.poll)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::Usage,
+                    format!("--poll {}: give a number of seconds above 0", self.poll),
+                )
+                .into()
+            })
+    }
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// The eval (default: the latest).
+    pub experiment: Option<i64>,
+    /// Print the batches as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct CollectArgs {
+    /// The eval (default: the latest).
+    pub experiment: Option<i64>,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    /// The output file of `vllm run-batch` for the eval's batch file.
+    #[arg(long, value_name = "FILE")]
+    pub results: Option<PathBuf>,
     #[command(flatten)]
     pub out: OutArgs,
 }
@@ -168,6 +252,11 @@ pub struct ResumeArgs {
     pub allow: super::AllowArgs,
     #[command(flatten)]
     pub pace: PaceArgs,
+    /// An eval sent by batch: where to write its batch file again (its file batches' cells).
+    #[arg(long, value_name = "FILE")]
+    pub batch_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub wait: WaitArgs,
     #[command(flatten)]
     pub out: OutArgs,
 }
@@ -208,6 +297,8 @@ impl Args {
     pub fn json(&self) -> bool {
         match &self.command {
             Some(Sub::Resume(a)) => a.out.json,
+            Some(Sub::Status(a)) => a.json,
+            Some(Sub::Collect(a)) => a.out.json,
             Some(Sub::Show(a)) => a.out.json,
             Some(Sub::Compare(a)) => a.json,
             Some(Sub::Rescore(a)) => a.out.json,
@@ -228,6 +319,11 @@ pub fn run(args: Args, wb: &Workbench, globals: &crate::record::Globals) -> Resu
     match args.command {
         None => start(args.start, wb, &store),
         Some(Sub::Resume(a)) => resume(a, wb, &store),
+        Some(Sub::Status(a)) => status(&a, wb, &store),
+        Some(Sub::Collect(a)) => {
+            let id = eval::flow::which(&store, a.experiment)?;
+            collect(id, &a.wait, a.results.as_deref(), &a.out, wb, &store)
+        }
         Some(Sub::Show(a)) => {
             let id = eval::flow::which(&store, a.experiment)?;
             let e = eval::stored(&store, id)?;
@@ -285,6 +381,9 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         super::announce(&size);
         return Ok(Outcome::Ok);
     }
+    if args.batch.batch || args.batch.batch_file.is_some() {
+        return submit(&input, &args.batch, &args.out, wb, store);
+    }
     let (e, providers) = eval::flow::start(wb, store, &input, &mut super::announce)?;
     for s in &e.subjects {
         crate::output::warn_all(&s.prompt.warnings);
@@ -294,6 +393,34 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
 
 fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
     let id = eval::flow::which(store, args.experiment)?;
+    if !store.batches(id)?.is_empty() {
+        let made = eval::batched::resume(
+            wb,
+            store,
+            id,
+            args.batch_file.as_deref(),
+            &interrupt_token(),
+            &mut super::announce,
+            &mut |_| {},
+        )?;
+        for b in &made {
+            crate::errln!("kerf: eval {id}: {}", batch_line(b));
+        }
+        if args.wait.wait {
+            return collect(id, &args.wait, None, &args.out, wb, store);
+        }
+        if args.out.json {
+            print_json(&serde_json::json!({"experiment": id, "batches": batches_json(&made)}));
+        } else if made.is_empty() {
+            crate::outln!("eval {id}: nothing to send again; `kerf eval collect {id}` reports it");
+        } else {
+            crate::outln!(
+                "eval {id}: {} batch(es) sent; `kerf eval collect {id} --wait` folds their results",
+                made.len()
+            );
+        }
+        return Ok(Outcome::Ok);
+    }
     let input = eval::flow::ResumeInput {
         retry_errors: args.pace.retry_errors,
         allowed: args.allow.allowance(),
@@ -305,6 +432,177 @@ fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
     }
     let (e, providers) = eval::flow::resume(wb, store, id, input, &mut super::announce)?;
     go(store, &e, &providers, &args.pace, &args.out)
+}
+
+/// Send an eval's batch providers' requests in batches (and run its online providers' cells),
+/// then print the experiment and its batches.
+fn submit(
+    input: &eval::StartInput,
+    args: &BatchArgs,
+    out: &OutArgs,
+    wb: &Workbench,
+    store: &Store,
+) -> Result<Outcome> {
+    let sent = eval::batched::submit(
+        wb,
+        store,
+        input,
+        args.batch_file.as_deref(),
+        &interrupt_token(),
+        &mut super::announce,
+        &mut |_| {},
+    )?;
+    let id = sent.experiment;
+    let ways: serde_json::Map<String, serde_json::Value> = sent
+        .ways
+        .iter()
+        .map(|(name, way)| {
+            let w = match way {
+                eval::batched::Way::Online => "online",
+                eval::batched::Way::Batch(kerf_api::history::BatchApi::File) => "file",
+                eval::batched::Way::Batch(_) => "batch",
+            };
+            (name.clone(), serde_json::json!(w))
+        })
+        .collect();
+    if out.json {
+        print_json(&serde_json::json!({
+            "experiment": id,
+            "batches": batches_json(&sent.batches),
+            "ways": ways,
+        }));
+    } else {
+        for b in &sent.batches {
+            crate::outln!("eval {id}: {}", batch_line(b));
+        }
+        if sent
+            .batches
+            .iter()
+            .any(|b| b.api == kerf_api::history::BatchApi::File)
+        {
+            crate::outln!(
+                "eval {id}: run `vllm run-batch -i FILE -o OUT --model M`, then `kerf eval collect {id} --results OUT`"
+            );
+        }
+        crate::outln!(
+            "eval {id}: `kerf eval status {id}` shows where the batches stand; `kerf eval collect {id} --wait` folds their results and reports"
+        );
+    }
+    if let Some(f) = &sent.online
+        && let Some(e) = f.stopped()
+    {
+        anyhow::bail!(e);
+    }
+    Ok(Outcome::Ok)
+}
+
+fn batch_line(b: &kerf_api::history::Batch) -> String {
+    let counts = b
+        .counts
+        .map(|c| {
+            format!(
+                " · {} succeeded, {} errored, {} expired, {} cancelled, {} processing",
+                c.succeeded, c.errored, c.expired, c.canceled, c.processing
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "batch {} on {} ({}{}): {} request(s), {} byte(s) · {}{}{}",
+        b.remote_id.as_deref().unwrap_or("(not sent yet)"),
+        b.provider,
+        b.api.as_str(),
+        b.endpoint
+            .as_deref()
+            .map(|e| format!(" {e}"))
+            .unwrap_or_default(),
+        b.requests,
+        b.bytes,
+        b.state.as_str(),
+        b.remote_state
+            .as_deref()
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default(),
+        counts
+    )
+}
+
+fn batches_json(batches: &[kerf_api::history::Batch]) -> serde_json::Value {
+    serde_json::Value::Array(
+        batches
+            .iter()
+            .map(|b| {
+                serde_json::json!({
+                    "id": b.remote_id,
+                    "provider": b.provider,
+                    "api": b.api,
+                    "endpoint": b.endpoint,
+                    "requests": b.requests,
+                    "bytes": b.bytes,
+                    "state": b.state,
+                    "remote_state": b.remote_state,
+                    "counts": b.counts,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn status(args: &StatusArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
+    let id = eval::flow::which(store, args.experiment)?;
+    let batches = eval::batched::status(wb, store, id)?;
+    if args.json {
+        print_json(&serde_json::json!({"experiment": id, "batches": batches_json(&batches)}));
+    } else {
+        for b in &batches {
+            crate::outln!("eval {id}: {}", batch_line(b));
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+/// Fold what ended (waiting with `wait`), report, list the requests without a reply; exit 2
+/// while the eval is not whole.
+fn collect(
+    id: i64,
+    wait: &WaitArgs,
+    results: Option<&std::path::Path>,
+    out: &OutArgs,
+    wb: &Workbench,
+    store: &Store,
+) -> Result<Outcome> {
+    let every = wait.every()?;
+    let quiet = out.json;
+    let c = eval::batched::collect(wb, store, id, every, results, out.options(), &mut |bs| {
+        if !quiet && every.is_some() {
+            for b in bs {
+                crate::errln!("kerf: eval {id}: {}", batch_line(b));
+            }
+        }
+    })?;
+    if c.folded.unknown > 0 {
+        crate::errln!(
+            "kerf: eval {id}: {} answer(s) name no request awaited here (folded before, or another eval's)",
+            c.folded.unknown
+        );
+    }
+    let outcome = conclude(&c.finished.report, out, None)?;
+    for f in &c.failed {
+        crate::errln!(
+            "kerf: eval {id}: no result for row {} · {} on {} at {} tokens (run {}): {} [{}]",
+            f.row,
+            f.prompt,
+            f.provider,
+            f.max_tokens,
+            f.run,
+            f.error,
+            f.code
+        );
+    }
+    if let Some(why) = c.not_whole() {
+        crate::errln!("kerf: {why}");
+        return Ok(Outcome::CouldNotRun);
+    }
+    Ok(outcome)
 }
 
 /// Run what the eval still needs, with a progress bar, then report it.

@@ -74,6 +74,10 @@ pub enum Action {
         /// parsing, and report each correction (Anthropic does not guarantee their case).
         #[arg(long)]
         fold_enum_case: bool,
+        /// The server offers OpenAI's batch API (`/files` and `/batches`: a LiteLLM proxy), so
+        /// `kerf eval --batch` sends it batches (OpenAI itself, Anthropic and Gemini always do).
+        #[arg(long)]
+        batch_api: bool,
         /// Send the key over plain http:// to a host off this machine (refused otherwise:
         /// anyone on the network path can read it).
         #[arg(long)]
@@ -215,6 +219,7 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
             max_completion_tokens,
             api,
             fold_enum_case,
+            batch_api,
             allow_plain_http,
             keep_key,
             requests_per_minute,
@@ -236,6 +241,7 @@ pub fn run(args: Args, wb: &kerf_api::workbench::Workbench) -> Result<Outcome> {
                 keep_key,
                 requests_per_minute,
                 tokens_per_minute,
+                batch_api: Some(batch_api),
             };
             let providers::Added {
                 def,

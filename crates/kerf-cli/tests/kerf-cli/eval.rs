@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::{repo, stderr, stdout_json};
 
+mod batched;
 mod resumed;
 mod side_by_side;
 
@@ -314,25 +315,15 @@ fn answer(
                 "array"
             }
         ));
-        let full = if prompt.contains("one JSON object per line") {
-            records
-                .iter()
-                .map(Value::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
-        } else {
-            Value::Array(records).to_string()
-        };
         let budget = req["max_tokens"]
             .as_u64()
             .or(req["max_completion_tokens"].as_u64())
-            .unwrap_or(4096) as usize
-            * 4;
-        let (text, finish) = if full.len() > budget {
-            (&full[..budget], "length")
-        } else {
-            (full.as_str(), "stop")
-        };
+            .unwrap_or(4096);
+        let (text, finish) = reply_text(
+            &records,
+            prompt.contains("one JSON object per line"),
+            budget,
+        );
         let (text, piece) = match again {
             Again::Endless(mib) => (format!("{text}{}", "\n".repeat(mib << 20)), 4096),
             _ => (text.to_string(), 16),
@@ -357,6 +348,26 @@ fn answer(
         out.flush()?;
     }
     Ok(())
+}
+
+/// What the loopback model replies with `records`: JSONL or a JSON array (as the prompt asks),
+/// cut at `budget` tokens × 4 bytes with the finish reason `length` (else `stop`).
+fn reply_text(records: &[Value], jsonl: bool, budget: u64) -> (String, &'static str) {
+    let full = if jsonl {
+        records
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    } else {
+        Value::Array(records.to_vec()).to_string()
+    };
+    let budget = budget as usize * 4;
+    if full.len() > budget {
+        (full[..budget].to_string(), "length")
+    } else {
+        (full, "stop")
+    }
 }
 
 fn kerf_in(dir: &Path, args: &[&str]) -> Output {

@@ -769,7 +769,9 @@ fn a_newer_or_corrupt_history_is_refused_untouched() {
     std::fs::remove_file(&path).unwrap();
     drop(kerf_store::Store::open(&path).unwrap());
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[60..64].copy_from_slice(&7u32.to_be_bytes());
+    // One version past what this build writes.
+    let newer = u32::try_from(kerf_store::migrate::LATEST).unwrap() + 1;
+    bytes[60..64].copy_from_slice(&newer.to_be_bytes());
     std::fs::write(&path, &bytes).unwrap();
     let o = kerf_in(dir, &["history", "list"]);
     assert_eq!(o.status.code(), Some(2));

@@ -16,7 +16,7 @@ use crate::sse::SseEvent;
 use crate::{Constraint, Error, FinishReason, Request, Result, Usage};
 
 const TOOL: &str = "kerf_reply";
-const VERSION: &str = "2023-06-01";
+pub(crate) const VERSION: &str = "2023-06-01";
 
 pub(crate) fn build(
     p: &CloudProvider,

@@ -43,4 +43,9 @@ provider?: string,
  * With several providers: each one's part, in the plan's order (the fields above are
  * their sums; the cost is the sum of the parts whose price is known).
  */
-providers?: Array<PlanSize>, };
+providers?: Array<PlanSize>, 
+/**
+ * This part goes to its provider's batch API (or a batch file), at the batch price: half
+ * the online price, which [`cost_max_usd`](Self::cost_max_usd) is then.
+ */
+by_batch?: boolean, };

@@ -8,6 +8,11 @@ import type { StructuredMode } from "./StructuredMode";
  */
 export type ProviderInfo = { name: string, kind: ProviderKind, baseUrl: string, model: string, structured: StructuredMode, keyEnv: string | null, noKey: boolean, maxCompletionTokens: boolean, api: OpenaiApi, foldEnumCase: boolean, 
 /**
+ * Whether `kerf eval --batch` sends it batches (OpenAI, Anthropic and Gemini themselves,
+ * or a server configured to).
+ */
+batchApi: boolean, 
+/**
  * How many probes with a prompt's own schema are kept for the current model.
  */
 promptProbes: number, 

@@ -52,4 +52,9 @@ requestsPerMinute?: number,
 /**
  * Tokens per minute (prompt estimate plus budget per request).
  */
-tokensPerMinute?: number, };
+tokensPerMinute?: number, 
+/**
+ * An OpenAI-compatible server that offers OpenAI's batch API (a LiteLLM proxy), so
+ * `kerf eval --batch` sends it batches.
+ */
+batchApi?: boolean, };
