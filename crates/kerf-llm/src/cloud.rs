@@ -394,6 +394,7 @@ async fn drive(
         return Err(p.redact_error(refusing));
     }
     let mut retry_notes = Vec::new();
+    let sent_at = Instant::now();
     let posted = http::post(&p.http, &built.http, cancel, &mut |r| {
         let note = p.redact(&format!(
             "retry {} in {:.1} s after {}",
@@ -403,6 +404,9 @@ async fn drive(
         ));
         if r.refused {
             limiter.refused(&note);
+        }
+        if r.overloaded {
+            limiter.window().overloaded();
         }
         on_event(Event::Warning(&note));
         retry_notes.push(note);
@@ -417,11 +421,16 @@ async fn drive(
                 && http::is_refusal(*status)
             {
                 limiter.refused(&p.redact(&format!("HTTP {status}: {message}")));
+                limiter.window().overloaded();
+            }
+            if let Error::Network(_) = &e {
+                limiter.window().overloaded();
             }
             return Err(name_rejected_parameter(p, request, p.redact_error(e)));
         }
     };
     limiter.answered();
+    limiter.window().answered(sent_at.elapsed());
     limiter.learn(&resp.headers);
     let head_at = Instant::now();
     let mut reply = Reply::default();
@@ -710,17 +719,7 @@ impl Provider for CloudProvider {
         on_event: &'a mut dyn FnMut(Event<'_>),
     ) -> RunFuture<'a> {
         Box::pin(async move {
-            if !self.supports(&request.constraint) {
-                return Err(Error::Constraint(format!(
-                    "{} (a {} provider) cannot hold output to a {} grammar; grammars run on the local engine",
-                    self.def.name,
-                    self.def.kind.as_str(),
-                    request.constraint.name()
-                )));
-            }
-            let (mode, why) = self.mode_for(&request.constraint);
-            let protocol = Protocol::of(&self.def);
-            let built = (protocol.build)(self, request, mode, &why)?;
+            let (built, protocol) = self.built(request)?;
             drive(self, request, built, cancel, on_event, &protocol).await
         })
     }

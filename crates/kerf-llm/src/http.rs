@@ -96,6 +96,9 @@ pub struct Retry {
     pub why: String,
     /// The server refused the attempt (see [`is_refusal`]): rate limited or overloaded.
     pub refused: bool,
+    /// The attempt found the server over its capacity: refused, or its connection refused (a
+    /// server down or at its accept limit). An adaptive concurrency backs off on it.
+    pub overloaded: bool,
 }
 
 /// A status that says "not now" rather than "not this request": 429 (rate limited), 503 (over
@@ -457,7 +460,11 @@ async fn attempt(
     };
     let status = resp.status().as_u16();
     let content_type = header("content-type").unwrap_or_default();
-    let asked_wait = header("retry-after").as_deref().and_then(retry_after);
+    // OpenAI's `retry-after-ms` is the finer of the two, where it is sent.
+    let asked_wait = header("retry-after-ms")
+        .as_deref()
+        .and_then(retry_after_ms)
+        .or_else(|| header("retry-after").as_deref().and_then(retry_after));
     let mut out = Response {
         status,
         content_type,
@@ -528,6 +535,14 @@ pub async fn post(
                 delay,
                 why: f.why(),
                 refused: matches!(f, Failure::Status { status, .. } if is_refusal(*status)),
+                overloaded: matches!(f, Failure::Status { status, .. } if is_refusal(*status))
+                    || matches!(
+                        f,
+                        Failure::Transport {
+                            never_sent: true,
+                            ..
+                        }
+                    ),
             };
             on_retry(&r);
             retries.borrow_mut().push(r);
@@ -560,6 +575,13 @@ pub async fn post(
         }
         Err(f) => Err(f.into_error(&req.url, retries.borrow().len() as u32, config)),
     }
+}
+
+/// `retry-after-ms` (OpenAI's): milliseconds.
+pub fn retry_after_ms(value: &str) -> Option<Duration> {
+    let ms = value.trim().parse::<f64>().ok()?;
+    (ms.is_finite() && ms >= 0.0)
+        .then(|| Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(Duration::MAX))
 }
 
 /// `Retry-After` as seconds or an HTTP date.

@@ -102,6 +102,104 @@ pub struct Limiter {
     refusals: AtomicU32,
     /// The last refusal, for the error that stops sending.
     last_refusal: Mutex<String>,
+    /// How many requests may be in flight when the provider's concurrency is `auto`.
+    window: Window,
+}
+
+/// An adaptive concurrency limit (additive increase, multiplicative decrease, as TCP's
+/// congestion window): it grows by one request per round of answers while the latency to the
+/// first byte holds (within twice the best seen), and halves when the provider says it is
+/// over capacity (429, 503, 529, a refused connection), at most once per round (one recent
+/// latency) so one burst of refusals halves it once. Near the number that was refused last it
+/// grows a tenth as fast, so a small capacity is probed rarely rather than refused every few
+/// rounds. A user need not know how many servers stand behind a URL: the limit finds what the
+/// provider takes.
+pub struct Window {
+    state: Mutex<WindowState>,
+}
+
+struct WindowState {
+    /// The limit, fractional: each answer adds 1/limit, a round adds one.
+    limit: f64,
+    /// The lowest latency seen, and a moving average of recent ones (seconds).
+    best: Option<f64>,
+    recent: Option<f64>,
+    /// When it last halved, and the number that was refused then.
+    cut_at: Option<std::time::Instant>,
+    refused_at: Option<f64>,
+    /// Times it halved, and answers counted.
+    cuts: u64,
+    answers: u64,
+}
+
+impl Window {
+    /// Requests in flight to start with: as many as the fixed default.
+    pub const START: f64 = 4.0;
+    /// The shortest time between two halvings, whatever the latency.
+    const COOL_DOWN: Duration = Duration::from_millis(50);
+
+    fn new() -> Window {
+        Window {
+            state: Mutex::new(WindowState {
+                limit: Self::START,
+                best: None,
+                recent: None,
+                cut_at: None,
+                refused_at: None,
+                cuts: 0,
+                answers: 0,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, WindowState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Requests that may be in flight now, within 1..=`ceiling`.
+    pub fn limit(&self, ceiling: usize) -> usize {
+        let mut s = self.state();
+        s.limit = s.limit.min(ceiling.max(1) as f64);
+        (s.limit.floor() as usize).clamp(1, ceiling.max(1))
+    }
+
+    /// A request was answered, its first byte `latency` after it was sent.
+    pub fn answered(&self, latency: Duration) {
+        let mut s = self.state();
+        let l = latency.as_secs_f64();
+        s.answers += 1;
+        s.best = Some(s.best.map_or(l, |b| b.min(l)));
+        s.recent = Some(s.recent.map_or(l, |r| 0.8 * r + 0.2 * l));
+        let holds = matches!((s.best, s.recent), (Some(b), Some(r)) if r <= 2.0 * b + 0.005);
+        if holds {
+            let near = s.refused_at.is_some_and(|r| s.limit + 1.0 >= r);
+            let step = if near { 0.1 } else { 1.0 };
+            s.limit += step / s.limit.max(1.0);
+        }
+    }
+
+    /// The provider said it is over capacity.
+    pub fn overloaded(&self) {
+        let mut s = self.state();
+        let now = std::time::Instant::now();
+        // A round: the refusals of requests already in flight when it halved are that same
+        // overload, not a new one.
+        let round = Duration::from_secs_f64(s.recent.unwrap_or(0.0)).max(Self::COOL_DOWN);
+        if s.cut_at.is_some_and(|at| now.duration_since(at) < round) {
+            return;
+        }
+        s.cut_at = Some(now);
+        s.cuts += 1;
+        s.refused_at = Some(s.limit.floor().max(1.0));
+        s.limit = (s.limit / 2.0).max(1.0);
+        // What the latency was before the overload is no guide to what it is now.
+        s.recent = s.best;
+    }
+
+    /// Times it halved so far.
+    pub fn cuts(&self) -> u64 {
+        self.state().cuts
+    }
 }
 
 /// Refusals in a row after which a provider gets no more requests in this process:
@@ -125,7 +223,13 @@ impl Limiter {
             state: Mutex::new(State::new(configured, source)),
             refusals: AtomicU32::new(0),
             last_refusal: Mutex::new(String::new()),
+            window: Window::new(),
         }
+    }
+
+    /// The provider's adaptive concurrency limit.
+    pub fn window(&self) -> &Window {
+        &self.window
     }
 
     /// The provider refused a request (`why`: the status and message).
@@ -368,5 +472,52 @@ mod tests {
                 LimitSource::Learned
             )
         );
+    }
+
+    /// The window grows a request per round while the latency holds, not while it climbs;
+    /// halves once for a burst of refusals; and grows a tenth as fast near the number refused.
+    #[test]
+    fn the_window_grows_while_latency_holds_and_halves_on_overload() {
+        let w = Window::new();
+        let ms = Duration::from_millis;
+        assert_eq!(w.limit(64), 4);
+        // A round of answers at 4 in flight (each adds 1/limit): one more request.
+        for _ in 0..5 {
+            w.answered(ms(20));
+        }
+        assert_eq!(w.limit(64), 5);
+        // Within the ceiling, always.
+        assert_eq!(w.limit(3), 3);
+        let w = Window::new();
+        for _ in 0..40 {
+            w.answered(ms(20));
+        }
+        let grown = w.limit(64);
+        assert!(grown >= 9, "{grown}");
+        // Latency far past the best: no more growth.
+        for _ in 0..40 {
+            w.answered(ms(400));
+        }
+        let held = w.limit(64);
+        assert!(held <= grown + 2, "{held} after {grown}");
+        // A burst of refusals halves it once.
+        w.overloaded();
+        w.overloaded();
+        w.overloaded();
+        assert_eq!(w.limit(64), (held / 2).max(1));
+        assert_eq!(w.cuts(), 1);
+        // Back near the refused number, growth is slow.
+        let w = Window::new();
+        w.overloaded();
+        assert_eq!(w.limit(64), 2);
+        for _ in 0..4 {
+            w.answered(ms(20));
+        }
+        let near = w.limit(64);
+        assert_eq!(near, 3, "grows back fast to just below the refused 4");
+        for _ in 0..6 {
+            w.answered(ms(20));
+        }
+        assert_eq!(w.limit(64), 3, "then a tenth as fast");
     }
 }

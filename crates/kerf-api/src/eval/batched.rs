@@ -151,6 +151,7 @@ fn run_online(
     let online: Vec<bool> = batched.iter().map(|b| !b).collect();
     let pace = Pace {
         concurrency: eval.spec.concurrency,
+        adaptive: eval.spec.adaptive,
         retry_errors: false,
         live: false,
     };

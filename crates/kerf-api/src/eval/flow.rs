@@ -34,7 +34,10 @@ pub struct StartInput {
     pub constrain: ConstrainMode,
     pub repeat: u32,
     pub cache: bool,
+    /// Requests in flight at once per provider: with `adaptive`, the most (`--concurrency
+    /// auto` finds the number below it).
     pub concurrency: usize,
+    pub adaptive: bool,
     pub allowed: Allowance,
     /// Variables set for every row beneath the row's own, per prompt in `prompts`' order
     /// (`--var` sets the same for each; the window's form, each its own). A name no prompt it
@@ -66,9 +69,11 @@ impl StartInput {
             constrain: input.constrain,
             repeat: input.repeat.unwrap_or(1),
             cache: input.cache,
+            // No number given: the number is found by itself, as `kerf eval` does.
             concurrency: input
                 .concurrency
-                .map_or(super::DEFAULT_CONCURRENCY, |n| n as usize),
+                .map_or(super::AUTO_CEILING, |n| n as usize),
+            adaptive: input.concurrency.is_none(),
             allowed: Allowance {
                 max_requests: None,
                 yes: input.confirmed == Some(true),
@@ -173,6 +178,7 @@ impl StartInput {
             repeat: self.repeat,
             cache: self.cache,
             concurrency: self.concurrency,
+            adaptive: self.adaptive,
             allowed: self.allowed,
         }
     }
@@ -255,6 +261,7 @@ pub fn run(
     let (eval, providers) = start(wb, store, input, on_plan)?;
     let pace = Pace {
         concurrency: input.concurrency,
+        adaptive: input.adaptive,
         retry_errors: false,
         // The window fills its matrix in as cells end.
         live: true,
@@ -492,6 +499,7 @@ pub fn resume_run(
     let (eval, providers) = resume(wb, store, id, input, on_plan)?;
     let pace = Pace {
         concurrency: eval.spec.concurrency,
+        adaptive: eval.spec.adaptive,
         retry_errors: false,
         live: true,
     };

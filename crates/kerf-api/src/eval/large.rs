@@ -91,6 +91,7 @@ const BUDGETS: [u32; 2] = [64, 256];
 fn plan(repeat: u32) -> Plan<'static> {
     Plan {
         budgets: &BUDGETS,
+        adaptive: false,
         constrain: ConstrainMode::None,
         repeat,
         cache: false,
@@ -123,6 +124,7 @@ fn ran_on(dir: &Path, store: &Store, rows: usize, repeat: u32, provider: &Chosen
     .unwrap();
     let pace = Pace {
         concurrency: 4,
+        adaptive: false,
         retry_errors: false,
         live: false,
     };
@@ -336,6 +338,7 @@ fn an_eval_holds_a_row_at_a_time_from_its_plan_to_its_report() {
     assert_eq!(e.rows.len(), 150);
     let pace = Pace {
         concurrency: 4,
+        adaptive: false,
         retry_errors: false,
         live: false,
     };

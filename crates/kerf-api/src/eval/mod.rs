@@ -62,7 +62,7 @@ pub use lines::{CellLine, SummaryLine};
 pub use report::{Options, Replies, Report, compare_reports, report};
 pub use threshold::{Metric, Threshold};
 
-pub use crate::experiments::spec::{DEFAULT_CONCURRENCY, EvalSpec, SpecPrompt};
+pub use crate::experiments::spec::{AUTO_CEILING, DEFAULT_CONCURRENCY, EvalSpec, SpecPrompt};
 pub use rows::Rows;
 use rows::{Fingerprint, row_json};
 
@@ -90,8 +90,10 @@ pub struct Plan<'a> {
     /// Reuse an earlier eval's reply for a cell when it ended on its own and everything that
     /// shaped it (prompt version, input, provider, model, parameters, repeat index) is the same.
     pub cache: bool,
-    /// Requests in flight at once (1 or more).
+    /// Requests in flight at once (1 or more); with `adaptive`, the most.
     pub concurrency: usize,
+    /// Find the number in flight by itself (`--concurrency auto`), up to `concurrency`.
+    pub adaptive: bool,
     /// What the person starting it allowed (an eval over 2,000 requests needs it).
     pub allowed: Allowance,
     /// Per prompt, in the prompts' order, the variables set for every row beneath the row's
@@ -103,8 +105,11 @@ pub struct Plan<'a> {
 /// How [`run_cells`] goes about it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pace {
-    /// Requests in flight at once (cloud providers; the local engine runs one at a time).
+    /// Requests in flight at once (cloud providers; the local engine runs one at a time); with
+    /// `adaptive`, the most.
     pub concurrency: usize,
+    /// Find the number in flight by itself, per provider (`--concurrency auto`).
+    pub adaptive: bool,
     /// Run again the cells whose run failed (otherwise they stay failed).
     pub retry_errors: bool,
     /// Score each cell as it ends and hand it with the progress ([`Progress::cell`]): the
@@ -311,6 +316,7 @@ pub fn begin(
         repeat,
         cache,
         concurrency,
+        adaptive,
         ..
     } = *plan;
     let budgets = sorted(budgets);
@@ -336,6 +342,7 @@ pub fn begin(
             .collect(),
         cache,
         concurrency,
+        adaptive,
         plan: Some(size),
     };
     let running = lifecycle::begin(store, &ExperimentSpec::Eval(spec.clone()))?;
@@ -631,6 +638,7 @@ pub(crate) struct EvalPlan<'a> {
     eval: &'a Eval,
     providers: &'a [Chosen],
     concurrency: usize,
+    adaptive: bool,
     /// The providers whose cells this pass takes (`None`: all).
     lanes: Option<Vec<bool>>,
 }
@@ -649,6 +657,7 @@ pub(crate) fn cell_plan<'a>(
         eval,
         providers,
         concurrency,
+        adaptive: false,
         lanes,
     }
 }
@@ -671,6 +680,10 @@ impl pass::Plan for EvalPlan<'_> {
 
     fn concurrency(&self) -> usize {
         self.concurrency
+    }
+
+    fn adaptive(&self) -> bool {
+        self.adaptive
     }
 
     fn cells(&self, provider: usize) -> Box<dyn Iterator<Item = (EvalAt, CellKey)> + '_> {
@@ -782,7 +795,10 @@ pub(crate) fn run_cells_on(
         ));
     }
     let measured = eval.kept(store, pace.retry_errors)?;
-    let plan = cell_plan(store, eval, providers, pace.concurrency, lanes);
+    let plan = EvalPlan {
+        adaptive: pace.adaptive,
+        ..cell_plan(store, eval, providers, pace.concurrency, lanes)
+    };
     let running = lifecycle::Running {
         store,
         id: eval.experiment,

@@ -416,6 +416,10 @@ fn one_batch<P: Plan>(
     }
     let provider = &plan.providers()[p];
     let c = cloud(provider)?;
+    // Read once for the whole batch: the price table, and per prompt and constraint what reads
+    // its answers (the request's mode and schema rewrite do not change with the row).
+    let prices = kerf_llm::prices::Prices::load()?;
+    let mut readers: HashMap<(String, bool), kerf_llm::cloud::batch::BatchReader> = HashMap::new();
     // Each settled run's outcome first (the ends borrow from them), then one transaction.
     let mut kept: Vec<(i64, Kept)> = Vec::new();
     for (at, key) in plan.cells(p) {
@@ -440,7 +444,13 @@ fn one_batch<P: Plan>(
         let prepared = crate::runs::prepare(None, &job)?;
         let k = match outcome {
             Outcome::Reply(body) => {
-                let (raw, finish) = c.batch_finish(&prepared.request, &body)?;
+                let reader = match readers.entry((key.prompt.clone(), key.constrained)) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(c.batch_reader(&prepared.request)?)
+                    }
+                };
+                let (raw, finish) = reader.finish(c, &body)?;
                 let (report, _) = crate::runs::read_reply(
                     &cell.subject.prompt,
                     &raw,
@@ -454,7 +464,13 @@ fn one_batch<P: Plan>(
                     report,
                     earlier: Vec::new(),
                 };
-                let cost = provider.cost(&out.finish)?.map(batch_price);
+                // As `Chosen::cost`: usage the provider did not report has no price.
+                let cost = out
+                    .finish
+                    .usage_reported()
+                    .then(|| prices.estimate(&c.def.model, &out.finish.usage))
+                    .flatten()
+                    .map(batch_price);
                 Kept::Reply(Box::new(out), cost)
             }
             Outcome::Failed { failure, message } => {

@@ -41,17 +41,40 @@ pub struct Runner<'a> {
 /// lazily.
 pub struct Lane<'a, I> {
     pub provider: &'a Chosen,
-    pub width: usize,
+    pub width: Width,
     pub cells: I,
 }
 
 impl<'a, I> Lane<'a, I> {
-    /// `cells` on `provider`, `concurrency` at a time (one at a time on the local engine).
-    pub fn new(provider: &'a Chosen, concurrency: usize, cells: I) -> Self {
+    /// `cells` on `provider`, `concurrency` at a time (one at a time on the local engine);
+    /// `adaptive`: as many as the provider takes, up to `concurrency`.
+    pub fn new(provider: &'a Chosen, concurrency: usize, adaptive: bool, cells: I) -> Self {
         Lane {
             provider,
-            width: width(provider, concurrency),
+            width: width(provider, concurrency, adaptive),
             cells,
+        }
+    }
+}
+
+/// How many of a lane's cells may be in flight at once.
+#[derive(Clone)]
+pub enum Width {
+    Fixed(usize),
+    /// Found by itself: the provider's adaptive window (shared by every run of it in this
+    /// process, fed by its answers and refusals), up to `ceiling`.
+    Auto {
+        limiter: std::sync::Arc<kerf_llm::ratelimit::Limiter>,
+        ceiling: usize,
+    },
+}
+
+impl Width {
+    /// The number now (at least 1).
+    pub fn now(&self) -> usize {
+        match self {
+            Width::Fixed(n) => (*n).max(1),
+            Width::Auto { limiter, ceiling } => limiter.window().limit(*ceiling),
         }
     }
 }
@@ -220,11 +243,20 @@ async fn one(
 }
 
 /// Requests a provider takes at once: `concurrency` (at least 1), except the local engine,
-/// which runs one at a time.
-pub fn width(provider: &Chosen, concurrency: usize) -> usize {
+/// which runs one at a time; `adaptive`, a cloud or server provider's: what its window allows
+/// now, up to `concurrency`.
+pub fn width(provider: &Chosen, concurrency: usize, adaptive: bool) -> Width {
     match provider {
-        Chosen::Local(_) => 1,
-        _ => concurrency.max(1),
+        Chosen::Local(_) => Width::Fixed(1),
+        Chosen::Cloud(c) if adaptive => Width::Auto {
+            limiter: kerf_llm::ratelimit::for_provider(
+                &c.def.name,
+                &c.def.base_url,
+                c.def.rate_limits,
+            ),
+            ceiling: concurrency.max(1),
+        },
+        _ => Width::Fixed(concurrency.max(1)),
     }
 }
 
@@ -234,19 +266,19 @@ pub fn width(provider: &Chosen, concurrency: usize) -> usize {
 /// lets the ones in flight end (they see the same token). `on_done` returning an error stops at
 /// once: the futures in flight are dropped, and the error is returned.
 pub(crate) async fn in_flight<T, F: std::future::Future>(
-    lanes: Vec<(usize, impl Iterator<Item = T>)>,
+    lanes: Vec<(Width, impl Iterator<Item = T>)>,
     cancel: &CancelToken,
     mut start: impl FnMut(usize, T) -> F,
     mut on_done: impl FnMut(F::Output) -> Result<()>,
 ) -> Result<()> {
     // Per lane: how many it may have in flight, its items still to start, how many are in
     // flight now.
-    let mut lanes: Vec<(usize, _, usize)> = lanes
+    let mut lanes: Vec<(Width, _, usize)> = lanes
         .into_iter()
         // Not fused: a lane that ran dry is asked again after each end, since a staged plan's
         // next cells come from ends (`stages::run_staged`); a lane over a collection keeps
         // saying `None`.
-        .map(|(width, items)| (width.max(1), items, 0))
+        .map(|(width, items)| (width, items, 0))
         .collect();
     let mut running = FuturesUnordered::new();
     loop {
@@ -254,7 +286,7 @@ pub(crate) async fn in_flight<T, F: std::future::Future>(
         while started && !cancel.is_cancelled() {
             started = false;
             for (lane, (width, items, now)) in lanes.iter_mut().enumerate() {
-                if *now < *width
+                if *now < width.now()
                     && let Some(item) = items.next()
                 {
                     *now += 1;

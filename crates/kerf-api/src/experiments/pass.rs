@@ -28,6 +28,11 @@ pub trait Plan {
     fn providers(&self) -> &[Chosen];
     /// Requests in flight at once per provider (the local engine takes one at a time).
     fn concurrency(&self) -> usize;
+    /// Whether the number in flight is found by itself per provider, up to
+    /// [`concurrency`](Self::concurrency) (`--concurrency auto`).
+    fn adaptive(&self) -> bool {
+        false
+    }
     /// Every cell of provider `provider` (an index into [`providers`](Self::providers)), in the
     /// plan's order: its place and its key. Taken lazily as cells start.
     fn cells(&self, provider: usize) -> Box<dyn Iterator<Item = (Self::At, CellKey)> + '_>;
@@ -199,7 +204,7 @@ pub fn run<P: Plan>(
                     .filter(|(_, key)| !measured.contains_key(key))
                     .map(|(at, key)| ((at, key.clone()), plan.cell(at, key))),
             );
-            Lane::new(provider, plan.concurrency(), cells)
+            Lane::new(provider, plan.concurrency(), plan.adaptive(), cells)
         })
         .collect();
     let keyed = Hooks {

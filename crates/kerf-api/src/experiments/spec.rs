@@ -192,6 +192,11 @@ pub struct EvalSpec {
     /// Requests in flight at once (`--concurrency`); a resume keeps it unless told otherwise.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// The number in flight was found by itself, up to `concurrency` (`--concurrency auto`);
+    /// evals stored before it was kept ran at a fixed number.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[ts(as = "Option<bool>", optional)]
+    pub adaptive: bool,
     /// What the eval was announced to cost before its first request (evals stored before it
     /// was kept have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,6 +205,8 @@ pub struct EvalSpec {
 
 /// Requests in flight at once when none is given (and for evals stored before the spec kept it).
 pub const DEFAULT_CONCURRENCY: usize = 4;
+/// The most requests in flight `--concurrency auto` grows to per provider.
+pub const AUTO_CEILING: usize = 64;
 
 fn default_concurrency() -> usize {
     DEFAULT_CONCURRENCY

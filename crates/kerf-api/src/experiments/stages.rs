@@ -129,7 +129,7 @@ pub fn run_staged<'c, S: Stages<'c>>(
                 groups: l.groups.into_iter().enumerate(),
                 running: running.clone(),
             };
-            Lane::new(l.provider, l.concurrency, ready)
+            Lane::new(l.provider, l.concurrency, false, ready)
         })
         .collect();
     run_cells(

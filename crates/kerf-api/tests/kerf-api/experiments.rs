@@ -72,6 +72,7 @@ fn plan(budgets: &[u32], repeat: u32, concurrency: usize, allowed: Allowance) ->
         repeat,
         cache: false,
         concurrency,
+        adaptive: false,
         allowed,
         vars: &[],
     }
@@ -127,6 +128,7 @@ fn an_eval_runs_through_the_cell_runner_and_knows_its_size_first() {
         std::slice::from_ref(&provider),
         Pace {
             concurrency: 4,
+            adaptive: false,
             retry_errors: false,
             live: false,
         },
@@ -759,6 +761,7 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
         std::slice::from_ref(&provider),
         Pace {
             concurrency: 1,
+            adaptive: false,
             retry_errors: false,
             live: true,
         },
@@ -909,6 +912,7 @@ fn eval_run_in_turn(store: &Store, provider: &Chosen, repeat: u32) -> eval::Eval
     .unwrap();
     let pace = Pace {
         concurrency: 1,
+        adaptive: false,
         retry_errors: false,
         live: false,
     };

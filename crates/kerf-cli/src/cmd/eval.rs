@@ -194,10 +194,12 @@ pub struct CollectArgs {
 
 #[derive(clap::Args)]
 pub struct PaceArgs {
-    /// Requests in flight at once (cloud providers, within their rate limits; the local engine
-    /// runs one at a time) [default: 4; a resume: what the eval started with]
-    #[arg(long)]
-    pub concurrency: Option<usize>,
+    /// Requests in flight at once per provider (cloud providers and servers, within their rate
+    /// limits; the local engine runs one at a time): a number, or `auto` — start at 4, grow
+    /// while the latency holds, halve on 429, 503 or a refused connection, up to 64
+    /// [default: auto; a resume: what the eval started with]
+    #[arg(long, value_parser = parse_concurrency, value_name = "N|auto")]
+    pub concurrency: Option<Concurrency>,
     /// Run again the cells whose run failed.
     #[arg(long)]
     pub retry_errors: bool,
@@ -228,6 +230,33 @@ impl OutArgs {
             advise_within: self.advise_within / 100.0,
             replies: eval::Replies::Stored,
         }
+    }
+}
+
+/// `--concurrency`: a fixed number, or found by itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Concurrency {
+    Auto,
+    Fixed(usize),
+}
+
+impl Concurrency {
+    /// The number (the most, for `auto`) and whether it is found by itself.
+    fn pace(self) -> (usize, bool) {
+        match self {
+            Concurrency::Auto => (eval::AUTO_CEILING, true),
+            Concurrency::Fixed(n) => (n, false),
+        }
+    }
+}
+
+fn parse_concurrency(s: &str) -> std::result::Result<Concurrency, String> {
+    match s.trim() {
+        "auto" => Ok(Concurrency::Auto),
+        n => n
+            .parse()
+            .map(Concurrency::Fixed)
+            .map_err(|_| format!("`{s}`: a number of requests, or `auto`")),
     }
 }
 
@@ -371,7 +400,8 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         constrain: args.constrain.into(),
         repeat: args.repeat,
         cache: args.cache,
-        concurrency: args.pace.concurrency.unwrap_or(eval::DEFAULT_CONCURRENCY),
+        concurrency: args.pace.concurrency.unwrap_or(Concurrency::Auto).pace().0,
+        adaptive: args.pace.concurrency.unwrap_or(Concurrency::Auto).pace().1,
         allowed: args.allow.allowance(),
         vars: vec![crate::output::vars(&args.vars)?; args.prompts.len()],
     };
@@ -630,7 +660,8 @@ fn go(
         e,
         providers,
         Pace {
-            concurrency: pace.concurrency.unwrap_or(e.spec.concurrency),
+            concurrency: pace.concurrency.map_or(e.spec.concurrency, |c| c.pace().0),
+            adaptive: pace.concurrency.map_or(e.spec.adaptive, |c| c.pace().1),
             retry_errors: pace.retry_errors,
             live: false,
         },

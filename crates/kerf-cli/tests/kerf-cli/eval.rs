@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::{repo, stderr, stdout_json};
 
+mod adaptive;
 mod batched;
 mod resumed;
 mod side_by_side;
@@ -58,6 +59,8 @@ struct Counts {
     model_lists: AtomicUsize,
     /// Each request answered, as `row|max_tokens|format` (`jsonl` or `array`).
     answered: Mutex<Vec<String>>,
+    /// Requests refused for being past the capacity.
+    refused: AtomicUsize,
 }
 
 /// Holds requests, so a test acts while they are in flight whatever the machine's speed, instead
@@ -127,6 +130,9 @@ enum Again {
     Endless(usize),
     /// The last record of every document is always left out (a weaker model).
     Fewer,
+    /// At most this many requests are served at once; one past it is refused with 429 and
+    /// `retry-after-ms` (a server, or a fleet behind one URL, at its capacity).
+    Capacity(usize),
 }
 
 impl Model {
@@ -282,6 +288,19 @@ fn answer(
             return out.flush();
         }
         let now = count.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Again::Capacity(most) = again
+            && now > most
+        {
+            count.in_flight.fetch_sub(1, Ordering::SeqCst);
+            count.refused.fetch_add(1, Ordering::SeqCst);
+            let body = r#"{"error": {"message": "Server at capacity", "type": "overloaded"}}"#;
+            write!(
+                out,
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after-ms: 100\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )?;
+            return out.flush();
+        }
         count.peak.fetch_max(now, Ordering::SeqCst);
         count.gate.pass(n, &count.in_flight);
         std::thread::sleep(Duration::from_millis(count.delay_ms.load(Ordering::SeqCst)));

@@ -174,7 +174,10 @@ impl CloudProvider {
         Ok(body)
     }
 
-    fn built(&self, request: &Request) -> Result<(Built, Protocol)> {
+    /// The request `request` as this provider's protocol sends it, and the protocol (a
+    /// constraint it cannot hold is refused): what an online run posts and a batch line
+    /// carries.
+    pub(super) fn built(&self, request: &Request) -> Result<(Built, Protocol)> {
         if !self.supports(&request.constraint) {
             return Err(Error::Constraint(format!(
                 "{} (a {} provider) cannot hold output to a {} grammar; grammars run on the local engine",
@@ -208,22 +211,45 @@ impl CloudProvider {
     /// How the reply `body` (as a batch answered it) is taken for `request`: its text and its
     /// finish, read by the same reader an online reply that came whole is.
     pub fn batch_finish(&self, request: &Request, body: &Value) -> Result<(String, Finish)> {
-        let start = Instant::now();
+        self.batch_reader(request)?.finish(self, body)
+    }
+
+    /// What reads the answers to requests like `request` (the same prompt, schema and mode;
+    /// rows and budgets may differ): made once, it reads many.
+    pub fn batch_reader(&self, request: &Request) -> Result<BatchReader> {
         let (built, protocol) = self.built(request)?;
         let mut details = built.details;
         details.key_source = self.key_source();
         details.streamed = Some(false);
+        Ok(BatchReader {
+            details,
+            read_whole: protocol.read_whole,
+        })
+    }
+}
+
+/// Reads a batch's answers to requests of one prompt, schema and structured mode.
+pub struct BatchReader {
+    details: CloudDetails,
+    read_whole: fn(&Value, &mut Reply) -> std::result::Result<(), String>,
+}
+
+impl BatchReader {
+    /// The reply `body` as `p`'s online reader takes a whole reply: its text and its finish.
+    pub fn finish(&self, p: &CloudProvider, body: &Value) -> Result<(String, Finish)> {
+        let start = Instant::now();
+        let details = self.details.clone();
         let mut reply = Reply::default();
-        (protocol.read_whole)(body, &mut reply)
-            .map_err(|e| Error::Protocol(format!("{}: {e}", self.def.name)))?;
+        (self.read_whole)(body, &mut reply)
+            .map_err(|e| Error::Protocol(format!("{}: {e}", p.def.name)))?;
         if !reply.refusal.is_empty() {
             let refusal = std::mem::take(&mut reply.refusal);
             reply.text.push_str(&refusal);
             reply.finish = Some(FinishReason::Refusal);
         }
-        let text = self.redact(&std::mem::take(&mut reply.text));
+        let text = p.redact(&std::mem::take(&mut reply.text));
         let (reason, error) = match (reply.finish, &reply.error) {
-            (_, Some(e)) => (FinishReason::Error, Some(self.redact(e))),
+            (_, Some(e)) => (FinishReason::Error, Some(p.redact(e))),
             (Some(r), None) => (r, None),
             (None, None) => (
                 FinishReason::Interrupted,
@@ -232,7 +258,9 @@ impl CloudProvider {
         };
         Ok((text, finish(reason, reply, start, None, error, details)))
     }
+}
 
+impl CloudProvider {
     /// What a run of `request` sent by batch records of how it went (its protocol, endpoint and
     /// structured-output mode), for a request the batch gave no reply for.
     pub fn batch_details(&self, request: &Request) -> Result<RunDetails> {

@@ -28,6 +28,11 @@ cache: boolean,
  */
 concurrency: number, 
 /**
+ * The number in flight was found by itself, up to `concurrency` (`--concurrency auto`);
+ * evals stored before it was kept ran at a fixed number.
+ */
+adaptive?: boolean, 
+/**
  * What the eval was announced to cost before its first request (evals stored before it
  * was kept have none).
  */

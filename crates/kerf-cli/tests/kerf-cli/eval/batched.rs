@@ -621,6 +621,23 @@ fn providers(dir: &Path, online: &Model, batch: &BatchServer) {
     ]);
 }
 
+/// The online model, the batch server (its first batches with `expire` requests unanswered),
+/// a data directory with every provider configured, and the dataset.
+fn servers(expire: usize) -> (Model, BatchServer, tempfile::TempDir, std::path::PathBuf) {
+    let rows = rows();
+    let online = Model::start(rows.clone(), Duration::ZERO);
+    let batch = BatchServer::start(expire);
+    let dir = tempfile::tempdir().unwrap();
+    providers(dir.path(), &online, &batch);
+    let data = dir.path().join("d.jsonl");
+    std::fs::write(
+        &data,
+        rows.iter().map(|r| format!("{r}\n")).collect::<String>(),
+    )
+    .unwrap();
+    (online, batch, dir, data)
+}
+
 const MATRIX: &[&str] = &[
     "--prompt",
     "prompts/agent-kg-extract.json",
@@ -662,19 +679,9 @@ fn cells(report: &Value, provider: &str) -> Vec<(String, Value)> {
 
 #[test]
 fn a_batch_eval_equals_the_online_eval_cell_by_cell_on_every_batch_api() {
-    let rows = rows();
-    let online = Model::start(rows.clone(), Duration::ZERO);
     // The first OpenAI batch has two requests expire; Anthropic's first has one errored and
     // one expired.
-    let batch = BatchServer::start(2);
-    let dir = tempfile::tempdir().unwrap();
-    providers(dir.path(), &online, &batch);
-    let data = dir.path().join("d.jsonl");
-    std::fs::write(
-        &data,
-        rows.iter().map(|r| format!("{r}\n")).collect::<String>(),
-    )
-    .unwrap();
+    let (_online, batch, dir, data) = servers(2);
 
     let want = kerf_in(dir.path(), &eval_args(&data, "srv", &["--json"]));
     assert!(want.status.success(), "{}", stderr(&want));
@@ -848,17 +855,7 @@ fn a_batch_eval_equals_the_online_eval_cell_by_cell_on_every_batch_api() {
 /// inline, `error` a string) folds back once, whatever is folded twice.
 #[test]
 fn a_batch_file_for_vllm_folds_back_from_its_output_file() {
-    let rows = rows();
-    let online = Model::start(rows.clone(), Duration::ZERO);
-    let batch = BatchServer::start(0);
-    let dir = tempfile::tempdir().unwrap();
-    providers(dir.path(), &online, &batch);
-    let data = dir.path().join("d.jsonl");
-    std::fs::write(
-        &data,
-        rows.iter().map(|r| format!("{r}\n")).collect::<String>(),
-    )
-    .unwrap();
+    let (online, _batch, dir, data) = servers(0);
     let input = dir.path().join("in.jsonl");
     let sent = kerf_in(
         dir.path(),
@@ -931,17 +928,7 @@ fn a_batch_file_for_vllm_folds_back_from_its_output_file() {
 /// one folds the same results whole.
 #[test]
 fn a_collect_killed_mid_download_is_taken_up_by_the_next() {
-    let rows = rows();
-    let online = Model::start(rows.clone(), Duration::ZERO);
-    let batch = BatchServer::start(0);
-    let dir = tempfile::tempdir().unwrap();
-    providers(dir.path(), &online, &batch);
-    let data = dir.path().join("d.jsonl");
-    std::fs::write(
-        &data,
-        rows.iter().map(|r| format!("{r}\n")).collect::<String>(),
-    )
-    .unwrap();
+    let (_online, batch, dir, data) = servers(0);
     let sent = kerf_in(dir.path(), &eval_args(&data, "oai", &["--batch", "--json"]));
     assert!(sent.status.success(), "{}", stderr(&sent));
     let id = stdout_json(&sent)["experiment"]
