@@ -183,12 +183,16 @@ pub fn status(wb: &Workbench, store: &Store, id: i64) -> Result<Vec<Batch>> {
     let plan = super::cell_plan(store, &e, &providers, 1, None);
     let batches = batch::poll(&plan, store, id)?;
     if batches.is_empty() {
-        return Err(ApiError::new(
-            Code::Usage,
-            format!("eval {id} sent no batch (it ran online): `kerf eval show {id}` reports it"),
-        ));
+        return Err(no_batch(id));
     }
     Ok(batches)
+}
+
+fn no_batch(id: i64) -> ApiError {
+    ApiError::new(
+        Code::Usage,
+        format!("eval {id} sent no batch (it ran online): `kerf eval show {id}` reports it"),
+    )
 }
 
 /// Fold every ended batch of eval `id` into its cells (with `results`, a `vllm run-batch`
@@ -205,6 +209,9 @@ pub fn collect(
     on_batches: &mut dyn FnMut(&[Batch]),
 ) -> Result<Collected> {
     let e = super::stored(store, id)?;
+    if store.batches(id)?.is_empty() {
+        return Err(no_batch(id));
+    }
     let providers = e.providers(wb)?;
     let plan = super::cell_plan(store, &e, &providers, 1, None);
     let mut folded = Folded::default();
@@ -278,6 +285,17 @@ fn failed_cells(store: &Store, id: i64) -> Result<Vec<FailedCell>> {
         });
     }
     Ok(out)
+}
+
+/// What a [`resume`] of eval `id` would send again, at most, with nothing folded, stored or
+/// sent (`kerf eval resume --dry-run`): its cells without a finished result, requests still
+/// in a batch included.
+pub fn dry_run_resume(wb: &Workbench, store: &Store, id: i64, file: bool) -> Result<Size> {
+    let e = super::stored(store, id)?;
+    let providers = e.providers(wb)?;
+    let ways = ways_for(&providers, file)?;
+    let batched: Vec<bool> = ways.iter().map(|w| w.by_batch()).collect();
+    Ok(e.remaining(store, &providers, true)?.batched(&batched))
 }
 
 /// Take eval `id` up again by batch: what ended is folded, then every cell without a finished

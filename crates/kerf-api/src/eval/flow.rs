@@ -301,6 +301,16 @@ fn prepared(
     input: ResumeInput,
 ) -> Result<(Eval, Vec<Chosen>, Size)> {
     let e = super::stored(store, id)?;
+    // Requests still in a provider's batch would be bought a second time online.
+    let awaited = store.submitted_of(id)?.len();
+    if awaited > 0 {
+        return Err(ApiError::new(
+            Code::Conflict,
+            format!(
+                "eval {id} has {awaited} request(s) still in a provider's batch: `kerf eval collect {id}` folds them in; `kerf eval resume {id}` on the command line sends again what has no result"
+            ),
+        ));
+    }
     let providers = e.providers(wb)?;
     lifecycle::check_endpoints(
         store,

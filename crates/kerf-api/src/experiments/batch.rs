@@ -291,7 +291,9 @@ fn resend<P: Plan>(plan: &P, store: &Store, c: &CloudProvider, b: &Batch) -> Res
         let prepared = crate::runs::prepare(None, &job)?;
         lines.push(c.batch_line(b.api, &id, &prepared.request)?);
     }
-    send(store, c, b, &lines, None)?;
+    if !lines.is_empty() {
+        send(store, c, b, &lines, None)?;
+    }
     Ok(())
 }
 

@@ -424,6 +424,15 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
 fn resume(args: ResumeArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
     let id = eval::flow::which(store, args.experiment)?;
     if !store.batches(id)?.is_empty() {
+        if args.allow.dry_run {
+            super::announce(&eval::batched::dry_run_resume(
+                wb,
+                store,
+                id,
+                args.batch_file.is_some(),
+            )?);
+            return Ok(Outcome::Ok);
+        }
         let made = eval::batched::resume(
             wb,
             store,

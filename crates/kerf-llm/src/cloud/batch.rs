@@ -481,11 +481,16 @@ impl CloudProvider {
             let failed = match r.send().await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
-                    let wait = resp
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(http::retry_after);
+                    let header = |name: &str| {
+                        resp.headers()
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_string)
+                    };
+                    let wait = header("retry-after-ms")
+                        .as_deref()
+                        .and_then(http::retry_after_ms)
+                        .or_else(|| header("retry-after").as_deref().and_then(http::retry_after));
                     let body = resp
                         .bytes()
                         .await

@@ -792,6 +792,14 @@ fn a_batch_eval_equals_the_online_eval_cell_by_cell_on_every_batch_api() {
         "a folded batch is not downloaded again"
     );
 
+    // A dry run of the resume says what it would send, and sends nothing.
+    let dry = kerf_in(
+        dir.path(),
+        &["eval", "resume", &id.to_string(), "--dry-run"],
+    );
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
+    assert!(stderr(&dry).contains("4 cell(s)"), "{}", stderr(&dry));
+    assert_eq!(batch.created().len(), 12);
     // Resume: only the four requests without a reply go again, under the same ids.
     let resumed = kerf_in(
         dir.path(),
