@@ -32,13 +32,16 @@ export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
     req.on("data", (d) => (body += d));
     req.on("end", async () => {
       const auth = req.headers.authorization ?? "";
-      requests.push({ url: req.url, auth, body: body ? JSON.parse(body) : null });
+      // A batch file's upload is multipart, not JSON: kept as its text.
+      const multipart = (req.headers["content-type"] ?? "").startsWith("multipart/");
+      requests.push({ url: req.url, method: req.method, auth, body: body && !multipart ? JSON.parse(body) : body || null });
       const { key, reply, chunk, perEventMs } = options;
       if (key && auth !== `Bearer ${key}`) {
         res.writeHead(401, { "content-type": "application/json" });
         res.end(JSON.stringify({ error: { message: "Incorrect API key provided.", type: "invalid_request_error", code: "invalid_api_key" } }));
         return;
       }
+      if (batchRoute(req, body, res)) return;
       if (!req.url.endsWith("/chat/completions")) {
         res.writeHead(404); res.end(); return;
       }
@@ -69,6 +72,66 @@ export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
       res.end("data: [DONE]\n\n");
     });
   });
+  // OpenAI's Batch API as documented: a JSONL file uploaded (multipart, purpose=batch), a batch
+  // made of it, the batch retrieved, its output file downloaded. A batch stays in_progress until
+  // the test calls endBatches(): each line is then answered with the reply a chat request gets
+  // now, in reverse order (results come back unordered).
+  const files = new Map();
+  const batches = new Map();
+  const json = (res, code, v) => { res.writeHead(code, { "content-type": "application/json" }); res.end(JSON.stringify(v)); };
+  function batchRoute(req, body, res) {
+    const url = req.url.replace(/^\/v1/, "");
+    if (req.method === "POST" && url === "/files") {
+      const boundary = /boundary=([^;]+)/.exec(req.headers["content-type"] ?? "")?.[1];
+      const part = body.split(`--${boundary}`).find((p) => /name="file"/.test(p)) ?? "";
+      const purpose = /name="purpose"\r\n\r\n([^\r]*)/.exec(body)?.[1];
+      const content = part.slice(part.indexOf("\r\n\r\n") + 4).replace(/\r\n$/, "");
+      const id = `file-in-${files.size + 1}`;
+      files.set(id, content);
+      json(res, 200, { id, object: "file", bytes: content.length, filename: "kerf-batch.jsonl", purpose });
+      return true;
+    }
+    if (req.method === "POST" && url === "/batches") {
+      const asked = JSON.parse(body);
+      const lines = (files.get(asked.input_file_id) ?? "").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+      const id = `batch_${batches.size + 1}`;
+      batches.set(id, { id, object: "batch", endpoint: asked.endpoint, input_file_id: asked.input_file_id, completion_window: asked.completion_window,
+        metadata: asked.metadata, status: "in_progress", output_file_id: null, error_file_id: null, created_at: 0, lines,
+        request_counts: { total: lines.length, completed: 0, failed: 0 } });
+      json(res, 200, view(batches.get(id)));
+      return true;
+    }
+    let m = /^\/batches\/([^/]+)$/.exec(url);
+    if (req.method === "GET" && m) {
+      const b = batches.get(m[1]);
+      if (b) json(res, 200, view(b)); else json(res, 404, { error: { message: "No such batch", type: "invalid_request_error" } });
+      return true;
+    }
+    m = /^\/files\/([^/]+)\/content$/.exec(url);
+    if (req.method === "GET" && m) {
+      if (!files.has(m[1])) { json(res, 404, { error: { message: "No such file" } }); return true; }
+      res.writeHead(200, { "content-type": "application/octet-stream" });
+      res.end(files.get(m[1]));
+      return true;
+    }
+    return false;
+  }
+  const view = ({ lines, ...b }) => b;
+  /** End every batch in progress: each request answered with the reply set now. */
+  function endBatches() {
+    for (const b of batches.values()) {
+      if (b.status !== "in_progress") continue;
+      const completion = Math.ceil(options.reply.length / 4);
+      const out = b.lines.map((l, i) => JSON.stringify({ id: `batch_req_${i}`, custom_id: l.custom_id, error: null,
+        response: { status_code: 200, request_id: `req_${i}`, body: { id: `chatcmpl-${i}`, object: "chat.completion", created: 0, model: l.body.model,
+          choices: [{ index: 0, message: { role: "assistant", content: options.reply }, finish_reason: "stop" }],
+          usage: { prompt_tokens: 200, completion_tokens: completion, total_tokens: 200 + completion } } } })).reverse();
+      const id = `file-out-${b.id}`;
+      files.set(id, out.join("\n") + "\n");
+      Object.assign(b, { status: "completed", output_file_id: id, request_counts: { total: b.lines.length, completed: b.lines.length, failed: 0 } });
+    }
+  }
+
   // reqwest keeps idle connections for 90 s; Node closes them after 5 s by default, and a request
   // written on a connection the server is closing breaks off. Kept open until close().
   server.keepAliveTimeout = 10 * 60 * 1000;
@@ -111,5 +174,5 @@ export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
     // Idle kept-alive connections and held replies would keep close() waiting.
     server.closeAllConnections();
   });
-  return { url: `http://127.0.0.1:${port}/v1`, options, requests, hold, close };
+  return { url: `http://127.0.0.1:${port}/v1`, options, requests, hold, close, batches, endBatches };
 }

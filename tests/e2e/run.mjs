@@ -3,11 +3,13 @@
 // user sees and saves a screenshot to $KERF_E2E_ARTIFACTS.
 import { remote } from "webdriverio";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
+import { promisify } from "node:util";
 import fs from "node:fs";
 import path from "node:path";
 import { kgLines, startOpenAI } from "./openai-loopback.mjs";
 import { startDriver, stopAll } from "./driver.mjs";
+const execFileAsync = promisify(execFile);
 
 const app = process.env.KERF_DESKTOP_BIN;
 const artifacts = process.env.KERF_E2E_ARTIFACTS;
@@ -187,8 +189,15 @@ async function shot(name) {
 const $t = (id) => browser.$(`[data-testid="${id}"]`);
 async function text(id) { return (await $t(id)).getText(); }
 async function waitText(id, pred, timeout, what) {
-  await browser.waitUntil(async () => { try { return pred(await text(id)); } catch { return false; } },
-    { timeout, interval: 200, timeoutMsg: `${id}: ${what}` });
+  // The last text seen goes into the failure, which then says what was there instead.
+  let last = "(not on the page)";
+  try {
+    await browser.waitUntil(async () => { try { last = await text(id); return pred(last); } catch { return false; } },
+      { timeout, interval: 200, timeoutMsg: `${id}: ${what}` });
+  } catch (e) {
+    e.message += `; it read ${JSON.stringify(last)}`;
+    throw e;
+  }
 }
 /** Wait until `cond()` (its throws count as not yet); `what` may be a function, read on failure. */
 async function waitFor(cond, timeout, what, interval = 200) {
@@ -1464,6 +1473,107 @@ try {
         const box = await browser.$('[data-testid="eval-prompt"][data-id="area-extract"]');
         if ((await box.isExisting()) && (await box.isSelected())) await box.click();
         fs.rmSync(path.join(userPrompts, "area-extract.json"), { force: true });
+        await (await $t("nav-run")).click();
+      }
+    });
+
+    await scenario("evaluate by batch: online vs batch cost before the start, submitted at once, its state in History, collected into the matrix", async () => {
+      const saved = cloud.options.reply;
+      cloud.options.reply = JSON.stringify({ type: "definition", entity: "Photosynthesis", definition: "The process by which green plants turn light energy into chemical energy" }) + "\n";
+      const batcher = `e2e-batch-${process.pid}`;
+      try {
+        // A server that offers OpenAI's batch API, added with the Providers screen's checkbox.
+        await (await $t("nav-providers")).click();
+        await (await $t("provider-name")).setValue(batcher);
+        await (await $t("provider-url")).setValue(cloud.url);
+        await (await $t("provider-model")).setValue("loopback-model");
+        await (await $t("provider-key")).setValue(key);
+        const offers = await $t("provider-batch-api");
+        if (!(await offers.isSelected())) await offers.click();
+        await (await $t("provider-add")).click();
+        await waitText("providers-notice", (s) => s.startsWith(`Added ${batcher}`), UI, "the batch provider was not added");
+
+        await (await $t("nav-evaluate")).click();
+        for (const box of await browser.$$('[data-testid="eval-prompt"]')) {
+          if ((await box.isSelected()) !== ((await box.getAttribute("data-id")) === "agent-kg-extract")) await box.click();
+        }
+        answerDialogs(shipped);
+        await (await $t("eval-dataset-pick")).click();
+        await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+        await (await $t("eval-limit")).setValue("3");
+        await (await $t("eval-budgets")).setValue("512");
+        await (await $t("eval-constrain")).selectByAttribute("value", "none");
+        const chip = await browser.$(`[data-testid="eval-provider"][data-name="${batcher}"]`);
+        await chip.waitForExist({ timeout: UI, timeoutMsg: "the new provider is not offered for evals" });
+        // The batch provider ticked first: with none ticked, the Run screen's provider is used.
+        if (!(await chip.isSelected())) await chip.click();
+        for (const box of await browser.$$('[data-testid="eval-provider"]')) {
+          if ((await box.isSelected()) && (await box.getAttribute("data-name")) !== batcher) await box.click();
+        }
+        // The plan offers both ways with their costs; batch chosen, the line says so.
+        await (await $t("eval-plan")).click();
+        const offer = await browser.$(`[data-testid="eval-offer"][data-provider="${batcher}"]`);
+        await offer.waitForExist({ timeout: UI, timeoutMsg: "the plan offers no way per provider" });
+        assert.equal(await (await offer.$("td:nth-child(2)")).getText(), "3");
+        assert.equal(await (await offer.$('[data-testid="eval-offer-online"]')).getText(), "no price known");
+        assert.equal(await (await offer.$('[data-testid="eval-offer-batch"]')).getText(), "half the online price");
+        const way = await offer.$('[data-testid="eval-way"]');
+        assert.deepEqual(await browser.execute((el) => [...el.options].map((o) => o.value), way), ["online", "batch"]);
+        await way.selectByAttribute("value", "batch");
+        await waitText("eval-plan-line", (t) => t.includes("3 request(s)") && t.includes("by batch, at half the online price"), UI, "the plan line does not say the cells go by batch");
+
+        // Submitted: one batch of 3 requests, no ordinary completion request, back at once.
+        const chatsBefore = cloud.requests.filter((r) => r.url.endsWith("/chat/completions")).length;
+        const batchesBefore = cloud.batches.size;
+        await (await $t("eval-run")).click();
+        await waitFor(async () => (await browser.$$('[data-testid="eval-batch"][data-state="running"]')).length === 1, UI, "no batch shown with the provider");
+        assert.equal(cloud.batches.size, batchesBefore + 1, "one batch made");
+        const made = [...cloud.batches.values()].at(-1);
+        assert.equal(made.lines.length, 3);
+        assert.equal(made.endpoint, "/v1/chat/completions");
+        assert.equal(new Set(made.lines.map((l) => l.custom_id)).size, 3, "each request has its own id");
+        assert.equal(cloud.requests.filter((r) => r.url.endsWith("/chat/completions")).length, chatsBefore, "no ordinary completion request");
+        const batchText = await browser.execute(() => document.querySelector('[data-testid="eval-batch"]').textContent);
+        assert.match(batchText, /3 requests · with the provider \(in_progress\) · 3 processing$/);
+        assert.deepEqual(await matrixCells(), ["awaited", "awaited", "awaited"], "the cells show as awaited in the batch");
+        const id = Number((await text("eval-title")).replace(/\D+/g, ""));
+        // Asynchronously: `eval status` asks this process's loopback server, which a synchronous
+        // child would keep from answering.
+        const status = JSON.parse((await execFileAsync(process.env.KERF_CLI_BIN ?? path.join(path.dirname(app), "kerf"), ["eval", "status", String(id), "--json"], { encoding: "utf8", env: process.env })).stdout);
+        assert.deepEqual(status.batches.map((b) => [b.id, b.state, b.counts.total]), [[made.id, "running", 3]]);
+
+        // History: the eval submitted, its batch's counts.
+        await (await $t("nav-history")).click();
+        const row = await browser.$(`[data-testid="experiment-row"][data-id="${id}"]`);
+        await row.waitForExist({ timeout: UI, timeoutMsg: "the batch eval is not in History" });
+        assert.equal(await row.getAttribute("data-state"), "submitted");
+        assert.equal(await (await row.$('[data-testid="experiment-batches"]')).getText(), "1 batch, 0 ended · 3 requests · 3 processing");
+        await shot("history-batch");
+
+        // The batch ends; History's Collect folds it: the matrix as an online eval shows it.
+        cloud.endBatches();
+        await (await row.$('[data-testid="experiment-collect"]')).click();
+        await waitFor(async () => (await browser.$('[data-testid="eval-collected"]').isExisting())
+          && (await (await $t("eval-collected")).getAttribute("data-whole")) === "true", NET, "the collect did not make the eval whole");
+        assert.equal(await (await $t("eval-collected")).getAttribute("data-folded"), "3");
+        assert.equal((await browser.$$('[data-testid="eval-batch"][data-state="folded"]')).length, 1);
+        await waitFor(async () => JSON.stringify(await matrixCells()) === JSON.stringify(["ok", "ok", "ok"]), UI, "the matrix does not show the folded cells");
+        const shown = JSON.parse(cli("eval", "show", String(id), "--json"));
+        assert.equal(shown.cells.length, 3);
+        assert.ok(shown.cells.every((c) => c.finish_reason === "stop"), JSON.stringify(shown.cells.map((c) => c.finish_reason)));
+        assert.equal(shown.cells.find((c) => c.row === "photosynthesis").tp, 1, "the folded reply is scored");
+        assert.equal(await text("eval-line-f1"), shown.summary[0].f1.toFixed(3), "the window's F1 is `kerf eval show`'s");
+        await shot("evaluate-batch");
+
+        // Collecting again changes nothing and sends nothing.
+        const asked = cloud.requests.length;
+        await (await $t("eval-collect")).click();
+        await waitFor(async () => (await (await $t("eval-collected")).getAttribute("data-folded")) === "0", UI, "a second collect folded something");
+        assert.equal(cloud.batches.size, batchesBefore + 1, "a second collect made a batch");
+        assert.ok(cloud.requests.slice(asked).every((r) => r.method === "GET"), "a second collect sent something");
+        assert.equal(JSON.parse(cli("eval", "show", String(id), "--json")).cells.length, 3);
+      } finally {
+        cloud.options.reply = saved;
         await (await $t("nav-run")).click();
       }
     });

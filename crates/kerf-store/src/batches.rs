@@ -16,6 +16,7 @@ use crate::{Status, Store};
 
 /// A batch as the history keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Batch {
     pub id: i64,
     pub experiment: i64,

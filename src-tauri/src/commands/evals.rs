@@ -95,6 +95,104 @@ pub(super) async fn eval_resume<R: Runtime>(
     .await
 }
 
+pub(super) async fn eval_submit<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    input: EvalInput,
+    on_progress: Channel<EvalProgress>,
+) -> Result<EvalSubmitted> {
+    cx.state.access.check(&input.dataset, Use::Read)?;
+    cx.state.access.check_all(&input.prompts, Use::Read)?;
+    if let Some(file) = &input.batch_file {
+        cx.state.access.check(file, Use::Write)?;
+    }
+    check_model(cx.state, &input.options)?;
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        let store = wb.store_required()?;
+        let ways = input.ways.clone().unwrap_or_default();
+        let sent = eval::batched::submit(
+            &wb,
+            &store,
+            &kerf_api::eval::StartInput::of(&input)?,
+            eval::batched::Asked::ByName {
+                ways: &ways,
+                file: input.batch_file.as_deref().map(Path::new),
+            },
+            &token,
+            &mut |_| {},
+            &mut |p| {
+                let _ = on_progress.send(p.clone());
+            },
+        )?;
+        let report = sent.online.map(stopped_or_report).transpose()?;
+        Ok(EvalSubmitted {
+            experiment: sent.experiment,
+            batches: sent.batches,
+            report,
+        })
+    })
+    .await
+}
+
+pub(super) async fn eval_batches<R: Runtime>(cx: Cx<'_, R>, experiment: i64) -> Result<Vec<Batch>> {
+    let wb = cx.state.workbench.clone();
+    blocking(move || eval::batched::status(&wb, &wb.store_required()?, experiment)).await
+}
+
+pub(super) async fn eval_collect<R: Runtime>(
+    cx: Cx<'_, R>,
+    experiment: i64,
+    results: Option<String>,
+) -> Result<EvalCollected> {
+    if let Some(file) = &results {
+        cx.state.access.check(file, Use::Read)?;
+    }
+    let wb = cx.state.workbench.clone();
+    blocking(move || {
+        let c = eval::batched::collect(
+            &wb,
+            &wb.store_required()?,
+            experiment,
+            None,
+            results.as_deref().map(Path::new),
+            eval::Options::default(),
+            &mut |_| {},
+        )?;
+        Ok(c.wire())
+    })
+    .await
+}
+
+pub(super) async fn eval_resume_batch<R: Runtime>(
+    cx: Cx<'_, R>,
+    id: String,
+    experiment: i64,
+    batch_file: Option<String>,
+    on_progress: Channel<EvalProgress>,
+) -> Result<Vec<Batch>> {
+    if let Some(file) = &batch_file {
+        cx.state.access.check(file, Use::Write)?;
+    }
+    let running = Running::start(cx.state, &id);
+    let (wb, token) = (cx.state.workbench.clone(), running.token.clone());
+    blocking(move || {
+        eval::batched::resume(
+            &wb,
+            &wb.store_required()?,
+            experiment,
+            batch_file.as_deref().map(Path::new),
+            &token,
+            &mut |_| {},
+            &mut |p| {
+                let _ = on_progress.send(p.clone());
+            },
+        )
+    })
+    .await
+}
+
 pub(super) async fn eval_show<R: Runtime>(cx: Cx<'_, R>, experiment: i64) -> Result<EvalShown> {
     let wb = cx.state.workbench.clone();
     blocking(move || eval::flow::show(&wb.store_required()?, experiment, eval::Options::default()))

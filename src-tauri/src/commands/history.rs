@@ -14,14 +14,7 @@ pub(super) async fn history_list<R: Runtime>(
 
 pub(super) async fn history_experiments<R: Runtime>(cx: Cx<'_, R>) -> Result<Vec<ExperimentRow>> {
     let wb = cx.state.workbench.clone();
-    blocking(move || {
-        let store = wb.store_required()?;
-        Ok(history::experiments(&store, Some(50))?
-            .into_iter()
-            .map(ExperimentRow::from)
-            .collect())
-    })
-    .await
+    blocking(move || history::experiment_rows(&wb.store_required()?, Some(50))).await
 }
 
 pub(super) async fn experiment_open<R: Runtime>(

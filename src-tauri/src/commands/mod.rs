@@ -15,10 +15,11 @@ use kerf_api::compare::wire::{
 };
 use kerf_api::eval::suites::{TestReport, TestResult, TestsInput};
 use kerf_api::eval::wire::{
-    CellKey, CellView, Comparison as EvalComparison, DatasetPreview, EvalInput, EvalPlan,
-    EvalShown, Progress as EvalProgress, Report as EvalReport,
+    CellKey, CellView, Comparison as EvalComparison, DatasetPreview, EvalCollected, EvalInput,
+    EvalPlan, EvalShown, EvalSubmitted, Progress as EvalProgress, Report as EvalReport,
 };
 use kerf_api::export::{ExportTarget, wire::ExportView};
+use kerf_api::history::Batch;
 use kerf_api::history::wire::{ExperimentRow, HistoryFilter, RunDetail, RunDiffView, RunRow};
 use kerf_api::meta::Meta;
 use kerf_api::models::pull::{Available, PullEvent, Pulled};

@@ -3,6 +3,7 @@
 // rewrites it, and that test fails when it drifts).
 import { call, channel } from "./call";
 import type { Available } from "./bindings/Available";
+import type { Batch } from "./bindings/Batch";
 import type { CellKey } from "./bindings/CellKey";
 import type { CellView } from "./bindings/CellView";
 import type { Chart } from "./bindings/Chart";
@@ -11,12 +12,14 @@ import type { CompareInput } from "./bindings/CompareInput";
 import type { CompareProgress } from "./bindings/CompareProgress";
 import type { Comparison } from "./bindings/Comparison";
 import type { DatasetPreview } from "./bindings/DatasetPreview";
+import type { EvalCollected } from "./bindings/EvalCollected";
 import type { EvalComparison } from "./bindings/EvalComparison";
 import type { EvalInput } from "./bindings/EvalInput";
 import type { EvalPlan } from "./bindings/EvalPlan";
 import type { EvalProgress } from "./bindings/EvalProgress";
 import type { EvalReport } from "./bindings/EvalReport";
 import type { EvalShown } from "./bindings/EvalShown";
+import type { EvalSubmitted } from "./bindings/EvalSubmitted";
 import type { ExperimentRow } from "./bindings/ExperimentRow";
 import type { ExportTarget } from "./bindings/ExportTarget";
 import type { ExportView } from "./bindings/ExportView";
@@ -335,6 +338,42 @@ export function evalPlan(input: EvalInput): Promise<EvalPlan> {
  */
 export function evalResume(id: string, experiment: number, confirmed: boolean, onProgress: (message: EvalProgress) => void): Promise<EvalReport> {
   return call<EvalReport>("eval_resume", { id, experiment, confirmed, onProgress: channel(onProgress) });
+}
+
+/**
+ * Start an eval some of whose providers go by batch (`input.ways`), as `kerf eval --batch`
+ * does: the experiment and one `submitted` run per request stored, then each batch sent
+ * (or the batch file written to `input.batch_file`); the online providers' cells run now,
+ * each cell's end on `on_progress`. Returns at once with the batches.
+ */
+export function evalSubmit(id: string, input: EvalInput, onProgress: (message: EvalProgress) => void): Promise<EvalSubmitted> {
+  return call<EvalSubmitted>("eval_submit", { id, input, onProgress: channel(onProgress) });
+}
+
+/**
+ * Where eval `experiment`'s batches stand, as their providers answer now (`kerf eval
+ * status`); an unsent one is sent.
+ */
+export function evalBatches(experiment: number): Promise<Array<Batch>> {
+  return call<Array<Batch>>("eval_batches", { experiment });
+}
+
+/**
+ * Fold what ended of eval `experiment`'s batches into its cells (`results`: a `vllm
+ * run-batch` output file for its batch file) and report it (`kerf eval collect`): partial
+ * while requests are with a provider; collecting twice changes nothing.
+ */
+export function evalCollect(experiment: number, results: string | null): Promise<EvalCollected> {
+  return call<EvalCollected>("eval_collect", { experiment, results });
+}
+
+/**
+ * Send again, as new batches, the cells of batch eval `experiment` without a finished
+ * result (`kerf eval resume` on it; `batch_file`: where its batch file is written again);
+ * its online providers' cells run now, each cell's end on `on_progress`.
+ */
+export function evalResumeBatch(id: string, experiment: number, batchFile: string | null, onProgress: (message: EvalProgress) => void): Promise<Array<Batch>> {
+  return call<Array<Batch>>("eval_resume_batch", { id, experiment, batchFile, onProgress: channel(onProgress) });
 }
 
 /**

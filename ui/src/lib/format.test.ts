@@ -1,8 +1,21 @@
 import { describe, expect, it } from "vitest";
-import { count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, runTokens, modelName, errorTitle, bytes, eta, setHome, tilde } from "./format";
+import { batchCounts, batchLine, tallyLine, count, grouped, dropSummary, finishWords, parseBudgets, seconds, usd, runOutcome, runTokens, modelName, errorTitle, bytes, eta, setHome, tilde } from "./format";
 import type { RunRow } from "../ipc/bindings/RunRow";
 
 describe("format", () => {
+  it("says where a batch stands", () => {
+    const counts = { total: 4, processing: 1, succeeded: 2, errored: 0, expired: 1, canceled: 0 };
+    expect(batchCounts(counts)).toBe("2 succeeded · 1 expired · 1 processing");
+    expect(batchCounts(null)).toBe("no counts yet");
+    expect(batchCounts({ ...counts, processing: 0, succeeded: 0, expired: 0 })).toBe("4 requests, none counted yet");
+    const b = { id: 1, experiment: 7, provider: "openai", api: "openai" as const, endpoint: "/v1/chat/completions", remote_id: "batch_1", input_file: null,
+      requests: 4, bytes: 900, state: "running" as const, remote_state: "in_progress", counts, created_at: 0, sent_at: 0, ended_at: null, folded_at: null, error: null };
+    expect(batchLine(b)).toBe("openai: openai batch · 4 requests · with the provider (in_progress) · 2 succeeded · 1 expired · 1 processing");
+    expect(batchLine({ ...b, api: "file", state: "ended", remote_state: null, input_file: "/tmp/in.jsonl", provider: "vllm" }))
+      .toBe("vllm: batch file · 4 requests · ended, not folded yet · /tmp/in.jsonl");
+    expect(tallyLine({ batches: 2, ended: 1, requests: 40, counts: { ...counts, succeeded: 30, processing: 10, expired: 0, total: 40 } }))
+      .toBe("2 batches, 1 ended · 40 requests · 30 succeeded · 10 processing");
+  });
   it("groups thousands whatever the locale", () => {
     expect(grouped(0)).toBe("0");
     expect(grouped(999)).toBe("999");

@@ -3,6 +3,10 @@ import type { RunRow } from "../ipc/bindings/RunRow";
 import type { ApiError } from "../ipc/bindings/ApiError";
 import type { DropKind } from "../ipc/bindings/DropKind";
 import type { FinishReason } from "../ipc/bindings/FinishReason";
+import type { Batch } from "../ipc/bindings/Batch";
+import type { BatchCounts } from "../ipc/bindings/BatchCounts";
+import type { BatchState } from "../ipc/bindings/BatchState";
+import type { BatchTally } from "../ipc/bindings/BatchTally";
 
 export function seconds(s: number | null | undefined): string {
   if (s == null || !isFinite(s)) return "–";
@@ -146,4 +150,37 @@ export function parseBudgets(text: string): number[] | null {
     if (!out.includes(n)) out.push(n);
   }
   return out.sort((a, b) => a - b);
+}
+
+// Every batch state in words (a Record over the generated union: a state added in Rust fails
+// the type check here until it has its words).
+const BATCH_STATE_WORDS: Record<BatchState, string> = {
+  unsent: "stored, not sent yet",
+  running: "with the provider",
+  ended: "ended, not folded yet",
+  failed: "refused whole",
+  folded: "folded in",
+};
+
+/** A batch's request counts in words: "3 succeeded · 1 expired · 2 processing" (zeros left out). */
+export function batchCounts(c: BatchCounts | null): string {
+  if (!c) return "no counts yet";
+  const parts: [number, string][] = [[c.succeeded, "succeeded"], [c.errored, "errored"], [c.expired, "expired"], [c.canceled, "cancelled"], [c.processing, "processing"]];
+  const said = parts.filter(([n]) => n > 0).map(([n, w]) => `${grouped(n)} ${w}`);
+  return said.length ? said.join(" · ") : `${grouped(c.total)} requests, none counted yet`;
+}
+
+/** One batch in a line: "openai batch · 12 requests · with the provider (in_progress) · 3 succeeded". */
+export function batchLine(b: Batch): string {
+  const how = b.api === "file" ? "batch file" : `${b.api} batch`;
+  // A batch file is "running" until its output file is folded: nobody reports on it meanwhile.
+  const state = b.api === "file" && b.state === "running" ? "written, awaiting its output file"
+    : BATCH_STATE_WORDS[b.state] + (b.remote_state ? ` (${b.remote_state})` : "");
+  const tail = b.api === "file" ? (b.input_file ? ` · ${b.input_file}` : "") : ` · ${batchCounts(b.counts)}`;
+  return `${b.provider}: ${how} · ${count(b.requests, "request")} · ${state}${tail}${b.error ? ` · ${b.error}` : ""}`;
+}
+
+/** An experiment's batches summed for History: "2 batches, 1 ended · 40 requests · 30 succeeded · 10 processing". */
+export function tallyLine(t: BatchTally): string {
+  return `${count(t.batches, "batch", "batches")}, ${t.ended} ended · ${count(t.requests, "request")} · ${batchCounts(t.counts)}`;
 }

@@ -59,6 +59,7 @@ describe("matrix", () => {
   });
   it("marks states and colours F1 from red to green", () => {
     expect(cellState(undefined)).toBe("pending");
+    expect(cellState({ status: "submitted" } as CellLine)).toBe("awaited");
     expect(cellState(cells[1])).toBe("cut");
     expect(cellState(cells[3])).toBe("failed");
     expect(f1Colour(0)).toBe("hsl(0 70% 78%)");

@@ -88,9 +88,11 @@ export function rows(cells: Iterable<CellLine>, rowIds: string[]): MatrixRow[] {
 }
 
 /** A cell's state as the matrix marks it. */
-export type CellState = "pending" | "failed" | "cut" | "ok";
+export type CellState = "pending" | "awaited" | "failed" | "cut" | "ok";
 
 export function cellState(c: CellLine | undefined): CellState {
+  // Sent in a batch whose answer has not been folded in yet.
+  if (c?.status === "submitted") return "awaited";
   if (!c || c.status == null || c.status === "running" || c.status === "interrupted") return "pending";
   if (c.status === "error") return "failed";
   if (c.status === "truncated") return "cut";
@@ -131,7 +133,7 @@ export function filterRows(list: MatrixRow[], f: MatrixFilter): MatrixRow[] {
       case "all": return true;
       case "cut": return cells.some((c) => cellState(c) === "cut");
       case "failed": return cells.some((c) => cellState(c) === "failed");
-      case "pending": return cells.length === 0 || cells.some((c) => cellState(c) === "pending");
+      case "pending": return cells.length === 0 || cells.some((c) => cellState(c) === "pending" || cellState(c) === "awaited");
       case "missed": return cells.some((c) => (c.fn ?? 0) > 0);
     }
   });

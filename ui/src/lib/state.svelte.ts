@@ -25,6 +25,8 @@ export const app = $state({
   options: undefined as unknown as RunOptions,
   // An eval for the Evaluate screen to open (History's "Open"), taken by the screen once shown.
   openEval: null as number | null,
+  // History's "Collect" or "Resume" on a batch eval, for the Evaluate screen to do once shown.
+  evalBatchAction: null as { id: number; act: "collect" | "resume" } | null,
   // A stored compare for the Compare screen to show (History's "Open"), taken once shown.
   openCompare: null as Extract<OpenedExperiment, { kind: "compare" }> | null,
   // A stopped compare for the Compare screen to take up again (History's "Resume").

@@ -13,8 +13,8 @@ use kerf_store::{Batch, BatchState, Status, Store};
 use super::flow::{Ending, Finished, StartInput};
 use super::{Eval, Options, Pace, Progress};
 use crate::error::{ApiError, Code, Result};
-pub use crate::experiments::batch::Way;
 use crate::experiments::batch::{self, Folded};
+pub use crate::experiments::batch::{Delivery, Way};
 use crate::experiments::plan::Size;
 use crate::experiments::{ExperimentKind, lifecycle};
 use crate::runs::Chosen;
@@ -44,7 +44,7 @@ pub struct Collected {
 }
 
 /// A cell a batch gave no reply for.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, ts_rs::TS)]
 pub struct FailedCell {
     pub prompt: String,
     pub provider: String,
@@ -56,6 +56,19 @@ pub struct FailedCell {
 }
 
 impl Collected {
+    /// As the window receives it.
+    pub fn wire(self) -> super::wire::EvalCollected {
+        let not_whole = self.not_whole();
+        super::wire::EvalCollected {
+            report: self.finished.report,
+            batches: self.batches,
+            folded: self.folded.settled,
+            awaiting: self.awaiting,
+            failed: self.failed,
+            not_whole,
+        }
+    }
+
     /// Why the eval is not whole yet, and what finishes it (`None`: whole).
     pub fn not_whole(&self) -> Option<String> {
         let id = self.finished.report.experiment;
@@ -76,11 +89,48 @@ impl Collected {
     }
 }
 
-/// The batches the experiment's providers go to: those with a batch API, and (with `file`)
-/// an OpenAI-compatible server without one. An eval none of whose providers can go by batch is
-/// a usage error.
-fn ways_for(providers: &[Chosen], file: bool) -> Result<Vec<Way>> {
-    let ways = batch::ways(providers, file);
+/// Which providers an eval sends by batch, and where a batch file is written.
+#[derive(Debug, Clone, Copy)]
+pub enum Asked<'a> {
+    /// Each that has a batch API (`kerf eval --batch`), and with a batch file each
+    /// OpenAI-compatible server without one (`--batch-file FILE`).
+    EachThatCan { file: Option<&'a Path> },
+    /// As the window asks, by provider name (one not named goes online).
+    ByName {
+        ways: &'a std::collections::HashMap<String, Delivery>,
+        file: Option<&'a Path>,
+    },
+}
+
+impl<'a> Asked<'a> {
+    /// Where the batch file is written, when one is.
+    pub fn file(self) -> Option<&'a Path> {
+        match self {
+            Asked::EachThatCan { file } | Asked::ByName { file, .. } => file,
+        }
+    }
+}
+
+/// The way each of `providers` goes as `asked`. An eval none of whose providers goes by batch
+/// is a usage error, and so is a batch file asked for with no path to write it to.
+fn ways_for(providers: &[Chosen], asked: Asked) -> Result<Vec<Way>> {
+    let ways = match asked {
+        Asked::EachThatCan { file } => batch::ways(providers, file.is_some()),
+        Asked::ByName { ways: by, file } => {
+            let each: Vec<Delivery> = providers
+                .iter()
+                .map(|p| by.get(&p.name()).copied().unwrap_or_default())
+                .collect();
+            let ways = batch::ways_asked(providers, &each)?;
+            if file.is_none() && ways.contains(&Way::Batch(kerf_store::BatchApi::File)) {
+                return Err(ApiError::new(
+                    Code::Usage,
+                    "a batch file was asked for: give the path to write it to",
+                ));
+            }
+            ways
+        }
+    };
     if !ways.iter().any(|w| w.by_batch()) {
         return Err(ApiError::new(
             Code::Usage,
@@ -97,6 +147,36 @@ fn ways_for(providers: &[Chosen], file: bool) -> Result<Vec<Way>> {
     Ok(ways)
 }
 
+/// The way each provider of eval `id` went when it was sent, so a resume sends it the same
+/// way: by the batch API its batches went to, by a batch file again (written to `file`, which
+/// must then be given), online when it sent no batch.
+fn ways_sent(
+    store: &Store,
+    id: i64,
+    providers: &[Chosen],
+    file: Option<&Path>,
+) -> Result<Vec<Way>> {
+    let sent = store.batches(id)?;
+    providers
+        .iter()
+        .map(|p| {
+            let name = p.name();
+            Ok(match sent.iter().find(|b| b.provider == name).map(|b| b.api) {
+                Some(kerf_store::BatchApi::File) if file.is_none() => {
+                    return Err(ApiError::new(
+                        Code::Usage,
+                        format!(
+                            "eval {id} wrote {name}'s requests to a batch file: give --batch-file FILE to write those without a result again"
+                        ),
+                    ));
+                }
+                Some(api) => Way::Batch(api),
+                None => Way::Online,
+            })
+        })
+        .collect()
+}
+
 /// Start an eval whose batch providers' cells go to their batch APIs (`file`: the batch file
 /// for a server without one): the plan checked and announced (each provider's part saying how
 /// it goes, at the batch price), the experiment stored, one `submitted` run per request stored,
@@ -106,13 +186,13 @@ pub fn submit(
     wb: &Workbench,
     store: &Store,
     input: &StartInput,
-    file: Option<&Path>,
+    asked: Asked,
     cancel: &CancelToken,
     on_plan: &mut dyn FnMut(&Size),
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<Submitted> {
     let loaded = input.load(wb)?;
-    let ways = ways_for(&loaded.providers, file.is_some())?;
+    let ways = ways_for(&loaded.providers, asked)?;
     let batched: Vec<bool> = ways.iter().map(|w| w.by_batch()).collect();
     let (eval, providers) = input.begin(store, loaded, &mut |s: &Size| {
         on_plan(&s.clone().batched(&batched))
@@ -124,7 +204,7 @@ pub fn submit(
         eval.experiment,
         &ways,
         &Default::default(),
-        file,
+        asked.file(),
     )?;
     let online = run_online(store, &eval, &providers, &batched, cancel, on_progress)?;
     store.submit_experiment(eval.experiment)?;
@@ -293,7 +373,7 @@ fn failed_cells(store: &Store, id: i64) -> Result<Vec<FailedCell>> {
 pub fn dry_run_resume(wb: &Workbench, store: &Store, id: i64, file: bool) -> Result<Size> {
     let e = super::stored(store, id)?;
     let providers = e.providers(wb)?;
-    let ways = ways_for(&providers, file)?;
+    let ways = ways_sent(store, id, &providers, file.then_some(Path::new("")))?;
     let batched: Vec<bool> = ways.iter().map(|w| w.by_batch()).collect();
     Ok(e.remaining(store, &providers, true)?.batched(&batched))
 }
@@ -313,7 +393,7 @@ pub fn resume(
     let e = super::stored(store, id)?;
     let providers = e.providers(wb)?;
     lifecycle::check_endpoints(store, id, ExperimentKind::Eval, &providers, false)?;
-    let ways = ways_for(&providers, file.is_some())?;
+    let ways = ways_sent(store, id, &providers, file)?;
     let plan = super::cell_plan(store, &e, &providers, 1, None);
     batch::poll(&plan, store, id)?;
     batch::fold(&plan, store, id, None)?;

@@ -187,17 +187,53 @@ impl StartInput {
 /// The plan of the eval the window's `input` asks for, every row checked against every prompt,
 /// nothing stored or sent.
 pub fn plan(wb: &Workbench, input: &EvalInput) -> Result<EvalPlan> {
-    let (size, warnings) = dry_run(wb, &StartInput::of(input)?)?;
+    let (size, warnings, providers) = sized(wb, &StartInput::of(input)?)?;
+    let parts = if size.providers.is_empty() {
+        vec![size.clone()]
+    } else {
+        size.providers.clone()
+    };
+    let offers = parts
+        .iter()
+        .zip(&providers)
+        .map(|(part, p)| crate::eval::wire::Offer {
+            provider: p.name(),
+            ways: crate::experiments::batch::offered(p),
+            requests: part.requests,
+            online_usd: part.cost_max_usd,
+            batch_usd: part
+                .cost_max_usd
+                .map(|c| c * crate::experiments::plan::BATCH_SHARE),
+        })
+        .collect();
+    // The line says which parts go by batch, at the batch price.
+    let asked = input.ways.clone().unwrap_or_default();
+    let batched: Vec<bool> = providers
+        .iter()
+        .map(|p| {
+            asked
+                .get(&p.name())
+                .is_some_and(|d| *d != crate::eval::wire::Delivery::Online)
+        })
+        .collect();
+    let size = size.batched(&batched);
     Ok(EvalPlan {
         line: size.line(),
         size,
         warnings,
+        offers,
     })
 }
 
 /// The eval's size, every row checked against every prompt, with nothing stored or sent
 /// (`kerf eval --dry-run`); and the prompts' warnings, as a start has them in its subjects.
 pub fn dry_run(wb: &Workbench, input: &StartInput) -> Result<(Size, Vec<String>)> {
+    let (size, warnings, _) = sized(wb, input)?;
+    Ok((size, warnings))
+}
+
+/// [`dry_run`]'s size and warnings, with the providers it priced.
+fn sized(wb: &Workbench, input: &StartInput) -> Result<(Size, Vec<String>, Vec<Chosen>)> {
     let l = input.load(wb)?;
     let size = super::plan(
         &l.dataset,
@@ -211,7 +247,7 @@ pub fn dry_run(wb: &Workbench, input: &StartInput) -> Result<(Size, Vec<String>)
         .into_iter()
         .flat_map(|s| s.prompt.warnings)
         .collect();
-    Ok((size, warnings))
+    Ok((size, warnings, l.providers))
 }
 
 /// Check the eval's plan, hand its size to `on_plan`, and start it in `store`: ready for [`go`].
@@ -430,6 +466,7 @@ pub fn show(store: &Store, id: i64, options: Options) -> Result<EvalShown> {
         drop_chart: report.drop_chart(),
         charts,
         rows: e.rows.clone(),
+        batches: store.batches(id)?,
         report,
     })
 }

@@ -6,7 +6,9 @@
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+pub use super::batched::FailedCell;
 use crate::experiments::ConstrainMode;
+pub use crate::experiments::batch::Delivery;
 use crate::runs::wire::RunOptions;
 
 pub use super::Progress;
@@ -56,6 +58,15 @@ pub struct EvalInput {
     #[serde(default)]
     #[ts(optional, type = "Record<string, Record<string, unknown>>")]
     pub vars: Option<std::collections::HashMap<String, serde_json::Map<String, serde_json::Value>>>,
+    /// How each provider's cells go, by provider name (one not named: online). A batch way
+    /// makes the eval a submitted one ([`batched::submit`](super::batched::submit)).
+    #[serde(default)]
+    #[ts(optional)]
+    pub ways: Option<std::collections::HashMap<String, Delivery>>,
+    /// Where a batch file is written (a provider going by [`Delivery::BatchFile`]).
+    #[serde(default)]
+    #[ts(optional)]
+    pub batch_file: Option<String>,
 }
 
 pub use super::view::{
@@ -71,6 +82,8 @@ pub struct EvalShown {
     pub charts: Vec<crate::charts::Chart>,
     pub drop_chart: Option<crate::charts::Chart>,
     pub rows: Vec<String>,
+    /// The batches its requests went to, as last heard (none: it ran online).
+    pub batches: Vec<kerf_store::Batch>,
 }
 
 /// What an eval would send, before it starts (`kerf eval --dry-run`, the window's
@@ -81,4 +94,45 @@ pub struct EvalPlan {
     pub size: crate::experiments::plan::Size,
     pub line: String,
     pub warnings: Vec<String>,
+    /// Each provider's part and the ways it can go, with its cost bound online and by batch,
+    /// in the plan's order: what the window offers before anything is sent.
+    pub offers: Vec<Offer>,
+}
+
+/// One provider's part of a plan and how it can be measured.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct Offer {
+    pub provider: String,
+    /// Online always; `batch` where the provider has a batch API; `batch_file` for an
+    /// OpenAI-compatible server without one.
+    pub ways: Vec<Delivery>,
+    pub requests: u64,
+    /// Dollars its requests may cost at most, online and by batch (half); `None`: no price is
+    /// known, or the local engine.
+    pub online_usd: Option<f64>,
+    pub batch_usd: Option<f64>,
+}
+
+/// An eval handed to batches from the window: its experiment, the batches sent (or written),
+/// and the online providers' report when some ran now.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct EvalSubmitted {
+    pub experiment: i64,
+    pub batches: Vec<kerf_store::Batch>,
+    pub report: Option<Report>,
+}
+
+/// Where a collect left an eval: its report (partial while requests are with a provider),
+/// its batches, and the cells a batch gave no reply for.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct EvalCollected {
+    pub report: Report,
+    pub batches: Vec<kerf_store::Batch>,
+    /// Requests folded by this collect.
+    pub folded: usize,
+    /// Requests still with a provider.
+    pub awaiting: usize,
+    pub failed: Vec<FailedCell>,
+    /// Why the eval is not whole yet, and what finishes it (`None`: whole).
+    pub not_whole: Option<String>,
 }

@@ -18,7 +18,9 @@ use std::path::Path;
 use kerf_llm::cloud::CloudProvider;
 use kerf_llm::cloud::batch::{self as api, Answer, Failure, Outcome};
 use kerf_store::{Batch, BatchApi, BatchState, CellKey, NewBatch, RunEnd, Store};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use ts_rs::TS;
 
 use super::pass::Plan;
 use crate::error::{ApiError, Code, Result};
@@ -39,23 +41,91 @@ impl Way {
     }
 }
 
+/// How a person asks one provider's cells to be measured (the Evaluate screen's choice per
+/// provider; `kerf eval --batch` and `--batch-file` ask each provider that can).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// A request each, now.
+    #[default]
+    Online,
+    /// The provider's batch API, at half the price: answers within a day.
+    Batch,
+    /// A batch file for `vllm run-batch`, written now and folded back from its output file.
+    BatchFile,
+}
+
+/// The ways `provider` can go: always online; by its batch API where it has one; by a batch
+/// file where it is an OpenAI-compatible server without one.
+pub fn offered(provider: &Chosen) -> Vec<Delivery> {
+    let mut ways = vec![Delivery::Online];
+    if let Chosen::Cloud(c) = provider {
+        match c.batch_api() {
+            Some(_) => ways.push(Delivery::Batch),
+            None if c.def.kind == kerf_llm::providers::Kind::Openai => {
+                ways.push(Delivery::BatchFile)
+            }
+            None => {}
+        }
+    }
+    ways
+}
+
 /// The way each provider goes when batches are asked for: its batch API where it has one; a
 /// batch file for an OpenAI-compatible server without one when a file is given; otherwise
 /// online.
 pub fn ways(providers: &[Chosen], file: bool) -> Vec<Way> {
     providers
         .iter()
-        .map(|p| match p {
-            Chosen::Cloud(c) => match c.batch_api() {
-                Some(a) => Way::Batch(a),
-                None if file && c.def.kind == kerf_llm::providers::Kind::Openai => {
-                    Way::Batch(BatchApi::File)
-                }
-                None => Way::Online,
-            },
-            _ => Way::Online,
+        .map(|p| {
+            let can = offered(p);
+            let asked = if can.contains(&Delivery::Batch) {
+                Delivery::Batch
+            } else if file && can.contains(&Delivery::BatchFile) {
+                Delivery::BatchFile
+            } else {
+                Delivery::Online
+            };
+            way(p, asked)
         })
         .collect()
+}
+
+/// The way each provider goes as `asked` (in the providers' order; one not named goes
+/// online): a way the provider does not offer is a usage error that names it.
+pub fn ways_asked(providers: &[Chosen], asked: &[Delivery]) -> Result<Vec<Way>> {
+    providers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let asked = asked.get(i).copied().unwrap_or_default();
+            if !offered(p).contains(&asked) {
+                return Err(ApiError::new(
+                    Code::Usage,
+                    match asked {
+                        Delivery::Batch => format!(
+                            "{} has no batch API: OpenAI, Anthropic and Gemini do, and a server marked as offering OpenAI's",
+                            p.name()
+                        ),
+                        _ => format!(
+                            "{} is not an OpenAI-compatible server without a batch API: only those get a batch file",
+                            p.name()
+                        ),
+                    },
+                ));
+            }
+            Ok(way(p, asked))
+        })
+        .collect()
+}
+
+fn way(provider: &Chosen, asked: Delivery) -> Way {
+    match (asked, provider) {
+        (Delivery::Online, _) => Way::Online,
+        (Delivery::BatchFile, _) => Way::Batch(BatchApi::File),
+        (Delivery::Batch, Chosen::Cloud(c)) => c.batch_api().map_or(Way::Online, Way::Batch),
+        (Delivery::Batch, _) => Way::Online,
+    }
 }
 
 /// A cell's id in its batch: stable for the cell (a resume sends it under the same id), unique
@@ -533,9 +603,10 @@ impl Kept {
 
 /// The batch price: half the online price, for input and output alike (all three providers).
 fn batch_price(mut c: kerf_llm::prices::Cost) -> kerf_llm::prices::Cost {
-    c.usd *= 0.5;
-    c.price.input *= 0.5;
-    c.price.output *= 0.5;
+    use super::plan::BATCH_SHARE;
+    c.usd *= BATCH_SHARE;
+    c.price.input *= BATCH_SHARE;
+    c.price.output *= BATCH_SHARE;
     c.source = format!("{} · batch price (half the online price)", c.source);
     c
 }

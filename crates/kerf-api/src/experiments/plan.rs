@@ -21,6 +21,9 @@ pub const CONFIRM_ABOVE: u64 = 2_000;
 /// Cells one plan may hold: each is a row in memory and in the history, and a plan this large
 /// is a mistake far more often than an intent.
 pub const MAX_CELLS: u64 = 1_000_000;
+/// What a request costs by batch, as a share of its online price: half, for input and output
+/// alike, at all three providers.
+pub const BATCH_SHARE: f64 = 0.5;
 /// Tokens a chat template adds around a request's text, allowed for in the bound (role markers,
 /// turn separators).
 pub const TEMPLATE_TOKENS: u64 = 32;
@@ -87,7 +90,7 @@ impl Size {
         let mark = |mut part: Size, by_batch: bool| {
             if by_batch {
                 part.by_batch = true;
-                part.cost_max_usd = part.cost_max_usd.map(|c| c * 0.5);
+                part.cost_max_usd = part.cost_max_usd.map(|c| c * BATCH_SHARE);
             }
             part
         };

@@ -111,6 +111,22 @@ pub fn experiments(store: &Store, limit: Option<usize>) -> Result<Vec<Experiment
     Ok(store.experiments(limit)?)
 }
 
+/// The newest experiments as History lists them, each with its batches summed.
+pub fn experiment_rows(
+    store: &Store,
+    limit: Option<usize>,
+) -> Result<Vec<super::wire::ExperimentRow>> {
+    experiments(store, limit)?
+        .into_iter()
+        .map(|e| {
+            let id = e.id;
+            let mut row = super::wire::ExperimentRow::from(e);
+            row.batches = super::wire::BatchTally::of(&store.batches(id)?);
+            Ok(row)
+        })
+        .collect()
+}
+
 /// How runs are exported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExportFormat {

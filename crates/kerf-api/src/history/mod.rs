@@ -18,8 +18,8 @@ pub mod wire;
 
 pub use crate::recovery::{open, parse_interrupted};
 pub use manage::{
-    CSV_COLUMNS, ExportFormat, Query, delete, experiment, experiments, export, last, list, note,
-    runs, tag,
+    CSV_COLUMNS, ExportFormat, Query, delete, experiment, experiment_rows, experiments, export,
+    last, list, note, runs, tag,
 };
 // The history's records as a front end reads them, without reaching below this crate.
 pub use kerf_store::{

@@ -168,6 +168,49 @@ pub struct ExperimentRow {
     pub cells: Option<u64>,
     /// Its headline figures in a few words (`best F1 0.512: p @ 512`, `3 passed, 1 failed`).
     pub headline: Option<String>,
+    /// Where its batches stand, as last heard (none: it sent no batch).
+    pub batches: Option<BatchTally>,
+}
+
+/// An experiment's batches summed: how many, how many ended, and their request counts as the
+/// providers last reported them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchTally {
+    pub batches: u32,
+    /// Batches whose provider says they ended (folded or not).
+    pub ended: u32,
+    /// Requests sent in them.
+    pub requests: u64,
+    /// The requests' counts summed over the batches that reported some.
+    pub counts: kerf_store::Counts,
+}
+
+impl BatchTally {
+    /// `batches` summed (`None`: there are none).
+    pub fn of(batches: &[kerf_store::Batch]) -> Option<BatchTally> {
+        if batches.is_empty() {
+            return None;
+        }
+        let mut t = BatchTally::default();
+        for b in batches {
+            t.batches += 1;
+            t.ended += u32::from(matches!(
+                b.state,
+                kerf_store::BatchState::Ended | kerf_store::BatchState::Folded
+            ));
+            t.requests += b.requests;
+            if let Some(c) = b.counts {
+                t.counts.total += c.total;
+                t.counts.processing += c.processing;
+                t.counts.succeeded += c.succeeded;
+                t.counts.errored += c.errored;
+                t.counts.expired += c.expired;
+                t.counts.canceled += c.canceled;
+            }
+        }
+        Some(t)
+    }
 }
 
 /// Where an experiment stands, as History lists it.
@@ -261,6 +304,7 @@ impl From<kerf_store::ExperimentSummary> for ExperimentRow {
             state: ExperimentState::of(e.status, e.figures.pending),
             cells: e.cells,
             headline: headline(e.kind, &e.figures),
+            batches: None,
         }
     }
 }

@@ -1280,6 +1280,8 @@ fn the_windows_eval_renders_each_prompts_set_variables_beneath_each_rows_own() {
         concurrency: Some(1),
         confirmed: None,
         vars: Some([(path.clone(), set(vars))].into()),
+        ways: None,
+        batch_file: None,
     };
     let store = wb.store_required().unwrap();
 
@@ -1350,4 +1352,120 @@ fn the_windows_eval_renders_each_prompts_set_variables_beneath_each_rows_own() {
     assert_eq!(run.input.vars["topic"], "geology");
     assert_eq!(run.input.vars["fmt"], "as set");
     assert_eq!(run.input.vars["text"], "Basalt is a rock.");
+}
+
+/// The window's batch choice per provider: the plan offers each provider the ways it has, with
+/// its cost online and by batch; a way a provider lacks is refused before anything is stored;
+/// a batch file is written where the window says, its requests stored as awaited cells.
+#[test]
+fn the_windows_eval_offers_each_provider_its_ways_and_sends_it_the_way_chosen() {
+    // Nothing may be sent online: a request reaching the server fails the eval.
+    let server = Server::start(vec![]);
+    let (dir, wb) = workbench_with(&server);
+    let data = dir.path().join("rows.jsonl");
+    std::fs::write(
+        &data,
+        "{\"id\":\"r1\",\"input\":\"Stroma is a fluid.\",\"expected\":[]}\n\
+         {\"id\":\"r2\",\"input\":\"Basalt is a rock.\",\"expected\":[]}\n",
+    )
+    .unwrap();
+    let file = dir.path().join("in.jsonl");
+    let input =
+        |ways: Option<(&str, eval::batched::Delivery)>, batch_file: Option<&Path>| EvalInput {
+            dataset: data.display().to_string(),
+            limit: None,
+            prompts: vec![
+                repo()
+                    .join("prompts/agent-kg-extract.json")
+                    .display()
+                    .to_string(),
+            ],
+            options: compare_input(1).options,
+            providers: None,
+            budgets: vec![64],
+            constrain: ConstrainMode::None,
+            repeat: None,
+            cache: false,
+            concurrency: Some(1),
+            confirmed: None,
+            vars: None,
+            ways: ways.map(|(p, d)| [(p.to_string(), d)].into()),
+            batch_file: batch_file.map(|f| f.display().to_string()),
+        };
+    use eval::batched::Delivery;
+    let plan = eval::flow::plan(&wb, &input(None, None)).unwrap();
+    assert_eq!(plan.offers.len(), 1);
+    let offer = &plan.offers[0];
+    assert_eq!(
+        (
+            offer.provider.as_str(),
+            offer.ways.as_slice(),
+            offer.requests
+        ),
+        ("srv", &[Delivery::Online, Delivery::BatchFile][..], 2)
+    );
+    assert!(!plan.line.contains("by batch"), "{}", plan.line);
+    let chosen = eval::flow::plan(&wb, &input(Some(("srv", Delivery::BatchFile)), None)).unwrap();
+    assert!(
+        chosen.line.contains("by batch, at half the online price"),
+        "{}",
+        chosen.line
+    );
+
+    let store = wb.store_required().unwrap();
+    let submit = |i: &EvalInput| {
+        let ways = i.ways.clone().unwrap_or_default();
+        eval::batched::submit(
+            &wb,
+            &store,
+            &eval::StartInput::of(i).unwrap(),
+            eval::batched::Asked::ByName {
+                ways: &ways,
+                file: i.batch_file.as_deref().map(Path::new),
+            },
+            &CancelToken::new(),
+            &mut |_| {},
+            &mut |_| {},
+        )
+    };
+    // A way the server lacks, and a batch file with nowhere to go: refused, nothing stored.
+    let no_api = submit(&input(Some(("srv", Delivery::Batch)), None))
+        .err()
+        .unwrap();
+    assert_eq!(no_api.code, Code::Usage);
+    assert!(
+        no_api.message.contains("srv has no batch API"),
+        "{}",
+        no_api.message
+    );
+    let no_path = submit(&input(Some(("srv", Delivery::BatchFile)), None))
+        .err()
+        .unwrap();
+    assert!(
+        no_path.message.contains("give the path"),
+        "{}",
+        no_path.message
+    );
+    assert!(
+        store.experiments(None).unwrap().is_empty(),
+        "a refused eval left an experiment"
+    );
+
+    let sent = submit(&input(Some(("srv", Delivery::BatchFile)), Some(&file))).unwrap();
+    assert_eq!(sent.batches.len(), 1);
+    assert_eq!(sent.batches[0].api, kerf_store::BatchApi::File);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().all(|l| l["url"] == "/v1/chat/completions"));
+    assert_eq!(store.submitted_of(sent.experiment).unwrap().len(), 2);
+    let shown = eval::flow::show(&store, sent.experiment, eval::Options::default()).unwrap();
+    assert_eq!(shown.batches.len(), 1);
+    let rows = kerf_api::history::experiment_rows(&store, None).unwrap();
+    let tally = rows[0].batches.unwrap();
+    assert_eq!((tally.batches, tally.ended, tally.requests), (1, 0, 2));
+    assert_eq!(server.requests().len(), 0, "a request went online");
 }

@@ -486,7 +486,9 @@ fn submit(
         wb,
         store,
         input,
-        args.batch_file.as_deref(),
+        eval::batched::Asked::EachThatCan {
+            file: args.batch_file.as_deref(),
+        },
         &interrupt_token(),
         &mut super::announce,
         &mut |_| {},
