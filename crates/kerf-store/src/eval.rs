@@ -79,6 +79,8 @@ pub struct StoredReply {
     pub run_experiment: Option<i64>,
     /// How long its run took, from its start to its end (`None`: not ended, or interrupted).
     pub seconds: Option<f64>,
+    /// When its run began, in milliseconds since the Unix epoch.
+    pub started_at: Option<i64>,
     /// The parse as the run made it.
     pub report: Option<ParseReport>,
     /// The reply as received, and the run's details (how to read it again); with `raw` only.
@@ -247,7 +249,8 @@ impl Store {
                         c.chunk, c.pass, c.row_id, c.run_id,
                         r.status, r.finish_reason, r.completion_tokens, r.cost_usd, {columns},
                         CASE WHEN r.finish_reason IS NOT 'interrupted'
-                             THEN r.finished_at - r.created_at END
+                             THEN r.finished_at - r.created_at END,
+                        r.created_at
                  FROM cells c LEFT JOIN runs r ON r.id = c.run_id {join}
                  WHERE c.experiment_id = ?1{}
                  ORDER BY c.prompt, c.provider, c.model, c.max_tokens, c.constrained DESC,
@@ -310,6 +313,7 @@ impl Store {
                 seconds: r
                     .get::<_, Option<i64>>(18)?
                     .map(|ms| ms.max(0) as f64 / 1000.0),
+                started_at: r.get(19)?,
             })
         })
         .map_err(|e| self.err(e))?

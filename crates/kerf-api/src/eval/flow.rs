@@ -462,6 +462,8 @@ pub fn show(store: &Store, id: i64, options: Options) -> Result<EvalShown> {
     let report = super::report(store, &e, options)?;
     let mut charts = report.budget_charts();
     charts.extend(report.repeat_chart());
+    charts.extend(report.flight_chart());
+    charts.extend(report.latency_chart());
     Ok(EvalShown {
         drop_chart: report.drop_chart(),
         charts,

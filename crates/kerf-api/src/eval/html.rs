@@ -100,8 +100,10 @@ pub(super) fn whole(report: &Report, rows: Vec<Value>) -> Result<String> {
 /// The page's figures: everything but the rows.
 fn head_context(report: &Report) -> Result<Value> {
     let repeated = report.summary.iter().any(|l| l.repeats.is_some());
-    let charts = report
-        .budget_charts()
+    let mut charts = report.budget_charts();
+    charts.extend(report.flight_chart());
+    charts.extend(report.latency_chart());
+    let charts = charts
         .iter()
         .map(|c| crate::charts::svg(c, 760, 380))
         .collect::<Result<Vec<_>>>()?;

@@ -51,6 +51,11 @@ pub struct CellLine {
     /// How long its run took, from its first request to its end (the bought run's, when
     /// cached).
     pub seconds: Option<f64>,
+    /// When its run began, in milliseconds since the Unix epoch (for the requests in flight
+    /// over time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub started_at: Option<i64>,
     /// The record types the cell's scoring met (expected or extracted), for the window's
     /// filter by type. Absent when it met none.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -383,6 +383,7 @@ impl CellLine {
             cost_usd: None,
             cached: false,
             seconds: None,
+            started_at: None,
             types: Vec::new(),
             scored: None,
         }
@@ -399,6 +400,7 @@ impl CellLine {
             line.completion_tokens = stored.completion_tokens;
             line.cost_usd = stored.cost_usd;
             line.seconds = stored.seconds;
+            line.started_at = stored.started_at;
         }
         line
     }
@@ -805,6 +807,114 @@ impl Report {
             "reason",
             Axis::new("pieces dropped", Scale::Linear, Ticks::Count),
             kinds.iter().map(|(k, _)| k.as_str().to_string()).collect(),
+            series,
+        ))
+    }
+
+    /// Requests in flight over the eval's time, a stepped line per provider: how many of its
+    /// runs had begun and not ended, at most, in each of up to 240 slices of the time from the
+    /// first run's start to the last one's end. The runs this eval bought (not cached, ended):
+    /// a batch's runs count from their submission to their fold. `None` with no such run.
+    pub fn flight_chart(&self) -> Option<Chart> {
+        const SLICES: usize = 240;
+        let runs: Vec<(&str, i64, i64)> = self
+            .cells
+            .iter()
+            .filter(|c| !c.cached)
+            .filter_map(|c| {
+                let start = c.started_at?;
+                let ms = (c.seconds? * 1000.0).round() as i64;
+                Some((c.provider.as_str(), start, start + ms.max(1)))
+            })
+            .collect();
+        let t0 = runs.iter().map(|r| r.1).min()?;
+        let t1 = runs.iter().map(|r| r.2).max()?;
+        let span = (t1 - t0).max(1) as f64;
+        let slices = SLICES.min(runs.len() * 2).max(2);
+        let slice_of = |t: i64| (((t - t0) as f64 / span) * slices as f64) as usize;
+        let mut series = Vec::new();
+        for (i, p) in self.providers.iter().enumerate() {
+            // +1 at each start, −1 at each end; at one moment, ends before starts.
+            let mut events: Vec<(i64, i32)> = runs
+                .iter()
+                .filter(|r| r.0 == p.provider)
+                .flat_map(|r| [(r.1, 1), (r.2, -1)])
+                .collect();
+            if events.is_empty() {
+                continue;
+            }
+            events.sort_unstable();
+            let mut most = vec![0f64; slices];
+            let mut now = 0i32;
+            let mut at = 0usize;
+            for (t, d) in events {
+                let s = slice_of(t).min(slices - 1);
+                // The count held through the slices passed since the last event.
+                for m in most.iter_mut().take(s).skip(at) {
+                    *m = m.max(f64::from(now));
+                }
+                at = at.max(s);
+                now += d;
+                most[s] = most[s].max(f64::from(now));
+            }
+            series.push(charts::Series {
+                name: p.provider.clone(),
+                color: charts::color(i),
+                ys: most.into_iter().map(Some).collect(),
+                band: None,
+                marks: false,
+            });
+        }
+        Some(Chart {
+            title: "Requests in flight".into(),
+            x: Axis::new(
+                "seconds since the first request",
+                Scale::Linear,
+                Ticks::Count,
+            ),
+            y: Axis::new("in flight", Scale::Linear, Ticks::Count),
+            xs: (0..slices)
+                .map(|i| i as f64 * span / slices as f64 / 1000.0)
+                .collect(),
+            series,
+            stepped: true,
+            categories: None,
+        })
+    }
+
+    /// How long runs took, as bars: a group per band of seconds, a bar per provider (cached
+    /// cells left out). `None` with no timed run.
+    pub fn latency_chart(&self) -> Option<Chart> {
+        const EDGES: [f64; 7] = [0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0];
+        let band = |s: f64| EDGES.iter().position(|e| s < *e).unwrap_or(EDGES.len());
+        let timed: Vec<(&str, f64)> = self
+            .cells
+            .iter()
+            .filter(|c| !c.cached)
+            .filter_map(|c| Some((c.provider.as_str(), c.seconds?)))
+            .collect();
+        if timed.is_empty() {
+            return None;
+        }
+        let mut categories = vec![format!("< {} s", EDGES[0])];
+        categories.extend(EDGES.windows(2).map(|w| format!("{}–{} s", w[0], w[1])));
+        categories.push(format!("≥ {} s", EDGES[EDGES.len() - 1]));
+        let series = self
+            .providers
+            .iter()
+            .map(|p| {
+                let mut counts = vec![0f64; categories.len()];
+                for (_, s) in timed.iter().filter(|t| t.0 == p.provider) {
+                    counts[band(*s)] += 1.0;
+                }
+                (p.provider.clone(), counts)
+            })
+            .collect();
+        Some(Chart::bars(
+            "How long runs took",
+            "seconds",
+            Axis::new("runs", Scale::Linear, Ticks::Count),
+            categories,
             series,
         ))
     }

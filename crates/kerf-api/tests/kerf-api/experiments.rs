@@ -941,8 +941,32 @@ fn an_eval_with_repeats_charts_each_repeats_f1() {
     assert_eq!(&chart.series[0].ys, by_repeat);
     assert_eq!(chart.series[0].name, "agent-kg-extract @ 256");
     let shown = eval::flow::show(&store, e.experiment, eval::Options::default()).unwrap();
-    assert_eq!(shown.charts.last(), Some(&chart));
+    assert!(shown.charts.contains(&chart));
     assert_eq!(shown.rows.len(), 2);
+
+    // Run in turn, one request at a time: in flight never more than one, and at some moment
+    // one; every timed run in one band of the run-time bars.
+    let flight = report
+        .flight_chart()
+        .expect("timed runs make a flight chart");
+    assert!(flight.stepped);
+    let peak = flight.series[0]
+        .ys
+        .iter()
+        .flatten()
+        .fold(0.0, |a: f64, b| a.max(*b));
+    assert_eq!(peak, 1.0, "{:?}", flight.series[0].ys);
+    assert!(flight.xs.windows(2).all(|w| w[0] < w[1]));
+    let times = report
+        .latency_chart()
+        .expect("timed runs make a run-time chart");
+    let runs: f64 = times.series[0].ys.iter().flatten().sum();
+    assert_eq!(
+        runs as usize,
+        report.cells.iter().filter(|c| c.seconds.is_some()).count()
+    );
+    assert!(runs >= 4.0);
+    assert!(shown.charts.iter().any(|c| c.title == "Requests in flight"));
 }
 
 /// Why pieces were dropped, drawn: a group of bars per reason (most pieces first), a bar per

@@ -692,9 +692,12 @@ fn an_eval_scores_every_cell_and_counts_what_the_cut_lost() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(
         page.matches("<svg").count(),
-        3,
-        "F1 and recall against the budget, and why pieces were dropped"
+        5,
+        "F1 and recall against the budget, requests in flight, run times, why pieces were dropped"
     );
+    for title in ["Requests in flight", "How long runs took"] {
+        assert!(page.contains(title), "no {title:?} chart");
+    }
     // The drop reasons are a chart too, each reason named under its bars.
     let drops = &page[page.find("Why pieces were dropped").unwrap()..];
     let chart = &drops[drops.find("<svg").unwrap()..drops.find("</svg>").unwrap()];

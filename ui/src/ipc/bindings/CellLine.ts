@@ -40,6 +40,11 @@ cached: boolean,
  */
 seconds: number | null, 
 /**
+ * When its run began, in milliseconds since the Unix epoch (for the requests in flight
+ * over time).
+ */
+started_at?: number, 
+/**
  * The record types the cell's scoring met (expected or extracted), for the window's
  * filter by type. Absent when it met none.
  */
