@@ -817,28 +817,43 @@ impl Report {
     /// a batch's runs count from their submission to their fold. `None` with no such run.
     pub fn flight_chart(&self) -> Option<Chart> {
         const SLICES: usize = 240;
-        let runs: Vec<(&str, i64, i64)> = self
+        // (provider, run, start, end) in ms; a run that took under a millisecond starts and ends
+        // at the same moment.
+        let runs: Vec<(&str, i64, i64, i64)> = self
             .cells
             .iter()
             .filter(|c| !c.cached)
             .filter_map(|c| {
                 let start = c.started_at?;
                 let ms = (c.seconds? * 1000.0).round() as i64;
-                Some((c.provider.as_str(), start, start + ms.max(1)))
+                Some((
+                    c.provider.as_str(),
+                    c.run.unwrap_or(0),
+                    start,
+                    start + ms.max(0),
+                ))
             })
             .collect();
-        let t0 = runs.iter().map(|r| r.1).min()?;
-        let t1 = runs.iter().map(|r| r.2).max()?;
+        let t0 = runs.iter().map(|r| r.2).min()?;
+        let t1 = runs.iter().map(|r| r.3).max()?;
         let span = (t1 - t0).max(1) as f64;
         let slices = SLICES.min(runs.len() * 2).max(2);
         let slice_of = |t: i64| (((t - t0) as f64 / span) * slices as f64) as usize;
         let mut series = Vec::new();
         for (i, p) in self.providers.iter().enumerate() {
-            // +1 at each start, −1 at each end; at one moment, ends before starts.
-            let mut events: Vec<(i64, i32)> = runs
+            // +1 at each start, −1 at each end. At one millisecond: first the ends of runs that
+            // began earlier, then the runs that began in it, each its start then its end, in
+            // the order they were recorded (one request after another within a millisecond is
+            // one in flight, not two).
+            let mut events: Vec<((i64, bool, i64, bool), i32)> = runs
                 .iter()
                 .filter(|r| r.0 == p.provider)
-                .flat_map(|r| [(r.1, 1), (r.2, -1)])
+                .flat_map(|&(_, id, start, end)| {
+                    [
+                        ((start, true, id, false), 1),
+                        ((end, end == start, id, true), -1),
+                    ]
+                })
                 .collect();
             if events.is_empty() {
                 continue;
@@ -847,7 +862,7 @@ impl Report {
             let mut most = vec![0f64; slices];
             let mut now = 0i32;
             let mut at = 0usize;
-            for (t, d) in events {
+            for ((t, ..), d) in events {
                 let s = slice_of(t).min(slices - 1);
                 // The count held through the slices passed since the last event.
                 for m in most.iter_mut().take(s).skip(at) {
