@@ -8,9 +8,10 @@
      token for token alike; several slots batch requests together and change the last digits).
   2. An eval through the proxy while one of the two servers is killed (SIGKILL) in the middle of
      a reply, once a drawn number of cells has been stored: every cell finishes except, at most,
-     the one whose reply the dead server was streaming (the proxy re-sends the rest; a reply
-     that has begun cannot move), nothing is left pending, `kerf eval resume --retry-errors`
-     then finishes the eval, and the objects are still the ones the direct eval extracted.
+     the proxy re-sends the requests the dead server had not begun, and Kerf itself sends again
+     the one whose reply it was streaming (a reply that has begun cannot move): every cell
+     finishes in that one eval, nothing is left pending, a resume sends nothing, and the objects
+     are still the ones the direct eval extracted.
 
 Stdlib only. Paths from the arguments or the environment:
   --kerf / KERF_BIN          the kerf binary
@@ -498,27 +499,29 @@ def run(a, tmp, procs, checks, rng, rows, kill_rows, health):
         return
     # The proxy re-sends every request the dead server had not begun to answer (health-check
     # routing takes it out of rotation, its retries cover the seconds before the next probe).
-    # The reply it was streaming is lost: the proxy ends that stream with an error event, and
-    # Kerf records the cell as failed (it never sends a request again once a reply has begun).
-    bad = [c for c in killed["cells"] if c["status"] not in FINISHED]
-    prov = killed["providers"][0]
+    # The reply it was streaming cannot move: the proxy ends that stream with an error event,
+    # and Kerf sends that cell again itself (a server without a price: nothing is bought twice),
+    # so the eval is whole without a resume.
+    ok, detail = whole(killed, kill_rows)
     checks.check(
-        "one server killed mid-reply: every cell finished but the one it was streaming; "
-        "none left pending",
-        len(killed["cells"]) == kill_rows
-        and killed["pending"] == len(bad) == prov["failed"]
-        and len(bad) <= 1
-        and (p.returncode == 0) == (not bad),
-        f"exit {p.returncode}; failed {prov['failed']}, pending {killed['pending']}; "
-        f"not finished: {json.dumps(bad)[:1500]}",
+        f"one server killed mid-reply: every cell of {kill_rows} finished, none left pending",
+        ok and p.returncode == 0,
+        f"exit {p.returncode}; {detail}",
     )
-    log(f"# cells failed by the kill: {[c['row'] for c in bad]}")
-    resumed = json.loads(
-        kerf.run("eval", "resume", str(killed["experiment"]), "--retry-errors", "--json").stdout
+    listed = kerf.run("history", "list", "--provider", "fleet-kill", "--limit", "0", "--json").stdout
+    broken = [x for x in json.loads(listed) if x.get("status") not in FINISHED]
+    log(f"# runs the kill broke, sent again by Kerf: {len(broken)}")
+    checks.check(
+        "the reply the dead server was streaming is kept as a broken run, and its cell was sent again",
+        len(broken) <= 1 and len(json.loads(listed)) == kill_rows + len(broken),
+        f"{len(json.loads(listed))} runs for {kill_rows} cells; broken: {json.dumps(broken)[:1500]}",
     )
+    resumed = json.loads(kerf.run("eval", "resume", str(killed["experiment"]), "--json").stdout)
     ok, detail = whole(resumed, kill_rows)
     checks.check(
-        f"`kerf eval resume --retry-errors` then: every cell of {kill_rows} finished", ok, detail
+        "a resume then finds nothing to send and reports the same whole eval",
+        ok and len(json.loads(kerf.run("history", "list", "--provider", "fleet-kill", "--limit", "0", "--json").stdout)) == len(json.loads(listed)),
+        detail,
     )
     kerf.retries = {}
     killed_cells = kerf.cells(resumed)

@@ -404,8 +404,6 @@ async fn drive(
         ));
         if r.refused {
             limiter.refused(&note);
-        }
-        if r.overloaded {
             limiter.window().overloaded();
         }
         on_event(Event::Warning(&note));
@@ -417,13 +415,17 @@ async fn drive(
         Ok(r) => r,
         Err(Error::Cancelled) => return nothing(details),
         Err(e) => {
-            if let Error::Http { status, message } = &e
-                && http::is_refusal(*status)
-            {
-                limiter.refused(&p.redact(&format!("HTTP {status}: {message}")));
+            let refused = match &e {
+                Error::Http { status, message } if http::is_refusal(*status) => {
+                    Some(format!("HTTP {status}: {message}"))
+                }
+                e if http::never_reached(e) => Some(e.to_string()),
+                _ => None,
+            };
+            if let Some(why) = refused {
+                limiter.refused(&p.redact(&why));
                 limiter.window().overloaded();
-            }
-            if let Error::Network(_) = &e {
+            } else if let Error::Network(_) = &e {
                 limiter.window().overloaded();
             }
             return Err(name_rejected_parameter(p, request, p.redact_error(e)));

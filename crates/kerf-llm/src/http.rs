@@ -94,11 +94,10 @@ pub struct Retry {
     pub attempt: u32,
     pub delay: Duration,
     pub why: String,
-    /// The server refused the attempt (see [`is_refusal`]): rate limited or overloaded.
+    /// The server refused the attempt: a status that says "not now" (see [`is_refusal`]), or
+    /// its connection refused (a server down or at its accept limit). Counted toward
+    /// `KERF_MAX_REFUSALS`, and an adaptive concurrency backs off on it.
     pub refused: bool,
-    /// The attempt found the server over its capacity: refused, or its connection refused (a
-    /// server down or at its accept limit). An adaptive concurrency backs off on it.
-    pub overloaded: bool,
 }
 
 /// A status that says "not now" rather than "not this request": 429 (rate limited), 503 (over
@@ -385,6 +384,16 @@ fn retried_status(status: u16) -> bool {
     status == 429 || status >= 500
 }
 
+/// How a connection that was never made reads (the request did not go out).
+const UNREACHABLE: &str = "connection refused or unreachable";
+
+/// Whether `e` is a request that never reached the server: its connection refused or the host
+/// unreachable, after any retries. A provider that answers only this is down: it counts as a
+/// refusal, as a 429 or a 503 does.
+pub fn never_reached(e: &Error) -> bool {
+    matches!(e, Error::Network(m) if m.contains(UNREACHABLE))
+}
+
 /// What reqwest's error means to a user: its source chain (the callers name the URL), or its
 /// own text when it has no source.
 fn describe(e: &reqwest::Error) -> String {
@@ -392,7 +401,7 @@ fn describe(e: &reqwest::Error) -> String {
         return format!("timed out ({})", source_chain(e));
     }
     if e.is_connect() {
-        return format!("connection refused or unreachable ({})", source_chain(e));
+        return format!("{UNREACHABLE} ({})", source_chain(e));
     }
     source_chain(e)
 }
@@ -534,8 +543,7 @@ pub async fn post(
                 attempt: retries.borrow().len() as u32 + 1,
                 delay,
                 why: f.why(),
-                refused: matches!(f, Failure::Status { status, .. } if is_refusal(*status)),
-                overloaded: matches!(f, Failure::Status { status, .. } if is_refusal(*status))
+                refused: matches!(f, Failure::Status { status, .. } if is_refusal(*status))
                     || matches!(
                         f,
                         Failure::Transport {

@@ -38,3 +38,12 @@ pub fn runtime() -> &'static Runtime {
 pub fn block_on<F: Future>(f: F) -> F::Output {
     runtime().block_on(f)
 }
+
+/// Wait `d`, or less if `cancel` fires first: whether the whole wait ran.
+pub async fn pause(d: std::time::Duration, cancel: &kerf_core::cancel::CancelToken) -> bool {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => false,
+        () = tokio::time::sleep(d) => true,
+    }
+}

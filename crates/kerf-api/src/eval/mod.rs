@@ -748,6 +748,10 @@ impl pass::Plan for EvalPlan<'_> {
         true
     }
 
+    fn resend_broken(&self) -> bool {
+        true
+    }
+
     fn layer(&self) -> Option<&dyn cells::Layer> {
         self.eval
             .spec

@@ -32,6 +32,14 @@ pub struct Runner<'a> {
     /// Ask a server what it serves under the model's name (once per provider) before the
     /// first cell, so every run records it: an eval's resume and reply cache match on it.
     pub served_model: bool,
+    /// Send a cell again when a provider with no price (a self-hosted server, a router in
+    /// front of several) broke off its reply mid-stream: a server killed while it decodes ends
+    /// the stream with an error, and a router has by then taken it out of rotation, so the
+    /// request sent again lands on one that lives. Up to [`RESENDS`] times, after a pause;
+    /// the broken run stays in the history, the cell takes the new one. A priced provider's
+    /// broken cell is left for `kerf eval resume --retry-errors`: sending it again buys it
+    /// again, which is the person's call.
+    pub resend_broken: bool,
     /// What the plan puts before each run (`None`: every cell is a request).
     pub layer: Option<&'a dyn Layer>,
 }
@@ -237,10 +245,37 @@ async fn one(
         }
     }
     job.meta.cell = key;
-    crate::runs::run(runner.store, &job, cancel, on_event)
-        .await
-        .map(|r| Ran::Run(Box::new(r)))
+    let resend =
+        runner.resend_broken && matches!(provider, Chosen::Cloud(_)) && provider.price()?.is_none();
+    let mut sent = 0;
+    loop {
+        let r = crate::runs::run(runner.store, &job, cancel, on_event).await?;
+        let finish = &r.out.finish;
+        let broken = matches!(
+            finish.reason,
+            kerf_llm::FinishReason::Error | kerf_llm::FinishReason::Interrupted
+        );
+        if !(resend && broken && sent < RESENDS) || cancel.is_cancelled() {
+            return Ok(Ran::Run(Box::new(r)));
+        }
+        sent += 1;
+        let wait = RESEND_PAUSE * sent;
+        on_event(RunEvent::Warning(&format!(
+            "the server broke off the reply ({}); sending it again in {} s ({sent} of {RESENDS})",
+            finish.error.as_deref().unwrap_or("no reason given"),
+            wait.as_secs()
+        )));
+        if !kerf_llm::runtime::pause(wait, cancel).await {
+            return Ok(Ran::Run(Box::new(r)));
+        }
+    }
 }
+
+/// How many times a cell a server broke off is sent again ([`Runner::resend_broken`]).
+pub const RESENDS: u32 = 2;
+/// The pause before the first resend (the next waits twice as long): a router's health
+/// checks take the dead server out of rotation within a couple of seconds.
+const RESEND_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Requests a provider takes at once: `concurrency` (at least 1), except the local engine,
 /// which runs one at a time; `adaptive`, a cloud or server provider's: what its window allows

@@ -65,6 +65,12 @@ pub trait Plan {
     fn served_model(&self) -> bool {
         false
     }
+    /// Whether a cell whose reply a self-hosted server broke off is sent again at once (see
+    /// [`cells::Runner::resend_broken`]): an eval's cells, whose text nobody watches live (a
+    /// compare shows each reply as it streams, and a reply that starts over would show twice).
+    fn resend_broken(&self) -> bool {
+        false
+    }
     /// What the plan puts before each run (an eval's reply cache).
     fn layer(&self) -> Option<&dyn Layer> {
         None
@@ -192,6 +198,7 @@ pub fn run<P: Plan>(
         experiment: running.map(|r| r.id),
         repair: plan.repair(),
         served_model: plan.served_model(),
+        resend_broken: plan.resend_broken(),
         layer: plan.layer(),
     };
     // Each cell runs under its place and key (the plan hears both as it ends).

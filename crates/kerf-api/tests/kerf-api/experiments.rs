@@ -1155,6 +1155,7 @@ fn cells_that_depend_on_cells_run_stage_by_stage_and_merge_per_document() {
         experiment: Some(experiment),
         repair: false,
         served_model: false,
+        resend_broken: false,
         layer: None,
     };
     let plan = TwoPasses {

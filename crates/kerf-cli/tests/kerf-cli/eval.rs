@@ -133,6 +133,9 @@ enum Again {
     /// At most this many requests are served at once; one past it is refused with 429 and
     /// `retry-after-ms` (a server, or a fleet behind one URL, at its capacity).
     Capacity(usize),
+    /// The first requests' replies break off after their first piece with an error event, as
+    /// a router ends the stream of a server killed while it decodes.
+    Broken(usize),
 }
 
 impl Model {
@@ -354,9 +357,17 @@ fn answer(
                 json!({"choices": [{"index": 0, "delta": {"content": s}, "finish_reason": null}]});
             sse.push_str(&format!("data: {ev}\n\n"));
         }
+        if let Again::Broken(broken) = again
+            && n < broken
+        {
+            sse.truncate(sse.find("\n\n").map_or(0, |e| e + 2));
+            sse.push_str("data: {\"error\": {\"message\": \"litellm.APIConnectionError: Connection error.\", \"type\": null, \"code\": \"500\"}}\n\n");
+        }
         let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
                          "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": text.len().div_ceil(4)}});
-        sse.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
+        if !matches!(again, Again::Broken(b) if n < b) {
+            sse.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
+        }
         let written = write!(
             out,
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sse}",
@@ -1808,6 +1819,107 @@ fn a_provider_that_refuses_everything_stops_the_eval_after_refusals_in_a_row() {
     let show = kerf_in(dir.path(), &["eval", "show", "--json"]);
     let v = stdout_json(&show);
     assert_eq!(v["pending"], 12, "{v}");
+}
+
+/// A server that is down (nothing listening: every connection refused) stops the eval the same
+/// way: a refused connection is a refusal, counted toward KERF_MAX_REFUSALS with the retries, so
+/// a dead URL fails fast with one error that says so rather than every cell spending its
+/// retries.
+#[test]
+fn a_server_that_refuses_connections_stops_the_eval_after_refusals_in_a_row() {
+    let rows = rows();
+    let dir = tempfile::tempdir().unwrap();
+    // Bound, never listening: connections to it are refused for as long as it lives.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = socket.local_addr().unwrap().as_socket().unwrap().port();
+    add_server(
+        dir.path(),
+        "srv",
+        &format!("http://127.0.0.1:{port}/v1"),
+        "loopback",
+    );
+    let data = dir.path().join("d.jsonl");
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&data, text).unwrap();
+    let mut args = vec!["eval", data.to_str().unwrap()];
+    args.extend_from_slice(EVAL);
+    let args: Vec<&str> = args
+        .into_iter()
+        .map(|a| if a == "4" { "1" } else { a })
+        .collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(&args)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir.path())
+        .env("KERF_DATA_DIR", dir.path())
+        .env("KERF_KEYRING", "kernel")
+        .env("KERF_MAX_REFUSALS", "6")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("error[refused]: eval 1 stopped: srv refused the last 8 requests in a row")
+            && e.contains("connection refused or unreachable")
+            && e.contains("`kerf eval resume 1` runs the rest"),
+        "{e}"
+    );
+    let show = kerf_in(dir.path(), &["eval", "show", "--json"]);
+    assert_eq!(stdout_json(&show)["pending"], 12);
+}
+
+/// A reply a server broke off mid-stream (a router's error event for a server killed while it
+/// decodes) is sent again at once on a provider without a price: the eval ends whole in one go,
+/// the broken runs kept beside the cells' own. On a priced model the same break is a failed cell
+/// (sending it again would buy it twice): the eval exits 2 and `--retry-errors` is left to the
+/// person.
+#[test]
+fn a_reply_broken_off_by_a_server_is_sent_again_unless_it_is_bought() {
+    let rows = rows();
+    for (model, priced) in [("loopback", false), ("gpt-4o-mini", true)] {
+        let server = Model::start_with(rows.clone(), Duration::ZERO, Again::Broken(2));
+        let dir = tempfile::tempdir().unwrap();
+        add_server(dir.path(), "srv", &server.url(), model);
+        let data = dir.path().join("d.jsonl");
+        let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(&data, text).unwrap();
+        let o = eval(dir.path(), &data, &["--json"]);
+        let e = stderr(&o);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let runs = stdout_json(&kerf_in(
+            dir.path(),
+            &["history", "list", "--limit", "0", "--json"],
+        ));
+        let runs = runs.as_array().unwrap();
+        let broken = runs.iter().filter(|r| r["status"] == "error").count();
+        assert_eq!(broken, 2, "{model}: {runs:?}");
+        if priced {
+            assert_eq!(o.status.code(), Some(2), "{e}");
+            assert_eq!(v["providers"][0]["failed"], 2, "{v}");
+            assert_eq!(server.requests(), 12);
+            assert_eq!(runs.len(), 12);
+        } else {
+            assert_eq!(o.status.code(), Some(0), "{e}");
+            assert_eq!(v["pending"], 0, "{v}");
+            assert_eq!(v["providers"][0]["failed"], 0, "{v}");
+            assert_eq!(server.requests(), 14);
+            assert_eq!(runs.len(), 14, "the broken runs are kept");
+            // Each cell's run is one that finished.
+            let show = stdout_json(&kerf_in(dir.path(), &["eval", "show", "--json"]));
+            assert!(
+                show["cells"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|c| c["status"] != "error"),
+                "{show}"
+            );
+        }
+    }
 }
 
 /// A resume goes through the same bounds as a start (2,396 requests left once started 2,400
