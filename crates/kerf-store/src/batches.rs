@@ -187,8 +187,8 @@ impl Store {
         let mut settled = 0;
         for (run, end) in ends {
             let status: Option<String> = tx
-                .query_row("SELECT status FROM runs WHERE id = ?1", [run], |r| r.get(0))
-                .optional()
+                .prepare_cached("SELECT status FROM runs WHERE id = ?1")
+                .and_then(|mut q| q.query_row([run], |r| r.get(0)).optional())
                 .map_err(|e| self.err(e))?;
             if status.as_deref() == Some("submitted") {
                 write_end(self, &tx, run, &end)?;

@@ -258,10 +258,13 @@ pub(crate) fn write_end(
         .report
         .as_ref()
         .map(|r| serde_json::to_string(r).unwrap_or_default());
-    tx.execute(
+    // Cached statements: a batch's fold writes thousands of ends in one transaction.
+    tx.prepare_cached(
         "UPDATE run_bodies SET raw = ?2, report = ?3, usage = ?4, timings = ?5, cost = ?6,
          details = ?7, earlier = ?8 WHERE run_id = ?1",
-        params![
+    )
+    .and_then(|mut q| {
+        q.execute(params![
             id,
             end.raw.as_ref(),
             report,
@@ -270,17 +273,20 @@ pub(crate) fn write_end(
             end.cost.as_ref().map(json),
             json(&end.details),
             json(&Value::Array(end.earlier.clone())),
-        ],
-    )
+        ])
+    })
     .map_err(|e| s.err(e))?;
-    tx.execute("DELETE FROM run_chunks WHERE run_id = ?1", [id])
+    tx.prepare_cached("DELETE FROM run_chunks WHERE run_id = ?1")
+        .and_then(|mut q| q.execute([id]))
         .map_err(|e| s.err(e))?;
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE runs SET status = ?2, finish_reason = ?3, finished_at = ?4, owner = NULL,
          objects = ?5, dropped = ?6, truncated = ?7, prompt_tokens = ?8,
          completion_tokens = ?9, cost_usd = ?10, attempts = ?11, error_code = ?12, error = ?13
          WHERE id = ?1",
-        params![
+    )
+    .and_then(|mut q| {
+        q.execute(params![
             id,
             status.as_str(),
             end.finish_reason.as_str(),
@@ -297,8 +303,8 @@ pub(crate) fn write_end(
             end.earlier.len() as i64 + 1,
             end.error.as_ref().map(|e| e.0.clone()),
             end.error.as_ref().map(|e| e.1.clone()),
-        ],
-    )
+        ])
+    })
     .map_err(|e| s.err(e))?;
     Ok(())
 }

@@ -723,6 +723,13 @@ impl pass::Plan for EvalPlan<'_> {
         })
     }
 
+    /// The row's variables, with no render (the template is not needed to read a reply).
+    fn reading(&self, at: EvalAt, _: CellKey) -> Result<(&Subject, Map<String, Value>)> {
+        let s = &self.eval.subjects[at.subject];
+        let row = self.eval.row(self.store, at.seq)?;
+        Ok((s, row_vars(&s.prompt, self.eval.set(at.subject), &row)))
+    }
+
     /// Per cell, rendering its row (an eval sizes a resume row by row instead, rendering each
     /// row once per prompt: [`Eval::remaining`]).
     fn cost(&self, at: EvalAt, key: &CellKey) -> Result<pass::Cost> {

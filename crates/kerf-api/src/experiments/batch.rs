@@ -511,24 +511,27 @@ fn one_batch<P: Plan>(
             },
             None => continue,
         };
-        let cell = plan.cell(at, key.clone())?;
-        let job = cell.subject.job(&cell.rendering, provider, &cell.params);
-        let prepared = crate::runs::prepare(None, &job)?;
+        // The request is made once per prompt and constraint, for what reads their answers;
+        // each cell then needs only its variables (no render per answer).
+        let reader = match readers.entry((key.prompt.clone(), key.constrained)) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let cell = plan.cell(at, key.clone())?;
+                let job = cell.subject.job(&cell.rendering, provider, &cell.params);
+                let prepared = crate::runs::prepare(None, &job)?;
+                e.insert(c.batch_reader(&prepared.request)?)
+            }
+        };
         let k = match outcome {
             Outcome::Reply(body) => {
-                let reader = match readers.entry((key.prompt.clone(), key.constrained)) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(c.batch_reader(&prepared.request)?)
-                    }
-                };
+                let (subject, vars) = plan.reading(at, key.clone())?;
                 let (raw, finish) = reader.finish(c, &body)?;
                 let (report, _) = crate::runs::read_reply(
-                    &cell.subject.prompt,
+                    &subject.prompt,
                     &raw,
                     finish.details.wrapped_in(),
                     c.def.fold_enum_case,
-                    &cell.rendering.vars,
+                    &vars,
                 );
                 let out = Outcomes {
                     finish,
@@ -548,11 +551,10 @@ fn one_batch<P: Plan>(
             Outcome::Failed { failure, message } => {
                 folded.failed.push((key, message.clone()));
                 // Where it went is kept as for any run (a resume checks it).
-                let details = c.batch_details(&prepared.request)?;
                 Kept::Failed(
                     failure,
                     message,
-                    serde_json::to_value(&details).unwrap_or_default(),
+                    serde_json::to_value(reader.details()).unwrap_or_default(),
                 )
             }
         };

@@ -10,10 +10,12 @@ use std::collections::BTreeMap;
 use kerf_llm::CancelToken;
 use kerf_store::{CellKey, StoredReply};
 
-use super::ExperimentKind;
+use serde_json::{Map, Value};
+
 use super::cells::{self, Cell, CellEnd, Hooks, Lane, Layer, Runner};
 use super::lifecycle::Running;
 use super::plan::Size;
+use super::{ExperimentKind, Subject};
 use crate::error::Result;
 use crate::runs::Chosen;
 
@@ -39,6 +41,13 @@ pub trait Plan {
     /// The cell at `at`, ready to run (rendered as it starts: a large plan is never held
     /// rendered). An error ends the cell without a request.
     fn cell(&self, at: Self::At, key: CellKey) -> Result<Cell<'_>>;
+    /// What reading a reply of the cell at `at` needs: its subject and its variables (a batch's
+    /// fold reads thousands). By default from the cell made ready to run; a plan that has them
+    /// without rendering the prompt gives them so.
+    fn reading(&self, at: Self::At, key: CellKey) -> Result<(&Subject, Map<String, Value>)> {
+        let c = self.cell(at, key)?;
+        Ok((c.subject, c.rendering.vars))
+    }
     /// What the cell at `at` (keyed `key`) may spend at most (what [`size`] adds up).
     fn cost(&self, at: Self::At, key: &CellKey) -> Result<Cost>;
     /// A cell's end as the plan takes it (`key`: the cell's); an error stops the pass at once.

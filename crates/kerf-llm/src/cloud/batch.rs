@@ -235,6 +235,12 @@ pub struct BatchReader {
 }
 
 impl BatchReader {
+    /// What a run sent by this batch records of how it went (its protocol, endpoint and
+    /// structured-output mode): kept with a request the batch gave no answer for.
+    pub fn details(&self) -> RunDetails {
+        RunDetails::Cloud(self.details.clone())
+    }
+
     /// The reply `body` as `p`'s online reader takes a whole reply: its text and its finish.
     pub fn finish(&self, p: &CloudProvider, body: &Value) -> Result<(String, Finish)> {
         let start = Instant::now();
@@ -261,16 +267,6 @@ impl BatchReader {
 }
 
 impl CloudProvider {
-    /// What a run of `request` sent by batch records of how it went (its protocol, endpoint and
-    /// structured-output mode), for a request the batch gave no reply for.
-    pub fn batch_details(&self, request: &Request) -> Result<RunDetails> {
-        let (built, _) = self.built(request)?;
-        let mut details = built.details;
-        details.key_source = self.key_source();
-        details.streamed = Some(false);
-        Ok(RunDetails::Cloud(details))
-    }
-
     /// Hand `lines` (made by [`batch_line`](Self::batch_line) for `api`) to the provider as one
     /// batch, named `tag` where the API keeps a name (OpenAI's metadata, Gemini's display
     /// name).
