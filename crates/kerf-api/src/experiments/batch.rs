@@ -337,8 +337,14 @@ pub fn poll<P: Plan>(plan: &P, store: &Store, experiment: i64) -> Result<Vec<Bat
 }
 
 /// Send a batch whose process stored it and died before sending: its lines made again from
-/// its cells, under the same ids.
+/// its cells, under the same ids. First the provider is asked for a batch by its name: a
+/// process that died after sending and before keeping the provider's id had sent it, and it
+/// is kept, not bought again.
 fn resend<P: Plan>(plan: &P, store: &Store, c: &CloudProvider, b: &Batch) -> Result<()> {
+    if let Some(found) = kerf_llm::runtime::block_on(c.batch_find(b.api, &tag(b)))? {
+        store.batch_sent(b.id, &found.remote_id, found.input_file.as_deref())?;
+        return Ok(());
+    }
     let ids: BTreeSet<String> = store
         .submitted_of(b.experiment)?
         .into_iter()

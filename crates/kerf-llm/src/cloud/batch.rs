@@ -20,7 +20,7 @@ pub struct BatchLimits {
 }
 
 /// The documented limits of `api` (OpenAI: 50,000 requests and 200 MB a file; Anthropic:
-/// 100,000 requests or 256 MB; Gemini inline: under 20 MB), lowered by
+/// 100,000 requests or 256 MB; Gemini: 2 GB, inline under 20 MB and a file past it), lowered by
 /// `KERF_BATCH_MAX_REQUESTS` where set (smaller batches end sooner). A file for `vllm
 /// run-batch` has no limit but that one.
 pub fn limits(api: BatchApi) -> BatchLimits {
@@ -33,11 +33,10 @@ pub fn limits(api: BatchApi) -> BatchLimits {
             requests: 100_000,
             bytes: 256 * 1000 * 1000,
         },
-        // Inline requests; the whole create request must stay under 20 MB, so leave room for
-        // its envelope.
+        // A batch past the inline limit goes as a file (`gemini_inline_bytes`), up to 2 GB.
         BatchApi::Gemini => BatchLimits {
             requests: usize::MAX,
-            bytes: 19 * 1000 * 1000,
+            bytes: 2 * 1000 * 1000 * 1000,
         },
         BatchApi::File => BatchLimits {
             requests: usize::MAX,
@@ -52,6 +51,17 @@ pub fn limits(api: BatchApi) -> BatchLimits {
         requests: cap.map_or(documented.requests, |c| c.min(documented.requests)),
         ..documented
     }
+}
+
+/// The largest Gemini create request sent with its requests inline: under the documented 20 MB,
+/// with room for the envelope; `KERF_GEMINI_INLINE_BYTES` lowers it (a larger batch is uploaded
+/// as a file instead).
+fn gemini_inline_bytes() -> usize {
+    const DOCUMENTED: usize = 19 * 1000 * 1000;
+    std::env::var("KERF_GEMINI_INLINE_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(DOCUMENTED, |n| n.min(DOCUMENTED))
 }
 
 /// Whether `id` is a custom id every batch API takes: 1–64 characters of `[A-Za-z0-9_-]`
@@ -313,22 +323,125 @@ impl CloudProvider {
                 })
             }
             BatchApi::Gemini => {
+                let inline = json!({"requests": {"requests": lines}});
+                // Inline while the create request stays under its 20 MB; past that, a JSONL file
+                // through the Files API, its lines keyed as the file format wants.
+                let (input_config, input_file) = if inline.to_string().len() < gemini_inline_bytes()
+                {
+                    (inline, None)
+                } else {
+                    let mut jsonl = Vec::new();
+                    for l in lines {
+                        let line =
+                            json!({"key": l.pointer("/metadata/key"), "request": l.get("request")});
+                        jsonl.extend_from_slice(line.to_string().as_bytes());
+                        jsonl.push(b'\n');
+                    }
+                    let name = self.gemini_upload(jsonl, tag).await?;
+                    (json!({"file_name": name}), Some(name))
+                };
                 let created = self
                     .call(Call::post_json(
                         &self.at(&format!("models/{}:batchGenerateContent", self.def.model)),
-                        &json!({"batch": {"display_name": tag,
-                                "input_config": {"requests": {"requests": lines}}}}),
+                        &json!({"batch": {"display_name": tag, "input_config": input_config}}),
                     ))
                     .await?;
                 Ok(Sent {
                     remote_id: string_at(&created, "/name", "the batch")?,
-                    input_file: None,
+                    input_file,
                 })
             }
             BatchApi::File => Err(Error::Protocol(
                 "a batch file is written, not sent".to_string(),
             )),
         }
+    }
+
+    /// The batch named `tag` at the provider, if it has one: a batch whose process died after
+    /// sending it and before keeping the provider's id is found here rather than sent (and
+    /// bought) again. OpenAI's list (newest first, a few pages) by `metadata.kerf`; Gemini's by
+    /// display name. Anthropic's batches carry no name: `None`, and the batch is sent again.
+    pub async fn batch_find(&self, api: BatchApi, tag: &str) -> Result<Option<Sent>> {
+        // The batch sought was made moments before its process died: among the newest.
+        const PAGES: usize = 5;
+        let mut after: Option<String> = None;
+        for _ in 0..PAGES {
+            let page = match api {
+                BatchApi::Openai => {
+                    let at = match &after {
+                        Some(a) => self.at(&format!("batches?limit=100&after={a}")),
+                        None => self.at("batches?limit=100"),
+                    };
+                    let v = self.call(Call::get(&at)).await?;
+                    let data = v
+                        .get("data")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    if let Some(b) = data
+                        .iter()
+                        .find(|b| b.pointer("/metadata/kerf").and_then(Value::as_str) == Some(tag))
+                    {
+                        return Ok(Some(Sent {
+                            remote_id: string_at(b, "/id", "the batch")?,
+                            input_file: b
+                                .get("input_file_id")
+                                .and_then(Value::as_str)
+                                .map(str::to_string),
+                        }));
+                    }
+                    let more = v.get("has_more").and_then(Value::as_bool).unwrap_or(false);
+                    (
+                        more,
+                        data.last()
+                            .and_then(|b| b.get("id"))
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    )
+                }
+                BatchApi::Gemini => {
+                    let at = match &after {
+                        Some(t) => self.at(&format!("batches?pageSize=100&pageToken={t}")),
+                        None => self.at("batches?pageSize=100"),
+                    };
+                    let v = self.call(Call::get(&at)).await?;
+                    let ops = v
+                        .get("operations")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    let named = |o: &Value| {
+                        [
+                            "/metadata/displayName",
+                            "/metadata/display_name",
+                            "/displayName",
+                        ]
+                        .iter()
+                        .any(|p| o.pointer(p).and_then(Value::as_str) == Some(tag))
+                    };
+                    if let Some(o) = ops.iter().find(|o| named(o)) {
+                        return Ok(Some(Sent {
+                            remote_id: string_at(o, "/name", "the batch")?,
+                            input_file: o
+                                .pointer("/metadata/inputConfig/fileName")
+                                .and_then(Value::as_str)
+                                .map(str::to_string),
+                        }));
+                    }
+                    let next = v
+                        .get("nextPageToken")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty());
+                    (next.is_some(), next.map(str::to_string))
+                }
+                BatchApi::Anthropic | BatchApi::File => return Ok(None),
+            };
+            match page {
+                (true, Some(next)) => after = Some(next),
+                _ => return Ok(None),
+            }
+        }
+        Ok(None)
     }
 
     /// Batch `remote_id` as its provider reports it now.
@@ -402,13 +515,7 @@ impl CloudProvider {
                 }
             }
             Outputs::GeminiFile(name) => {
-                let base = self.def.base_url.trim_end_matches('/');
-                let download = match base.rsplit_once('/') {
-                    Some((host, version)) => {
-                        format!("{host}/download/{version}/{name}:download?alt=media")
-                    }
-                    None => format!("{base}/{name}:download?alt=media"),
-                };
+                let download = self.gemini_media("download", &format!("{name}:download?alt=media"));
                 let body = self.call_raw(Call::get(&download).download()).await?;
                 read_lines(
                     &body,
@@ -428,6 +535,52 @@ impl CloudProvider {
 
     fn at(&self, path: &str) -> String {
         url(self, path)
+    }
+
+    /// Gemini's media paths sit beside the API's version, not under it:
+    /// `https://…/v1beta` → `https://…/{kind}/v1beta/{path}` (`upload`, `download`).
+    fn gemini_media(&self, kind: &str, path: &str) -> String {
+        let base = self.def.base_url.trim_end_matches('/');
+        match base.rsplit_once('/') {
+            Some((host, version)) => format!("{host}/{kind}/{version}/{path}"),
+            None => format!("{base}/{path}"),
+        }
+    }
+
+    /// Upload `jsonl` through Gemini's resumable Files API (start, then upload and finalize in
+    /// one step): the file's name (`files/…`).
+    async fn gemini_upload(&self, jsonl: Vec<u8>, tag: &str) -> Result<String> {
+        let start = self.gemini_media("upload", "files");
+        let (_, headers) = self
+            .call_answered(
+                Call::post_json(&start, &json!({"file": {"display_name": tag}}))
+                    .header("x-goog-upload-protocol", "resumable")
+                    .header("x-goog-upload-command", "start")
+                    .header(
+                        "x-goog-upload-header-content-length",
+                        jsonl.len().to_string(),
+                    )
+                    .header("x-goog-upload-header-content-type", "application/jsonl"),
+            )
+            .await?;
+        let to = headers
+            .get("x-goog-upload-url")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                Error::Protocol(format!(
+                    "{}: the upload's start gave no `x-goog-upload-url`",
+                    self.def.name
+                ))
+            })?
+            .to_string();
+        let uploaded = self
+            .call(
+                Call::post(&to, jsonl, "application/jsonl")
+                    .header("x-goog-upload-command", "upload, finalize")
+                    .header("x-goog-upload-offset", "0"),
+            )
+            .await?;
+        string_at(&uploaded, "/file/name", "the uploaded file")
     }
 
     fn auth(&self) -> Vec<(String, String)> {
@@ -457,9 +610,15 @@ impl CloudProvider {
         })
     }
 
-    /// Send `call`, retrying what is safe to retry: any failed download or poll, and a create
-    /// the server refused with 429 or 5xx (it made nothing) or never received.
+    /// Send `call` (see [`call_answered`](Self::call_answered)): the answer's body.
     async fn call_raw(&self, call: Call<'_>) -> Result<Vec<u8>> {
+        Ok(self.call_answered(call).await?.0)
+    }
+
+    /// Send `call`, retrying what is safe to retry: any failed download or poll, and a create
+    /// the server refused with 429 or 5xx (it made nothing) or never received. The answer's
+    /// body and headers.
+    async fn call_answered(&self, call: Call<'_>) -> Result<(Vec<u8>, reqwest::header::HeaderMap)> {
         const ATTEMPTS: u32 = 5;
         let client = http::client(&self.http)?;
         let mut attempt = 0;
@@ -468,6 +627,9 @@ impl CloudProvider {
             let mut r = client.request(call.method.clone(), call.url);
             for (k, v) in self.auth() {
                 r = r.header(k, v);
+            }
+            for (k, v) in &call.headers {
+                r = r.header(*k, v.as_str());
             }
             if let Some((body, content_type)) = &call.body {
                 r = r
@@ -487,12 +649,13 @@ impl CloudProvider {
                         .as_deref()
                         .and_then(http::retry_after_ms)
                         .or_else(|| header("retry-after").as_deref().and_then(http::retry_after));
+                    let headers = resp.headers().clone();
                     let body = resp
                         .bytes()
                         .await
                         .map_err(|e| Error::Network(self.redact(&e.to_string())));
                     match body {
-                        Ok(b) if (200..300).contains(&status) => return Ok(b.to_vec()),
+                        Ok(b) if (200..300).contains(&status) => return Ok((b.to_vec(), headers)),
                         Ok(b) => {
                             let retry = matches!(status, 429 | 500 | 502 | 503 | 504)
                                 || (status == 403 && call.download);
@@ -534,6 +697,8 @@ struct Call<'a> {
     body: Option<(Vec<u8>, String)>,
     /// A results download: a 403 is retried too.
     download: bool,
+    /// Headers beyond the key's (Gemini's resumable upload protocol).
+    headers: Vec<(&'static str, String)>,
 }
 
 impl<'a> Call<'a> {
@@ -543,6 +708,7 @@ impl<'a> Call<'a> {
             url,
             body: None,
             download: false,
+            headers: Vec::new(),
         }
     }
 
@@ -552,6 +718,7 @@ impl<'a> Call<'a> {
             url,
             body: Some((body, content_type.to_string())),
             download: false,
+            headers: Vec::new(),
         }
     }
 
@@ -561,6 +728,11 @@ impl<'a> Call<'a> {
 
     fn download(mut self) -> Self {
         self.download = true;
+        self
+    }
+
+    fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
         self
     }
 }

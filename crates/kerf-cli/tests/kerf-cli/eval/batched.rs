@@ -39,6 +39,9 @@ struct State {
     expire_first: usize,
     /// Hold every results download this long (a collect killed while it waits).
     download_delay: Duration,
+    /// Hold every OpenAI batch's create answer this long, the batch already made (a submit
+    /// killed before it hears the batch's id).
+    create_delay: Duration,
 }
 
 struct Held {
@@ -48,6 +51,10 @@ struct Held {
     /// The first batch of its API: where requests expire.
     first: bool,
     failed: Option<String>,
+    /// The name the batch was given (OpenAI's `metadata.kerf`), and when it was made (the
+    /// order of the list).
+    tag: String,
+    made: usize,
 }
 
 struct BatchServer {
@@ -95,7 +102,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let method = parts.next().unwrap_or("").to_string();
     let path = parts.next().unwrap_or("").to_string();
     let mut length = 0;
-    let mut content_type = String::new();
+    let mut headers = HashMap::new();
     loop {
         let mut h = String::new();
         reader.read_line(&mut h)?;
@@ -105,25 +112,36 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         if let Some((k, v)) = h.split_once(':') {
             if k.eq_ignore_ascii_case("content-length") {
                 length = v.trim().parse().unwrap_or(0);
-            } else if k.eq_ignore_ascii_case("content-type") {
-                content_type = v.trim().to_string();
             }
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
         }
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
-    let (status, reply) = route(state, &method, &path, &content_type, &body);
+    let (status, reply) = route(state, &method, &path, &headers, &body);
     let delay = state.lock().unwrap().download_delay;
     if path.contains("/content") || path.ends_with("/results") {
         std::thread::sleep(delay);
     }
-    let (ctype, text) = match reply {
-        Reply::Json(v) => ("application/json", v.to_string()),
-        Reply::Lines(t) => ("application/binary", t),
+    if method == "POST" && path == "/v1/batches" {
+        let hold = state.lock().unwrap().create_delay;
+        std::thread::sleep(hold);
+    }
+    let (ctype, text, extra) = match reply {
+        Reply::Json(v) => ("application/json", v.to_string(), String::new()),
+        Reply::Lines(t) => ("application/binary", t, String::new()),
+        Reply::UploadAt(path) => (
+            "application/json",
+            "{}".to_string(),
+            format!(
+                "x-goog-upload-url: http://{}{path}\r\nx-goog-upload-status: active\r\n",
+                headers.get("host").map_or("", String::as_str)
+            ),
+        ),
     };
     write!(
         out,
-        "HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+        "HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{text}",
         text.len()
     )?;
     out.flush()
@@ -132,15 +150,19 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
 enum Reply {
     Json(Value),
     Lines(String),
+    /// A resumable upload's start: where to send the bytes (Gemini's `x-goog-upload-url`).
+    UploadAt(String),
 }
 
 fn route(
     state: &Mutex<State>,
     method: &str,
     path: &str,
-    content_type: &str,
+    headers: &HashMap<String, String>,
     body: &[u8],
 ) -> (u16, Reply) {
+    let content_type = headers.get("content-type").map_or("", String::as_str);
+    let header = |name: &str| headers.get(name).map_or("", String::as_str);
     let mut s = state.lock().unwrap();
     let not_found = (
         404,
@@ -204,6 +226,7 @@ fn route(
                 "openai".into(),
                 requests.iter().map(|r| r.0.clone()).collect(),
             ));
+            let made = s.next;
             s.batches.insert(
                 id.clone(),
                 Held {
@@ -212,6 +235,12 @@ fn route(
                     polls: 0,
                     first,
                     failed: failed.as_ref().map(Value::to_string),
+                    tag: req
+                        .pointer("/metadata/kerf")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    made,
                 },
             );
             (
@@ -219,6 +248,23 @@ fn route(
                 Reply::Json(
                     json!({"id": id, "object": "batch", "status": "validating", "errors": failed.map(|d| json!({"object": "list", "data": d}))}),
                 ),
+            )
+        }
+        // The list, newest first (one page: the test makes few).
+        ("GET", p) if p.starts_with("/v1/batches?") => {
+            let mut all: Vec<(&String, &Held)> = s
+                .batches
+                .iter()
+                .filter(|(id, _)| id.starts_with("batch_"))
+                .collect();
+            all.sort_by_key(|(_, b)| std::cmp::Reverse(b.made));
+            let data: Vec<Value> = all
+                .iter()
+                .map(|(id, b)| json!({"id": id, "object": "batch", "status": "in_progress", "metadata": {"kerf": b.tag}}))
+                .collect();
+            (
+                200,
+                Reply::Json(json!({"object": "list", "data": data, "has_more": false})),
             )
         }
         ("GET", p) if p.starts_with("/v1/batches/") => {
@@ -322,6 +368,7 @@ fn route(
                 requests.iter().map(|r| r.0.clone()).collect(),
             ));
             let n = requests.len();
+            let made = s.next;
             s.batches.insert(
                 id.clone(),
                 Held {
@@ -330,6 +377,8 @@ fn route(
                     polls: 0,
                     first,
                     failed: None,
+                    tag: String::new(),
+                    made,
                 },
             );
             (
@@ -397,37 +446,105 @@ fn route(
             }
             (200, Reply::Lines(lines))
         }
+        // Gemini's resumable Files API: a start that says where to send the bytes, then the
+        // bytes with `upload, finalize`.
+        ("POST", "/upload/v1beta/files") => {
+            assert_eq!(header("x-goog-upload-protocol"), "resumable");
+            assert_eq!(header("x-goog-upload-command"), "start");
+            assert_eq!(
+                header("x-goog-upload-header-content-type"),
+                "application/jsonl"
+            );
+            s.next += 1;
+            let upload = format!("/upload/v1beta/files?upload_id=u{}", s.next);
+            s.files.insert(
+                upload.clone(),
+                header("x-goog-upload-header-content-length")
+                    .as_bytes()
+                    .to_vec(),
+            );
+            (200, Reply::UploadAt(upload))
+        }
+        ("POST", p) if p.starts_with("/upload/v1beta/files?upload_id=") => {
+            assert_eq!(header("x-goog-upload-command"), "upload, finalize");
+            assert_eq!(header("x-goog-upload-offset"), "0");
+            let announced = s.files.remove(p).expect("an upload that was started");
+            assert_eq!(
+                String::from_utf8_lossy(&announced),
+                body.len().to_string(),
+                "the length announced at the start"
+            );
+            s.next += 1;
+            let name = format!("files/in-{}", s.next);
+            s.files.insert(name.clone(), body.to_vec());
+            (
+                200,
+                Reply::Json(
+                    json!({"file": {"name": name, "mimeType": "application/jsonl", "sizeBytes": body.len().to_string(), "state": "ACTIVE"}}),
+                ),
+            )
+        }
+        ("GET", p)
+            if p.starts_with("/download/v1beta/files/") && p.ends_with(":download?alt=media") =>
+        {
+            s.downloads += 1;
+            let name = &p["/download/v1beta/".len()..p.len() - ":download?alt=media".len()];
+            match s.files.get(name) {
+                Some(f) => (200, Reply::Lines(String::from_utf8_lossy(f).into_owned())),
+                None => not_found,
+            }
+        }
         ("POST", p) if p.starts_with("/v1beta/models/") && p.ends_with(":batchGenerateContent") => {
             let req = json_body();
-            let items = req
-                .pointer("/batch/input_config/requests/requests")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let requests: Vec<(String, Value)> = items
-                .iter()
-                .map(|r| {
-                    (
-                        r["metadata"]["key"].as_str().unwrap().to_string(),
-                        r["request"].clone(),
-                    )
-                })
-                .collect();
+            // Inline requests, or a file of keyed lines.
+            let (requests, from_file): (Vec<(String, Value)>, bool) = match req
+                .pointer("/batch/input_config/file_name")
+                .and_then(Value::as_str)
+            {
+                Some(name) => (
+                    String::from_utf8_lossy(&s.files[name])
+                        .lines()
+                        .map(|l| {
+                            let v: Value = serde_json::from_str(l).unwrap();
+                            (v["key"].as_str().unwrap().to_string(), v["request"].clone())
+                        })
+                        .collect(),
+                    true,
+                ),
+                None => (
+                    req.pointer("/batch/input_config/requests/requests")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|r| {
+                            (
+                                r["metadata"]["key"].as_str().unwrap().to_string(),
+                                r["request"].clone(),
+                            )
+                        })
+                        .collect(),
+                    false,
+                ),
+            };
             s.next += 1;
             let id = format!("batches/{}", s.next);
             s.created.push((
-                "gemini".into(),
+                if from_file { "gemini-file" } else { "gemini" }.into(),
                 requests.iter().map(|r| r.0.clone()).collect(),
             ));
             let n = requests.len();
+            let made = s.next;
             s.batches.insert(
                 id.clone(),
                 Held {
-                    endpoint: String::new(),
+                    endpoint: if from_file { "file" } else { "" }.to_string(),
                     requests,
                     polls: 0,
                     first: false,
                     failed: None,
+                    tag: String::new(),
+                    made,
                 },
             );
             (
@@ -451,6 +568,26 @@ fn route(
                     Reply::Json(
                         json!({"name": id, "metadata": {"state": "BATCH_STATE_RUNNING",
                     "batchStats": {"requestCount": n, "pendingRequestCount": n}}}),
+                    ),
+                );
+            }
+            if b.endpoint == "file" {
+                // A file's results: keyed lines, in any order.
+                let lines: String = shuffled(&b.requests)
+                    .into_iter()
+                    .map(|(cid, req)| {
+                        format!("{}\n", json!({"key": cid, "response": gemini_reply(req)}))
+                    })
+                    .collect();
+                let out = format!("files/out-{}", &id["batches/".len()..]);
+                s.files.insert(out.clone(), lines.into_bytes());
+                return (
+                    200,
+                    Reply::Json(
+                        json!({"name": id, "done": true, "metadata": {"state": "BATCH_STATE_SUCCEEDED",
+                    "batchStats": {"requestCount": n, "successfulRequestCount": n}},
+                    "response": {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+                        "responsesFile": out}}),
                     ),
                 );
             }
@@ -857,6 +994,96 @@ fn a_batch_eval_equals_the_online_eval_cell_by_cell_on_every_batch_api() {
         14,
         "collecting a whole eval sends nothing"
     );
+}
+
+/// A Gemini batch past the inline limit goes as a JSONL file of keyed lines through the
+/// resumable Files API, and its results come back as a keyed file (`responsesFile`, shuffled):
+/// cell by cell what the online eval got.
+#[test]
+fn a_gemini_batch_past_the_inline_limit_goes_as_a_file_and_folds_back() {
+    let (_online, batch, dir, data) = servers(0);
+    let want = kerf_in(dir.path(), &eval_args(&data, "srv", &["--json"]));
+    assert!(want.status.success(), "{}", stderr(&want));
+    let want_cells = cells(&stdout_json(&want), "srv");
+    let sent = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(eval_args(&data, "gem", &["--batch", "--json"]))
+        .current_dir(crate::repo())
+        .env("KERF_CONFIG_DIR", dir.path())
+        .env("KERF_DATA_DIR", dir.path())
+        .env("KERF_KEYRING", "kernel")
+        .env("KERF_GEMINI_INLINE_BYTES", "1000")
+        .output()
+        .unwrap();
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let id = stdout_json(&sent)["experiment"].as_i64().unwrap();
+    let created = batch.created();
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!(created[0].0, "gemini-file");
+    assert_eq!(created[0].1.len(), 12);
+    let collected = kerf_in(
+        dir.path(),
+        &[
+            "eval",
+            "collect",
+            &id.to_string(),
+            "--wait",
+            "--poll",
+            "0.05",
+            "--json",
+        ],
+    );
+    assert_eq!(collected.status.code(), Some(0), "{}", stderr(&collected));
+    let report = stdout_json(&collected);
+    assert_eq!(report["pending"], 0, "{report}");
+    assert_eq!(cells(&report, "gem"), want_cells);
+    assert_eq!(batch.state.lock().unwrap().online, 0);
+}
+
+/// A submit killed after the provider made its batch and before it heard the batch's id leaves
+/// the batch stored unsent; the next `status` finds it at the provider by its name and keeps it,
+/// sending nothing again, and the eval collects whole.
+#[test]
+fn a_batch_the_provider_made_before_its_submit_died_is_found_not_bought_again() {
+    let (_online, batch, dir, data) = servers(0);
+    batch.state.lock().unwrap().create_delay = Duration::from_secs(60);
+    let mut submit = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(eval_args(&data, "oai", &["--batch", "--json"]))
+        .current_dir(crate::repo())
+        .env("KERF_CONFIG_DIR", dir.path())
+        .env("KERF_DATA_DIR", dir.path())
+        .env("KERF_KEYRING", "kernel")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let began = std::time::Instant::now();
+    while batch.created().is_empty() {
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "the batch was never made"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    submit.kill().unwrap(); // SIGKILL, while its create call waits for the answer
+    submit.wait().unwrap();
+    batch.state.lock().unwrap().create_delay = Duration::ZERO;
+
+    let status = kerf_in(dir.path(), &["eval", "status", "--json"]);
+    assert!(status.status.success(), "{}", stderr(&status));
+    let status = stdout_json(&status);
+    assert_eq!(batch.created().len(), 1, "sent once: {status}");
+    let b = &status["batches"][0];
+    assert!(
+        b["id"].as_str().is_some_and(|id| id.starts_with("batch_")),
+        "{status}"
+    );
+    let collected = kerf_in(
+        dir.path(),
+        &["eval", "collect", "--wait", "--poll", "0.05", "--json"],
+    );
+    assert_eq!(collected.status.code(), Some(0), "{}", stderr(&collected));
+    assert_eq!(stdout_json(&collected)["pending"], 0);
+    assert_eq!(batch.created().len(), 1);
 }
 
 /// `--batch-file` writes what `vllm run-batch` reads; its output file (in input order, errors
