@@ -432,7 +432,6 @@ async fn drive(
         }
     };
     limiter.answered();
-    limiter.window().answered(sent_at.elapsed());
     limiter.learn(&resp.headers);
     let head_at = Instant::now();
     let mut reply = Reply::default();
@@ -521,6 +520,14 @@ async fn drive(
             }
         }
         details.streamed = Some(true);
+    }
+    // The adaptive window hears the time to the first text, not to the headers: a server (or a
+    // router in front of one) answers the headers of a request it has queued for a free slot,
+    // and only the first token shows the wait.
+    if !matches!(reply.finish, Some(FinishReason::Cancelled)) {
+        limiter
+            .window()
+            .answered(first.unwrap_or_else(Instant::now).duration_since(sent_at));
     }
     if !reply.refusal.is_empty() {
         reply.text.push_str(&reply.refusal);

@@ -108,7 +108,7 @@ pub struct Limiter {
 
 /// An adaptive concurrency limit (additive increase, multiplicative decrease, as TCP's
 /// congestion window): it grows by one request per round of answers while the latency to the
-/// first byte holds (within twice the best seen), and halves when the provider says it is
+/// first text holds (within twice the best seen), and halves when the provider says it is
 /// over capacity (429, 503, 529, a refused connection), at most once per round (one recent
 /// latency) so one burst of refusals halves it once. Near the number that was refused last it
 /// grows a tenth as fast, so a small capacity is probed rarely rather than refused every few
@@ -163,7 +163,8 @@ impl Window {
         (s.limit.floor() as usize).clamp(1, ceiling.max(1))
     }
 
-    /// A request was answered, its first byte `latency` after it was sent.
+    /// A request was answered, its first text `latency` after it was sent (the end, for a reply
+    /// with no text).
     pub fn answered(&self, latency: Duration) {
         let mut s = self.state();
         let l = latency.as_secs_f64();

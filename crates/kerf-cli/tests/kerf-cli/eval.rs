@@ -61,6 +61,8 @@ struct Counts {
     answered: Mutex<Vec<String>>,
     /// Requests refused for being past the capacity.
     refused: AtomicUsize,
+    /// Requests holding one of the server's slots now ([`Again::Slots`]).
+    serving: AtomicUsize,
 }
 
 /// Holds requests, so a test acts while they are in flight whatever the machine's speed, instead
@@ -136,6 +138,10 @@ enum Again {
     /// The first requests' replies break off after their first piece with an error event, as
     /// a router ends the stream of a server killed while it decodes.
     Broken(usize),
+    /// This many slots: every request's headers are answered at once, and its reply waits for
+    /// a free slot, then takes the delay (a `llama-server` with `--parallel N`, or a router in
+    /// front of one, queueing what is past its slots).
+    Slots(usize),
 }
 
 impl Model {
@@ -306,7 +312,13 @@ fn answer(
         }
         count.peak.fetch_max(now, Ordering::SeqCst);
         count.gate.pass(n, &count.in_flight);
-        std::thread::sleep(Duration::from_millis(count.delay_ms.load(Ordering::SeqCst)));
+        let slots = match again {
+            Again::Slots(n) => Some(n),
+            _ => None,
+        };
+        if slots.is_none() {
+            std::thread::sleep(Duration::from_millis(count.delay_ms.load(Ordering::SeqCst)));
+        }
         let prompt = req["messages"].to_string();
         let row = rows
             .iter()
@@ -368,11 +380,35 @@ fn answer(
         if !matches!(again, Again::Broken(b) if n < b) {
             sse.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
         }
-        let written = write!(
-            out,
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sse}",
-            sse.len()
-        );
+        let written = match slots {
+            None => write!(
+                out,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sse}",
+                sse.len()
+            ),
+            Some(slots) => {
+                // The headers now; the reply once a slot is free, after the delay.
+                write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    sse.len()
+                )?;
+                out.flush()?;
+                while count
+                    .serving
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                        (n < slots).then_some(n + 1)
+                    })
+                    .is_err()
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                std::thread::sleep(Duration::from_millis(count.delay_ms.load(Ordering::SeqCst)));
+                let w = write!(out, "{sse}");
+                count.serving.fetch_sub(1, Ordering::SeqCst);
+                w
+            }
+        };
         count.in_flight.fetch_sub(1, Ordering::SeqCst);
         written?;
         out.flush()?;

@@ -16,12 +16,16 @@ use crate::{stderr, stdout_json};
 /// holds" is the server's doing, not the scheduler's): the requests served, the most served at
 /// once, and the refusals.
 fn against(capacity: usize, repeat: u32) -> (usize, usize, usize) {
+    against_server(Again::Capacity(capacity), repeat)
+}
+
+fn against_server(again: Again, repeat: u32) -> (usize, usize, usize) {
+    let capacity = match again {
+        Again::Capacity(n) | Again::Slots(n) => n,
+        _ => 0,
+    };
     let rows = rows();
-    let model = Model::start_with(
-        rows.clone(),
-        Duration::from_millis(100),
-        Again::Capacity(capacity),
-    );
+    let model = Model::start_with(rows.clone(), Duration::from_millis(100), again);
     let (dir, data) = setup(&model, &rows);
     let repeat = repeat.to_string();
     let o = kerf_in(
@@ -84,5 +88,21 @@ fn auto_concurrency_grows_to_a_large_capacity_and_backs_off_from_a_small_one() {
     assert!(
         refused * 4 <= served,
         "backed off: {refused} refusals for {served}"
+    );
+}
+
+/// A server that queues what is past its slots (it answers the headers at once, the first token
+/// once a slot is free) refuses nothing, so only the latency can tell the client to stop
+/// growing: the time to the first token shows the queue where the time to the headers did not.
+/// The number in flight settles where the queue doubles the latency (about twice the slots: the
+/// window's tolerance) instead of growing on towards the ceiling of 64, as it did when it
+/// heard the headers' time (26 at once by the end of these 360 cells).
+#[test]
+fn auto_concurrency_stops_growing_when_a_server_queues_past_its_slots() {
+    let (served, peak, refused) = against_server(Again::Slots(4), 30);
+    assert_eq!((served, refused), (360, 0));
+    assert!(
+        peak <= 16,
+        "in flight stayed near twice the 4 slots, not the ceiling: at most {peak} at once"
     );
 }
