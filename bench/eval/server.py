@@ -17,7 +17,11 @@ JSONL when the prompt asks for one object per line, else a JSON array. It stream
 final usage chunk) when asked to, as Kerf does, and answers in one body otherwise, as promptfoo
 asks. Standard library only; HTTP/1.1 with keep-alive, as both clients reuse connections.
 
-    python3 server.py DATASET.jsonl PROMPT_ID DELAY_SECONDS   (prints the port, then serves)
+With CAPACITY, at most that many requests are answered at once: one past it gets 429 with
+`retry-after-ms: 100` (a server, or a fleet behind one URL, at its capacity); `/stats` then also
+says how many were refused and the most answered at once.
+
+    python3 server.py DATASET.jsonl PROMPT_ID DELAY_SECONDS [CAPACITY]   (prints the port, then serves)
 """
 
 import asyncio
@@ -79,16 +83,18 @@ def answer_text(req, rows):
 
 
 SEEN = []
+LOAD = {"now": 0, "peak": 0, "refused": 0}
 
 
 def stats():
     digest = hashlib.sha256("".join(sorted(SEEN)).encode()).hexdigest()
-    out = {"requests": len(SEEN), "digest": digest}
+    out = {"requests": len(SEEN), "digest": digest, "refused": LOAD["refused"], "peak": LOAD["peak"]}
     SEEN.clear()
+    LOAD.update(peak=0, refused=0)
     return out
 
 
-async def handle(reader, writer, rows, delay):
+async def handle(reader, writer, rows, delay, capacity=None):
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -108,9 +114,20 @@ async def handle(reader, writer, rows, delay):
                 await writer.drain()
                 continue
             req = json.loads(body)
+            if capacity is not None and LOAD["now"] >= capacity:
+                LOAD["refused"] += 1
+                out = b'{"error": {"message": "Server at capacity", "type": "overloaded"}}'
+                writer.write(b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after-ms: 100\r\ncontent-length: %d\r\n\r\n" % len(out) + out)
+                await writer.drain()
+                continue
             conversation = [{"role": m.get("role"), "content": m.get("content")} for m in req.get("messages", [])]
             SEEN.append(hashlib.sha256(json.dumps(conversation).encode()).hexdigest())
-            await asyncio.sleep(delay)
+            LOAD["now"] += 1
+            LOAD["peak"] = max(LOAD["peak"], LOAD["now"])
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                LOAD["now"] -= 1
             text, prompt_tokens = answer_text(req, rows)
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": (len(text) + 3) // 4}
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -139,7 +156,8 @@ async def handle(reader, writer, rows, delay):
 async def main():
     rows = load(sys.argv[1], sys.argv[2])
     delay = float(sys.argv[3])
-    server = await asyncio.start_server(lambda r, w: handle(r, w, rows, delay), "127.0.0.1", 0, backlog=256)
+    capacity = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    server = await asyncio.start_server(lambda r, w: handle(r, w, rows, delay, capacity), "127.0.0.1", 0, backlog=256)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:
         await server.serve_forever()

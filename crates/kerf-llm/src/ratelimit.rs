@@ -107,8 +107,10 @@ pub struct Limiter {
 }
 
 /// An adaptive concurrency limit (additive increase, multiplicative decrease, as TCP's
-/// congestion window): it grows by one request per round of answers while the latency to the
-/// first text holds (within twice the best seen), and halves when the provider says it is
+/// congestion window): it first doubles each round (slow start) until the provider refuses or
+/// the latency to the first text rises a quarter over the best seen; then it grows by one
+/// request per round of answers while that latency holds (within twice the best seen), and
+/// halves when the provider says it is
 /// over capacity (429, 503, 529, a refused connection), at most once per round (one recent
 /// latency) so one burst of refusals halves it once. Near the number that was refused last it
 /// grows a tenth as fast, so a small capacity is probed rarely rather than refused every few
@@ -130,6 +132,9 @@ struct WindowState {
     /// Times it halved, and answers counted.
     cuts: u64,
     answers: u64,
+    /// Doubling each round (TCP's slow start) until the first sign of a limit: a refusal, or
+    /// the latency rising past a quarter over the best.
+    slow_start: bool,
 }
 
 impl Window {
@@ -148,6 +153,7 @@ impl Window {
                 refused_at: None,
                 cuts: 0,
                 answers: 0,
+                slow_start: true,
             }),
         }
     }
@@ -171,8 +177,15 @@ impl Window {
         s.answers += 1;
         s.best = Some(s.best.map_or(l, |b| b.min(l)));
         s.recent = Some(s.recent.map_or(l, |r| 0.8 * r + 0.2 * l));
-        let holds = matches!((s.best, s.recent), (Some(b), Some(r)) if r <= 2.0 * b + 0.005);
-        if holds {
+        let within = |factor: f64| matches!((s.best, s.recent), (Some(b), Some(r)) if r <= factor * b + 0.005);
+        let (holds, flat) = (within(2.0), within(1.25));
+        if s.slow_start && !flat {
+            s.slow_start = false;
+        }
+        if s.slow_start {
+            // One more per answer: twice as many each round.
+            s.limit += 1.0;
+        } else if holds {
             let near = s.refused_at.is_some_and(|r| s.limit + 1.0 >= r);
             let step = if near { 0.1 } else { 1.0 };
             s.limit += step / s.limit.max(1.0);
@@ -191,6 +204,7 @@ impl Window {
         }
         s.cut_at = Some(now);
         s.cuts += 1;
+        s.slow_start = false;
         s.refused_at = Some(s.limit.floor().max(1.0));
         s.limit = (s.limit / 2.0).max(1.0);
         // What the latency was before the overload is no guide to what it is now.
@@ -475,26 +489,39 @@ mod tests {
         );
     }
 
-    /// The window grows a request per round while the latency holds, not while it climbs;
-    /// halves once for a burst of refusals; and grows a tenth as fast near the number refused.
+    /// The window doubles each round at first (slow start), until the latency rises; then it
+    /// grows a request per round while the latency holds, not while it climbs; halves once for
+    /// a burst of refusals; and grows a tenth as fast near the number refused.
     #[test]
     fn the_window_grows_while_latency_holds_and_halves_on_overload() {
         let w = Window::new();
         let ms = Duration::from_millis;
         assert_eq!(w.limit(64), 4);
-        // A round of answers at 4 in flight (each adds 1/limit): one more request.
-        for _ in 0..5 {
+        // Slow start: a round of 4 answers at a steady latency doubles it, and the next round
+        // of 8 doubles it again.
+        for _ in 0..4 {
             w.answered(ms(20));
         }
-        assert_eq!(w.limit(64), 5);
+        assert_eq!(w.limit(64), 8);
+        for _ in 0..8 {
+            w.answered(ms(20));
+        }
+        assert_eq!(w.limit(64), 16);
         // Within the ceiling, always.
         assert_eq!(w.limit(3), 3);
+        // The latency rising ends the slow start: a request per round from then on.
         let w = Window::new();
-        for _ in 0..40 {
+        for _ in 0..4 {
             w.answered(ms(20));
         }
+        w.answered(ms(80)); // lifts the recent latency past a quarter over the best: no more doubling
+        let at = w.limit(64);
+        assert_eq!(at, 8);
+        for _ in 0..at {
+            w.answered(ms(30));
+        }
+        assert_eq!(w.limit(64), at + 1, "one more after a round at {at}");
         let grown = w.limit(64);
-        assert!(grown >= 9, "{grown}");
         // Latency far past the best: no more growth.
         for _ in 0..40 {
             w.answered(ms(400));

@@ -94,15 +94,16 @@ fn auto_concurrency_grows_to_a_large_capacity_and_backs_off_from_a_small_one() {
 /// A server that queues what is past its slots (it answers the headers at once, the first token
 /// once a slot is free) refuses nothing, so only the latency can tell the client to stop
 /// growing: the time to the first token shows the queue where the time to the headers did not.
-/// The number in flight settles where the queue doubles the latency (about twice the slots: the
-/// window's tolerance) instead of growing on towards the ceiling of 64, as it did when it
-/// heard the headers' time (26 at once by the end of these 360 cells).
+/// The number in flight settles where the queue doubles the latency (two to three times the
+/// slots: the window's tolerance) instead of growing on towards the ceiling of 64, as it did
+/// when it heard the headers' time (26 at once by the end of these 360 cells before the window
+/// had a slow start; with one, it would double to the ceiling in a few rounds).
 #[test]
 fn auto_concurrency_stops_growing_when_a_server_queues_past_its_slots() {
     let (served, peak, refused) = against_server(Again::Slots(4), 30);
     assert_eq!((served, refused), (360, 0));
     assert!(
-        peak <= 16,
-        "in flight stayed near twice the 4 slots, not the ceiling: at most {peak} at once"
+        peak <= 20,
+        "in flight stayed near the 4 slots, not the ceiling: at most {peak} at once"
     );
 }
