@@ -1813,6 +1813,26 @@ fn a_rate_limited_provider_is_waited_for_and_no_row_is_lost() {
     assert_eq!(waited, 5, "every 429 retried once it was allowed");
 }
 
+/// The eval, one request at a time, stopping after 6 refusals in a row.
+fn eval_stopped_after_6_refusals(dir: &Path, data: &Path) -> Output {
+    let mut args = vec!["eval", data.to_str().unwrap()];
+    args.extend_from_slice(EVAL);
+    let args: Vec<&str> = args
+        .into_iter()
+        .map(|a| if a == "4" { "1" } else { a })
+        .collect();
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(&args)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir)
+        .env("KERF_DATA_DIR", dir)
+        .env("KERF_KEYRING", "kernel")
+        .env("KERF_MAX_REFUSALS", "6")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// A server that refuses everything (429 forever) is not retried for hours: after
 /// KERF_MAX_REFUSALS refusals in a row (retries included) no more requests go out, the eval
 /// stops with what finished kept, says why and how to go on, and its plan line said that
@@ -1822,22 +1842,7 @@ fn a_provider_that_refuses_everything_stops_the_eval_after_refusals_in_a_row() {
     let rows = rows();
     let model = Model::start_with(rows.clone(), Duration::ZERO, Again::Limited(usize::MAX));
     let (dir, data) = setup(&model, &rows);
-    let mut args = vec!["eval", data.to_str().unwrap()];
-    args.extend_from_slice(EVAL);
-    let args: Vec<&str> = args
-        .into_iter()
-        .map(|a| if a == "4" { "1" } else { a })
-        .collect();
-    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(&args)
-        .current_dir(repo())
-        .env("KERF_CONFIG_DIR", dir.path())
-        .env("KERF_DATA_DIR", dir.path())
-        .env("KERF_KEYRING", "kernel")
-        .env("KERF_MAX_REFUSALS", "6")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let o = eval_stopped_after_6_refusals(dir.path(), &data);
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(
@@ -1880,22 +1885,7 @@ fn a_server_that_refuses_connections_stops_the_eval_after_refusals_in_a_row() {
     let data = dir.path().join("d.jsonl");
     let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(&data, text).unwrap();
-    let mut args = vec!["eval", data.to_str().unwrap()];
-    args.extend_from_slice(EVAL);
-    let args: Vec<&str> = args
-        .into_iter()
-        .map(|a| if a == "4" { "1" } else { a })
-        .collect();
-    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(&args)
-        .current_dir(repo())
-        .env("KERF_CONFIG_DIR", dir.path())
-        .env("KERF_DATA_DIR", dir.path())
-        .env("KERF_KEYRING", "kernel")
-        .env("KERF_MAX_REFUSALS", "6")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let o = eval_stopped_after_6_refusals(dir.path(), &data);
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(

@@ -364,81 +364,57 @@ impl CloudProvider {
     pub async fn batch_find(&self, api: BatchApi, tag: &str) -> Result<Option<Sent>> {
         // The batch sought was made moments before its process died: among the newest.
         const PAGES: usize = 5;
-        let mut after: Option<String> = None;
-        for _ in 0..PAGES {
-            let page = match api {
-                BatchApi::Openai => {
-                    let at = match &after {
-                        Some(a) => self.at(&format!("batches?limit=100&after={a}")),
-                        None => self.at("batches?limit=100"),
-                    };
-                    let v = self.call(Call::get(&at)).await?;
-                    let data = v
-                        .get("data")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    if let Some(b) = data
-                        .iter()
-                        .find(|b| b.pointer("/metadata/kerf").and_then(Value::as_str) == Some(tag))
-                    {
-                        return Ok(Some(Sent {
-                            remote_id: string_at(b, "/id", "the batch")?,
-                            input_file: b
-                                .get("input_file_id")
-                                .and_then(Value::as_str)
-                                .map(str::to_string),
-                        }));
-                    }
-                    let more = v.get("has_more").and_then(Value::as_bool).unwrap_or(false);
-                    (
-                        more,
-                        data.last()
-                            .and_then(|b| b.get("id"))
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                    )
-                }
-                BatchApi::Gemini => {
-                    let at = match &after {
-                        Some(t) => self.at(&format!("batches?pageSize=100&pageToken={t}")),
-                        None => self.at("batches?pageSize=100"),
-                    };
-                    let v = self.call(Call::get(&at)).await?;
-                    let ops = v
-                        .get("operations")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    let named = |o: &Value| {
-                        [
-                            "/metadata/displayName",
-                            "/metadata/display_name",
-                            "/displayName",
-                        ]
-                        .iter()
-                        .any(|p| o.pointer(p).and_then(Value::as_str) == Some(tag))
-                    };
-                    if let Some(o) = ops.iter().find(|o| named(o)) {
-                        return Ok(Some(Sent {
-                            remote_id: string_at(o, "/name", "the batch")?,
-                            input_file: o
-                                .pointer("/metadata/inputConfig/fileName")
-                                .and_then(Value::as_str)
-                                .map(str::to_string),
-                        }));
-                    }
-                    let next = v
-                        .get("nextPageToken")
-                        .and_then(Value::as_str)
-                        .filter(|t| !t.is_empty());
-                    (next.is_some(), next.map(str::to_string))
-                }
+        // Per API: the list's first page and the next (by the cursor), where its batches are,
+        // where a batch keeps its name, its id and its input file.
+        let (first, next, items, names, id, file): (&str, &str, &str, &[&str], &str, &str) =
+            match api {
+                BatchApi::Openai => (
+                    "batches?limit=100",
+                    "batches?limit=100&after=",
+                    "/data",
+                    &["/metadata/kerf"],
+                    "/id",
+                    "/input_file_id",
+                ),
+                BatchApi::Gemini => (
+                    "batches?pageSize=100",
+                    "batches?pageSize=100&pageToken=",
+                    "/operations",
+                    &["/metadata/displayName", "/metadata/display_name"],
+                    "/name",
+                    "/metadata/inputConfig/fileName",
+                ),
                 BatchApi::Anthropic | BatchApi::File => return Ok(None),
             };
-            match page {
-                (true, Some(next)) => after = Some(next),
-                _ => return Ok(None),
+        let mut at = self.at(first);
+        for _ in 0..PAGES {
+            let v = self.call(Call::get(&at)).await?;
+            let listed = v.pointer(items).and_then(Value::as_array);
+            let named = |b: &&Value| {
+                names
+                    .iter()
+                    .any(|n| b.pointer(n).and_then(Value::as_str) == Some(tag))
+            };
+            if let Some(b) = listed.and_then(|l| l.iter().find(named)) {
+                return Ok(Some(Sent {
+                    remote_id: string_at(b, id, "the batch")?,
+                    input_file: b.pointer(file).and_then(Value::as_str).map(str::to_string),
+                }));
+            }
+            // OpenAI pages after the last id while `has_more`; Gemini by `nextPageToken`.
+            let cursor = match api {
+                BatchApi::Openai if v.get("has_more").and_then(Value::as_bool) == Some(true) => {
+                    listed
+                        .and_then(|l| l.last())
+                        .and_then(|b| b.get("id"))
+                        .and_then(Value::as_str)
+                }
+                BatchApi::Gemini => v.get("nextPageToken").and_then(Value::as_str),
+                _ => None,
+            };
+            match cursor.filter(|c| !c.is_empty()) {
+                Some(c) => at = self.at(&format!("{next}{c}")),
+                None => return Ok(None),
             }
         }
         Ok(None)
