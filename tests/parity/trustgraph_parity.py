@@ -35,18 +35,12 @@ from trustgraph.template.prompt_manager import PromptManager  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 KERF = os.environ.get("KERF_BIN", "kerf")
 
-passed = 0
-failed = 0
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checks import Checks  # noqa: E402
 
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok    {name}")
-    else:
-        failed += 1
-        print(f"FAIL  {name}: {detail}")
+checks = Checks()
+check = checks.check
 
 
 def tg_objects(response_type, schema, reply):
@@ -269,5 +263,5 @@ p = kerf("lint", str(out_dir / "os-extract.json"), "--provider", "trustgraph", "
 findings = json.loads(p.stdout)["findings"] if p.stdout else []
 check("object-schema: kerf lint has the trustgraph finding", any(f["provider"] == "trustgraph" and f["keyword"] == "object-schema" and f["severity"] == "ignored" for f in findings), p.stdout + p.stderr)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+print(f"{checks.passed} passed, {checks.failed} failed")
+sys.exit(1 if checks.failed else 0)

@@ -43,6 +43,9 @@ import urllib.error
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from checks import Checks  # noqa: E402
+
 DATASET = os.path.join(REPO, "datasets", "knowledge-graph.jsonl")
 PROMPT = os.path.join(REPO, "prompts", "agent-kg-extract-array.json")
 MODEL_NAME = "smollm2"
@@ -260,21 +263,6 @@ class Kerf:
 # --- checks --------------------------------------------------------------------------------------
 
 
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, name, ok, detail=""):
-        if ok:
-            self.passed += 1
-            log(f"ok - {name}")
-        else:
-            self.failed += 1
-            log(f"FAIL - {name}" + (f": {detail}" if detail else ""))
-        return ok
-
-
 def whole(report, rows):
     """(ok, detail): every cell of the report finished, none failed, none pending."""
     prov = report["providers"][0]
@@ -349,7 +337,7 @@ def main():
     log(f"# random moments: KERF_TEST_SEED={seed} (set it to replay this run's draws)")
     rng = random.Random(seed)
 
-    checks = Checks()
+    checks = Checks(say=log)
     procs = Processes()
 
     def on_signal(signum, _frame):

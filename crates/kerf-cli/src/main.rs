@@ -33,6 +33,7 @@ struct Cli {
 enum Command {
     Render(cmd::render::Args),
     Parse(cmd::parse::Args),
+    Chunk(cmd::chunk::Args),
     Lint(cmd::lint::Args),
     Export(cmd::export::Args),
     Import(cmd::import::Args),
@@ -121,6 +122,7 @@ fn main() -> ExitCode {
     let json = match &cli.command {
         Command::Render(a) => a.json,
         Command::Parse(a) => a.json,
+        Command::Chunk(a) => a.json,
         Command::Lint(a) => a.json,
         Command::Export(_) => false,
         Command::Import(a) => a.json,
@@ -152,6 +154,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Render(a) => cmd::render::run(a, wb),
         Command::Parse(a) => cmd::parse::run(a),
+        Command::Chunk(a) => cmd::chunk::run(a),
         Command::Lint(a) => cmd::lint::run(a),
         Command::Export(a) => cmd::export::run(a),
         Command::Import(a) => cmd::import::run(a),

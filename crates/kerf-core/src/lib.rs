@@ -21,6 +21,7 @@
 //! [`Prompt`] ties them together: a loaded, compiled prompt that renders and parses.
 
 pub mod cancel;
+pub mod chunk;
 pub mod diff;
 pub mod dirs;
 pub mod error;

@@ -2,6 +2,7 @@
 
 pub mod author;
 pub mod check;
+pub mod chunk;
 pub mod compare;
 pub mod eval;
 pub mod export;

@@ -10,6 +10,7 @@ use std::process::{Command, Output, Stdio};
 use rstest::rstest;
 
 mod author;
+mod chunk;
 mod eval;
 mod history;
 #[path = "../../../kerf-llm/tests/kerf-llm/isolation.rs"]

@@ -1,0 +1,129 @@
+//! `kerf chunk`: its JSON Lines, its table, and what it refuses (each naming why, with its exit
+//! status). That the chunks are TrustGraph's own is `tests/parity/chunker_parity.py`'s to show.
+
+use std::process::Output;
+
+use super::{kerf, stderr};
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn doc(text: &[u8]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("doc.txt");
+    std::fs::write(&path, text).unwrap();
+    (dir, path.to_str().unwrap().to_string())
+}
+
+#[test]
+fn json_lines_give_each_chunk_its_number_text_and_place() {
+    let text = "Kerf cuts documents.\n\nGrüße — e\u{301} and 🎉 count as Python counts them.\n\nA third paragraph.";
+    let (_dir, path) = doc(text.as_bytes());
+    let o = kerf(&[
+        "chunk",
+        &path,
+        "--chunk-size",
+        "40",
+        "--chunk-overlap",
+        "5",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let chars: Vec<char> = text.chars().collect();
+    let chunks: Vec<serde_json::Value> = stdout(&o)
+        .split('\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(chunks.len(), 4, "{chunks:?}");
+    for (i, c) in chunks.iter().enumerate() {
+        assert_eq!(c["index"], i + 1);
+        let (s, e) = (
+            c["start"].as_u64().unwrap() as usize,
+            c["end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(
+            chars[s..e].iter().collect::<String>(),
+            c["text"].as_str().unwrap()
+        );
+    }
+    assert_eq!(chunks[3]["text"], "A third paragraph.");
+
+    // Token windows have no place; the presets set what is not given.
+    let o = kerf(&[
+        "chunk",
+        &path,
+        "--chunker",
+        "token",
+        "--chunk-size",
+        "4",
+        "--chunk-overlap",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let first: serde_json::Value =
+        serde_json::from_str(stdout(&o).split('\n').next().unwrap()).unwrap();
+    assert!(
+        first.get("start").is_none() && first["index"] == 1,
+        "{first}"
+    );
+
+    let o = kerf(&["chunk", &path, "--preset", "flow"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 chunk(s), recursive chunker, size 2000 characters, overlap 50"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn bad_settings_and_bad_files_are_refused_naming_why() {
+    let (_dir, path) = doc(b"some text");
+    let o = kerf(&["chunk", &path, "--chunk-size", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("error[usage]: --chunk-size must be at least 1"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kerf(&[
+        "chunk",
+        &path,
+        "--chunk-size",
+        "100",
+        "--chunk-overlap",
+        "100",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--chunk-overlap 100 must be smaller than --chunk-size 100"),
+        "{}",
+        stderr(&o)
+    );
+    let (_bad, latin1) = doc(b"caf\xe9 au lait");
+    let o = kerf(&["chunk", &latin1]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not valid UTF-8 (first bad byte at offset 3)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kerf(&["chunk", "/nonexistent/doc.txt"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("/nonexistent/doc.txt"),
+        "{}",
+        stderr(&o)
+    );
+    let (_special, special) = doc(b"text <|endoftext|> more");
+    let o = kerf(&["chunk", &special, "--chunker", "token"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("`<|endoftext|>` at character 5"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -1,0 +1,442 @@
+//! Chunkers that cut a document exactly as TrustGraph's do (trustgraph-flow 2.11.1:
+//! `trustgraph/chunking/recursive/chunker.py` and `trustgraph/chunking/token/chunker.py`), so a
+//! chunk size measured here is the one deployed there.
+//!
+//! - **Recursive**: TrustGraph's own recursive splitter (not langchain's, which it once used):
+//!   split on the first of `\n\n`, `\n`, a space that occurs in the text (else into characters),
+//!   dropping the separator; pieces shorter than the size are merged, joined by that separator,
+//!   into chunks of at most the size, the next chunk starting with the last pieces of this one
+//!   while they fit in the overlap; a piece not shorter than the size is split again with the
+//!   next separators (or, with none left, kept whole). Chunks that are only whitespace, as
+//!   Python's `str.strip()` judges it, are dropped; nothing else is stripped. Sizes are counted
+//!   in characters as Python counts them (code points). Every chunk is a run of the document's
+//!   own characters (consecutive pieces joined by the separator that stood between them), so its
+//!   place in the document is exact: `start` and `end`, in characters, end exclusive.
+//! - **Token**: cl100k_base (the vocabulary compiled into `tiktoken-rs`), windows of `size`
+//!   tokens advancing by `size - overlap`, each decoded as Python's tiktoken decodes (bytes that
+//!   are not whole UTF-8 characters become U+FFFD). A document holding a special token's text
+//!   (`<|endoftext|>`) is refused, as tiktoken's `encode` refuses it there.
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Which of TrustGraph's chunkers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub enum Chunker {
+    /// `trustgraph/chunking/recursive`: sizes in characters.
+    Recursive,
+    /// `trustgraph/chunking/token`: sizes in cl100k_base tokens.
+    Token,
+}
+
+impl Chunker {
+    pub const ALL: [Chunker; 2] = [Chunker::Recursive, Chunker::Token];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Chunker::Recursive => "recursive",
+            Chunker::Token => "token",
+        }
+    }
+
+    /// What the size counts.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Chunker::Recursive => "characters",
+            Chunker::Token => "tokens",
+        }
+    }
+
+    /// The processor's own defaults (its `--chunk-size` / `--chunk-overlap`): recursive
+    /// 2000/100, token 250/15.
+    pub fn processor_defaults(self) -> ChunkSettings {
+        let (size, overlap) = match self {
+            Chunker::Recursive => (2000, 100),
+            Chunker::Token => (250, 15),
+        };
+        ChunkSettings {
+            chunker: self,
+            size,
+            overlap,
+        }
+    }
+
+    /// What a deployed TrustGraph flow (2.8 and after) gives this chunker: its flow parameters
+    /// `chunk-size` 2000 and `chunk-overlap` 50 override the processor's on every message (so
+    /// the token chunker, chosen in such a flow, cuts at 2,000 tokens).
+    pub fn flow_defaults(self) -> ChunkSettings {
+        ChunkSettings {
+            chunker: self,
+            size: 2000,
+            overlap: 50,
+        }
+    }
+}
+
+impl std::fmt::Display for Chunker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a document is cut: the chunker, its size and its overlap (in its unit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct ChunkSettings {
+    pub chunker: Chunker,
+    pub size: usize,
+    pub overlap: usize,
+}
+
+impl ChunkSettings {
+    /// A size of 0, or an overlap not smaller than the size (TrustGraph's token chunker would
+    /// never advance), is refused.
+    pub fn check(&self) -> Result<()> {
+        if self.size == 0 {
+            return Err(Error::Usage("--chunk-size must be at least 1".to_string()));
+        }
+        if self.overlap >= self.size {
+            return Err(Error::Usage(format!(
+                "--chunk-overlap {} must be smaller than --chunk-size {} (a chunk would never move past its overlap)",
+                self.overlap, self.size
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One chunk of a document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct Chunk {
+    /// From 1, as TrustGraph numbers them.
+    pub index: usize,
+    pub text: String,
+    /// Where it stands in the document, in characters (end exclusive); the recursive chunker's
+    /// only (a token window's decoded text may hold replacement characters the document does
+    /// not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub start: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub end: Option<usize>,
+}
+
+/// Cut `text` as `settings` say.
+pub fn chunk(text: &str, settings: &ChunkSettings) -> Result<Vec<Chunk>> {
+    settings.check()?;
+    match settings.chunker {
+        Chunker::Recursive => Ok(recursive(text, settings.size, settings.overlap)),
+        Chunker::Token => token(text, settings.size, settings.overlap),
+    }
+}
+
+/// Read `path` as a document to chunk: it must be UTF-8.
+pub fn read_document(path: &std::path::Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    String::from_utf8(bytes).map_err(|e| Error::Utf8 {
+        place: path.display().to_string(),
+        offset: e.utf8_error().valid_up_to(),
+    })
+}
+
+const SEPARATORS: [&str; 4] = ["\n\n", "\n", " ", ""];
+
+/// Whitespace as Python's `str.isspace()` judges it: Unicode's White_Space, plus the four
+/// information separators (U+001C–U+001F), whose bidirectional class is B or S.
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Whether `s.strip()` would leave something.
+fn has_content(s: &str) -> bool {
+    s.chars().any(|c| !py_space(c))
+}
+
+/// The recursive chunker's chunks, with their places in characters.
+fn recursive(doc: &str, size: usize, overlap: usize) -> Vec<Chunk> {
+    let mut ranges = Vec::new();
+    split_text(doc, 0..doc.len(), &SEPARATORS, size, overlap, &mut ranges);
+    let places = char_offsets(doc, &ranges);
+    ranges
+        .into_iter()
+        .zip(places)
+        .enumerate()
+        .map(|(i, (r, (start, end)))| Chunk {
+            index: i + 1,
+            text: doc[r].to_string(),
+            start: Some(start),
+            end: Some(end),
+        })
+        .collect()
+}
+
+/// `_split_text` over the byte range `piece` of `doc`: the chunks found, as byte ranges, added
+/// to `out` (those of only whitespace left out, as at every level there). The pieces are
+/// streamed, not gathered: a 10 MB text without a blank line is a million and more words.
+fn split_text(
+    doc: &str,
+    piece: Range<usize>,
+    separators: &[&str],
+    size: usize,
+    overlap: usize,
+    out: &mut Vec<Range<usize>>,
+) {
+    let text = &doc[piece.clone()];
+    let mut separator = separators[separators.len() - 1];
+    let mut deeper: &[&str] = &[];
+    for (i, sep) in separators.iter().enumerate() {
+        if sep.is_empty() {
+            separator = sep;
+            break;
+        }
+        if memchr::memmem::find(text.as_bytes(), sep.as_bytes()).is_some() {
+            separator = sep;
+            deeper = &separators[i + 1..];
+            break;
+        }
+    }
+    let mut found = Vec::new();
+    // The run of pieces shorter than the size being merged (`good_splits` there).
+    let mut merging = Merge::new(separator.chars().count(), size, overlap);
+    let mut each = |r: Range<usize>, n: usize, found: &mut Vec<Range<usize>>| {
+        if n < size {
+            merging.push(r, n, found);
+            return;
+        }
+        merging.finish(found);
+        if deeper.is_empty() {
+            found.push(r);
+        } else {
+            split_text(doc, r, deeper, size, overlap, found);
+        }
+    };
+    if separator.is_empty() {
+        for (i, c) in text.char_indices() {
+            let at = piece.start + i;
+            each(at..at + c.len_utf8(), 1, &mut found);
+        }
+    } else {
+        let mut from = 0;
+        let sep = separator.as_bytes();
+        let mut piece_of = |from: usize, to: usize, found: &mut Vec<Range<usize>>| {
+            let n = text[from..to].chars().count();
+            each(piece.start + from..piece.start + to, n, found);
+        };
+        for at in memchr::memmem::find_iter(text.as_bytes(), sep) {
+            // Python's `split` takes non-overlapping separators from the left.
+            if at < from {
+                continue;
+            }
+            piece_of(from, at, &mut found);
+            from = at + sep.len();
+        }
+        piece_of(from, text.len(), &mut found);
+    }
+    merging.finish(&mut found);
+    out.extend(found.into_iter().filter(|r| has_content(&doc[r.clone()])));
+}
+
+/// `_merge_splits`, fed one piece at a time: consecutive pieces (ranges of the document, each
+/// with its length in characters) into chunks of at most `size` characters with their
+/// separators, each chunk after the first beginning with the last pieces of the one before
+/// that fit in `overlap`. A chunk of joined consecutive pieces is the document's range from the
+/// first to the last.
+struct Merge {
+    sep_len: usize,
+    size: usize,
+    overlap: usize,
+    /// The pieces of the chunk being made (`current` there), and its length with separators.
+    current: std::collections::VecDeque<(Range<usize>, usize)>,
+    total: usize,
+}
+
+impl Merge {
+    fn new(sep_len: usize, size: usize, overlap: usize) -> Self {
+        Merge {
+            sep_len,
+            size,
+            overlap,
+            current: std::collections::VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    fn joined(&self) -> Option<Range<usize>> {
+        Some(self.current.front()?.0.start..self.current.back()?.0.end)
+    }
+
+    fn push(&mut self, r: Range<usize>, n: usize, out: &mut Vec<Range<usize>>) {
+        let sep = if self.current.is_empty() {
+            0
+        } else {
+            self.sep_len
+        };
+        if self.total + n + sep > self.size
+            && let Some(chunk) = self.joined()
+        {
+            out.push(chunk);
+            while self.total > self.overlap && self.current.len() > 1 {
+                if let Some((_, dropped)) = self.current.pop_front() {
+                    self.total -= dropped + self.sep_len;
+                }
+            }
+            if self.total > self.overlap {
+                self.current.clear();
+                self.total = 0;
+            }
+        }
+        self.current.push_back((r, n));
+        self.total += n + if self.current.len() > 1 {
+            self.sep_len
+        } else {
+            0
+        };
+    }
+
+    /// The run of short pieces ended: its last chunk, and a fresh start for the next run.
+    fn finish(&mut self, out: &mut Vec<Range<usize>>) {
+        if let Some(chunk) = self.joined() {
+            out.push(chunk);
+        }
+        self.current.clear();
+        self.total = 0;
+    }
+}
+
+/// The character offsets of byte ranges of `doc` (start, end), in one pass over the text.
+fn char_offsets(doc: &str, ranges: &[Range<usize>]) -> Vec<(usize, usize)> {
+    let mut bytes: Vec<usize> = ranges.iter().flat_map(|r| [r.start, r.end]).collect();
+    bytes.sort_unstable();
+    bytes.dedup();
+    let mut chars = Vec::with_capacity(bytes.len());
+    let (mut at_byte, mut at_char) = (0usize, 0usize);
+    for &b in &bytes {
+        at_char += doc[at_byte..b].chars().count();
+        at_byte = b;
+        chars.push(at_char);
+    }
+    let of = |b: usize| chars[bytes.binary_search(&b).unwrap_or(0)];
+    ranges.iter().map(|r| (of(r.start), of(r.end))).collect()
+}
+
+/// The token chunker's windows.
+fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<Chunk>> {
+    let bpe = tiktoken_rs::cl100k_base_singleton();
+    // tiktoken's `encode` refuses a special token's text unless allowed (TrustGraph allows
+    // none): the same refusal, with its place.
+    let special = bpe
+        .special_tokens()
+        .into_iter()
+        .filter_map(|t| doc.find(t).map(|at| (at, t.to_string())))
+        .min();
+    if let Some((at, t)) = special {
+        return Err(Error::Usage(format!(
+            "the document holds the special token `{t}` at character {}: TrustGraph's token chunker (tiktoken's encode) refuses it; use the recursive chunker, or take it out",
+            doc[..at].chars().count()
+        )));
+    }
+    let tokens = bpe.encode_ordinary(doc);
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < tokens.len() {
+        let end = (start + size).min(tokens.len());
+        let bytes = bpe
+            .decode_bytes(&tokens[start..end])
+            .map_err(|e| Error::Usage(format!("cl100k_base cannot decode its own token: {e:?}")))?;
+        chunks.push(Chunk {
+            index: chunks.len() + 1,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            start: None,
+            end: None,
+        });
+        if start + size >= tokens.len() {
+            break;
+        }
+        start += size - overlap;
+    }
+    Ok(chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn settings(chunker: Chunker, size: usize, overlap: usize) -> ChunkSettings {
+        ChunkSettings {
+            chunker,
+            size,
+            overlap,
+        }
+    }
+
+    fn cut(text: &str, size: usize, overlap: usize) -> Vec<String> {
+        chunk(text, &settings(Chunker::Recursive, size, overlap))
+            .unwrap()
+            .into_iter()
+            .map(|c| c.text)
+            .collect()
+    }
+
+    /// Worked by hand through TrustGraph's code.
+    #[test]
+    fn paragraphs_merge_up_to_the_size_with_their_separator() {
+        assert_eq!(cut("aaa\n\nbbb\n\nccc", 8, 0), ["aaa\n\nbbb", "ccc"]);
+        // The overlap carries the last piece that fits in it.
+        assert_eq!(cut("aa bb cc dd", 5, 2), ["aa bb", "bb cc", "cc dd"]);
+        // A word longer than the size is cut into characters.
+        assert_eq!(cut("abcdef", 4, 0), ["abcd", "ef"]);
+        // Only whitespace, as Python judges it (U+001F included), is dropped.
+        assert_eq!(cut("a\n\n\u{1f}\u{a0}\n\nb", 3, 0), ["a", "b"]);
+    }
+
+    #[test]
+    fn every_recursive_chunk_is_the_documents_own_characters() {
+        let doc =
+            "Grüße aus Köln.\n\nZwei Wörter 🎉 hier.\nNoch eine Zeile mit e\u{301}.\n\n\n\nEnde";
+        let settings = settings(Chunker::Recursive, 12, 4);
+        let chars: Vec<char> = doc.chars().collect();
+        let chunks = chunk(doc, &settings).unwrap();
+        assert!(chunks.len() > 3);
+        for c in &chunks {
+            let (s, e) = (c.start.unwrap(), c.end.unwrap());
+            assert_eq!(chars[s..e].iter().collect::<String>(), c.text);
+        }
+    }
+
+    #[test]
+    fn bad_settings_and_special_tokens_are_refused() {
+        let zero = ChunkSettings {
+            chunker: Chunker::Token,
+            size: 0,
+            overlap: 0,
+        };
+        assert!(
+            chunk("x", &zero)
+                .unwrap_err()
+                .to_string()
+                .contains("at least 1")
+        );
+        let wide = ChunkSettings {
+            chunker: Chunker::Recursive,
+            size: 10,
+            overlap: 10,
+        };
+        assert!(
+            chunk("x", &wide)
+                .unwrap_err()
+                .to_string()
+                .contains("smaller than")
+        );
+        let token = Chunker::Token.processor_defaults();
+        let e = chunk("ab <|endoftext|>", &token).unwrap_err().to_string();
+        assert!(e.contains("`<|endoftext|>` at character 3"), "{e}");
+    }
+}
