@@ -245,8 +245,6 @@ async fn one(
         }
     }
     job.meta.cell = key;
-    let resend =
-        runner.resend_broken && matches!(provider, Chosen::Cloud(_)) && provider.price()?.is_none();
     let mut sent = 0;
     loop {
         let r = crate::runs::run(runner.store, &job, cancel, on_event).await?;
@@ -255,7 +253,14 @@ async fn one(
             finish.reason,
             kerf_llm::FinishReason::Error | kerf_llm::FinishReason::Interrupted
         );
-        if !(resend && broken && sent < RESENDS) || cancel.is_cancelled() {
+        // The price table is read only for a broken reply (most cells are not).
+        let again = runner.resend_broken
+            && broken
+            && sent < RESENDS
+            && !cancel.is_cancelled()
+            && matches!(provider, Chosen::Cloud(_))
+            && provider.price()?.is_none();
+        if !again {
             return Ok(Ran::Run(Box::new(r)));
         }
         sent += 1;
