@@ -413,22 +413,14 @@ mod tests {
 
     #[test]
     fn bad_settings_and_special_tokens_are_refused() {
-        let zero = ChunkSettings {
-            chunker: Chunker::Token,
-            size: 0,
-            overlap: 0,
-        };
+        let zero = settings(Chunker::Token, 0, 0);
         assert!(
             chunk("x", &zero)
                 .unwrap_err()
                 .to_string()
                 .contains("at least 1")
         );
-        let wide = ChunkSettings {
-            chunker: Chunker::Recursive,
-            size: 10,
-            overlap: 10,
-        };
+        let wide = settings(Chunker::Recursive, 10, 10);
         assert!(
             chunk("x", &wide)
                 .unwrap_err()
