@@ -4,7 +4,8 @@ exactly the chunks that `trustgraph/chunking/recursive/chunker.py` and
 pieces as Python's `str.strip()` judges them (U+001C–U+001F are whitespace there, not in Unicode's
 White_Space), CRLF, runs of blank lines, words longer than a chunk, combining characters, emoji
 (a token window that splits one decodes to U+FFFD), and a long shipped text at the presets. Each
-recursive chunk's `start`/`end` must also pick exactly its text out of the document.
+chunk's `start`/`end` (every recursive chunk's, and a token window's unless it splits a character)
+must also pick exactly its text out of the document.
 
 TrustGraph's chunkers are loaded by `tg_chunkers.py` (its service stack stubbed; tiktoken given
 the cl100k_base file tiktoken-rs compiles into Kerf, so both sides use one vocabulary).
@@ -64,8 +65,11 @@ def compare(name, doc, chunker, size, overlap, work):
         return
     texts = [c["text"] for c in got]
     ok = texts == want and [c["index"] for c in got] == list(range(1, len(got) + 1))
-    if ok and chunker == "recursive":
-        bad = [c["index"] for c in got if doc[c["start"]:c["end"]] != c["text"]]
+    if ok:
+        # Every recursive chunk has its place; a token window has one unless it splits a character.
+        bad = [c["index"] for c in got if ("start" in c or chunker == "recursive") and doc[c["start"]:c["end"]] != c["text"]]
+        if chunker == "token":
+            bad += [c["index"] for c in got if "start" not in c and "\ufffd" not in c["text"]]
         ok, detail = not bad, f"chunks whose start/end do not pick their text: {bad[:5]}"
     else:
         detail = first_difference(want, texts)

@@ -117,9 +117,9 @@ pub struct Chunk {
     /// From 1, as TrustGraph numbers them.
     pub index: usize,
     pub text: String,
-    /// Where it stands in the document, in characters (end exclusive); the recursive chunker's
-    /// only (a token window's decoded text may hold replacement characters the document does
-    /// not).
+    /// Where it stands in the document, in characters (end exclusive). Every recursive chunk
+    /// has one; a token window only when its bytes are whole characters (one that splits a
+    /// character decodes to U+FFFD, which the document does not hold).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub start: Option<usize>,
@@ -327,6 +327,15 @@ fn char_offsets(doc: &str, ranges: &[Range<usize>]) -> Vec<(usize, usize)> {
 }
 
 /// The token chunker's windows.
+/// The characters that begin in `doc[from..to]` (byte offsets that may fall inside a
+/// character: a character is counted where its first byte is).
+fn count_chars_between(doc: &str, from: usize, to: usize) -> usize {
+    doc.as_bytes()[from.min(doc.len())..to.min(doc.len())]
+        .iter()
+        .filter(|&&b| (b as i8) >= -0x40)
+        .count()
+}
+
 fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<Chunk>> {
     let bpe = tiktoken_rs::cl100k_base_singleton();
     // tiktoken's `encode` refuses a special token's text unless allowed (TrustGraph allows
@@ -343,23 +352,42 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<Chunk>> {
         )));
     }
     let tokens = bpe.encode_ordinary(doc);
+    let decode = |t: &[u32]| {
+        bpe.decode_bytes(t)
+            .map_err(|e| Error::Usage(format!("cl100k_base cannot decode its own token: {e:?}")))
+    };
     let mut chunks = Vec::new();
     let mut start = 0;
+    // Where token `start` begins in the document, in bytes and in characters: the tokens'
+    // bytes are the document's, in order, so each window's place follows from the last.
+    let (mut at_byte, mut at_char) = (0, 0);
     while start < tokens.len() {
         let end = (start + size).min(tokens.len());
-        let bytes = bpe
-            .decode_bytes(&tokens[start..end])
-            .map_err(|e| Error::Usage(format!("cl100k_base cannot decode its own token: {e:?}")))?;
+        let bytes = decode(&tokens[start..end])?;
+        // A window whose bytes are whole characters is the document's own text, at its place;
+        // one that splits a character holds U+FFFD the document does not, and has none.
+        let (text, place) = match String::from_utf8(bytes) {
+            Ok(text) if doc.is_char_boundary(at_byte) => {
+                let chars = text.chars().count();
+                (text, Some((at_char, at_char + chars)))
+            }
+            Ok(text) => (text, None),
+            Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), None),
+        };
         chunks.push(Chunk {
             index: chunks.len() + 1,
-            text: String::from_utf8_lossy(&bytes).into_owned(),
-            start: None,
-            end: None,
+            text,
+            start: place.map(|p| p.0),
+            end: place.map(|p| p.1),
         });
         if start + size >= tokens.len() {
             break;
         }
-        start += size - overlap;
+        let next = start + size - overlap;
+        let step = decode(&tokens[start..next])?.len();
+        at_char += count_chars_between(doc, at_byte, at_byte + step);
+        at_byte += step;
+        start = next;
     }
     Ok(chunks)
 }
@@ -408,6 +436,24 @@ mod tests {
         for c in &chunks {
             let (s, e) = (c.start.unwrap(), c.end.unwrap());
             assert_eq!(chars[s..e].iter().collect::<String>(), c.text);
+        }
+    }
+
+    #[test]
+    fn a_token_window_of_whole_characters_has_its_place_and_one_that_splits_one_has_none() {
+        // Emoji and CJK take several tokens per character: small windows split some.
+        let doc = "Plain words first. 日本語の文 🎉👩‍👩‍👧 then more plain words to close.";
+        let chars: Vec<char> = doc.chars().collect();
+        let chunks = chunk(doc, &settings(Chunker::Token, 3, 1)).unwrap();
+        let placed = chunks.iter().filter(|c| c.start.is_some()).count();
+        assert!(placed > 3 && placed < chunks.len(), "{chunks:?}");
+        for c in &chunks {
+            match (c.start, c.end) {
+                (Some(s), Some(e)) => {
+                    assert_eq!(chars[s..e].iter().collect::<String>(), c.text)
+                }
+                _ => assert!(c.text.contains('\u{fffd}') || !doc.contains(&c.text), "{c:?}"),
+            }
         }
     }
 

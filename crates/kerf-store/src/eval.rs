@@ -1,6 +1,6 @@
 //! Cells and evaluations. Every experiment that runs cells (a compare, an eval, a prompt file's
 //! tests) keeps one record per cell ([`CellKey`]: prompt × provider and model × budget ×
-//! constraint × repeat × chunk × pass × row), each naming the run that measures it. A cell is
+//! constraint × repeat × chunk size and context × chunk × pass × row), each naming the run that measures it. A cell is
 //! written in the same transaction as its run begins ([`NewRun::cell`](crate::NewRun)), so
 //! what a cell's run is — finished, failed, or cut off by a dead process — is always the run's
 //! own status. An eval also keeps its dataset rows, and the scores made of its cells.
@@ -31,6 +31,10 @@ pub struct CellKey {
     pub constrained: bool,
     /// 0-based repeat index.
     pub repeat: u32,
+    /// The size the document was cut at, in its chunker's unit (0: the whole document).
+    pub chunk_size: u32,
+    /// Characters of the chunk before given to the cell as context (0: none).
+    pub context_chars: u32,
     /// 0-based index of the document's chunk the cell reads (0 for a whole document).
     pub chunk: u32,
     /// 0-based pass over it (0 for a plan of one pass).
@@ -74,6 +78,8 @@ pub struct StoredReply {
     pub cell: StoredCell,
     pub finish_reason: Option<FinishReason>,
     pub completion_tokens: Option<i64>,
+    /// The tokens its request held, as the provider counted them.
+    pub prompt_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
     /// The experiment the run was bought in: another eval's when the cell came from the cache.
     pub run_experiment: Option<i64>,
@@ -150,9 +156,9 @@ pub(crate) fn insert_cell(
 ) -> rusqlite::Result<usize> {
     tx.execute(
         "INSERT OR REPLACE INTO cells
-         (experiment_id, prompt, provider, model, max_tokens, constrained, repeat, chunk, pass,
-          row_id, run_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         (experiment_id, prompt, provider, model, max_tokens, constrained, repeat, chunk_size,
+          context_chars, chunk, pass, row_id, run_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         params![
             experiment,
             cell.prompt,
@@ -161,6 +167,8 @@ pub(crate) fn insert_cell(
             cell.max_tokens,
             cell.constrained,
             cell.repeat,
+            cell.chunk_size,
+            cell.context_chars,
             cell.chunk,
             cell.pass,
             cell.row,
@@ -250,15 +258,16 @@ impl Store {
                         r.status, r.finish_reason, r.completion_tokens, r.cost_usd, {columns},
                         CASE WHEN r.finish_reason IS NOT 'interrupted'
                              THEN r.finished_at - r.created_at END,
-                        r.created_at
+                        r.created_at, c.chunk_size, c.context_chars, r.prompt_tokens
                  FROM cells c LEFT JOIN runs r ON r.id = c.run_id {join}
                  WHERE c.experiment_id = ?1{}
                  ORDER BY c.prompt, c.provider, c.model, c.max_tokens, c.constrained DESC,
-                          c.repeat, c.chunk, c.pass, c.row_id",
+                          c.repeat, c.chunk_size, c.context_chars, c.chunk, c.pass, c.row_id",
                 if only.is_some() {
                     " AND c.prompt = ?2 AND c.provider = ?3 AND c.model = ?4
                        AND c.max_tokens = ?5 AND c.constrained = ?6 AND c.repeat = ?7
-                       AND c.chunk = ?8 AND c.pass = ?9 AND c.row_id = ?10"
+                       AND c.chunk = ?8 AND c.pass = ?9 AND c.row_id = ?10
+                       AND c.chunk_size = ?11 AND c.context_chars = ?12"
                 } else {
                     ""
                 }
@@ -276,6 +285,8 @@ impl Store {
                 i64::from(c.chunk).into(),
                 i64::from(c.pass).into(),
                 c.row.clone().into(),
+                i64::from(c.chunk_size).into(),
+                i64::from(c.context_chars).into(),
             ],
             None => vec![experiment.into()],
         };
@@ -290,6 +301,8 @@ impl Store {
                         max_tokens: r.get(3)?,
                         constrained: r.get(4)?,
                         repeat: r.get(5)?,
+                        chunk_size: r.get(20)?,
+                        context_chars: r.get(21)?,
                         chunk: r.get(6)?,
                         pass: r.get(7)?,
                         row: r.get(8)?,
@@ -314,6 +327,7 @@ impl Store {
                     .get::<_, Option<i64>>(18)?
                     .map(|ms| ms.max(0) as f64 / 1000.0),
                 started_at: r.get(19)?,
+                prompt_tokens: r.get(22)?,
             })
         })
         .map_err(|e| self.err(e))?
@@ -412,13 +426,13 @@ impl Store {
 
     /// A reply an earlier eval bought for exactly this cell (`kerf eval --cache`): a run of the
     /// same prompt version, input, provider, model (and model file) and parameters, measuring the
-    /// same repeat index, that ended on its own — a reply cut by its budget is never reused —
+    /// same repeat index and pass, that ended on its own — a reply cut by its budget is never reused —
     /// from the same `endpoint` (a provider's name can be re-pointed at another server, whose
     /// replies are not the old one's). The newest such run.
     pub fn cached_eval_run(
         &self,
         run: &NewRun,
-        repeat: u32,
+        (repeat, pass): (u32, u32),
         endpoint: &Endpoint,
     ) -> Result<Option<i64>> {
         self.conn
@@ -428,7 +442,8 @@ impl Store {
                    JOIN run_bodies b ON b.run_id = r.id
                  WHERE r.prompt_version = ?1 AND r.input_id = ?2 AND r.provider = ?3
                    AND r.model = ?4 AND r.model_sha256 IS ?5 AND r.params = ?6
-                   AND c.repeat = ?7 AND r.status = 'ok' AND r.finish_reason = 'stop'
+                   AND c.repeat = ?7 AND c.pass = ?11 AND r.status = 'ok'
+                   AND r.finish_reason = 'stop'
                    AND json_extract(b.details, '$.protocol') IS ?8
                    AND json_extract(b.details, '$.base_url') IS ?9
                    AND json_extract(b.details, '$.served_model') IS ?10
@@ -444,6 +459,7 @@ impl Store {
                     endpoint.protocol,
                     endpoint.base_url,
                     endpoint.served_model,
+                    pass,
                 ],
                 |r| r.get(0),
             )

@@ -34,6 +34,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_batches.sql",
         include_str!("../migrations/0007_batches.sql"),
     ),
+    (
+        "0008_chunked_cells.sql",
+        include_str!("../migrations/0008_chunked_cells.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

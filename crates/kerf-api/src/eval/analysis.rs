@@ -28,6 +28,20 @@ pub struct RepeatCell {
     pub matched: Option<BTreeSet<usize>>,
 }
 
+impl RepeatCell {
+    /// Cell `line`'s repeat figures from the records it was scored on.
+    pub fn of(m: &Matcher, objects: &[Value], line: &CellLine) -> RepeatCell {
+        RepeatCell {
+            identities: identities(m, objects),
+            output: output_hash(objects),
+            matched: line
+                .scored
+                .as_ref()
+                .map(|s| s.matched.iter().map(|p| p.expected).collect()),
+        }
+    }
+}
+
 /// What one row says about a line's repeats: [`repeat_stats`] sums these over the rows.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowRepeats {
@@ -176,19 +190,50 @@ pub struct Advice {
     /// Mean per document (one cell) at the advised budget; null when no cost is known.
     pub cost_per_document: Option<f64>,
     pub completion_tokens_per_document: Option<f64>,
+    /// For an eval that cuts its documents: the advised chunk size and context (the cheapest
+    /// cut and budget within `within` of the best recall, by tokens per document), and the
+    /// best recall's; the requests each document takes there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub chunk_size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub context_chars: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub best_chunk_size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub requests_per_document: Option<f64>,
 }
 
 /// One budget's figures for [`advise`]: its budget, recall, cost and completion tokens per
-/// document.
+/// document; for a cut document's line, its cut and what a document takes in all.
+#[derive(Default)]
 pub struct BudgetPoint {
     pub max_tokens: u32,
     pub recall: Option<f64>,
     pub cost_per_document: Option<f64>,
     pub completion_tokens_per_document: Option<f64>,
+    pub chunk_size: Option<u32>,
+    pub context_chars: Option<u32>,
+    /// Input and output tokens per document, and requests (a cut document's line).
+    pub tokens_per_document: Option<f64>,
+    pub requests_per_document: Option<f64>,
 }
 
-/// The smallest budget within `within` of the best recall (`None` with fewer than two budgets
-/// that have a recall: nothing to choose between).
+impl BudgetPoint {
+    /// What choosing this point costs, for the choice among those within reach of the best:
+    /// a cut document's tokens in all (a smaller chunk sends more requests, each with the
+    /// prompt again), else the budget.
+    fn price(&self) -> f64 {
+        self.tokens_per_document
+            .unwrap_or(f64::from(self.max_tokens))
+    }
+}
+
+/// The cheapest budget (and cut) within `within` of the best recall (`None` with fewer than two
+/// points that have a recall: nothing to choose between).
 pub fn advise(
     (prompt, provider): (&str, &str),
     constrained: bool,
@@ -207,7 +252,11 @@ pub fn advise(
         .iter()
         .filter_map(|p| p.recall.map(|r| (p, r)))
         .filter(|(_, r)| *r >= best.1 * (1.0 - within) - 1e-12)
-        .min_by_key(|(p, _)| p.max_tokens)?;
+        .min_by(|(a, _), (b, _)| {
+            a.price()
+                .total_cmp(&b.price())
+                .then(a.max_tokens.cmp(&b.max_tokens))
+        })?;
     Some(Advice {
         prompt: prompt.to_string(),
         provider: provider.to_string(),
@@ -219,6 +268,10 @@ pub fn advise(
         within,
         cost_per_document: pick.cost_per_document,
         completion_tokens_per_document: pick.completion_tokens_per_document,
+        chunk_size: pick.chunk_size,
+        context_chars: pick.context_chars,
+        best_chunk_size: best.0.chunk_size,
+        requests_per_document: pick.requests_per_document,
     })
 }
 
@@ -427,7 +480,7 @@ mod tests {
             max_tokens,
             recall,
             cost_per_document: Some(f64::from(max_tokens) / 1e6),
-            completion_tokens_per_document: None,
+            ..BudgetPoint::default()
         }
     }
 

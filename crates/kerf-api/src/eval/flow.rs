@@ -43,6 +43,9 @@ pub struct StartInput {
     /// (`--var` sets the same for each; the window's form, each its own). A name no prompt it
     /// is set for reads is an error; each prompt keeps those it reads.
     pub vars: Vec<Map<String, Value>>,
+    /// Cut each document into chunks, a request each (`--chunk-size`; checked as the eval is
+    /// planned).
+    pub chunking: Option<super::chunked::Chunking>,
 }
 
 /// The dataset, prompts, provider and parameters a [`StartInput`] names, loaded and checked
@@ -54,6 +57,8 @@ pub(super) struct Loaded {
     vars: Vec<Map<String, Value>>,
     pub(super) providers: Vec<Chosen>,
     params: RunParams,
+    /// The cut asked for, checked.
+    chunking: Option<super::chunked::Chunking>,
 }
 
 impl StartInput {
@@ -90,6 +95,7 @@ impl StartInput {
                         .unwrap_or_default()
                 })
                 .collect(),
+            chunking: None,
         })
     }
 
@@ -106,7 +112,14 @@ impl StartInput {
             .vars_read(&subjects)
             .map_err(|e| dataset.problems_first(e))?;
         let providers = self.providers(wb).map_err(|e| dataset.problems_first(e))?;
+        let chunking = self
+            .chunking
+            .clone()
+            .map(super::chunked::Chunking::checked)
+            .transpose()
+            .map_err(|e| dataset.problems_first(e))?;
         Ok(Loaded {
+            chunking,
             dataset,
             subjects,
             vars,
@@ -170,7 +183,11 @@ impl StartInput {
     }
 
     /// The plan, with the variables each prompt reads (its [`Loaded::vars`]).
-    fn plan<'a>(&'a self, vars: &'a [Map<String, Value>]) -> Plan<'a> {
+    fn plan<'a>(
+        &'a self,
+        vars: &'a [Map<String, Value>],
+        chunking: Option<&'a super::chunked::Chunking>,
+    ) -> Plan<'a> {
         Plan {
             vars,
             budgets: &self.max_tokens,
@@ -180,6 +197,7 @@ impl StartInput {
             concurrency: self.concurrency,
             adaptive: self.adaptive,
             allowed: self.allowed,
+            chunking,
         }
     }
 }
@@ -238,7 +256,7 @@ fn sized(wb: &Workbench, input: &StartInput) -> Result<(Size, Vec<String>, Vec<C
     let size = super::plan(
         &l.dataset,
         &l.subjects,
-        &input.plan(&l.vars),
+        &input.plan(&l.vars, l.chunking.as_ref()),
         &l.params,
         &l.providers,
     )?;
@@ -274,7 +292,7 @@ impl StartInput {
             store,
             l.dataset,
             l.subjects,
-            &self.plan(&l.vars),
+            &self.plan(&l.vars, l.chunking.as_ref()),
             l.params,
             &l.providers,
             on_plan,

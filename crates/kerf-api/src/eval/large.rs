@@ -101,6 +101,7 @@ fn plan(repeat: u32) -> Plan<'static> {
             yes: true,
         },
         vars: &[],
+        chunking: None,
     }
 }
 

@@ -61,6 +61,34 @@ pub struct CellLine {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[ts(as = "Option<Vec<String>>", optional)]
     pub types: Vec<String>,
+    /// For an eval that cuts its documents: the size this document was cut at (the line is
+    /// the document's chunks merged), in the chunker's unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub chunk_size: Option<u32>,
+    /// The characters of the chunk before each chunk was given as context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub context_chars: Option<u32>,
+    /// What the document's chunks did: how many, which were cut by the budget and what was
+    /// lost with them, what they cost, how their records merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub chunks: Option<ChunkFigures>,
+    /// Where each merged record stands in the whole document, in the order of the merged
+    /// records (a cut document's line only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<ObjectSpan>>", optional)]
+    pub spans: Vec<ObjectSpan>,
+    /// A cut document's cells: `(chunk, pass, run)`, each measured, in pass then chunk order
+    /// (the merge reads their replies back in this order).
+    #[serde(skip)]
+    #[ts(skip)]
+    pub chunk_runs: Vec<(u32, u32, i64)>,
+    /// With several passes: the document's counts with its first 1, 2, … passes merged.
+    #[serde(skip)]
+    #[ts(skip)]
+    pub by_passes: Vec<kerf_core::eval::Counts>,
     /// The scoring (counts by type, pairs, misses, agreement), for the summaries,
     /// `lost_to_cut`, repeats and the report's side-by-side view — without its list of
     /// spurious records: the report keeps no cell's reply (a cell's records are read back from
@@ -68,6 +96,44 @@ pub struct CellLine {
     /// rest.
     #[serde(skip)]
     pub scored: Option<Scored>,
+}
+
+/// What a cut document's chunks did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, TS)]
+pub struct ChunkFigures {
+    /// Chunks the document was cut into.
+    pub chunks: u32,
+    /// Requests its line sent (chunks × passes), and how many replies were cut by their
+    /// budget.
+    pub requests: u32,
+    pub cut: u32,
+    /// The chunks (from 1) with a reply cut by its budget.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<u32>>", optional)]
+    pub cut_chunks: Vec<u32>,
+    /// Expected records not found that stand in a chunk whose reply was cut: what the cut
+    /// cost (null: the row has no expected records).
+    pub lost_with_cut: Option<u64>,
+    /// Expected records that no single chunk holds whole (their fields fall in different
+    /// chunks), and how many of them were found (null: none).
+    pub at_boundary: u64,
+    pub at_boundary_found: u64,
+    /// Tokens the requests held (the document's cost in input), as the provider counted them.
+    pub prompt_tokens: i64,
+    /// Records folded into another: the same record at an overlapping place, from an
+    /// overlapping chunk or another pass.
+    pub folded: usize,
+    /// The merged records by how they were found in their chunk.
+    pub spans: kerf_core::eval::mentions::SpanCounts,
+}
+
+/// A merged record's place in the whole document.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct ObjectSpan {
+    /// The record as matching compares it (`entity · Ada Lovelace`).
+    pub identity: String,
+    #[serde(flatten)]
+    pub mention: kerf_core::eval::mentions::Mention,
 }
 
 /// One prompt × provider × budget × constraint over the dataset. The first twelve keys are an
@@ -107,6 +173,54 @@ pub struct SummaryLine {
     pub f1_ci: Option<[f64; 2]>,
     /// With `--repeat` 2 or more: how the line holds up over repeats.
     pub repeats: Option<RepeatStats>,
+    /// For an eval that cuts its documents: the size they were cut at, and the context each
+    /// chunk was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub chunk_size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub context_chars: Option<u32>,
+    /// What the documents' chunks did, summed over the measured documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub chunks: Option<ChunkSummary>,
+}
+
+/// A line's chunks over its documents: what the cut cost and what it lost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, TS)]
+pub struct ChunkSummary {
+    /// Measured documents, their chunks, and the requests they took.
+    pub documents: usize,
+    pub chunks: u64,
+    pub requests: u64,
+    /// Replies cut by their budget, and the expected records lost with them.
+    pub cut: u64,
+    pub lost_with_cut: u64,
+    /// Per document, on average: requests, and input and output tokens.
+    pub requests_per_document: f64,
+    pub prompt_tokens_per_document: f64,
+    pub completion_tokens_per_document: f64,
+    /// Expected records no single chunk holds whole, and the share of them found (null: none).
+    pub at_boundary: u64,
+    pub boundary_recall: Option<f64>,
+    /// Records folded into another across overlaps and passes.
+    pub folded: usize,
+    pub spans: kerf_core::eval::mentions::SpanCounts,
+    /// With several passes: the line's figures with its first 1, 2, … passes merged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<PassLine>>", optional)]
+    pub by_passes: Vec<PassLine>,
+}
+
+/// A line's figures with its first `passes` passes merged.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct PassLine {
+    pub passes: u32,
+    #[serde(flatten)]
+    pub micro: Scores,
+    /// Requests per document, for these passes.
+    pub requests_per_document: f64,
 }
 
 /// How a prompt × budget × constraint line holds up over repeats (`--repeat` 2 or more).
@@ -155,7 +269,7 @@ impl CellLine {
     }
 }
 
-/// The cells of a summary line (its prompt, provider, budget and constraint).
+/// The cells of a summary line (its prompt, provider, budget and constraint, and its cut).
 pub fn line_cells<'r>(cells: &'r [CellLine], line: &SummaryLine) -> Vec<&'r CellLine> {
     cells
         .iter()
@@ -164,6 +278,8 @@ pub fn line_cells<'r>(cells: &'r [CellLine], line: &SummaryLine) -> Vec<&'r Cell
                 && c.provider == line.provider
                 && c.max_tokens == line.max_tokens
                 && c.constrained == line.constrained
+                && c.chunk_size == line.chunk_size
+                && c.context_chars == line.context_chars
         })
         .collect()
 }

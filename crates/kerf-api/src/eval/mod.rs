@@ -21,6 +21,7 @@
 
 pub mod analysis;
 pub mod batched;
+pub mod chunked;
 pub mod flow;
 pub mod html;
 #[cfg(test)]
@@ -78,6 +79,9 @@ pub struct Eval {
     /// What every cell of each provider runs with, in the spec's order of providers (each cell
     /// sets its budget and constraint).
     pub params: Vec<RunParams>,
+    /// How many chunks each document has at each size, for an eval that cuts its documents
+    /// (empty otherwise).
+    pub cuts: chunked::Cuts,
 }
 
 /// The matrix's axes besides prompts and rows.
@@ -100,6 +104,9 @@ pub struct Plan<'a> {
     /// own (`--var`, the window's form); shorter than the prompts (or empty): none for the
     /// rest.
     pub vars: &'a [Map<String, Value>],
+    /// Cut each document into chunks, a request each (`--chunk-size`); checked
+    /// ([`chunked::Chunking::checked`]).
+    pub chunking: Option<&'a chunked::Chunking>,
 }
 
 /// How [`run_cells`] goes about it.
@@ -217,15 +224,18 @@ fn planned(
                 .collect()
         })
         .collect();
-    let per_row: u64 = variants_of.iter().flatten().sum::<u64>() * budgets.len() as u64;
-    let cells = |rows: usize| {
-        per_row
-            .saturating_mul(u64::from(repeat))
-            .saturating_mul(rows as u64)
-    };
+    // Cells per request a row's prompt makes: its constraint variants on every provider, at
+    // every budget, repeated.
+    let per_request: Vec<u64> = variants_of
+        .iter()
+        .map(|v| v.iter().sum::<u64>() * budgets.len() as u64 * u64::from(repeat))
+        .collect();
     // One pass over the rows: each read (every problem a dataset can have found), held to
-    // every prompt, and — while none has a problem — rendered with each, what it renders to
-    // being the plan's input bound. A row is let go once it is checked and rendered.
+    // every prompt, and — while none has a problem — rendered with each (each chunk, for an
+    // eval that cuts its documents), what it renders to being the plan's input bound. A row
+    // is let go once it is checked and rendered. The matrix's size grows with the rows read:
+    // once it is past the limit, the rest are checked but not rendered (the plan is refused
+    // once the rows are found sound).
     let mut problems = Vec::new();
     let mut sizes = vec![Size::new(ExperimentKind::Eval); providers.len()];
     // The first row each prompt failed to render: the first prompt's is the error, as when
@@ -233,58 +243,85 @@ fn planned(
     let mut unrendered: Vec<Option<ApiError>> = vec![None; subjects.len()];
     let fingerprinted = fingerprint && rows.reread();
     let mut prints = Fingerprint::default();
-    let mut seen = 0;
+    let mut cells: u64 = 0;
     rows.each(&mut |row| {
-        seen += 1;
         if fingerprinted {
             prints.add(&row_json(row)?);
         }
         checker.row(row, &mut problems);
-        if !problems.is_empty() || plan::check_cells(cells(seen)).is_err() {
+        if !problems.is_empty() {
             return Ok(());
         }
-        for (i, ((s, variants), failed)) in subjects
-            .iter()
-            .zip(&variants_of)
-            .zip(&mut unrendered)
-            .enumerate()
-        {
-            if failed.is_some() {
+        for (i, (s, failed)) in subjects.iter().zip(&mut unrendered).enumerate() {
+            if failed.is_some() || plan::check_cells(cells).is_err() {
+                // Counted, not rendered (a cut document's chunks count more: the plan is
+                // refused either way).
+                cells = cells.saturating_add(per_request[i]);
                 continue;
             }
-            match rendering(&s.prompt, set_of(i), row) {
-                Ok(r) => {
-                    let bytes =
-                        r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
-                    for (size, &n) in sizes.iter_mut().zip(variants) {
-                        for &b in &budgets {
-                            size.add(n * u64::from(repeat), bytes as u64, b, 0, 0);
-                        }
-                    }
-                }
+            // Each request the row makes of this prompt: how many cells send it, and its
+            // rendered text's bytes.
+            let requests = match row_requests(&s.prompt, set_of(i), row, plan.chunking) {
+                Ok(r) => r,
+                Err(e) if e.code == Code::Usage && plan.chunking.is_some() => return Err(e),
                 Err(e) => {
                     *failed = Some(ApiError {
-                        message: format!(
-                            "{}: prompt `{}`: {}",
-                            row.place(),
-                            s.prompt.id(),
-                            e.message
-                        ),
+                        message: format!("{}: prompt `{}`: {}", row.place(), s.prompt.id(), e.message),
                         ..e
-                    })
+                    });
+                    cells = cells.saturating_add(per_request[i]);
+                    continue;
+                }
+            };
+            let n: u64 = requests.iter().map(|(n, _)| n).sum();
+            cells = cells.saturating_add(n.saturating_mul(per_request[i]));
+            for (size, &variants) in sizes.iter_mut().zip(&variants_of[i]) {
+                for &b in &budgets {
+                    for &(n, bytes) in &requests {
+                        size.add(n * variants * u64::from(repeat), bytes, b, 0, 0);
+                    }
                 }
             }
         }
         Ok(())
     })?;
     dataset::problems_in(rows.path(), problems)?;
-    plan::check_cells(cells(seen))?;
+    plan::check_cells(cells)?;
     if let Some(e) = unrendered.into_iter().flatten().next() {
         return Err(e);
     }
     let size = Size::of_parts(ExperimentKind::Eval, sizes, providers)?;
     plan::check_allowed(&size, allowed)?;
     Ok((size, prints.finish()))
+}
+
+/// The requests one row makes of `prompt`, as `(cells sending it, its rendered bytes)`: the
+/// whole document once, or each chunk at each size with each context (`passes` cells each).
+fn row_requests(
+    prompt: &Prompt,
+    set: &Map<String, Value>,
+    row: &Row,
+    chunking: Option<&chunked::Chunking>,
+) -> Result<Vec<(u64, u64)>> {
+    let bytes = |vars: &Map<String, Value>| -> Result<u64> {
+        let r = prompt.render(&Map::new(), vars)?;
+        Ok((r.user.len() + r.system.as_ref().map_or(0, String::len)) as u64)
+    };
+    let vars = row_vars(prompt, set, row);
+    let Some(c) = chunking else {
+        return Ok(vec![(1, bytes(&vars)?)]);
+    };
+    let mut out = Vec::new();
+    for &size in &c.sizes {
+        let chunks = chunked::cut(prompt, row, c, size)?;
+        for &context in &c.context_chars {
+            for i in 0..chunks.len() {
+                let v = chunked::chunk_vars(prompt, vars.clone(), &chunks, i, context);
+                out.push((u64::from(c.passes), bytes(&v)?));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn sorted(budgets: &[u32]) -> Vec<u32> {
@@ -344,6 +381,7 @@ pub fn begin(
         concurrency,
         adaptive,
         plan: Some(size),
+        chunking: plan.chunking.cloned(),
     };
     let running = lifecycle::begin(store, &ExperimentSpec::Eval(spec.clone()))?;
     let experiment = running.id;
@@ -371,13 +409,15 @@ pub fn begin(
             })
             .collect(),
     };
-    Ok(Eval {
+    Eval {
         experiment,
         spec,
         subjects,
         rows: ids,
         params,
-    })
+        cuts: chunked::Cuts::default(),
+    }
+    .cut(store)
 }
 
 /// Keep `rows` as eval `experiment`'s, a row at a time in one transaction: their ids, in order.
@@ -431,13 +471,15 @@ pub fn stored(store: &Store, experiment: i64) -> Result<Eval> {
         .iter()
         .map(SpecSettings::run_params)
         .collect::<Result<Vec<_>>>()?;
-    Ok(Eval {
+    Eval {
         experiment,
         spec,
         subjects,
         rows,
         params,
-    })
+        cuts: chunked::Cuts::default(),
+    }
+    .cut(store)
 }
 
 /// Give each of `eval`'s prompts the `match` settings its file has now (`kerf eval rescore`):
@@ -469,6 +511,77 @@ pub fn rematch(eval: &mut Eval) -> Result<Vec<String>> {
 }
 
 impl Eval {
+    /// This eval with its documents' chunks counted at every size (an eval that cuts its
+    /// documents; the rows are read back from the history, each let go once cut).
+    fn cut(mut self, store: &Store) -> Result<Eval> {
+        let Some(chunking) = self.spec.chunking.clone() else {
+            return Ok(self);
+        };
+        let mut cuts = chunked::Cuts::default();
+        store.each_eval_row(self.experiment, |seq, text| -> Result<()> {
+            let row = self.parse_row(seq, &text)?;
+            for (si, s) in self.subjects.iter().enumerate() {
+                for &size in &chunking.sizes {
+                    let n = chunked::cut(&s.prompt, &row, &chunking, size)?.len();
+                    cuts.set_count((si, seq, size), n as u32);
+                }
+            }
+            Ok(())
+        })?;
+        self.cuts = cuts;
+        Ok(self)
+    }
+
+    /// The variables prompt `si` renders cell `key` of row `row` (its index `seq`) with: the
+    /// row's, with the document replaced by the cell's chunk when it reads one.
+    pub(crate) fn cell_vars(
+        &self,
+        si: usize,
+        seq: usize,
+        row: &Row,
+        key: &CellKey,
+    ) -> Result<Map<String, Value>> {
+        self.chunk_vars(si, seq, row, (key.chunk_size, key.context_chars, key.chunk))
+    }
+
+    /// [`Eval::cell_vars`] for the chunk `(size, context, index)` (size 0: the whole document).
+    pub(crate) fn chunk_vars(
+        &self,
+        si: usize,
+        seq: usize,
+        row: &Row,
+        (size, context, chunk): (u32, u32, u32),
+    ) -> Result<Map<String, Value>> {
+        let vars = self.vars_for(si, row);
+        if self.spec.chunking.is_none() || size == 0 {
+            return Ok(vars);
+        }
+        let chunks = self.chunks(si, seq, row, size)?;
+        Ok(chunked::chunk_vars(
+            &self.subjects[si].prompt,
+            vars,
+            &chunks,
+            chunk as usize,
+            context,
+        ))
+    }
+
+    /// Row `row`'s document (its index `seq`) as prompt `si` reads it, cut at `size`.
+    pub(crate) fn chunks(
+        &self,
+        si: usize,
+        seq: usize,
+        row: &Row,
+        size: u32,
+    ) -> Result<std::sync::Arc<Vec<kerf_core::chunk::Chunk>>> {
+        let Some(chunking) = self.spec.chunking.as_ref() else {
+            return Ok(std::sync::Arc::new(Vec::new()));
+        };
+        self.cuts.of((si, seq, size), || {
+            chunked::cut(&self.subjects[si].prompt, row, chunking, size)
+        })
+    }
+
     /// The variables set for every row of prompt `si` (its [`SpecPrompt::vars`]).
     pub(crate) fn set(&self, si: usize) -> &Map<String, Value> {
         &self.spec.prompts[si].vars
@@ -544,13 +657,13 @@ impl Eval {
                 let Some(id) = self.rows.get(seq) else {
                     return Ok(());
                 };
-                // This row's cells still to run, by budget.
-                let mut todo = Vec::new();
+                // This row's cells still to run, by budget and request (a cut document's
+                // chunk, with its context).
+                let mut todo: BTreeMap<(u32, u32, u32, u32), u64> = BTreeMap::new();
                 for &max_tokens in &self.spec.max_tokens {
-                    let mut n = 0;
                     for &constrained in &variants {
                         for repeat in 0..self.spec.repeat {
-                            let cell = cells::key(
+                            let key = cells::key(
                                 provider,
                                 s.prompt.id(),
                                 max_tokens,
@@ -558,20 +671,39 @@ impl Eval {
                                 repeat,
                                 id,
                             );
-                            n += u64::from(!keep.contains_key(&cell));
+                            for (chunk_size, context_chars, chunk, pass) in
+                                self.document_cells(si, seq)
+                            {
+                                let cell = CellKey {
+                                    chunk_size,
+                                    context_chars,
+                                    chunk,
+                                    pass,
+                                    ..key.clone()
+                                };
+                                if !keep.contains_key(&cell) {
+                                    *todo
+                                        .entry((max_tokens, chunk_size, context_chars, chunk))
+                                        .or_default() += 1;
+                                }
+                            }
                         }
-                    }
-                    if n > 0 {
-                        todo.push((max_tokens, n));
                     }
                 }
                 if todo.is_empty() {
                     return Ok(());
                 }
-                let r = rendering(&s.prompt, self.set(si), &self.parse_row(seq, &text)?)?;
-                let bytes =
-                    r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len);
-                for (max_tokens, n) in todo {
+                let row = self.parse_row(seq, &text)?;
+                for ((max_tokens, chunk_size, context_chars, chunk), n) in todo {
+                    let key = CellKey {
+                        chunk_size,
+                        context_chars,
+                        chunk,
+                        ..cells::key(provider, s.prompt.id(), max_tokens, false, 0, id)
+                    };
+                    let vars = self.cell_vars(si, seq, &row, &key)?;
+                    let r = s.prompt.render(&Map::new(), &vars)?;
+                    let bytes = r.user.len() + r.system.as_ref().map_or(0, String::len);
                     size.add(n, bytes as u64, max_tokens, 0, 0);
                 }
                 Ok(())
@@ -580,8 +712,31 @@ impl Eval {
         size.priced(provider)
     }
 
+    /// The cells one document makes of prompt `si` per budget, constraint and repeat, as
+    /// `(chunk size, context, chunk, pass)`: one, the whole document; or, cut, each chunk at
+    /// each size with each context, each pass.
+    fn document_cells(&self, si: usize, seq: usize) -> impl Iterator<Item = (u32, u32, u32, u32)> + '_ {
+        let (sizes, contexts, passes): (&[u32], &[u32], u32) = match &self.spec.chunking {
+            Some(c) => (&c.sizes, &c.context_chars, c.passes),
+            None => (&[0], &[0], 1),
+        };
+        sizes.iter().flat_map(move |&size| {
+            let chunks = if size == 0 {
+                1
+            } else {
+                self.cuts.count((si, seq, size))
+            };
+            contexts.iter().flat_map(move |&context| {
+                (0..chunks).flat_map(move |chunk| {
+                    (0..passes).map(move |pass| (size, context, chunk, pass))
+                })
+            })
+        })
+    }
+
     /// Every cell of the matrix, with its prompt's index and its row's index, made as they are
-    /// taken: prompt × budget × constraint variant (as `provider` allows) × repeat × row.
+    /// taken: prompt × budget × constraint variant (as `provider` allows) × repeat × row (×
+    /// chunk size × context × chunk × pass, for an eval that cuts its documents).
     pub fn matrix<'a>(
         &'a self,
         provider: &'a Chosen,
@@ -591,19 +746,20 @@ impl Eval {
             self.spec.max_tokens.iter().flat_map(move |&max_tokens| {
                 variants.clone().into_iter().flat_map(move |constrained| {
                     (0..self.spec.repeat).flat_map(move |repeat| {
-                        self.rows.iter().enumerate().map(move |(seq, row)| {
-                            (
-                                i,
-                                seq,
-                                cells::key(
-                                    provider,
-                                    s.prompt.id(),
-                                    max_tokens,
-                                    constrained,
-                                    repeat,
-                                    row,
-                                ),
-                            )
+                        self.rows.iter().enumerate().flat_map(move |(seq, row)| {
+                            let key =
+                                cells::key(provider, s.prompt.id(), max_tokens, constrained, repeat, row);
+                            self.document_cells(i, seq)
+                                .map(move |(chunk_size, context_chars, chunk, pass)| {
+                                    let key = CellKey {
+                                        chunk_size,
+                                        context_chars,
+                                        chunk,
+                                        pass,
+                                        ..key.clone()
+                                    };
+                                    (i, seq, key)
+                                })
                         })
                     })
                 })
@@ -711,9 +867,14 @@ impl pass::Plan for EvalPlan<'_> {
     fn cell(&self, at: EvalAt, key: CellKey) -> Result<Cell<'_>> {
         let s = &self.eval.subjects[at.subject];
         let row = self.eval.row(self.store, at.seq)?;
+        let vars = self.eval.cell_vars(at.subject, at.seq, &row, &key)?;
         Ok(Cell {
             subject: s,
-            rendering: rendering(&s.prompt, self.eval.set(at.subject), &row)?,
+            rendering: Rendering {
+                rendered: s.prompt.render(&Map::new(), &vars)?,
+                vars,
+                terms: Map::new(),
+            },
             params: RunParams {
                 max_tokens: key.max_tokens,
                 constrain: key.constrained,
@@ -724,24 +885,21 @@ impl pass::Plan for EvalPlan<'_> {
     }
 
     /// The row's variables, with no render (the template is not needed to read a reply).
-    fn reading(&self, at: EvalAt, _: CellKey) -> Result<(&Subject, Map<String, Value>)> {
+    fn reading(&self, at: EvalAt, key: CellKey) -> Result<(&Subject, Map<String, Value>)> {
         let s = &self.eval.subjects[at.subject];
         let row = self.eval.row(self.store, at.seq)?;
-        Ok((s, row_vars(&s.prompt, self.eval.set(at.subject), &row)))
+        Ok((s, self.eval.cell_vars(at.subject, at.seq, &row, &key)?))
     }
 
     /// Per cell, rendering its row (an eval sizes a resume row by row instead, rendering each
     /// row once per prompt: [`Eval::remaining`]).
     fn cost(&self, at: EvalAt, key: &CellKey) -> Result<pass::Cost> {
         let s = &self.eval.subjects[at.subject];
-        let r = rendering(
-            &s.prompt,
-            self.eval.set(at.subject),
-            &self.eval.row(self.store, at.seq)?,
-        )?;
+        let row = self.eval.row(self.store, at.seq)?;
+        let vars = self.eval.cell_vars(at.subject, at.seq, &row, key)?;
+        let r = s.prompt.render(&Map::new(), &vars)?;
         Ok(pass::Cost {
-            input_bytes: (r.rendered.user.len() + r.rendered.system.as_ref().map_or(0, String::len))
-                as u64,
+            input_bytes: (r.user.len() + r.system.as_ref().map_or(0, String::len)) as u64,
             max_tokens: key.max_tokens,
             ..pass::Cost::default()
         })

@@ -21,7 +21,7 @@ use ts_rs::TS;
 use super::Eval;
 use super::analysis::{
     Advice, BudgetPoint, Comparison, Drops, RepeatCell, RowRepeats, Side, advise, compare,
-    f1_interval, output_hash, repeat_stats, row_repeats,
+    f1_interval, repeat_stats, row_repeats,
 };
 pub use super::lines::held;
 use super::lines::{CellLine, ProviderLine, SummaryLine, line_cells, quantile, run_times};
@@ -29,6 +29,7 @@ pub(crate) use super::replies::{Reader, reread_reply};
 use crate::charts::{self, Axis, BudgetCurve, Chart, Scale, Ticks};
 use crate::error::Result;
 
+mod documents;
 mod kept;
 
 use kept::{CellScore, KEEP_BATCH, score_key};
@@ -112,35 +113,77 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
     let reader = Reader::new(store, eval, options.replies);
     let repeated = eval.spec.repeat >= 2;
     let mut lines = Vec::new();
-    for stored in store.eval_outcomes(eval.experiment)? {
-        let c = &stored.cell;
-        let (Some(si), Some(pi), Some(ri)) = (
-            reader.subject(&c.cell.prompt),
-            eval.provider_index(&c.cell.provider),
-            reader.seq(&c.cell.row),
-        ) else {
-            continue;
-        };
-        let line = CellLine::unscored(&stored, eval.experiment);
-        lines.push(((si, pi), ri, line));
+    let outcomes = store.eval_outcomes(eval.experiment)?;
+    let place = |key: &kerf_store::CellKey| {
+        Some((
+            reader.subject(&key.prompt)?,
+            eval.provider_index(&key.provider)?,
+            reader.seq(&key.row)?,
+        ))
+    };
+    // Cells with a finished run (a cut document's line is several).
+    let finished = outcomes
+        .iter()
+        .filter(|o| o.cell.finished() && place(&o.cell.cell).is_some())
+        .count();
+    if eval.spec.chunking.is_some() {
+        // A line per document: its chunk cells, merged once read.
+        for (key, cells) in documents::gather(outcomes) {
+            if let Some((si, pi, ri)) = place(&key) {
+                let line = CellLine::of_document(&key, &cells, eval.experiment);
+                lines.push(((si, pi), ri, line));
+            }
+        }
+    } else {
+        for stored in outcomes {
+            if let Some((si, pi, ri)) = place(&stored.cell.cell) {
+                let line = CellLine::unscored(&stored, eval.experiment);
+                lines.push(((si, pi), ri, line));
+            }
+        }
     }
     // Provider by provider, then prompt by prompt.
     lines.sort_by(|((sa, pa), ra, a), ((sb, pb), rb, b)| {
-        (pa, sa, a.max_tokens, !a.constrained, a.repeat, ra).cmp(&(
-            pb,
-            sb,
-            b.max_tokens,
-            !b.constrained,
-            b.repeat,
-            rb,
-        ))
+        (
+            pa,
+            sa,
+            a.max_tokens,
+            !a.constrained,
+            a.chunk_size,
+            a.context_chars,
+            a.repeat,
+            ra,
+        )
+            .cmp(&(
+                pb,
+                sb,
+                b.max_tokens,
+                !b.constrained,
+                b.chunk_size,
+                b.context_chars,
+                b.repeat,
+                rb,
+            ))
     });
     // Read in line, row, repeat order: a row's repeats of a line come together.
     let mut order: Vec<usize> = (0..lines.len()).collect();
     order.sort_by_key(|&i| {
         let ((si, pi), ri, l) = &lines[i];
-        (*pi, *si, l.max_tokens, !l.constrained, *ri, l.repeat)
+        (
+            *pi,
+            *si,
+            l.max_tokens,
+            !l.constrained,
+            l.chunk_size,
+            l.context_chars,
+            *ri,
+            l.repeat,
+        )
     });
+    // Each document's expected records' places, for a cut document's figures (by prompt and
+    // row: a few numbers each).
+    let mut expected_at: HashMap<(usize, usize), Vec<Option<std::ops::Range<usize>>>> =
+        HashMap::new();
     let mut repeats = Repeats::default();
     let mut to_keep: Vec<(i64, String, String)> = Vec::new();
     // The row being read (a line's cells of one row come together).
@@ -150,20 +193,48 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         let (si, pi, ri) = (*si, *pi, *ri);
         if repeated {
             repeats.at(
-                (si, pi, line.max_tokens, line.constrained, ri),
+                (
+                    si,
+                    pi,
+                    (line.max_tokens, line.chunk_size, line.context_chars),
+                    line.constrained,
+                    ri,
+                ),
                 &row,
                 eval,
                 &matchers,
             );
         }
-        let Some(run) = line.run.filter(|_| line.measured()) else {
+        if !line.measured() {
             continue;
-        };
+        }
         if row.as_ref().is_none_or(|(seq, _)| *seq != ri) {
             row = Some((ri, eval.row(store, ri)?));
         }
         let Some((_, r)) = row.as_ref() else { continue };
         let (prompt, m) = (&eval.subjects[si].prompt, &matchers[si]);
+        if let Some(size) = line.chunk_size {
+            // A cut document: its chunk replies merged, then scored as one reply.
+            let expected = r.expected_for(prompt).map(|(e, _)| e);
+            let Some(doc) = reader.document(line, si, ri, r, expected)? else {
+                continue;
+            };
+            let objects = score_line(line, m, prompt, r, &doc.reply.report);
+            line.merged(m, doc);
+            if let (Some(expected), Some(text)) = (expected, r.document(prompt)) {
+                let places = expected_at
+                    .entry((si, ri))
+                    .or_insert_with(|| documents::expected_places(m, text, expected));
+                documents::chunk_figures(line, &eval.chunks(si, ri, r, size)?, places);
+            }
+            if repeated {
+                repeats.cells.push(RepeatCell::of(m, &objects, line));
+            }
+            continue;
+        }
+        let Some(run) = line.run else {
+            continue;
+        };
         let reply = reader.reply(run, si, r)?;
         // A score kept with the run is taken as it is; one made now is kept (best effort: a
         // history opened read-only is scored each time, as before).
@@ -194,14 +265,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             }
         };
         if repeated {
-            repeats.cells.push(RepeatCell {
-                identities: super::analysis::identities(m, &objects),
-                output: output_hash(&objects),
-                matched: line
-                    .scored
-                    .as_ref()
-                    .map(|s| s.matched.iter().map(|p| p.expected).collect()),
-            });
+            repeats.cells.push(RepeatCell::of(m, &objects, line));
         }
     }
     let _ = store.put_cell_scores(&to_keep);
@@ -242,6 +306,12 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
                         completion_tokens_per_document: Some(
                             l.completion_tokens as f64 / l.cells as f64,
                         ),
+                        chunk_size: l.chunk_size,
+                        context_chars: l.context_chars,
+                        tokens_per_document: l.chunks.as_ref().map(|c| {
+                            c.prompt_tokens_per_document + c.completion_tokens_per_document
+                        }),
+                        requests_per_document: l.chunks.as_ref().map(|c| c.requests_per_document),
                     })
                     .collect();
                 advise((id, provider), constrained, &points, options.advise_within)
@@ -278,6 +348,8 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
                                     && l.provider == p.provider
                                     && l.max_tokens == la.max_tokens
                                     && l.constrained == la.constrained
+                                    && l.chunk_size == la.chunk_size
+                                    && l.context_chars == la.context_chars
                             })
                             .map(|lb| (la, lb)),
                     );
@@ -296,6 +368,8 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
                                 && l.prompt == la.prompt
                                 && l.max_tokens == la.max_tokens
                                 && l.constrained == la.constrained
+                                && l.chunk_size == la.chunk_size
+                                && l.context_chars == la.context_chars
                         })
                         .map(|lb| (la, lb)),
                 );
@@ -312,10 +386,6 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
     }
     let cached = cells.iter().filter(|c| c.cached && c.measured()).count();
     let providers = provider_lines(eval, &cells);
-    let finished = cells
-        .iter()
-        .filter(|c| matches!(c.status, Some(Status::Ok | Status::Truncated)))
-        .count();
     Ok(Report {
         experiment: eval.experiment,
         summary,
@@ -385,6 +455,12 @@ impl CellLine {
             seconds: None,
             started_at: None,
             types: Vec::new(),
+            chunk_size: None,
+            context_chars: None,
+            chunks: None,
+            spans: Vec::new(),
+            chunk_runs: Vec::new(),
+            by_passes: Vec::new(),
             scored: None,
         }
     }
@@ -431,8 +507,11 @@ pub(crate) fn score_line(
     objects
 }
 
-/// A line: its prompt's index, its provider's, budget and constraint.
-type LineKey = (usize, usize, u32, bool);
+/// A line's budget and cut: its `max_tokens`, and a cut document's chunk size and context.
+type Cut = (u32, Option<u32>, Option<u32>);
+
+/// A line: its prompt's index, its provider's, budget and cut, and constraint.
+type LineKey = (usize, usize, Cut, bool);
 
 /// Repeat statistics as the report reads the cells: the measured repeats of the row being read
 /// (for one line), closed into that row's [`RowRepeats`] when the next row or line begins.
@@ -451,7 +530,7 @@ impl Repeats {
     /// one before.
     fn at(
         &mut self,
-        (si, pi, budget, constrained, ri): (usize, usize, u32, bool, usize),
+        (si, pi, budget, constrained, ri): (usize, usize, Cut, bool, usize),
         row: &Option<(usize, Row)>,
         eval: &Eval,
         matchers: &[Matcher],
@@ -488,14 +567,22 @@ impl Repeats {
 
 /// Fill in each scored cell's `lost_to_cut` from its siblings at larger budgets.
 fn lost_to_cut(cells: &mut [CellLine]) {
-    type Key<'a> = (&'a str, &'a str, bool, u32, &'a str);
+    type Key<'a> = (&'a str, &'a str, bool, u32, &'a str, Option<u32>, Option<u32>);
     // Per prompt, provider, constraint, repeat and row: each budget's matched records, where
     // the reply ended on its own.
     let mut complete: HashMap<Key<'_>, Vec<(u32, BTreeSet<usize>)>> = HashMap::new();
     for c in cells.iter() {
         if c.tp.is_some() && c.finish_reason == Some(FinishReason::Stop) {
             complete
-                .entry((&c.prompt, &c.provider, c.constrained, c.repeat, &c.row))
+                .entry((
+                    &c.prompt,
+                    &c.provider,
+                    c.constrained,
+                    c.repeat,
+                    &c.row,
+                    c.chunk_size,
+                    c.context_chars,
+                ))
                 .or_default()
                 .push((c.max_tokens, matched(c)));
         }
@@ -512,6 +599,8 @@ fn lost_to_cut(cells: &mut [CellLine]) {
                     c.constrained,
                     c.repeat,
                     c.row.as_str(),
+                    c.chunk_size,
+                    c.context_chars,
                 ))
                 .into_iter()
                 .flatten()
@@ -617,14 +706,19 @@ fn summarise_one(
             .iter()
             .filter(|c| c.prompt == id && c.provider == provider)
             .collect();
-        let variants: BTreeSet<(u32, bool)> = mine
+        let variants: BTreeSet<(u32, bool, Option<u32>, Option<u32>)> = mine
             .iter()
-            .map(|c| (c.max_tokens, !c.constrained))
+            .map(|c| (c.max_tokens, !c.constrained, c.chunk_size, c.context_chars))
             .collect();
-        for (budget, unconstrained) in variants {
+        for (budget, unconstrained, chunk_size, context_chars) in variants {
             let group: Vec<&&CellLine> = mine
                 .iter()
-                .filter(|c| c.max_tokens == budget && c.constrained != unconstrained)
+                .filter(|c| {
+                    c.max_tokens == budget
+                        && c.constrained != unconstrained
+                        && c.chunk_size == chunk_size
+                        && c.context_chars == context_chars
+                })
                 .collect();
             let measured: Vec<&CellLine> =
                 group.iter().map(|c| **c).filter(|c| c.measured()).collect();
@@ -670,8 +764,14 @@ fn summarise_one(
                     &measured,
                     eval.spec.repeat,
                     repeats
-                        .get(&(si, pi, budget, !unconstrained))
+                        .get(&(si, pi, (budget, chunk_size, context_chars), !unconstrained))
                         .unwrap_or(none),
+                ),
+                chunk_size,
+                context_chars,
+                chunks: documents::summary(
+                    &measured,
+                    eval.spec.chunking.as_ref().map_or(1, |c| c.passes),
                 ),
             });
         }

@@ -328,6 +328,8 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
                 max_tokens: key.max_tokens,
                 constrained: key.constrained,
                 repeat: key.repeat,
+                chunk_size: 0,
+                context_chars: 0,
                 chunk: 0,
                 pass: 0,
                 row: key.row.clone(),

@@ -114,6 +114,8 @@ pub fn key(
         max_tokens,
         constrained,
         repeat,
+        chunk_size: 0,
+        context_chars: 0,
         chunk: 0,
         pass: 0,
         row: row.to_string(),

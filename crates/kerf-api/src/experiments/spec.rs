@@ -201,6 +201,27 @@ pub struct EvalSpec {
     /// was kept have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Size>,
+    /// How each document was cut before the prompt saw it (absent: whole, one request each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub chunking: Option<Chunking>,
+}
+
+/// How an eval cuts its documents: each document is cut at every size, each chunk sent as its
+/// own request (`passes` times, with each context), and a document's chunks merged before it is
+/// scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct Chunking {
+    pub chunker: kerf_core::chunk::Chunker,
+    /// The sizes to cut at, in the chunker's unit (characters or tokens), ascending.
+    pub sizes: Vec<u32>,
+    /// What each chunk shares with the one before, in the same unit.
+    pub overlap: u32,
+    /// Requests per chunk, their records merged (1 or more).
+    pub passes: u32,
+    /// The characters of the chunk before given to each chunk as marked context, ascending (0:
+    /// none).
+    pub context_chars: Vec<u32>,
 }
 
 /// Requests in flight at once when none is given (and for evals stored before the spec kept it).

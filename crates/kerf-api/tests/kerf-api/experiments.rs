@@ -75,6 +75,7 @@ fn plan(budgets: &[u32], repeat: u32, concurrency: usize, allowed: Allowance) ->
         adaptive: false,
         allowed,
         vars: &[],
+        chunking: None,
     }
 }
 

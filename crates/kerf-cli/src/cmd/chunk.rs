@@ -42,9 +42,10 @@ Examples:
   kerf chunk report.txt --chunk-size 1000 --chunk-overlap 50
   kerf chunk report.txt --chunker token --preset flow --json
 
-With --json, prints JSON Lines, one chunk a line: {\"index\", \"text\"} (index from 1), and for the
-recursive chunker \"start\" and \"end\": character offsets into the document, end exclusive (the
-text is exactly the document's characters between them).
+With --json, prints JSON Lines, one chunk a line: {\"index\", \"text\"} (index from 1), and
+\"start\" and \"end\": character offsets into the document, end exclusive (the text is exactly the
+document's characters between them) — every recursive chunk's, and a token window's unless it
+splits a character (its text then holds U+FFFD, which the document does not).
 Exits 2 on a size of 0 or an overlap not smaller than the size, 1 on a file that is not UTF-8.")]
 pub struct Args {
     /// The document (UTF-8 text).

@@ -120,6 +120,8 @@ pub struct StartArgs {
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub vars: Vec<String>,
     #[command(flatten)]
+    pub chunks: ChunkArgs,
+    #[command(flatten)]
     pub allow: super::AllowArgs,
     #[command(flatten)]
     pub pace: PaceArgs,
@@ -127,6 +129,65 @@ pub struct StartArgs {
     pub batch: BatchArgs,
     #[command(flatten)]
     pub out: OutArgs,
+}
+
+/// Long documents: cut each one as TrustGraph does, a request per chunk, merged per document.
+#[derive(clap::Args)]
+pub struct ChunkArgs {
+    /// Cut each document at these sizes (comma-separated, in the chunker's unit) and send each
+    /// chunk as its own request; a document's chunks are merged before it is scored.
+    #[arg(long, value_delimiter = ',', value_name = "N,…")]
+    pub chunk_size: Vec<u32>,
+    /// Which of TrustGraph's chunkers cuts the documents [default: recursive].
+    #[arg(long, value_enum)]
+    pub chunker: Option<super::chunk::ChunkerArg>,
+    /// What each chunk shares with the one before, in the chunker's unit [default: 50, a
+    /// deployed TrustGraph flow's].
+    #[arg(long, value_name = "N")]
+    pub chunk_overlap: Option<u32>,
+    /// Requests per chunk, their records merged (sampling differs between them only at a
+    /// temperature above 0) [default: 1].
+    #[arg(long, value_name = "N")]
+    pub passes: Option<u32>,
+    /// Give each chunk the last N characters of the chunk before as marked context
+    /// (comma-separated for several: each is a line of the report) [default: 0].
+    #[arg(long, value_delimiter = ',', value_name = "N,…")]
+    pub context_chars: Vec<u32>,
+}
+
+/// A deployed TrustGraph flow's `chunk-overlap` (it overrides the processor's on every message).
+const FLOW_OVERLAP: u32 = 50;
+
+impl ChunkArgs {
+    /// The cut asked for (`None`: whole documents); the other chunk flags without
+    /// --chunk-size are an error.
+    fn chunking(&self) -> Result<Option<eval::chunked::Chunking>> {
+        if self.chunk_size.is_empty() {
+            let given = [
+                ("--chunker", self.chunker.is_some()),
+                ("--chunk-overlap", self.chunk_overlap.is_some()),
+                ("--passes", self.passes.is_some()),
+                ("--context-chars", !self.context_chars.is_empty()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+                anyhow::bail!(ApiError::new(
+                    Code::Usage,
+                    format!("{flag} is about cutting documents into chunks: give --chunk-size too")
+                ));
+            }
+            return Ok(None);
+        }
+        Ok(Some(eval::chunked::Chunking {
+            chunker: self
+                .chunker
+                .unwrap_or(super::chunk::ChunkerArg::Recursive)
+                .into(),
+            sizes: self.chunk_size.clone(),
+            overlap: self.chunk_overlap.unwrap_or(FLOW_OVERLAP),
+            passes: self.passes.unwrap_or(1),
+            context_chars: self.context_chars.clone(),
+        }))
+    }
 }
 
 #[derive(clap::Args)]
@@ -404,6 +465,7 @@ fn start(args: StartArgs, wb: &Workbench, store: &Store) -> Result<Outcome> {
         adaptive: args.pace.concurrency.unwrap_or(Concurrency::Auto).pace().1,
         allowed: args.allow.allowance(),
         vars: vec![crate::output::vars(&args.vars)?; args.prompts.len()],
+        chunking: args.chunks.chunking()?,
     };
     if args.allow.dry_run {
         let (size, warnings) = eval::flow::dry_run(wb, &input)?;
@@ -920,6 +982,59 @@ fn line_name(prompt: &str, provider: &str, several: bool) -> String {
     }
 }
 
+/// What a cut document's lines' chunks did: requests and tokens per document, replies cut and
+/// what was lost with them, records at chunk boundaries, how the records were placed; with
+/// several passes, recall against passes.
+fn print_chunks(r: &Report, several: bool, label: &dyn Fn(&eval::SummaryLine) -> String) {
+    let lines: Vec<_> = r
+        .summary
+        .iter()
+        .filter_map(|l| l.chunks.as_ref().map(|c| (l, c)))
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    crate::outln!("\nChunks (per document: requests, input and output tokens):");
+    for (l, c) in &lines {
+        crate::outln!(
+            "  {}{} at {}: {} chunk(s) over {} document(s) · {:.1} requests, {:.0} + {:.0} tokens per document · {} cut by the budget, {} expected record(s) lost with them · at chunk boundaries {} record(s), recall {} · placed {} exact, {} fuzzy, {} from context, {} not found · {} folded",
+            if several { format!("{} on ", l.provider) } else { String::new() },
+            label(l),
+            l.max_tokens,
+            c.chunks,
+            c.documents,
+            c.requests_per_document,
+            c.prompt_tokens_per_document,
+            c.completion_tokens_per_document,
+            c.cut,
+            c.lost_with_cut,
+            c.at_boundary,
+            figure(c.boundary_recall),
+            c.spans.exact,
+            c.spans.fuzzy,
+            c.spans.context,
+            c.spans.not_found,
+            c.folded
+        );
+        if !c.by_passes.is_empty() {
+            let passes: Vec<String> = c
+                .by_passes
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} pass(es): recall {}, F1 {}, {:.1} requests",
+                        p.passes,
+                        figure(p.micro.recall),
+                        figure(p.micro.f1),
+                        p.requests_per_document
+                    )
+                })
+                .collect();
+            crate::outln!("    {}", passes.join(" · "));
+        }
+    }
+}
+
 fn print_table(r: &Report) {
     let several = r.providers.len() > 1;
     if several {
@@ -961,9 +1076,28 @@ fn print_table(r: &Report) {
         .max()
         .unwrap_or(6)
         .max(6);
+    // A cut document's lines name their chunk size (and context) after the prompt.
+    let chunked = r.summary.iter().any(|l| l.chunk_size.is_some());
+    let label = |l: &eval::SummaryLine| -> String {
+        match (l.chunk_size, l.context_chars) {
+            (Some(size), Some(ctx)) if ctx > 0 => format!("{} @{size}+{ctx}", l.prompt),
+            (Some(size), _) => format!("{} @{size}", l.prompt),
+            _ => l.prompt.clone(),
+        }
+    };
+    let name_w = if chunked {
+        r.summary
+            .iter()
+            .map(|l| label(l).chars().count())
+            .max()
+            .unwrap_or(name_w)
+            .max(name_w)
+    } else {
+        name_w
+    };
     crate::outln!(
         "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>11}  {:>5}  {:>4}  {:>10}",
-        "prompt",
+        if chunked { "prompt @chunk size" } else { "prompt" },
         "budget",
         "cons.",
         "cells",
@@ -988,7 +1122,7 @@ fn print_table(r: &Report) {
         }
         crate::outln!(
             "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>11}  {:>5}  {:>4}  {:>10}",
-            l.prompt,
+            label(l),
             l.max_tokens,
             if l.constrained { "yes" } else { "no" },
             l.cells,
@@ -1007,6 +1141,7 @@ fn print_table(r: &Report) {
                 .map_or("-".into(), |u| format!("{:.0}%", u * 100.0))
         );
     }
+    print_chunks(r, several, &label);
     let repeated: Vec<_> = r
         .summary
         .iter()
@@ -1044,6 +1179,19 @@ fn print_table(r: &Report) {
             }
             if let Some(t) = a.completion_tokens_per_document {
                 per_doc.push(format!("{t:.0} completion tokens per document"));
+            }
+            if let Some(size) = a.chunk_size {
+                per_doc.insert(
+                    0,
+                    format!(
+                        "chunk size {size}{} ({:.1} requests per document; best recall at chunk size {})",
+                        a.context_chars
+                            .filter(|c| *c > 0)
+                            .map_or(String::new(), |c| format!(" with {c} characters of context")),
+                        a.requests_per_document.unwrap_or(0.0),
+                        a.best_chunk_size.unwrap_or(size)
+                    ),
+                );
             }
             crate::outln!(
                 "  {}{}: {} tokens (recall {:.3}; best {:.3} at {}){}",

@@ -18,6 +18,7 @@ use super::{repo, stderr, stdout_json};
 
 mod adaptive;
 mod batched;
+mod chunked;
 mod resumed;
 mod side_by_side;
 
@@ -142,6 +143,10 @@ enum Again {
     /// a free slot, then takes the delay (a `llama-server` with `--parallel N`, or a router in
     /// front of one, queueing what is past its slots).
     Slots(usize),
+    /// Each request gets every record (of any row) whose grounding texts — a definition's
+    /// entity, a relationship's subject and object — are all in its messages: a model reading
+    /// only the chunk (and context) it was sent.
+    ByText,
 }
 
 impl Model {
@@ -325,10 +330,16 @@ fn answer(
             .find(|r| prompt.contains(r["input"].as_str().unwrap()))
             .cloned()
             .unwrap_or(Value::Null);
-        let mut records = row["expected"]["agent-kg-extract"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let mut records = match again {
+            Again::ByText => rows
+                .iter()
+                .flat_map(|r| read_in(r, &prompt))
+                .collect(),
+            _ => row["expected"]["agent-kg-extract"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        };
         let times = {
             let key = format!("{prompt}{}", req["max_tokens"]);
             let mut seen = seen.lock().unwrap();
@@ -414,6 +425,22 @@ fn answer(
         out.flush()?;
     }
     Ok(())
+}
+
+/// Row `row`'s expected records whose grounding texts are all in `text` ([`Again::ByText`]).
+fn read_in(row: &Value, text: &str) -> Vec<Value> {
+    row["expected"]["agent-kg-extract"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| {
+            ["entity", "subject", "object"]
+                .iter()
+                .filter_map(|k| r[*k].as_str())
+                .all(|t| text.contains(t))
+        })
+        .cloned()
+        .collect()
 }
 
 /// What the loopback model replies with `records`: JSONL or a JSON array (as the prompt asks),

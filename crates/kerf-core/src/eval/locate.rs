@@ -78,6 +78,42 @@ impl<'a> Words<'a> {
     /// more or one fewer than its own) most like it, reaching the grounding similarity. `None`:
     /// nothing there grounds it.
     pub fn locate(&self, value: &str) -> Option<Range<usize>> {
+        self.find(value).map(|(span, _)| span)
+    }
+
+    /// [`Words::find`] for the `n`-th (0-based) mention of `value` in a reply: its `n`-th place
+    /// as written when it is written that often (a record extracted twice from one text is
+    /// two of its mentions, in order), else its first place.
+    pub fn find_nth(&self, value: &str, n: usize) -> Option<(Range<usize>, bool)> {
+        if n > 0 {
+            let v = if self.normalize {
+                normalize(value)
+            } else {
+                value.to_string()
+            };
+            let wanted: Vec<&str> = v.split_whitespace().collect();
+            let k = wanted.len();
+            if k > 0 {
+                let nth = (0..=self.words.len().saturating_sub(k))
+                    .filter(|&i| {
+                        i + k <= self.words.len()
+                            && self.words[i..i + k]
+                                .iter()
+                                .zip(&wanted)
+                                .all(|(w, x)| w.text == *x)
+                    })
+                    .nth(n);
+                if let Some(i) = nth {
+                    return Some((self.words[i].span.start..self.words[i + k - 1].span.end, true));
+                }
+            }
+        }
+        self.find(value)
+    }
+
+    /// [`Words::locate`], saying whether the words were found as written (`true`) or only as
+    /// the run most like them (`false`: a fuzzy place).
+    pub fn find(&self, value: &str) -> Option<(Range<usize>, bool)> {
         let v = if self.normalize {
             normalize(value)
         } else {
@@ -96,7 +132,7 @@ impl<'a> Words<'a> {
                     .zip(&wanted)
                     .all(|(w, x)| w.text == *x)
         }) {
-            return Some(span(i, k));
+            return Some((span(i, k), true));
         }
         if self.words.len() > FUZZY_WORDS_MAX {
             return None;
@@ -114,7 +150,7 @@ impl<'a> Words<'a> {
                 }
             }
         }
-        best.map(|(_, i, n)| span(i, n))
+        best.map(|(_, i, n)| (span(i, n), false))
     }
 }
 
@@ -123,6 +159,8 @@ impl<'a> Words<'a> {
 pub struct FieldPlace {
     pub field: String,
     pub span: Option<Range<usize>>,
+    /// Found as written, not only as the words most like it.
+    pub exact: bool,
 }
 
 /// Where each of `object`'s grounding fields (its type's `ground` fields: its identity, unless
@@ -135,8 +173,10 @@ pub fn places(m: &Matcher, words: &Words<'_>, object: &Value) -> Vec<FieldPlace>
         .into_iter()
         .filter_map(|f| {
             let value = object.get(&f)?.as_str()?;
+            let found = words.find(value);
             Some(FieldPlace {
-                span: words.locate(value),
+                exact: found.as_ref().is_some_and(|(_, exact)| *exact),
+                span: found.map(|(span, _)| span),
                 field: f,
             })
         })

@@ -33,6 +33,8 @@ fn cell(row: &str) -> kerf_store::CellKey {
         max_tokens: 64,
         constrained: false,
         repeat: 0,
+        chunk_size: 0,
+        context_chars: 0,
         chunk: 0,
         pass: 0,
         row: row.into(),

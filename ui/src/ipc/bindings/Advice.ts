@@ -15,4 +15,10 @@ max_tokens: number, recall: number, best_max_tokens: number, best_recall: number
 /**
  * Mean per document (one cell) at the advised budget; null when no cost is known.
  */
-cost_per_document: number | null, completion_tokens_per_document: number | null, };
+cost_per_document: number | null, completion_tokens_per_document: number | null, 
+/**
+ * For an eval that cuts its documents: the advised chunk size and context (the cheapest
+ * cut and budget within `within` of the best recall, by tokens per document), and the
+ * best recall's; the requests each document takes there.
+ */
+chunk_size?: number, context_chars?: number, best_chunk_size?: number, requests_per_document?: number, };

@@ -1,0 +1,333 @@
+//! `kerf eval --chunk-size`: long documents cut into chunks, a request each, against a
+//! loopback model that "extracts" only the records whose texts are in the chunk it was sent
+//! (and its context), cut at the budget. Every document's figures are worked out here on their
+//! own — each chunk's reply, what its cut keeps, the union over the chunks — and must be what
+//! Kerf reports; a killed chunked eval resumes without buying a chunk again.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Again, Model, eval, kerf_in, reply_text, repo, setup, stderr, stdout_json};
+
+/// Invented names, found in no prompt's text.
+const NAMES: [&str; 16] = [
+    "Quorvex", "Maltrine", "Zephlor", "Brindock", "Clavune", "Dorquin", "Eskaly", "Frumble",
+    "Glisset", "Harvoke", "Istrel", "Jovanite", "Kestrum", "Lomvar", "Mirravel", "Nuxtor",
+];
+
+/// Two documents of eight sentences, a paragraph each: every name defined, and every second one
+/// (from the third) fed by the one before (a relation whose two ends are in different
+/// sentences; chunks of 100 characters hold two sentences, so these fall across a boundary).
+fn documents() -> Vec<Value> {
+    NAMES
+        .chunks(8)
+        .enumerate()
+        .map(|(d, names)| {
+            let mut text = Vec::new();
+            let mut expected = Vec::new();
+            for (i, n) in names.iter().enumerate() {
+                let definition = format!("A part made in plant {}", d * 8 + i);
+                text.push(format!("{n} is a part made in plant {}.", d * 8 + i));
+                expected.push(json!({"type": "definition", "entity": n, "definition": definition}));
+                if i % 2 == 0 && i > 0 {
+                    expected.push(json!({"type": "relationship", "subject": names[i - 1],
+                        "predicate": "feeds", "object": n, "object-entity": true}));
+                }
+            }
+            json!({"id": format!("doc{d}"), "input": text.join("\n\n"),
+                   "expected": {"agent-kg-extract": expected}})
+        })
+        .collect()
+}
+
+/// `doc` cut as `kerf chunk` cuts it.
+fn chunks(dir: &std::path::Path, doc: &str, size: u32, overlap: u32) -> Vec<String> {
+    let file = dir.join("doc.txt");
+    std::fs::write(&file, doc).unwrap();
+    let (size, overlap) = (size.to_string(), overlap.to_string());
+    let args = [
+        "chunk",
+        file.to_str().unwrap(),
+        "--chunk-size",
+        &size,
+        "--chunk-overlap",
+        &overlap,
+        "--json",
+    ];
+    let o = kerf_in(dir, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// What one document's chunks give at `budget`, worked out here: each chunk's reply (the
+/// records whose texts its request holds, `context` characters of the chunk before
+/// included), what the cut keeps of it (JSONL: its whole lines; an unclosed array: nothing),
+/// and the union over the chunks. Returns the records found and the chunks cut.
+fn worked_out(
+    expected: &[Value],
+    chunks: &[String],
+    jsonl: bool,
+    budget: u64,
+    context: usize,
+) -> (BTreeSet<String>, usize) {
+    let mut found = BTreeSet::new();
+    let mut cut = 0;
+    for (i, c) in chunks.iter().enumerate() {
+        let text = match i {
+            0 => c.clone(),
+            _ if context == 0 => c.clone(),
+            _ => {
+                let before: Vec<char> = chunks[i - 1].chars().collect();
+                let tail: String = before[before.len().saturating_sub(context)..].iter().collect();
+                format!("{tail}\n\n{c}")
+            }
+        };
+        let records = super::read_in(&json!({"expected": {"agent-kg-extract": expected}}), &text);
+        let (_, finish) = reply_text(&records, jsonl, budget);
+        let kept: Vec<&Value> = if finish == "stop" {
+            records.iter().collect()
+        } else {
+            cut += 1;
+            if jsonl {
+                // A line is kept when it ends within the budget's bytes.
+                let mut end = 0;
+                records
+                    .iter()
+                    .enumerate()
+                    .take_while(|(k, r)| {
+                        end += r.to_string().len() + usize::from(*k > 0);
+                        end <= budget as usize * 4
+                    })
+                    .map(|(_, r)| r)
+                    .collect()
+            } else {
+                Vec::new()
+            }
+        };
+        found.extend(kept.iter().map(|r| r.to_string()));
+    }
+    (found, cut)
+}
+
+/// The document lines of a report, keyed `row|prompt|budget|size|context`.
+fn lines(v: &Value) -> Vec<(String, Value)> {
+    v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                format!(
+                    "{}|{}|{}|{}|{}",
+                    c["row"], c["prompt"], c["max_tokens"], c["chunk_size"], c["context_chars"]
+                ),
+                c.clone(),
+            )
+        })
+        .collect()
+}
+
+/// What a report's document lines found: `key: tp fp fn, chunks cut`.
+fn figures(v: &Value) -> Vec<String> {
+    lines(v)
+        .into_iter()
+        .map(|(k, c)| format!("{k}: {} {} {}, {} cut", c["tp"], c["fp"], c["fn"], c["chunks"]["cut"]))
+        .collect()
+}
+
+#[test]
+fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
+    let docs = documents();
+    let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
+    let (dir, data) = setup(&model, &docs);
+    let o = eval(
+        dir.path(),
+        &data,
+        &["--chunk-size", "100,400", "--chunk-overlap", "50", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let mut requests = 0;
+    for doc in &docs {
+        let expected = doc["expected"]["agent-kg-extract"].as_array().unwrap();
+        let text = doc["input"].as_str().unwrap();
+        for size in [100u32, 400] {
+            let cut_into = chunks(dir.path(), text, size, 50);
+            for (prompt, jsonl) in [("agent-kg-extract", true), ("agent-kg-extract-array", false)] {
+                for budget in [40u64, 1000] {
+                    requests += cut_into.len();
+                    let (found, cut) = worked_out(expected, &cut_into, jsonl, budget, 0);
+                    let line = v["cells"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|c| {
+                            c["row"] == doc["id"]
+                                && c["prompt"] == prompt
+                                && c["max_tokens"] == budget
+                                && c["chunk_size"] == size
+                        })
+                        .unwrap_or_else(|| panic!("no line for {} {prompt} {budget} {size}", doc["id"]));
+                    let here = format!("{} {prompt} at {budget}, chunk size {size}: {line}", doc["id"]);
+                    assert_eq!(line["tp"], found.len(), "{here}");
+                    assert_eq!(line["fp"], 0, "{here}");
+                    assert_eq!(line["fn"], expected.len() - found.len(), "{here}");
+                    let c = &line["chunks"];
+                    assert_eq!(c["chunks"], cut_into.len(), "{here}");
+                    assert_eq!(c["requests"], cut_into.len(), "{here}");
+                    assert_eq!(c["cut"], cut, "{here}");
+                    assert_eq!(line["finish_reason"], if cut > 0 { "length" } else { "stop" });
+                    // Every merged record placed, each definition on its own name.
+                    let none = Vec::new();
+                    let spans = line["spans"].as_array().unwrap_or(&none);
+                    assert_eq!(spans.len(), found.len(), "{here}");
+                    let chars: Vec<char> = text.chars().collect();
+                    for s in spans {
+                        assert_eq!(s["status"], "exact", "{here}: {s}");
+                        let at: String = chars[s["start"].as_u64().unwrap() as usize
+                            ..s["end"].as_u64().unwrap() as usize]
+                            .iter()
+                            .collect();
+                        let name = s["identity"].as_str().unwrap().rsplit(" · ").next().unwrap();
+                        assert!(at.to_lowercase().ends_with(name), "{here}: `{at}` for {s}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(model.requests(), requests);
+    // A line per prompt, budget and chunk size, with what its chunks cost and lost.
+    let summary = v["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), 8);
+    let tight = summary
+        .iter()
+        .find(|l| l["prompt"] == "agent-kg-extract-array" && l["max_tokens"] == 40 && l["chunk_size"] == 400)
+        .unwrap();
+    assert!(tight["chunks"]["cut"].as_u64().unwrap() > 0, "{tight}");
+    assert!(tight["chunks"]["lost_with_cut"].as_u64().unwrap() > 0, "{tight}");
+    let small = summary
+        .iter()
+        .find(|l| l["prompt"] == "agent-kg-extract" && l["max_tokens"] == 1000 && l["chunk_size"] == 100)
+        .unwrap();
+    let large = summary
+        .iter()
+        .find(|l| l["prompt"] == "agent-kg-extract" && l["max_tokens"] == 1000 && l["chunk_size"] == 400)
+        .unwrap();
+    // The smaller chunk costs more requests per document; records in an overlap are folded.
+    assert!(
+        small["chunks"]["requests_per_document"].as_f64()
+            > large["chunks"]["requests_per_document"].as_f64(),
+        "{small} {large}"
+    );
+    assert!(small["chunks"]["folded"].as_u64().unwrap() > 0, "{small}");
+    // The advice names a chunk size.
+    assert!(
+        v["advice"].as_array().unwrap().iter().all(|a| a["chunk_size"].is_u64()),
+        "{}",
+        v["advice"]
+    );
+
+    // Without overlap, some relations fall across a chunk boundary. With context, each chunk
+    // also reads the end of the one before, so such a relation is found, placed from the
+    // context; the figures are still those worked out here.
+    let o = eval(
+        dir.path(),
+        &data,
+        &["--chunk-size", "100", "--chunk-overlap", "0", "--context-chars", "0,60", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    for doc in &docs {
+        let expected = doc["expected"]["agent-kg-extract"].as_array().unwrap();
+        let cut_into = chunks(dir.path(), doc["input"].as_str().unwrap(), 100, 0);
+        for context in [0usize, 60] {
+            let (found, _) = worked_out(expected, &cut_into, true, 1000, context);
+            let (_, line) = lines(&v)
+                .into_iter()
+                .find(|(k, _)| {
+                    *k == format!(
+                        "{}|\"agent-kg-extract\"|1000|100|{context}",
+                        doc["id"]
+                    )
+                })
+                .unwrap();
+            assert_eq!(line["tp"], found.len(), "context {context}: {line}");
+            assert_eq!(line["fp"], 0, "context {context}: {line}");
+        }
+    }
+    let with = |c: u64| {
+        v["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["prompt"] == "agent-kg-extract" && l["max_tokens"] == 1000 && l["context_chars"] == c)
+            .unwrap()
+            .clone()
+    };
+    let (none, some) = (with(0), with(60));
+    assert!(some["chunks"]["spans"]["context"].as_u64().unwrap() > 0, "{some}");
+    assert_eq!(none["chunks"]["spans"]["context"], 0, "{none}");
+    assert!(some["recall"].as_f64() > none["recall"].as_f64(), "{none} {some}");
+    assert!(
+        some["chunks"]["prompt_tokens_per_document"].as_f64()
+            > none["chunks"]["prompt_tokens_per_document"].as_f64()
+    );
+    assert!(
+        some["chunks"]["boundary_recall"].as_f64() > none["chunks"]["boundary_recall"].as_f64(),
+        "{none} {some}"
+    );
+}
+
+#[test]
+fn a_killed_chunked_eval_resumes_without_sending_a_chunk_again() {
+    let docs = documents();
+    let whole = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
+    let (first, first_data) = setup(&whole, &docs);
+    let args = ["--chunk-size", "100,400", "--json"];
+    let o = eval(first.path(), &first_data, &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let cells = whole.requests();
+    let want = figures(&stdout_json(&o));
+
+    // The same eval against a server that holds every request from the tenth: killed then.
+    let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
+    let (dir, data) = setup(&model, &docs);
+    model.hold_from(10);
+    let mut cmd = vec!["eval", data.to_str().unwrap()];
+    cmd.extend_from_slice(super::EVAL);
+    cmd.extend_from_slice(&args);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(&cmd)
+        .current_dir(repo())
+        .env("KERF_CONFIG_DIR", dir.path())
+        .env("KERF_DATA_DIR", dir.path())
+        .env("KERF_KEYRING", "kernel")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    model.wait_held(1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    model.release();
+    let before = model.requests();
+    assert!(before < cells, "{before} of {cells}");
+
+    let o = kerf_in(dir.path(), &["eval", "resume", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The first ten requests were answered; of those, only the ones still being kept when the
+    // kill came (at most the 4 in flight) are sent again, with every chunk never answered.
+    let again = model.requests() - before;
+    assert!(
+        again >= cells - 10 && again <= cells - 10 + 4,
+        "{again} sent again of {cells}"
+    );
+    assert_eq!(figures(&stdout_json(&o)), want);
+}
