@@ -76,6 +76,40 @@ def compare(name, doc, chunker, size, overlap, work):
     check(label, ok, detail)
 
 
+PROCESSOR_DEFAULTS = {"recursive": (2000, 100), "token": (250, 15)}
+
+
+def exported_settings(doc, work):
+    """`kerf export --to trustgraph-chunking` gives flow parameters that TrustGraph's own code
+    (ParameterSpec, Flow, ChunkingService.chunk_document) turns into the same size and overlap;
+    `kerf chunk --settings` of that file cuts as TrustGraph's chunker does at them; a file missing
+    a parameter falls back to the processor's default on both sides."""
+    path = work / "doc.txt"
+    path.write_bytes(doc.encode("utf-8"))
+    for chunker, size, overlap in [("recursive", 1000, 50), ("token", 300, 20), ("recursive", 4000, 0)]:
+        out = work / f"{chunker}-{size}.json"
+        p = subprocess.run([KERF, "export", "--to", "trustgraph-chunking", "--chunker", chunker, "--chunk-size", str(size),
+                            "--chunk-overlap", str(overlap), "--out", str(out)], capture_output=True, text=True)  # fmt: skip
+        label = f"exported settings: {chunker} {size}/{overlap}"
+        if p.returncode != 0:
+            check(label, False, p.stderr)
+            continue
+        exported = json.loads(out.read_text())
+        tg = tg_chunkers.flow_chunk_settings(exported["parameters"], PROCESSOR_DEFAULTS[chunker])
+        check(f"{label}: TrustGraph reads ({size}, {overlap})", tg == (size, overlap), f"TrustGraph read {tg}")
+        want = (tg_recursive if chunker == "recursive" else tg_token)(doc, *tg)
+        q = subprocess.run([KERF, "chunk", str(path), "--settings", str(out), "--json"], capture_output=True, text=True)
+        got = [json.loads(line)["text"] for line in q.stdout.split("\n") if line]
+        check(f"{label}: kerf chunk --settings cuts as TrustGraph", got == want, first_difference(want, got) if q.returncode == 0 else q.stderr)
+    # Only a size: the overlap is the processor's default there and here.
+    partial = work / "partial.json"
+    partial.write_text(json.dumps({"processor": "chunker-recursive", "parameters": {"chunk-size": "1500"}}))
+    tg = tg_chunkers.flow_chunk_settings({"chunk-size": "1500"}, PROCESSOR_DEFAULTS["recursive"])
+    p = subprocess.run([KERF, "import", str(partial), "--json"], capture_output=True, text=True)
+    got = json.loads(p.stdout)["chunking"] if p.returncode == 0 else p.stderr
+    check("a flow without chunk-overlap: the processor's default on both sides", tg == (1500, 100) and got == {"chunker": "recursive", "size": 1500, "overlap": 100}, f"TrustGraph {tg}, Kerf {got}")
+
+
 def generated(rng, n):
     """A document drawn from pieces that find the edges."""
     pieces = ["word", "Wörter", "e\u0301", "🎉", "👩‍👩‍👧", "\n", "\n\n", "\n\n\n\n", "\r\n", "\r\n\r\n", " ", "  ", "\t",
@@ -116,6 +150,7 @@ def main():
     compare("the shipped documents, concatenated", long, "recursive", 2000, 50, work)
     compare("the shipped documents, concatenated", long, "token", 250, 15, work)
     compare("the shipped documents, concatenated", long, "token", 2000, 50, work)
+    exported_settings(long, work)
     print(f"{checks.passed} passed, {checks.failed} failed (chunker parity)")
     return 0 if checks.failed == 0 else 1
 

@@ -7,13 +7,17 @@ Kerf (`bash scripts/tiktoken-assets`), and it is put where tiktoken looks (under
 download URL), so nothing is downloaded.
 """
 
+import ast
+import asyncio
 import hashlib
 import importlib.util
+import logging
 import os
 import shutil
 import sys
 import tempfile
 import types
+import typing
 from pathlib import Path
 
 
@@ -52,3 +56,32 @@ def token(assets):
     p = object.__new__(module.Processor)
     p.encoding = tiktoken.get_encoding("cl100k_base")
     return p._split_by_tokens
+
+
+def _defined(path, names, scope):
+    """The classes and functions `names` of TrustGraph's source file `path`, defined in `scope`
+    (the names they use from other modules given there): TrustGraph's own code, without the
+    imports that would bring its service stack in."""
+    tree = ast.parse(Path(path).read_text())
+    keep = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name in names]
+    exec(compile(ast.Module(body=keep, type_ignores=[]), str(path), "exec"), scope)
+    return scope
+
+
+def flow_chunk_settings(parameters, processor_defaults):
+    """The (chunk size, chunk overlap) a TrustGraph chunker uses for a document in a flow started
+    with `parameters`: the flow's parameters registered as TrustGraph registers them
+    (`ParameterSpec.add` on the flow definition), read by `Flow.__call__`, and turned into the
+    effective values by `ChunkingService.chunk_document`, then cast as the processor's
+    `on_message` casts them. `processor_defaults` is the processor's (size, overlap)."""
+    base = Path(list(importlib.util.find_spec("trustgraph").submodule_search_locations)[0]) / "base"
+    log = logging.getLogger("trustgraph")
+    scope = {"Spec": object, "Any": typing.Any, "ConsumerSpec": object, "FlowProcessor": object, "LibrarianSpec": object, "logger": log}
+    _defined(base / "parameter_spec.py", {"Parameter", "ParameterSpec"}, scope)
+    _defined(base / "flow.py", {"Flow"}, scope)
+    _defined(base / "chunking_service.py", {"ChunkingService"}, scope)
+    flow = scope["Flow"]("f", "flow", "default", None, {})
+    for name in ("chunk-size", "chunk-overlap"):
+        scope["ParameterSpec"](name).add(flow, None, {"parameters": parameters})
+    size, overlap = asyncio.run(scope["ChunkingService"].chunk_document(None, None, None, flow, *processor_defaults))
+    return int(size), int(overlap)

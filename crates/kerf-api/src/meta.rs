@@ -74,8 +74,10 @@ pub fn meta() -> Meta {
                 example_model: kind.example_model().into(),
             })
             .collect(),
+        // The Export screen exports prompts; chunker settings come from the CLI.
         export_targets: ExportTarget::ALL
             .into_iter()
+            .filter(|t| t.takes_prompts())
             .map(|target| ExportTargetMeta {
                 target,
                 label: target.label().into(),

@@ -452,7 +452,10 @@ mod tests {
                 (Some(s), Some(e)) => {
                     assert_eq!(chars[s..e].iter().collect::<String>(), c.text)
                 }
-                _ => assert!(c.text.contains('\u{fffd}') || !doc.contains(&c.text), "{c:?}"),
+                _ => assert!(
+                    c.text.contains('\u{fffd}') || !doc.contains(&c.text),
+                    "{c:?}"
+                ),
             }
         }
     }

@@ -82,7 +82,12 @@ impl Chunking {
 
 /// The document `prompt` reads of `row`, cut at `size`: an error naming the row when it has
 /// none, or when the chunker refuses it.
-pub(crate) fn cut(prompt: &Prompt, row: &Row, chunking: &Chunking, size: u32) -> Result<Vec<Chunk>> {
+pub(crate) fn cut(
+    prompt: &Prompt,
+    row: &Row,
+    chunking: &Chunking,
+    size: u32,
+) -> Result<Vec<Chunk>> {
     let doc = row.document(prompt).ok_or_else(|| {
         ApiError::new(
             Code::Usage,
@@ -104,7 +109,11 @@ pub(crate) fn cut(prompt: &Prompt, row: &Row, chunking: &Chunking, size: u32) ->
 
 /// The context chunk `i` is given: the last `context` characters of the chunk before, and
 /// where they start in the document (when that chunk's place is known).
-pub(crate) fn context_of(chunks: &[Chunk], i: usize, context: u32) -> Option<(&str, Option<usize>)> {
+pub(crate) fn context_of(
+    chunks: &[Chunk],
+    i: usize,
+    context: u32,
+) -> Option<(&str, Option<usize>)> {
     if context == 0 || i == 0 {
         return None;
     }

@@ -111,9 +111,10 @@ pub struct ChunkFigures {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[ts(as = "Option<Vec<u32>>", optional)]
     pub cut_chunks: Vec<u32>,
-    /// Expected records not found that stand in a chunk whose reply was cut: what the cut
-    /// cost (null: the row has no expected records).
-    pub lost_with_cut: Option<u64>,
+    /// Expected records not found that stand in a chunk whose reply was cut: the most the
+    /// cut can have cost (some the model would have missed anyway; `lost_to_cut` counts those
+    /// a larger budget found). Null: the row has no expected records.
+    pub missed_in_cut: Option<u64>,
     /// Expected records that no single chunk holds whole (their fields fall in different
     /// chunks), and how many of them were found (null: none).
     pub at_boundary: u64,
@@ -194,9 +195,10 @@ pub struct ChunkSummary {
     pub documents: usize,
     pub chunks: u64,
     pub requests: u64,
-    /// Replies cut by their budget, and the expected records lost with them.
+    /// Replies cut by their budget, and the expected records in those chunks not found (the
+    /// most the cut can have cost; the line's `lost_to_cut` is what a larger budget found).
     pub cut: u64,
-    pub lost_with_cut: u64,
+    pub missed_in_cut: u64,
     /// Per document, on average: requests, and input and output tokens.
     pub requests_per_document: f64,
     pub prompt_tokens_per_document: f64,

@@ -266,7 +266,12 @@ fn planned(
                 Err(e) if e.code == Code::Usage && plan.chunking.is_some() => return Err(e),
                 Err(e) => {
                     *failed = Some(ApiError {
-                        message: format!("{}: prompt `{}`: {}", row.place(), s.prompt.id(), e.message),
+                        message: format!(
+                            "{}: prompt `{}`: {}",
+                            row.place(),
+                            s.prompt.id(),
+                            e.message
+                        ),
                         ..e
                     });
                     cells = cells.saturating_add(per_request[i]);
@@ -715,7 +720,11 @@ impl Eval {
     /// The cells one document makes of prompt `si` per budget, constraint and repeat, as
     /// `(chunk size, context, chunk, pass)`: one, the whole document; or, cut, each chunk at
     /// each size with each context, each pass.
-    fn document_cells(&self, si: usize, seq: usize) -> impl Iterator<Item = (u32, u32, u32, u32)> + '_ {
+    fn document_cells(
+        &self,
+        si: usize,
+        seq: usize,
+    ) -> impl Iterator<Item = (u32, u32, u32, u32)> + '_ {
         let (sizes, contexts, passes): (&[u32], &[u32], u32) = match &self.spec.chunking {
             Some(c) => (&c.sizes, &c.context_chars, c.passes),
             None => (&[0], &[0], 1),
@@ -747,10 +756,16 @@ impl Eval {
                 variants.clone().into_iter().flat_map(move |constrained| {
                     (0..self.spec.repeat).flat_map(move |repeat| {
                         self.rows.iter().enumerate().flat_map(move |(seq, row)| {
-                            let key =
-                                cells::key(provider, s.prompt.id(), max_tokens, constrained, repeat, row);
-                            self.document_cells(i, seq)
-                                .map(move |(chunk_size, context_chars, chunk, pass)| {
+                            let key = cells::key(
+                                provider,
+                                s.prompt.id(),
+                                max_tokens,
+                                constrained,
+                                repeat,
+                                row,
+                            );
+                            self.document_cells(i, seq).map(
+                                move |(chunk_size, context_chars, chunk, pass)| {
                                     let key = CellKey {
                                         chunk_size,
                                         context_chars,
@@ -759,7 +774,8 @@ impl Eval {
                                         ..key.clone()
                                     };
                                     (i, seq, key)
-                                })
+                                },
+                            )
                         })
                     })
                 })

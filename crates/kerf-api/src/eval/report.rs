@@ -567,7 +567,15 @@ impl Repeats {
 
 /// Fill in each scored cell's `lost_to_cut` from its siblings at larger budgets.
 fn lost_to_cut(cells: &mut [CellLine]) {
-    type Key<'a> = (&'a str, &'a str, bool, u32, &'a str, Option<u32>, Option<u32>);
+    type Key<'a> = (
+        &'a str,
+        &'a str,
+        bool,
+        u32,
+        &'a str,
+        Option<u32>,
+        Option<u32>,
+    );
     // Per prompt, provider, constraint, repeat and row: each budget's matched records, where
     // the reply ended on its own.
     let mut complete: HashMap<Key<'_>, Vec<(u32, BTreeSet<usize>)>> = HashMap::new();
@@ -631,6 +639,12 @@ fn provider_lines(eval: &Eval, cells: &[CellLine]) -> Vec<ProviderLine> {
         .map(|p| {
             let mine: Vec<&CellLine> = cells.iter().filter(|c| c.provider == p.provider).collect();
             let measured: Vec<&CellLine> = mine.iter().copied().filter(|c| c.measured()).collect();
+            // A cut document's line is its chunks' cells.
+            let weight = |c: &&CellLine| c.chunks.as_ref().map_or(1, |f| f.requests as usize);
+            let replies_cut = |c: &&CellLine| match &c.chunks {
+                Some(f) => f.cut as usize,
+                None => usize::from(c.status == Some(Status::Truncated)),
+            };
             let costs: Vec<f64> = measured.iter().filter_map(|c| c.cost_usd).collect();
             let times = run_times(&mine);
             // Every cell of its matrix, whether it has a run yet or not, as the plan counted
@@ -646,16 +660,13 @@ fn provider_lines(eval: &Eval, cells: &[CellLine]) -> Vec<ProviderLine> {
             ProviderLine {
                 provider: p.provider.clone(),
                 model: p.model.clone(),
-                cells: planned.max(mine.len()),
-                measured: measured.len(),
+                cells: planned.max(mine.iter().map(weight).sum()),
+                measured: measured.iter().map(weight).sum(),
                 failed: mine
                     .iter()
                     .filter(|c| c.status == Some(Status::Error))
                     .count(),
-                truncated: measured
-                    .iter()
-                    .filter(|c| c.status == Some(Status::Truncated))
-                    .count(),
+                truncated: measured.iter().map(replies_cut).sum(),
                 completion_tokens: measured.iter().filter_map(|c| c.completion_tokens).sum(),
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 seconds_p50: quantile(&times, 0.5),

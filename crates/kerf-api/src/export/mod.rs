@@ -21,6 +21,7 @@ use wire::ExportView;
 pub enum ExportTarget {
     TrustgraphBundle,
     TrustgraphTemplate,
+    TrustgraphChunking,
     Openai,
     Anthropic,
     Gbnf,
@@ -28,9 +29,10 @@ pub enum ExportTarget {
 }
 
 impl ExportTarget {
-    pub const ALL: [ExportTarget; 6] = [
+    pub const ALL: [ExportTarget; 7] = [
         ExportTarget::TrustgraphBundle,
         ExportTarget::TrustgraphTemplate,
+        ExportTarget::TrustgraphChunking,
         ExportTarget::Openai,
         ExportTarget::Anthropic,
         ExportTarget::Gbnf,
@@ -41,6 +43,7 @@ impl ExportTarget {
         match self {
             ExportTarget::TrustgraphBundle => "trustgraph-bundle",
             ExportTarget::TrustgraphTemplate => "trustgraph-template",
+            ExportTarget::TrustgraphChunking => "trustgraph-chunking",
             ExportTarget::Openai => "openai",
             ExportTarget::Anthropic => "anthropic",
             ExportTarget::Gbnf => "gbnf",
@@ -53,6 +56,7 @@ impl ExportTarget {
         match self {
             ExportTarget::TrustgraphBundle => "TrustGraph prompt config (bundle)",
             ExportTarget::TrustgraphTemplate => "TrustGraph template object",
+            ExportTarget::TrustgraphChunking => "TrustGraph chunker settings (flow parameters)",
             ExportTarget::Openai => "OpenAI response_format",
             ExportTarget::Anthropic => "Anthropic tool schema",
             ExportTarget::Gbnf => "GBNF grammar (llama.cpp)",
@@ -67,6 +71,9 @@ impl ExportTarget {
                 "TrustGraph config bundle for config type `prompt` (system, template-index, template.<id>)"
             }
             ExportTarget::TrustgraphTemplate => "One TrustGraph template object",
+            ExportTarget::TrustgraphChunking => {
+                "A chunker's settings as a TrustGraph flow takes them: the `chunk-size` and `chunk-overlap` flow parameters and the chunker processor (no prompt; give --chunk-size)"
+            }
             ExportTarget::Openai => {
                 "OpenAI `response_format` (json_schema, strict), after the strict-mode rewrite"
             }
@@ -76,6 +83,11 @@ impl ExportTarget {
             }
             ExportTarget::Lark => "The Lark grammar llguidance constrains decoding with",
         }
+    }
+
+    /// Whether the target exports prompts (every target but the chunker settings).
+    pub fn takes_prompts(self) -> bool {
+        self != ExportTarget::TrustgraphChunking
     }
 
     /// The target named `name` (its `as_str`).
@@ -117,6 +129,12 @@ pub fn export<P: AsRef<Path>>(
     };
     use kerf_core::export;
     let exported = match target {
+        ExportTarget::TrustgraphChunking => {
+            return Err(ApiError::new(
+                Code::Usage,
+                "trustgraph-chunking exports a chunker's settings, not prompts: give --chunk-size (and --chunker, --chunk-overlap) instead of prompt files",
+            ));
+        }
         ExportTarget::TrustgraphBundle => export::trustgraph::bundle(&files, system)?,
         ExportTarget::TrustgraphTemplate => export::trustgraph::template_object(single()?),
         ExportTarget::Openai => export::provider::openai(single()?),
@@ -137,6 +155,7 @@ pub fn export<P: AsRef<Path>>(
     text.push('\n');
     let suffix = match target {
         ExportTarget::TrustgraphBundle => "prompt-config",
+        ExportTarget::TrustgraphChunking => "flow-parameters",
         ExportTarget::TrustgraphTemplate => "trustgraph",
         t => t.as_str(),
     };
@@ -146,6 +165,40 @@ pub fn export<P: AsRef<Path>>(
         notes: exported.notes,
         file_name: format!("{stem}.{suffix}.json"),
     })
+}
+
+/// A chunker's settings as a TrustGraph flow takes them ([`ExportTarget::TrustgraphChunking`]).
+pub fn chunking(settings: &kerf_core::chunk::ChunkSettings) -> Result<ExportView> {
+    let exported = kerf_core::export::chunking::export(settings)?;
+    let mut text = serde_json::to_string_pretty(&exported.value)
+        .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?;
+    text.push('\n');
+    Ok(ExportView {
+        target: ExportTarget::TrustgraphChunking,
+        text,
+        notes: exported.notes,
+        file_name: format!(
+            "{}-{}.flow-parameters.json",
+            settings.chunker.as_str(),
+            settings.size
+        ),
+    })
+}
+
+/// Chunk settings read back from a file [`chunking`] wrote (or a flow's parameters).
+pub fn read_chunking(path: &Path) -> Result<kerf_core::chunk::ChunkSettings> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ApiError::new(
+            Code::NotFound,
+            format!("{}: cannot be read: {e}", path.display()),
+        )
+    })?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| ApiError::new(Code::Usage, format!("{}: not JSON: {e}", path.display())))?;
+    Ok(kerf_core::export::chunking::import(
+        &value,
+        &path.display().to_string(),
+    )?)
 }
 
 /// The grammar a prompt's schema constrains decoding with (llama.cpp's GBNF, or llguidance's

@@ -62,22 +62,32 @@ pub struct Args {
     /// The size and overlap when not given.
     #[arg(long, value_enum, default_value = "processor")]
     pub preset: PresetArg,
+    /// Cut with the settings a TrustGraph flow takes, from a file `kerf export --to
+    /// trustgraph-chunking` wrote (or a flow's `parameters`), instead of the flags.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["chunk_size", "chunk_overlap", "preset"])]
+    pub settings: Option<PathBuf>,
     /// Print JSON Lines, one chunk a line.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
-    let chunker = Chunker::from(args.chunker);
-    let preset = match args.preset {
-        PresetArg::Processor => chunker.processor_defaults(),
-        PresetArg::Flow => chunker.flow_defaults(),
+    let settings = match &args.settings {
+        Some(path) => kerf_api::export::read_chunking(path)?,
+        None => {
+            let chunker = Chunker::from(args.chunker);
+            let preset = match args.preset {
+                PresetArg::Processor => chunker.processor_defaults(),
+                PresetArg::Flow => chunker.flow_defaults(),
+            };
+            ChunkSettings {
+                chunker,
+                size: args.chunk_size.unwrap_or(preset.size),
+                overlap: args.chunk_overlap.unwrap_or(preset.overlap),
+            }
+        }
     };
-    let settings = ChunkSettings {
-        chunker,
-        size: args.chunk_size.unwrap_or(preset.size),
-        overlap: args.chunk_overlap.unwrap_or(preset.overlap),
-    };
+    let chunker = settings.chunker;
     settings.check()?;
     let doc = kerf_core::chunk::read_document(&args.file)?;
     let chunks = kerf_core::chunk::chunk(&doc, &settings)?;

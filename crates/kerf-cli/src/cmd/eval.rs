@@ -153,6 +153,11 @@ pub struct ChunkArgs {
     /// (comma-separated for several: each is a line of the report) [default: 0].
     #[arg(long, value_delimiter = ',', value_name = "N,…")]
     pub context_chars: Vec<u32>,
+    /// Cut as a TrustGraph flow does with these settings: a file `kerf export --to
+    /// trustgraph-chunking` wrote (or a flow's `parameters`), instead of --chunker,
+    /// --chunk-size and --chunk-overlap.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["chunk_size", "chunker", "chunk_overlap"])]
+    pub chunk_settings: Option<PathBuf>,
 }
 
 /// A deployed TrustGraph flow's `chunk-overlap` (it overrides the processor's on every message).
@@ -162,6 +167,16 @@ impl ChunkArgs {
     /// The cut asked for (`None`: whole documents); the other chunk flags without
     /// --chunk-size are an error.
     fn chunking(&self) -> Result<Option<eval::chunked::Chunking>> {
+        if let Some(path) = &self.chunk_settings {
+            let s = kerf_api::export::read_chunking(path)?;
+            return Ok(Some(eval::chunked::Chunking {
+                chunker: s.chunker,
+                sizes: vec![s.size as u32],
+                overlap: s.overlap as u32,
+                passes: self.passes.unwrap_or(1),
+                context_chars: self.context_chars.clone(),
+            }));
+        }
         if self.chunk_size.is_empty() {
             let given = [
                 ("--chunker", self.chunker.is_some()),
@@ -997,8 +1012,12 @@ fn print_chunks(r: &Report, several: bool, label: &dyn Fn(&eval::SummaryLine) ->
     crate::outln!("\nChunks (per document: requests, input and output tokens):");
     for (l, c) in &lines {
         crate::outln!(
-            "  {}{} at {}: {} chunk(s) over {} document(s) · {:.1} requests, {:.0} + {:.0} tokens per document · {} cut by the budget, {} expected record(s) lost with them · at chunk boundaries {} record(s), recall {} · placed {} exact, {} fuzzy, {} from context, {} not found · {} folded",
-            if several { format!("{} on ", l.provider) } else { String::new() },
+            "  {}{} at {}: {} chunk(s) over {} document(s) · {:.1} requests, {:.0} + {:.0} tokens per document · {} cut by the budget, {} expected record(s) in them not found · at chunk boundaries {} record(s), recall {} · placed {} exact, {} fuzzy, {} from context, {} not found · {} folded",
+            if several {
+                format!("{} on ", l.provider)
+            } else {
+                String::new()
+            },
             label(l),
             l.max_tokens,
             c.chunks,
@@ -1007,7 +1026,7 @@ fn print_chunks(r: &Report, several: bool, label: &dyn Fn(&eval::SummaryLine) ->
             c.prompt_tokens_per_document,
             c.completion_tokens_per_document,
             c.cut,
-            c.lost_with_cut,
+            c.missed_in_cut,
             c.at_boundary,
             figure(c.boundary_recall),
             c.spans.exact,
@@ -1097,7 +1116,11 @@ fn print_table(r: &Report) {
     };
     crate::outln!(
         "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>11}  {:>5}  {:>4}  {:>10}",
-        if chunked { "prompt @chunk size" } else { "prompt" },
+        if chunked {
+            "prompt @chunk size"
+        } else {
+            "prompt"
+        },
         "budget",
         "cons.",
         "cells",

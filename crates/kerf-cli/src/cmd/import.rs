@@ -8,7 +8,8 @@ use serde_json::json;
 use crate::Outcome;
 use crate::output::print_json;
 
-/// Import a TrustGraph prompt bundle (or one template object) as Kerf prompt files.
+/// Import a TrustGraph prompt bundle (or one template object) as Kerf prompt files, or read back
+/// a chunker's settings (`kerf export --to trustgraph-chunking`).
 #[derive(clap::Args)]
 #[command(after_help = "\
 Examples:
@@ -17,7 +18,8 @@ Examples:
 
 Each template becomes <out-dir>/<id>.json; nothing is written unless every template compiles and,\nwithout --force, none of the files exists. The same import as the desktop's Prompts screen (kerf-api).")]
 pub struct Args {
-    /// A bundle (keys system, template-index, template.<id>) or a single template object.
+    /// A bundle (keys system, template-index, template.<id>), a single template object, or
+    /// chunker settings (keys processor, parameters).
     pub file: PathBuf,
     /// Where to write the prompt files.
     #[arg(long, default_value = ".")]
@@ -34,6 +36,31 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
+    // Chunker settings (what `kerf export --to trustgraph-chunking` writes) are read back and
+    // shown as the flags that cut the same way; no file is written.
+    if let Ok(text) = std::fs::read_to_string(&args.file)
+        && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
+        && kerf_core::export::chunking::is_chunking(&value)
+    {
+        let s = kerf_api::export::read_chunking(&args.file)?;
+        if args.json {
+            print_json(&json!({"chunking": s}));
+        } else {
+            crate::outln!(
+                "{}: TrustGraph's {} chunker at {} {} with an overlap of {} — cut the same way with `--chunker {} --chunk-size {} --chunk-overlap {}` (kerf chunk, kerf eval) or `--chunk-settings {}` (kerf eval)",
+                args.file.display(),
+                s.chunker,
+                s.size,
+                s.chunker.unit(),
+                s.overlap,
+                s.chunker,
+                s.size,
+                s.overlap,
+                args.file.display()
+            );
+        }
+        return Ok(Outcome::Ok);
+    }
     let written =
         kerf_api::prompts::import(&args.file, &args.out_dir, args.id.as_deref(), args.force)?;
     let written: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();

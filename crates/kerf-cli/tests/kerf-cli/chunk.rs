@@ -144,3 +144,90 @@ fn bad_settings_and_bad_files_are_refused_naming_why() {
         stderr(&o)
     );
 }
+
+/// Chunker settings go to TrustGraph as its flow parameters (strings) with the processor to
+/// deploy, and come back through `kerf import` and `kerf chunk --settings`; what cannot be
+/// exported or read is refused, naming the place.
+#[test]
+fn chunker_settings_export_as_flow_parameters_and_read_back() {
+    let text = "One paragraph here.\n\nAnother one, a little longer than the first.\n\nA third.";
+    let (dir, path) = doc(text.as_bytes());
+    let file = dir.path().join("flow.json");
+    let file = file.to_str().unwrap();
+    let o = kerf(&[
+        "export",
+        "--to",
+        "trustgraph-chunking",
+        "--chunker",
+        "token",
+        "--chunk-size",
+        "8",
+        "--chunk-overlap",
+        "2",
+        "--out",
+        file,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("approximate"), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(
+        v["parameters"],
+        serde_json::json!({"chunk-size": "8", "chunk-overlap": "2"})
+    );
+    assert_eq!(v["processor"], "chunker-token");
+
+    let o = kerf(&["import", file, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let back: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        back["chunking"],
+        serde_json::json!({"chunker": "token", "size": 8, "overlap": 2})
+    );
+    let by_file = kerf(&["chunk", &path, "--settings", file, "--json"]);
+    let by_flags = kerf(&[
+        "chunk",
+        &path,
+        "--chunker",
+        "token",
+        "--chunk-size",
+        "8",
+        "--chunk-overlap",
+        "2",
+        "--json",
+    ]);
+    assert!(by_file.status.success(), "{}", stderr(&by_file));
+    assert_eq!(stdout(&by_file), stdout(&by_flags));
+
+    // Refused: prompts with the chunker target, no size, a bad parameter (named by pointer).
+    let o = kerf(&[
+        "export",
+        "prompts/agent-kg-extract.json",
+        "--to",
+        "trustgraph-chunking",
+        "--chunk-size",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not prompts"), "{}", stderr(&o));
+    let o = kerf(&["export", "--to", "trustgraph-chunking"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("give --chunk-size"), "{}", stderr(&o));
+    let o = kerf(&[
+        "export",
+        "--to",
+        "openai",
+        "--chunk-size",
+        "10",
+        "prompts/agent-kg-extract.json",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::write(file, r#"{"parameters": {"chunk-size": "2k"}}"#).unwrap();
+    let o = kerf(&["chunk", &path, "--settings", file]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("/parameters/chunk-size") && stderr(&o).contains("`2k`"),
+        "{}",
+        stderr(&o)
+    );
+}

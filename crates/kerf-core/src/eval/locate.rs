@@ -104,7 +104,10 @@ impl<'a> Words<'a> {
                     })
                     .nth(n);
                 if let Some(i) = nth {
-                    return Some((self.words[i].span.start..self.words[i + k - 1].span.end, true));
+                    return Some((
+                        self.words[i].span.start..self.words[i + k - 1].span.end,
+                        true,
+                    ));
                 }
             }
         }

@@ -213,7 +213,9 @@ impl<'m> Merger<'m> {
             };
             span = Some(match (span, found) {
                 (None, f) => f,
-                (Some((Some(s), Some(e))), (Some(fs), Some(fe))) => (Some(s.min(fs)), Some(e.max(fe))),
+                (Some((Some(s), Some(e))), (Some(fs), Some(fe))) => {
+                    (Some(s.min(fs)), Some(e.max(fe)))
+                }
                 _ => (None, None),
             });
         }
@@ -381,7 +383,12 @@ mod tests {
             .collect();
         assert_eq!(starts, vec![0, doc.find("Later Babbage").unwrap() + 6]);
         assert!(merged.folded >= 1);
-        assert!(merged.mentions.iter().all(|m| m.status == SpanStatus::Exact));
+        assert!(
+            merged
+                .mentions
+                .iter()
+                .all(|m| m.status == SpanStatus::Exact)
+        );
     }
 
     #[test]
@@ -400,8 +407,16 @@ mod tests {
         let m = matcher();
         let mut merger = Merger::new(&m);
         for pass in 0..3 {
-            merger.add(&text(&chunks[0]), pass, &[entity("Rubisco"), entity("Unicorn")]);
-            merger.add(&text(&chunks[1]), pass, &[entity("Chlorophyll"), entity("Unicorn")]);
+            merger.add(
+                &text(&chunks[0]),
+                pass,
+                &[entity("Rubisco"), entity("Unicorn")],
+            );
+            merger.add(
+                &text(&chunks[1]),
+                pass,
+                &[entity("Chlorophyll"), entity("Unicorn")],
+            );
         }
         let merged = merger.finish();
         let names: Vec<&str> = merged

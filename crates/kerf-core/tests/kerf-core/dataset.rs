@@ -247,6 +247,52 @@ fn the_shipped_dataset_checks_against_its_prompts_and_is_grounded() {
     }
 }
 
+/// The shipped long documents (for a chunk-size study) are 5 KB or more each, check against the
+/// knowledge-graph prompts, name every record as their text writes it, and hold no record twice
+/// (a repeat would be scored as a spurious second mention).
+#[test]
+fn the_shipped_long_documents_check_against_their_prompts_and_are_grounded() {
+    let repo = crate::support::repo();
+    let d = dataset::load(&repo.join("datasets/long-documents.jsonl")).unwrap();
+    assert!(d.rows.len() >= 4, "{} rows", d.rows.len());
+    let prompts = [
+        prompt("agent-kg-extract.json"),
+        prompt("agent-kg-extract-array.json"),
+    ];
+    let refs: Vec<&Prompt> = prompts.iter().collect();
+    dataset::check(&d, &refs).unwrap();
+    for p in &prompts {
+        let m = p.matcher();
+        for row in &d.rows {
+            let doc = row.document(p).unwrap();
+            assert!(
+                doc.len() >= 5_000 && doc.len() <= 30_000,
+                "row {}: {} bytes",
+                row.id,
+                doc.len()
+            );
+            let (records, _) = row.expected_for(p).unwrap();
+            let g = kerf_core::eval::Grounding::new(&m, doc);
+            assert_eq!(
+                g.ungrounded(&m, records),
+                Vec::<usize>::new(),
+                "row {}",
+                row.id
+            );
+            let ids: std::collections::BTreeSet<String> = records
+                .iter()
+                .map(|r| kerf_core::eval::identity(&m, r))
+                .collect();
+            assert_eq!(
+                ids.len(),
+                records.len(),
+                "row {}: a record named twice",
+                row.id
+            );
+        }
+    }
+}
+
 /// Review 2, item 1: a folder dataset reads only regular files that stay inside the folder. A
 /// link out of it (a checkout or archive can carry one: `/proc/self/environ` held the API keys)
 /// is refused by name, and its text reaches no row; a link to a device is refused unread; a

@@ -19,10 +19,11 @@ requests: number, cut: number,
  */
 cut_chunks?: Array<number>, 
 /**
- * Expected records not found that stand in a chunk whose reply was cut: what the cut
- * cost (null: the row has no expected records).
+ * Expected records not found that stand in a chunk whose reply was cut: the most the
+ * cut can have cost (some the model would have missed anyway; `lost_to_cut` counts those
+ * a larger budget found). Null: the row has no expected records.
  */
-lost_with_cut: number | null, 
+missed_in_cut: number | null, 
 /**
  * Expected records that no single chunk holds whole (their fields fall in different
  * chunks), and how many of them were found (null: none).

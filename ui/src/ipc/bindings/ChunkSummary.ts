@@ -11,9 +11,10 @@ export type ChunkSummary = {
  */
 documents: number, chunks: number, requests: number, 
 /**
- * Replies cut by their budget, and the expected records lost with them.
+ * Replies cut by their budget, and the expected records in those chunks not found (the
+ * most the cut can have cost; the line's `lost_to_cut` is what a larger budget found).
  */
-cut: number, lost_with_cut: number, 
+cut: number, missed_in_cut: number, 
 /**
  * Per document, on average: requests, and input and output tokens.
  */

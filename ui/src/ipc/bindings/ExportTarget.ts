@@ -4,4 +4,4 @@
  * Where an export goes (each target's [`description`](ExportTarget::description) says what it
  * is).
  */
-export type ExportTarget = "trustgraph-bundle" | "trustgraph-template" | "openai" | "anthropic" | "gbnf" | "lark";
+export type ExportTarget = "trustgraph-bundle" | "trustgraph-template" | "trustgraph-chunking" | "openai" | "anthropic" | "gbnf" | "lark";

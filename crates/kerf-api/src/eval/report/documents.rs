@@ -90,7 +90,11 @@ impl CellLine {
         cut_chunks.sort_unstable();
         cut_chunks.dedup();
         line.chunks = Some(ChunkFigures {
-            chunks: cells.iter().map(|c| c.cell.cell.chunk + 1).max().unwrap_or(0),
+            chunks: cells
+                .iter()
+                .map(|c| c.cell.cell.chunk + 1)
+                .max()
+                .unwrap_or(0),
             requests: cells.len() as u32,
             cut: cut.len() as u32,
             cut_chunks,
@@ -106,10 +110,14 @@ impl CellLine {
         let Document {
             merged, by_passes, ..
         } = doc;
+        let spans = SpanCounts::of(&merged.mentions);
         if let Some(f) = self.chunks.as_mut() {
             f.folded = merged.folded;
-            f.spans = SpanCounts::of(&merged.mentions);
+            f.spans = spans;
         }
+        // Grounded in its own chunk (or its context), not anywhere in the document: a record
+        // whose words are elsewhere in the document was not read from the text it was sent.
+        self.ungrounded = Some(spans.not_found);
         self.spans = merged
             .objects
             .iter()
@@ -125,7 +133,11 @@ impl CellLine {
 
 /// Where each of `expected` stands in `doc`, in characters (`None`: not found there): the span
 /// over its grounding fields' places.
-pub(super) fn expected_places(m: &Matcher, doc: &str, expected: &[Value]) -> Vec<Option<Range<usize>>> {
+pub(super) fn expected_places(
+    m: &Matcher,
+    doc: &str,
+    expected: &[Value],
+) -> Vec<Option<Range<usize>>> {
     let words = Words::new(m, doc);
     // Bytes to characters, once for the document.
     let mut chars_before = vec![0usize; doc.len() + 1];
@@ -193,7 +205,7 @@ pub(super) fn chunk_figures(
             boundary_found += u64::from(is_found);
         }
     }
-    f.lost_with_cut = line.scored.as_ref().map(|_| lost);
+    f.missed_in_cut = line.scored.as_ref().map(|_| lost);
     f.at_boundary = boundary;
     f.at_boundary_found = boundary_found;
 }
@@ -204,7 +216,13 @@ pub(super) fn summary(measured: &[&CellLine], passes: u32) -> Option<ChunkSummar
     first.chunk_size?;
     let figures: Vec<&ChunkFigures> = measured.iter().filter_map(|c| c.chunks.as_ref()).collect();
     let documents = figures.len();
-    let per = |n: f64| if documents == 0 { 0.0 } else { n / documents as f64 };
+    let per = |n: f64| {
+        if documents == 0 {
+            0.0
+        } else {
+            n / documents as f64
+        }
+    };
     let requests: u64 = figures.iter().map(|f| u64::from(f.requests)).sum();
     let at_boundary: u64 = figures.iter().map(|f| f.at_boundary).sum();
     let boundary_found: u64 = figures.iter().map(|f| f.at_boundary_found).sum();
@@ -231,16 +249,14 @@ pub(super) fn summary(measured: &[&CellLine], passes: u32) -> Option<ChunkSummar
         chunks: figures.iter().map(|f| u64::from(f.chunks)).sum(),
         requests,
         cut: figures.iter().map(|f| u64::from(f.cut)).sum(),
-        lost_with_cut: figures.iter().filter_map(|f| f.lost_with_cut).sum(),
+        missed_in_cut: figures.iter().filter_map(|f| f.missed_in_cut).sum(),
         requests_per_document: per(requests as f64),
         prompt_tokens_per_document: per(figures.iter().map(|f| f.prompt_tokens as f64).sum()),
-        completion_tokens_per_document: per(
-            measured
-                .iter()
-                .filter_map(|c| c.completion_tokens)
-                .map(|t| t as f64)
-                .sum(),
-        ),
+        completion_tokens_per_document: per(measured
+            .iter()
+            .filter_map(|c| c.completion_tokens)
+            .map(|t| t as f64)
+            .sum()),
         at_boundary,
         boundary_recall: (at_boundary > 0).then(|| boundary_found as f64 / at_boundary as f64),
         folded: figures.iter().map(|f| f.folded).sum(),

@@ -62,7 +62,12 @@ fn chunks(dir: &std::path::Path, doc: &str, size: u32, overlap: u32) -> Vec<Stri
     String::from_utf8(o.stdout)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect()
 }
 
@@ -85,7 +90,9 @@ fn worked_out(
             _ if context == 0 => c.clone(),
             _ => {
                 let before: Vec<char> = chunks[i - 1].chars().collect();
-                let tail: String = before[before.len().saturating_sub(context)..].iter().collect();
+                let tail: String = before[before.len().saturating_sub(context)..]
+                    .iter()
+                    .collect();
                 format!("{tail}\n\n{c}")
             }
         };
@@ -138,7 +145,12 @@ fn lines(v: &Value) -> Vec<(String, Value)> {
 fn figures(v: &Value) -> Vec<String> {
     lines(v)
         .into_iter()
-        .map(|(k, c)| format!("{k}: {} {} {}, {} cut", c["tp"], c["fp"], c["fn"], c["chunks"]["cut"]))
+        .map(|(k, c)| {
+            format!(
+                "{k}: {} {} {}, {} cut",
+                c["tp"], c["fp"], c["fn"], c["chunks"]["cut"]
+            )
+        })
         .collect()
 }
 
@@ -160,7 +172,10 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
         let text = doc["input"].as_str().unwrap();
         for size in [100u32, 400] {
             let cut_into = chunks(dir.path(), text, size, 50);
-            for (prompt, jsonl) in [("agent-kg-extract", true), ("agent-kg-extract-array", false)] {
+            for (prompt, jsonl) in [
+                ("agent-kg-extract", true),
+                ("agent-kg-extract-array", false),
+            ] {
                 for budget in [40u64, 1000] {
                     requests += cut_into.len();
                     let (found, cut) = worked_out(expected, &cut_into, jsonl, budget, 0);
@@ -174,8 +189,13 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
                                 && c["max_tokens"] == budget
                                 && c["chunk_size"] == size
                         })
-                        .unwrap_or_else(|| panic!("no line for {} {prompt} {budget} {size}", doc["id"]));
-                    let here = format!("{} {prompt} at {budget}, chunk size {size}: {line}", doc["id"]);
+                        .unwrap_or_else(|| {
+                            panic!("no line for {} {prompt} {budget} {size}", doc["id"])
+                        });
+                    let here = format!(
+                        "{} {prompt} at {budget}, chunk size {size}: {line}",
+                        doc["id"]
+                    );
                     assert_eq!(line["tp"], found.len(), "{here}");
                     assert_eq!(line["fp"], 0, "{here}");
                     assert_eq!(line["fn"], expected.len() - found.len(), "{here}");
@@ -183,7 +203,10 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
                     assert_eq!(c["chunks"], cut_into.len(), "{here}");
                     assert_eq!(c["requests"], cut_into.len(), "{here}");
                     assert_eq!(c["cut"], cut, "{here}");
-                    assert_eq!(line["finish_reason"], if cut > 0 { "length" } else { "stop" });
+                    assert_eq!(
+                        line["finish_reason"],
+                        if cut > 0 { "length" } else { "stop" }
+                    );
                     // Every merged record placed, each definition on its own name.
                     let none = Vec::new();
                     let spans = line["spans"].as_array().unwrap_or(&none);
@@ -195,7 +218,12 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
                             ..s["end"].as_u64().unwrap() as usize]
                             .iter()
                             .collect();
-                        let name = s["identity"].as_str().unwrap().rsplit(" · ").next().unwrap();
+                        let name = s["identity"]
+                            .as_str()
+                            .unwrap()
+                            .rsplit(" · ")
+                            .next()
+                            .unwrap();
                         assert!(at.to_lowercase().ends_with(name), "{here}: `{at}` for {s}");
                     }
                 }
@@ -208,17 +236,28 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
     assert_eq!(summary.len(), 8);
     let tight = summary
         .iter()
-        .find(|l| l["prompt"] == "agent-kg-extract-array" && l["max_tokens"] == 40 && l["chunk_size"] == 400)
+        .find(|l| {
+            l["prompt"] == "agent-kg-extract-array"
+                && l["max_tokens"] == 40
+                && l["chunk_size"] == 400
+        })
         .unwrap();
     assert!(tight["chunks"]["cut"].as_u64().unwrap() > 0, "{tight}");
-    assert!(tight["chunks"]["lost_with_cut"].as_u64().unwrap() > 0, "{tight}");
+    assert!(
+        tight["chunks"]["missed_in_cut"].as_u64().unwrap() > 0,
+        "{tight}"
+    );
     let small = summary
         .iter()
-        .find(|l| l["prompt"] == "agent-kg-extract" && l["max_tokens"] == 1000 && l["chunk_size"] == 100)
+        .find(|l| {
+            l["prompt"] == "agent-kg-extract" && l["max_tokens"] == 1000 && l["chunk_size"] == 100
+        })
         .unwrap();
     let large = summary
         .iter()
-        .find(|l| l["prompt"] == "agent-kg-extract" && l["max_tokens"] == 1000 && l["chunk_size"] == 400)
+        .find(|l| {
+            l["prompt"] == "agent-kg-extract" && l["max_tokens"] == 1000 && l["chunk_size"] == 400
+        })
         .unwrap();
     // The smaller chunk costs more requests per document; records in an overlap are folded.
     assert!(
@@ -229,7 +268,11 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
     assert!(small["chunks"]["folded"].as_u64().unwrap() > 0, "{small}");
     // The advice names a chunk size.
     assert!(
-        v["advice"].as_array().unwrap().iter().all(|a| a["chunk_size"].is_u64()),
+        v["advice"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["chunk_size"].is_u64()),
         "{}",
         v["advice"]
     );
@@ -240,7 +283,15 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
     let o = eval(
         dir.path(),
         &data,
-        &["--chunk-size", "100", "--chunk-overlap", "0", "--context-chars", "0,60", "--json"],
+        &[
+            "--chunk-size",
+            "100",
+            "--chunk-overlap",
+            "0",
+            "--context-chars",
+            "0,60",
+            "--json",
+        ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
@@ -252,10 +303,7 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
             let (_, line) = lines(&v)
                 .into_iter()
                 .find(|(k, _)| {
-                    *k == format!(
-                        "{}|\"agent-kg-extract\"|1000|100|{context}",
-                        doc["id"]
-                    )
+                    *k == format!("{}|\"agent-kg-extract\"|1000|100|{context}", doc["id"])
                 })
                 .unwrap();
             assert_eq!(line["tp"], found.len(), "context {context}: {line}");
@@ -267,14 +315,24 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|l| l["prompt"] == "agent-kg-extract" && l["max_tokens"] == 1000 && l["context_chars"] == c)
+            .find(|l| {
+                l["prompt"] == "agent-kg-extract"
+                    && l["max_tokens"] == 1000
+                    && l["context_chars"] == c
+            })
             .unwrap()
             .clone()
     };
     let (none, some) = (with(0), with(60));
-    assert!(some["chunks"]["spans"]["context"].as_u64().unwrap() > 0, "{some}");
+    assert!(
+        some["chunks"]["spans"]["context"].as_u64().unwrap() > 0,
+        "{some}"
+    );
     assert_eq!(none["chunks"]["spans"]["context"], 0, "{none}");
-    assert!(some["recall"].as_f64() > none["recall"].as_f64(), "{none} {some}");
+    assert!(
+        some["recall"].as_f64() > none["recall"].as_f64(),
+        "{none} {some}"
+    );
     assert!(
         some["chunks"]["prompt_tokens_per_document"].as_f64()
             > none["chunks"]["prompt_tokens_per_document"].as_f64()
@@ -330,4 +388,78 @@ fn a_killed_chunked_eval_resumes_without_sending_a_chunk_again() {
         "{again} sent again of {cells}"
     );
     assert_eq!(figures(&stdout_json(&o)), want);
+}
+
+#[test]
+fn passes_over_a_chunk_merge_and_the_report_gives_recall_by_passes() {
+    let docs = documents();
+    // Each chunk's first request misses its last record; the second pass finds it.
+    let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByTextForgetful);
+    let (dir, data) = setup(&model, &docs);
+    let args = [
+        "eval",
+        data.to_str().unwrap(),
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--provider",
+        "srv",
+        "--max-tokens",
+        "1000",
+        "--constrain",
+        "none",
+        // One at a time: a chunk's first pass is its first request.
+        "--concurrency",
+        "1",
+        "--chunk-size",
+        "100",
+        "--chunk-overlap",
+        "0",
+        "--passes",
+        "2",
+        "--json",
+    ];
+    let o = kerf_in(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let mut chunk_count = 0;
+    let mut first_pass = 0;
+    let mut whole = 0;
+    for doc in &docs {
+        let expected = doc["expected"]["agent-kg-extract"].as_array().unwrap();
+        let cut_into = chunks(dir.path(), doc["input"].as_str().unwrap(), 100, 0);
+        chunk_count += cut_into.len();
+        let (found, _) = worked_out(expected, &cut_into, true, 1000, 0);
+        whole += found.len();
+        // The first pass alone: each chunk's records but its last.
+        let mut once = BTreeSet::new();
+        for c in &cut_into {
+            let mut records = super::read_in(doc, c);
+            records.pop();
+            once.extend(records.iter().map(Value::to_string));
+        }
+        first_pass += once.len();
+        let line = v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["row"] == doc["id"])
+            .unwrap();
+        assert_eq!(line["tp"], found.len(), "{line}");
+        assert_eq!(line["fp"], 0, "{line}");
+        assert_eq!(line["chunks"]["requests"], cut_into.len() * 2, "{line}");
+    }
+    assert_eq!(model.requests(), chunk_count * 2);
+    let line = &v["summary"][0];
+    let passes = line["chunks"]["by_passes"].as_array().unwrap();
+    assert_eq!(passes.len(), 2, "{line}");
+    assert_eq!(passes[0]["passes"], 1);
+    assert_eq!(passes[0]["tp"], first_pass, "{line}");
+    assert_eq!(passes[1]["tp"], whole, "{line}");
+    assert!(passes[0]["recall"].as_f64() < passes[1]["recall"].as_f64());
+    assert_eq!(
+        passes[1]["requests_per_document"],
+        2.0 * passes[0]["requests_per_document"].as_f64().unwrap()
+    );
+    // What the second pass found again was folded into the first's, never counted twice.
+    assert_eq!(line["chunks"]["folded"], first_pass, "{line}");
 }
