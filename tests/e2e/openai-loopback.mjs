@@ -17,7 +17,8 @@ export function kgLines(count) {
 /**
  * Start the server on an ephemeral loopback port.
  * - key: the bearer key requests must carry (else 401, as OpenAI answers).
- * - reply: the whole reply text to stream.
+ * - reply: the whole reply text to stream; or options.replyFor(request body) makes each reply
+ *   from its request.
  * - chunk: characters per SSE event; perEventMs: pause between events (0: as fast as possible).
  * The returned `options` can be changed between requests; `hold(lines)` holds the next reply
  * back after its first `lines` lines (see below).
@@ -35,7 +36,9 @@ export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
       // A batch file's upload is multipart, not JSON: kept as its text.
       const multipart = (req.headers["content-type"] ?? "").startsWith("multipart/");
       requests.push({ url: req.url, method: req.method, auth, body: body && !multipart ? JSON.parse(body) : body || null });
-      const { key, reply, chunk, perEventMs } = options;
+      const { key, chunk, perEventMs, replyFor } = options;
+      // The reply: the same for every request, or made from the request (`replyFor`).
+      const reply = replyFor && body && !multipart ? replyFor(JSON.parse(body)) : options.reply;
       if (key && auth !== `Bearer ${key}`) {
         res.writeHead(401, { "content-type": "application/json" });
         res.end(JSON.stringify({ error: { message: "Incorrect API key provided.", type: "invalid_request_error", code: "invalid_api_key" } }));

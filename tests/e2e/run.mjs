@@ -1380,6 +1380,75 @@ try {
       }
     });
 
+    await scenario("evaluate a long document cut into chunks: its records merged and placed, its chunks drawn over it", async () => {
+      // A model that reads only the chunk it is sent: every expected record of the shipped long
+      // documents whose names are all in the request, one JSON line each.
+      const longDocs = path.join(process.cwd(), "datasets", "long-documents.jsonl");
+      const rows = fs.readFileSync(longDocs, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+      const records = rows.flatMap((r) => r.expected["agent-kg-extract"]);
+      cloud.options.replyFor = (req) => {
+        const sent = JSON.stringify(req.messages);
+        return records.filter((r) => [r.entity, r.subject, r.object].filter(Boolean).every((t) => sent.includes(t)))
+          .map((r) => JSON.stringify(r)).join("\n") + "\n";
+      };
+      try {
+        await (await $t("nav-evaluate")).click();
+        answerDialogs(longDocs);
+        await (await $t("eval-dataset-pick")).click();
+        await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+        await choosePrompt("agent-kg-extract");
+        await (await $t("eval-limit")).setValue("1");
+        await (await $t("eval-budgets")).setValue("2048");
+        await (await $t("eval-constrain")).selectByAttribute("value", "none");
+        await (await $t("eval-concurrency")).setValue("4");
+        await (await $t("eval-chunk-sizes")).setValue("1500");
+        await (await $t("eval-chunk-overlap")).setValue("300");
+        await (await $t("eval-run")).click();
+        await waitEval("the chunked eval did not finish");
+        const id = Number((await text("eval-title")).replace(/\D+/g, ""));
+        const shown = JSON.parse(cli("eval", "show", String(id), "--json"));
+        const line = shown.cells[0];
+        assert.equal(line.chunk_size, 1500);
+        assert.equal((await matrixCells()).length, 1, "one document, one line");
+        // What its chunks did, as the CLI reports it.
+        const chunkLine = await $t("eval-chunk-line");
+        assert.equal(await chunkLine.getAttribute("data-chunk-size"), "1500");
+        await (await browser.$('[data-testid="matrix-row"] [data-testid="matrix-cell"] button')).click();
+        await (await $t("cell-panel")).waitForExist({ timeout: UI });
+        const chunks = await $t("cell-chunks");
+        assert.equal(Number(await chunks.getAttribute("data-chunks")), line.chunks.chunks);
+        // Every chunk's start marked in the document, the overlaps shaded, the whole text shown.
+        const starts = await browser.execute(() => [...document.querySelectorAll('[data-testid="chunk-start"]')].map((c) => Number(c.dataset.chunk)));
+        assert.deepEqual(starts, Array.from({ length: line.chunks.chunks }, (_, i) => i + 1));
+        assert.ok((await browser.$$('[data-testid="cell-document"] .overlap')).length >= 1, "consecutive chunks share text");
+        const doc = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-document"] span:not(.chunkmark)')].map((s) => s.textContent).join(""));
+        assert.equal(doc, rows[0].input, "the document whole, under its chunks");
+        // Each merged record listed once, placed where it was found, as the CLI's spans say.
+        const places = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-place"]')].map((p) => p.dataset.status));
+        assert.equal(places.length, line.spans.length);
+        assert.ok(places.every((p) => p === "exact"), `every record found as written: ${places}`);
+        // A record seen again in an overlap is folded into one; the same record named again at
+        // another place is another mention, and the row expects it once: a repeat is spurious.
+        assert.ok(line.chunks.folded > 0, "records in an overlap were folded");
+        const mentions = new Map();
+        for (const sp of line.spans) mentions.set(sp.identity, (mentions.get(sp.identity) ?? 0) + 1);
+        const repeats = [...mentions.values()].reduce((n, k) => n + k - 1, 0);
+        assert.ok(repeats > 0 && line.fp >= repeats, `${repeats} repeats, ${line.fp} spurious`);
+        const marks = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-extracted"] li[data-mark]')].map((l) => l.dataset.mark));
+        assert.equal(marks.filter((m) => m === "spurious").length, line.fp, "the window's spurious records are the CLI's");
+        assert.equal(marks.filter((m) => m === "matched" || m === "partial").length, line.tp);
+        await (await browser.$('[data-testid="cell-extracted"] li[data-mark="matched"] [data-testid="cell-record"]')).click();
+        const on = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-document"] .ground.on')].map((h) => h.textContent).join(""));
+        assert.ok(on.length > 0 && rows[0].input.includes(on), `the chosen record's place is highlighted: ${on}`);
+        console.log(`     ${line.chunks.chunks} chunks, ${line.spans.length} records placed, ${line.chunks.folded} folded, recall ${line.recall.toFixed(3)}`);
+        await shot("evaluate-chunked");
+      } finally {
+        delete cloud.options.replyFor;
+        await (await $t("eval-chunk-sizes")).clearValue();
+        await (await $t("nav-run")).click();
+      }
+    });
+
     await scenario("evaluate two providers side by side: the bundled model and the loopback server", async () => {
       const saved = cloud.options.reply;
       cloud.options.reply = JSON.stringify({ type: "definition", entity: "Photosynthesis", definition: "The process by which green plants turn light energy into chemical energy" }) + "\n";

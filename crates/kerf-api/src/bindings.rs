@@ -76,6 +76,8 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         eval::wire::CellKey,
         eval::wire::CellView,
         eval::wire::MarkedRecord,
+        eval::wire::MentionPlace,
+        eval::wire::ChunkPlace,
         eval::wire::Mark,
         eval::wire::GroundPlace,
         eval::wire::PreviewRow,

@@ -3,13 +3,16 @@
 // cells exist, their F1, their status — for display: sorting, filtering, colour.
 import type { CellLine } from "../ipc/bindings/CellLine";
 
-/** One column of the matrix: a prompt on a provider at a budget, constrained or not. */
+/** One column of the matrix: a prompt on a provider at a budget, constrained or not (and, for
+ * an eval that cuts its documents, at a chunk size and context). */
 export interface Column {
   key: string;
   provider: string;
   prompt: string;
   maxTokens: number;
   constrained: boolean;
+  chunkSize?: number;
+  contextChars?: number;
 }
 
 export interface MatrixRow {
@@ -33,8 +36,9 @@ export interface MatrixFilter {
   text: string;
 }
 
-export function columnKey(c: { provider: string; prompt: string; max_tokens: number; constrained: boolean }): string {
-  return `${c.provider}\u0000${c.prompt}\u0000${c.max_tokens}\u0000${c.constrained ? 1 : 0}`;
+export function columnKey(c: { provider: string; prompt: string; max_tokens: number; constrained: boolean; chunk_size?: number; context_chars?: number }): string {
+  const cut = c.chunk_size == null ? "" : `\u0000${c.chunk_size}\u0000${c.context_chars ?? 0}`;
+  return `${c.provider}\u0000${c.prompt}\u0000${c.max_tokens}\u0000${c.constrained ? 1 : 0}${cut}`;
 }
 
 /**
@@ -45,13 +49,14 @@ export function columns(cells: Iterable<CellLine>, prompts: string[], providers:
   const seen = new Map<string, Column>();
   for (const c of cells) {
     const key = columnKey(c);
-    if (!seen.has(key)) seen.set(key, { key, provider: c.provider, prompt: c.prompt, maxTokens: c.max_tokens, constrained: c.constrained });
+    if (!seen.has(key)) seen.set(key, { key, provider: c.provider, prompt: c.prompt, maxTokens: c.max_tokens, constrained: c.constrained, chunkSize: c.chunk_size, contextChars: c.context_chars });
   }
   const at = (list: string[], p: string) => { const i = list.indexOf(p); return i < 0 ? list.length : i; };
   return [...seen.values()].sort((a, b) =>
     at(providers, a.provider) - at(providers, b.provider) || a.provider.localeCompare(b.provider) ||
     at(prompts, a.prompt) - at(prompts, b.prompt) || a.prompt.localeCompare(b.prompt) || a.maxTokens - b.maxTokens ||
-    Number(b.constrained) - Number(a.constrained));
+    Number(b.constrained) - Number(a.constrained) || (a.chunkSize ?? 0) - (b.chunkSize ?? 0) ||
+    (a.contextChars ?? 0) - (b.contextChars ?? 0));
 }
 
 /** A run of adjacent columns of one provider: the matrix's header spans it. */

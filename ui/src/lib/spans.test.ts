@@ -23,4 +23,10 @@ describe("spans", () => {
     const segs = segments("abcdef", [{ start: 1, end: 4, record: 0 }, { start: 3, end: 99, record: 1 }]);
     expect(segs.map((s) => [s.text, s.records])).toEqual([["a", []], ["bc", [0]], ["d", [0, 1]], ["ef", [1]]]);
   });
+
+  it("marks the chunks covering each stretch of a cut document, two in an overlap", () => {
+    const doc = "aaaa bbbb cccc";
+    const segs = segments(doc, [{ start: 5, end: 9, record: 0 }], null, [{ index: 1, start: 0, end: 9 }, { index: 2, start: 5, end: 14 }]);
+    expect(segs.map((s) => [s.text, s.chunks, s.records])).toEqual([["aaaa ", [1], []], ["bbbb", [1, 2], [0]], [" cccc", [2], []]]);
+  });
 });

@@ -18,26 +18,37 @@ export interface Segment {
   afterCut: boolean;
   /** Where the segment starts. */
   at: number;
+  /** A cut document's chunks covering this segment, by index (two: an overlap). */
+  chunks: number[];
+}
+
+/** A chunk of a cut document: its index (from 1) and its place, in UTF-16 units. */
+export interface ChunkSpan {
+  index: number;
+  start: number;
+  end: number;
 }
 
 /**
- * `text` cut at every span's ends and at `cut` (`null`: none): each segment with the records
- * covering it, and whether it lies past the cut. Overlapping spans both mark the overlap; spans
+ * `text` cut at every span's ends, at `cut` (`null`: none) and at every chunk's ends: each
+ * segment with the records and chunks covering it, and whether it lies past the cut. Overlapping spans both mark the overlap; spans
  * past the text are clipped. Unlike the side-by-side view's `scrub.segments` (one object per
  * stretch, in order), a document's grounding spans may overlap.
  */
-export function segments(text: string, spans: Marked[], cut: number | null = null): Segment[] {
+export function segments(text: string, spans: Marked[], cut: number | null = null, chunks: ChunkSpan[] = []): Segment[] {
   const total = text.length;
   const clip = (x: number) => Math.min(Math.max(0, x), total);
   const points = new Set<number>([0, total]);
   for (const s of spans) { points.add(clip(s.start)); points.add(clip(s.end)); }
+  for (const c of chunks) { points.add(clip(c.start)); points.add(clip(c.end)); }
   if (cut != null) points.add(clip(cut));
   const sorted = [...points].sort((a, b) => a - b);
   const out: Segment[] = [];
   for (let i = 0; i + 1 < sorted.length; i++) {
     const [a, b] = [sorted[i], sorted[i + 1]];
     const records = spans.filter((s) => s.start <= a && s.end >= b).map((s) => s.record);
-    out.push({ text: text.slice(a, b), records, afterCut: cut != null && a >= cut, at: a });
+    const covering = chunks.filter((c) => c.start <= a && c.end >= b).map((c) => c.index);
+    out.push({ text: text.slice(a, b), records, afterCut: cut != null && a >= cut, at: a, chunks: covering });
   }
   return out;
 }

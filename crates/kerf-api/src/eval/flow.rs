@@ -95,7 +95,7 @@ impl StartInput {
                         .unwrap_or_default()
                 })
                 .collect(),
-            chunking: None,
+            chunking: input.chunking.clone(),
         })
     }
 

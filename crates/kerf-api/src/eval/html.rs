@@ -71,8 +71,14 @@ pub fn write(
                     .map(|(e, _)| e)
                     .unwrap_or_default();
                 let extracted = reader.objects(c)?;
-                let side = side_by_side(c, expected, &extracted);
+                let mut side = side_by_side(c, expected, &extracted);
                 drop(extracted);
+                if let (Some(size), Some(si)) = (c.chunk_size, reader.subject(&c.prompt))
+                    && let Some(text) = row.document(&eval.subjects[si].prompt)
+                {
+                    let chunks = eval.chunks(si, seq, &row, size)?;
+                    side["document"] = document_view(text, &chunks, c);
+                }
                 let c = minijinja::Value::from_serialize(&side);
                 render("cell", minijinja::context! { c, ..context.clone() }, out)?;
             }
@@ -257,7 +263,61 @@ fn environment(pieces: &Pieces) -> Result<minijinja::Environment<'_>> {
 
 /// What a row's summary line shows of a cell.
 fn cell_head(c: &CellLine) -> Value {
-    json!({"prompt": c.prompt, "provider": c.provider, "max_tokens": c.max_tokens, "constrained": c.constrained, "f1": c.f1})
+    json!({"prompt": c.prompt, "provider": c.provider, "max_tokens": c.max_tokens, "constrained": c.constrained, "chunk_size": c.chunk_size, "f1": c.f1})
+}
+
+/// A cut document as the page draws it: its text in segments, cut at every chunk's ends and
+/// every merged record's place, each segment's class (its chunk's band, `ov` where two chunks
+/// share it, `rec` inside a record's place) and, where a chunk starts, its number and whether its
+/// reply was cut.
+fn document_view(text: &str, chunks: &[kerf_core::chunk::Chunk], c: &CellLine) -> Value {
+    let cut: &[u32] = c.chunks.as_ref().map_or(&[], |f| &f.cut_chunks);
+    let placed: Vec<(usize, usize, u32)> = chunks
+        .iter()
+        .filter_map(|k| Some((k.start?, k.end?, k.index as u32)))
+        .collect();
+    let records: Vec<(usize, usize)> = c
+        .spans
+        .iter()
+        .filter_map(|s| Some((s.mention.start?, s.mention.end?)))
+        .collect();
+    let chars: Vec<char> = text.chars().collect();
+    let mut points: Vec<usize> = vec![0, chars.len()];
+    points.extend(placed.iter().flat_map(|&(s, e, _)| [s, e]));
+    points.extend(records.iter().flat_map(|&(s, e)| [s, e]));
+    points.retain(|&p| p <= chars.len());
+    points.sort_unstable();
+    points.dedup();
+    let segments: Vec<Value> = points
+        .windows(2)
+        .map(|w| {
+            let (a, b) = (w[0], w[1]);
+            let covering: Vec<u32> = placed
+                .iter()
+                .filter(|&&(s, e, _)| s <= a && b <= e)
+                .map(|&(_, _, i)| i)
+                .collect();
+            let mut class = match covering.first() {
+                Some(i) if i % 2 == 1 => "odd".to_string(),
+                Some(_) => "even".to_string(),
+                None => String::new(),
+            };
+            if covering.len() > 1 {
+                class = "ov".into();
+            }
+            if records.iter().any(|&(s, e)| s <= a && b <= e) {
+                class.push_str(" rec");
+            }
+            let starts = placed.iter().find(|&&(s, _, _)| s == a).map(|&(_, _, i)| i);
+            json!({
+                "text": chars[a..b].iter().collect::<String>(),
+                "class": class.trim(),
+                "starts": starts,
+                "cut": starts.is_some_and(|i| cut.contains(&i)),
+            })
+        })
+        .collect();
+    json!({"chunks": chunks.len(), "cut": !cut.is_empty(), "segments": segments})
 }
 
 /// A cell's expected and extracted records, each with its mark.
@@ -285,6 +345,7 @@ pub(super) fn side_by_side(c: &CellLine, expected: &[Value], extracted: &[Value]
     let (extracted, extracted_more) = shown(extracted, &extracted_marks);
     json!({
         "prompt": c.prompt, "provider": c.provider, "max_tokens": c.max_tokens, "constrained": c.constrained,
+        "chunk_size": c.chunk_size, "context_chars": c.context_chars,
         "finish_reason": c.finish_reason, "run": c.run, "f1": c.f1,
         "tp": c.tp, "fp": c.fp, "fn": c.fn_,
         "expected": expected, "extracted": extracted,

@@ -1014,7 +1014,9 @@ pub(crate) fn run_cells_on(
             tell();
         },
         &mut |at, _, (cell, end)| {
-            let live = match (&end.ran, pace.live) {
+            // A chunk's cell is not a line of the matrix (its document is, once merged, in the
+            // report): only the counts go live.
+            let live = match (&end.ran, pace.live && cell.chunk_size == 0) {
                 (Ok(ran), true) => Some(view::live(store, eval, at.subject, at.seq, cell, ran)?),
                 _ => None,
             };

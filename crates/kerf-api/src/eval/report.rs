@@ -29,7 +29,7 @@ pub(crate) use super::replies::{Reader, reread_reply};
 use crate::charts::{self, Axis, BudgetCurve, Chart, Scale, Ticks};
 use crate::error::Result;
 
-mod documents;
+pub(crate) mod documents;
 mod kept;
 
 use kept::{CellScore, KEEP_BATCH, score_key};

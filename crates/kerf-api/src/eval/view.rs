@@ -218,6 +218,13 @@ pub struct CellKey {
     pub max_tokens: u32,
     pub constrained: bool,
     pub repeat: u32,
+    /// A cut document's line: the size it was cut at, and the context each chunk was given.
+    #[serde(default)]
+    #[ts(optional)]
+    pub chunk_size: Option<u32>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub context_chars: Option<u32>,
 }
 
 /// How a record fared in its cell's scoring.
@@ -256,6 +263,37 @@ pub struct MarkedRecord {
     /// Extracted records: whether every grounding field is found in the document (`None`: the
     /// row has no document).
     pub grounded: Option<bool>,
+    /// A cut document's extracted records: where the merge placed the record in the document,
+    /// how, and which chunk and pass found it first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub mention: Option<MentionPlace>,
+}
+
+/// Where a cut document's record was placed ([`kerf_core::eval::mentions::Mention`], its span
+/// in UTF-16 units of the document).
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct MentionPlace {
+    pub chunk: u32,
+    pub pass: u32,
+    pub span: Option<Span>,
+    pub status: kerf_core::eval::mentions::SpanStatus,
+    /// Other mentions folded into it.
+    pub merged: u32,
+}
+
+/// One chunk of a cut document, as the document view draws it.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ChunkPlace {
+    /// From 1.
+    pub index: u32,
+    /// Its place in the document, in UTF-16 units (`None`: a token window that splits a
+    /// character has none).
+    pub span: Option<Span>,
+    /// Its reply (some pass's) was cut by the budget.
+    pub cut: bool,
 }
 
 /// A grounding field of a record and its place in the document (`None`: not found).
@@ -285,6 +323,11 @@ pub struct CellView {
     pub document: Option<String>,
     /// Why pieces of the reply were dropped, one line each (`line N: reason`).
     pub drops: Vec<String>,
+    /// A cut document's chunks, in order (empty for a whole document): consecutive chunks
+    /// whose spans overlap share that text.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<ChunkPlace>>", optional)]
+    pub chunks: Vec<ChunkPlace>,
 }
 
 /// Open cell `key` of eval `eval`: read its row and its run's reply back from the history, and
@@ -318,6 +361,9 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
             key.provider.as_deref().unwrap_or_default()
         ))
     })?;
+    if let Some(size) = key.chunk_size {
+        return document_cell(store, eval, &reader, (si, seq), provider, key, size);
+    }
     let stored = store
         .eval_outcome(
             eval.experiment,
@@ -339,21 +385,8 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     let mut line = CellLine::unscored(&stored, eval.experiment);
     let row = eval.row(store, seq)?;
     let document = row.document(prompt).map(str::to_string);
-    let expected_records: Vec<Value> = row
-        .expected_for(prompt)
-        .map(|(e, _)| e.to_vec())
-        .unwrap_or_default();
-    let mut view = CellView {
-        response_type: prompt.file.response_type,
-        expected: Vec::new(),
-        extracted: Vec::new(),
-        reply: None,
-        cut: None,
-        parsed_to: None,
-        document: document.clone(),
-        drops: Vec::new(),
-        line: line.clone(),
-    };
+    let expected_records = expected_of(&row, prompt);
+    let mut view = CellView::opened(prompt, document.clone(), line.clone(), Vec::new());
     let Some(run) = line.run.filter(|_| line.measured()) else {
         view.expected = expected_records
             .into_iter()
@@ -399,41 +432,8 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     let ungrounded: Option<Vec<usize>> = document
         .as_deref()
         .map(|d| Grounding::new(&m, d).ungrounded(&m, &objects));
-    let (mut e_marks, mut x_marks, mut e_pair, mut x_pair) = match &line.scored {
-        Some(_) => (
-            vec![Mark::Missed; expected_records.len()],
-            vec![Mark::Spurious; objects.len()],
-            vec![None; expected_records.len()],
-            vec![None; objects.len()],
-        ),
-        None => (
-            Vec::new(),
-            vec![Mark::Unscored; objects.len()],
-            Vec::new(),
-            vec![None; objects.len()],
-        ),
-    };
-    if let Some(s) = &line.scored {
-        for p in &s.matched {
-            let mark = if p.is_partial() {
-                Mark::Partial
-            } else {
-                Mark::Matched
-            };
-            if p.expected < e_marks.len() && p.actual < x_marks.len() {
-                (e_marks[p.expected], e_pair[p.expected]) = (mark, Some(p.actual));
-                (x_marks[p.actual], x_pair[p.actual]) = (mark, Some(p.expected));
-            }
-        }
-    }
-    view.expected = expected_records
-        .into_iter()
-        .zip(e_marks.into_iter().zip(e_pair))
-        .map(|(o, (mark, pair))| MarkedRecord {
-            pair,
-            ..plain(o, mark)
-        })
-        .collect();
+    let (expected, x_marks, x_pair) = marked(&line, expected_records, objects.len());
+    view.expected = expected;
     view.extracted = objects
         .into_iter()
         .enumerate()
@@ -459,6 +459,7 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
                 grounding,
                 grounded: ungrounded.as_ref().map(|u| !u.contains(&i)),
                 object: o,
+                mention: None,
             }
         })
         .collect();
@@ -470,6 +471,36 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
     Ok(view)
 }
 
+impl CellView {
+    /// A cell opened, before its records are read: its line, its document, its chunks.
+    fn opened(
+        prompt: &kerf_core::Prompt,
+        document: Option<String>,
+        line: CellLine,
+        chunks: Vec<ChunkPlace>,
+    ) -> CellView {
+        CellView {
+            response_type: prompt.file.response_type,
+            expected: Vec::new(),
+            extracted: Vec::new(),
+            reply: None,
+            cut: None,
+            parsed_to: None,
+            document,
+            drops: Vec::new(),
+            line,
+            chunks,
+        }
+    }
+}
+
+/// Row `row`'s expected records for `prompt` (none when it has none).
+fn expected_of(row: &Row, prompt: &kerf_core::Prompt) -> Vec<Value> {
+    row.expected_for(prompt)
+        .map(|(e, _)| e.to_vec())
+        .unwrap_or_default()
+}
+
 fn plain(object: Value, mark: Mark) -> MarkedRecord {
     MarkedRecord {
         object,
@@ -478,7 +509,175 @@ fn plain(object: Value, mark: Mark) -> MarkedRecord {
         reply_span: None,
         grounding: Vec::new(),
         grounded: None,
+        mention: None,
     }
+}
+
+/// The expected records marked as `line`'s scoring paired them, and each of its `extracted`
+/// records' mark and pair.
+fn marked(
+    line: &CellLine,
+    expected: Vec<Value>,
+    extracted: usize,
+) -> (Vec<MarkedRecord>, Vec<Mark>, Vec<Option<usize>>) {
+    let (mut e_marks, mut x_marks, mut e_pair, mut x_pair) = match &line.scored {
+        Some(_) => (
+            vec![Mark::Missed; expected.len()],
+            vec![Mark::Spurious; extracted],
+            vec![None; expected.len()],
+            vec![None; extracted],
+        ),
+        None => (
+            Vec::new(),
+            vec![Mark::Unscored; extracted],
+            Vec::new(),
+            vec![None; extracted],
+        ),
+    };
+    if let Some(s) = &line.scored {
+        for p in &s.matched {
+            let mark = if p.is_partial() {
+                Mark::Partial
+            } else {
+                Mark::Matched
+            };
+            if p.expected < e_marks.len() && p.actual < x_marks.len() {
+                (e_marks[p.expected], e_pair[p.expected]) = (mark, Some(p.actual));
+                (x_marks[p.actual], x_pair[p.actual]) = (mark, Some(p.expected));
+            }
+        }
+    }
+    let expected = expected
+        .into_iter()
+        .zip(e_marks.into_iter().zip(e_pair))
+        .map(|(o, (mark, pair))| MarkedRecord {
+            pair,
+            ..plain(o, mark)
+        })
+        .collect();
+    (expected, x_marks, x_pair)
+}
+
+/// A cut document's line opened (`key.chunk_size` = `size`): its chunk replies merged as the
+/// report merges them, its records marked, each extracted one with its place in the document,
+/// and the chunks drawn over the document. No single reply: each chunk has its own.
+fn document_cell(
+    store: &Store,
+    eval: &Eval,
+    reader: &Reader<'_>,
+    (si, seq): (usize, usize),
+    provider: &crate::experiments::spec::SpecSettings,
+    key: &CellKey,
+    size: u32,
+) -> Result<CellView> {
+    let prompt = &eval.subjects[si].prompt;
+    let m = prompt.matcher();
+    let doc_key = kerf_store::CellKey {
+        prompt: key.prompt.clone(),
+        provider: provider.provider.clone(),
+        model: provider.model.clone(),
+        max_tokens: key.max_tokens,
+        constrained: key.constrained,
+        repeat: key.repeat,
+        chunk_size: size,
+        context_chars: key.context_chars.unwrap_or(0),
+        chunk: 0,
+        pass: 0,
+        row: key.row.clone(),
+    };
+    let cells: Vec<kerf_store::StoredReply> = store
+        .eval_outcomes(eval.experiment)?
+        .into_iter()
+        .filter(|o| {
+            o.cell.cell.row == doc_key.row
+                && kerf_store::CellKey {
+                    chunk: 0,
+                    pass: 0,
+                    ..o.cell.cell.clone()
+                } == doc_key
+        })
+        .collect();
+    if cells.is_empty() {
+        return Err(ApiError::new(
+            Code::NotFound,
+            format!("eval {} has no such cell", eval.experiment),
+        ));
+    }
+    let mut line = CellLine::of_document(&doc_key, &cells, eval.experiment);
+    let row = eval.row(store, seq)?;
+    let document = row.document(prompt).map(str::to_string);
+    let text = document.as_deref().unwrap_or_default();
+    // Characters (the chunks' and mentions' unit) to UTF-16 units (the page's).
+    let mut units = Vec::with_capacity(text.len() + 1);
+    let mut at = 0u32;
+    for c in text.chars() {
+        units.push(at);
+        at += c.len_utf16() as u32;
+    }
+    units.push(at);
+    let span = |s: Option<usize>, e: Option<usize>| -> Option<Span> {
+        Some([*units.get(s?)?, *units.get(e?)?])
+    };
+    let chunks = eval.chunks(si, seq, &row, size)?;
+    let cut: Vec<u32> = line
+        .chunks
+        .as_ref()
+        .map(|f| f.cut_chunks.clone())
+        .unwrap_or_default();
+    let expected_records = expected_of(&row, prompt);
+    let places = chunks
+        .iter()
+        .map(|c| ChunkPlace {
+            index: c.index as u32,
+            span: span(c.start, c.end),
+            cut: cut.contains(&(c.index as u32)),
+        })
+        .collect();
+    let mut view = CellView::opened(prompt, document.clone(), line.clone(), places);
+    let expected = row.expected_for(prompt).map(|(e, _)| e);
+    let Some(doc) = reader.document(&line, si, seq, &row, expected)? else {
+        view.expected = expected_records
+            .into_iter()
+            .map(|o| plain(o, Mark::Missed))
+            .collect();
+        return Ok(view);
+    };
+    let objects = score_line(&mut line, &m, prompt, &row, &doc.reply.report);
+    view.drops = doc
+        .reply
+        .report
+        .dropped
+        .iter()
+        .map(|d| format!("line {}: {} ({})", d.line, d.kind, d.detail))
+        .collect();
+    let mentions = doc.merged.mentions.clone();
+    line.merged(&m, doc);
+    if let (Some(expected), Some(text)) = (expected, document.as_deref()) {
+        let places = super::report::documents::expected_places(&m, text, expected);
+        super::report::documents::chunk_figures(&mut line, &chunks, &places);
+    }
+    let (expected, x_marks, x_pair) = marked(&line, expected_records, objects.len());
+    view.expected = expected;
+    view.extracted = objects
+        .into_iter()
+        .zip(mentions)
+        .enumerate()
+        .map(|(i, (o, mn))| MarkedRecord {
+            mark: x_marks[i],
+            pair: x_pair[i],
+            grounded: Some(mn.status != kerf_core::eval::mentions::SpanStatus::NotFound),
+            mention: Some(MentionPlace {
+                chunk: mn.chunk,
+                pass: mn.pass,
+                span: span(mn.start, mn.end),
+                status: mn.status,
+                merged: mn.merged,
+            }),
+            ..plain(o, x_marks[i])
+        })
+        .collect();
+    view.line = line;
+    Ok(view)
 }
 
 /// Cell `cell` (of prompt `subject`, row `seq`) as it just ended (`ran`), scored as the report

@@ -67,10 +67,15 @@ pub struct EvalInput {
     #[serde(default)]
     #[ts(optional)]
     pub batch_file: Option<String>,
+    /// Cut each document into chunks, a request each (absent: whole documents).
+    #[serde(default)]
+    #[ts(optional)]
+    pub chunking: Option<super::chunked::Chunking>,
 }
 
 pub use super::view::{
-    CellKey, CellView, DatasetPreview, DatasetProblem, GroundPlace, Mark, MarkedRecord, PreviewRow,
+    CellKey, CellView, ChunkPlace, DatasetPreview, DatasetProblem, GroundPlace, Mark, MarkedRecord,
+    MentionPlace, PreviewRow,
 };
 
 /// An eval opened from the history: its report, its charts (F1 and recall against the budget,

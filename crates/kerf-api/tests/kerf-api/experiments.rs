@@ -810,6 +810,8 @@ fn the_window_sees_each_cell_scored_as_it_ends_and_opens_one_as_the_report_score
         max_tokens: matched.max_tokens,
         constrained: matched.constrained,
         repeat: matched.repeat,
+        chunk_size: None,
+        context_chars: None,
     };
     let view = eval::view::cell(&store, &e, &key).unwrap();
     assert_eq!(view.line.f1, matched.f1);
@@ -1308,6 +1310,7 @@ fn the_windows_eval_renders_each_prompts_set_variables_beneath_each_rows_own() {
         vars: Some([(path.clone(), set(vars))].into()),
         ways: None,
         batch_file: None,
+        chunking: None,
     };
     let store = wb.store_required().unwrap();
 
@@ -1370,6 +1373,8 @@ fn the_windows_eval_renders_each_prompts_set_variables_beneath_each_rows_own() {
             constrained: false,
             repeat: 0,
             provider: None,
+            chunk_size: None,
+            context_chars: None,
         },
     )
     .unwrap();
@@ -1417,6 +1422,7 @@ fn the_windows_eval_offers_each_provider_its_ways_and_sends_it_the_way_chosen() 
             vars: None,
             ways: ways.map(|(p, d)| [(p.to_string(), d)].into()),
             batch_file: batch_file.map(|f| f.display().to_string()),
+            chunking: None,
         };
     use eval::batched::Delivery;
     let plan = eval::flow::plan(&wb, &input(None, None)).unwrap();

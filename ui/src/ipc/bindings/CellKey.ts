@@ -7,4 +7,8 @@ export type CellKey = { row: string, prompt: string,
 /**
  * The provider whose cell it is (absent: the eval's first).
  */
-provider?: string, maxTokens: number, constrained: boolean, repeat: number, };
+provider?: string, maxTokens: number, constrained: boolean, repeat: number, 
+/**
+ * A cut document's line: the size it was cut at, and the context each chunk was given.
+ */
+chunkSize?: number, contextChars?: number, };

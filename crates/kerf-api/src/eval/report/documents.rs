@@ -32,7 +32,7 @@ pub(super) fn gather(outcomes: Vec<StoredReply>) -> Vec<(kerf_store::CellKey, Ve
 impl CellLine {
     /// Document `key`'s line from its chunk `cells`, before its replies are merged: measured
     /// when every chunk is (cut by its budget when any was), its costs summed.
-    pub(super) fn of_document(
+    pub(crate) fn of_document(
         key: &kerf_store::CellKey,
         cells: &[StoredReply],
         experiment: i64,
@@ -106,7 +106,7 @@ impl CellLine {
 
     /// Fill in what the merge of this document's chunk replies (`doc`) gave: each record's
     /// place, what was folded, the counts after each pass.
-    pub(super) fn merged(&mut self, m: &Matcher, doc: Document) {
+    pub(crate) fn merged(&mut self, m: &Matcher, doc: Document) {
         let Document {
             merged, by_passes, ..
         } = doc;
@@ -133,7 +133,7 @@ impl CellLine {
 
 /// Where each of `expected` stands in `doc`, in characters (`None`: not found there): the span
 /// over its grounding fields' places.
-pub(super) fn expected_places(
+pub(crate) fn expected_places(
     m: &Matcher,
     doc: &str,
     expected: &[Value],
@@ -172,7 +172,7 @@ pub(super) fn expected_places(
 /// A cut document's figures that need its expected records' places (`expected`, from
 /// [`expected_places`]) and its chunks: the expected records lost with a cut chunk, and those
 /// no chunk holds whole.
-pub(super) fn chunk_figures(
+pub(crate) fn chunk_figures(
     line: &mut CellLine,
     chunks: &[kerf_core::chunk::Chunk],
     expected: &[Option<Range<usize>>],

@@ -341,6 +341,30 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
         some["chunks"]["boundary_recall"].as_f64() > none["chunks"]["boundary_recall"].as_f64(),
         "{none} {some}"
     );
+
+    // The HTML report: the chunk figures, and each document under its chunks, numbered.
+    let page = dir.path().join("report.html");
+    let id = v["experiment"].to_string();
+    let o = kerf_in(
+        dir.path(),
+        &["eval", "report", &id, "--html", page.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2>Chunks</h2>"), "no chunk table");
+    let documents = v["cells"].as_array().unwrap().len();
+    let marks: usize = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["chunks"]["chunks"].as_u64().unwrap() as usize)
+        .sum();
+    assert_eq!(
+        html.matches("<span class=\"mark").count(),
+        marks,
+        "{documents} documents"
+    );
+    assert!(html.contains("cut at 100 with 60 characters of context"));
 }
 
 #[test]
