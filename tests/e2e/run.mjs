@@ -1401,19 +1401,30 @@ try {
         await (await $t("eval-budgets")).setValue("2048");
         await (await $t("eval-constrain")).selectByAttribute("value", "none");
         await (await $t("eval-concurrency")).setValue("4");
-        await (await $t("eval-chunk-sizes")).setValue("1500");
+        await (await $t("eval-chunk-sizes")).setValue("1500, 3000");
         await (await $t("eval-chunk-overlap")).setValue("300");
         await (await $t("eval-run")).click();
         await waitEval("the chunked eval did not finish");
         const id = Number((await text("eval-title")).replace(/\D+/g, ""));
         const shown = JSON.parse(cli("eval", "show", String(id), "--json"));
-        const line = shown.cells[0];
-        assert.equal(line.chunk_size, 1500);
-        assert.equal((await matrixCells()).length, 1, "one document, one line");
+        const line = shown.cells.find((c) => c.chunk_size === 1500);
+        assert.ok(line, "a line at 1,500 characters");
+        assert.equal((await matrixCells()).length, 2, "one document, a line per chunk size");
         // What its chunks did, as the CLI reports it.
-        const chunkLine = await $t("eval-chunk-line");
-        assert.equal(await chunkLine.getAttribute("data-chunk-size"), "1500");
-        await (await browser.$('[data-testid="matrix-row"] [data-testid="matrix-cell"] button')).click();
+        const chunkLines = await browser.execute(() => [...document.querySelectorAll('[data-testid="eval-chunk-line"]')].map((l) => l.dataset.chunkSize));
+        assert.deepEqual(chunkLines, ["1500", "3000"]);
+        // The advised chunk size, exported for TrustGraph where the user chose, reads back.
+        const advised = shown.advice[0].chunk_size;
+        const settings = path.join(documents, "exported", "flow-params.json");
+        fs.mkdirSync(path.dirname(settings), { recursive: true });
+        answerDialogs(settings);
+        await (await $t("eval-export-chunking")).click();
+        await waitText("eval-chunking-exported", (t) => t.startsWith("Saved"), UI, "the chunk settings were not saved");
+        const params = JSON.parse(fs.readFileSync(settings, "utf8"));
+        assert.deepEqual(params.parameters, { "chunk-size": String(advised), "chunk-overlap": "300" });
+        assert.equal(params.processor, "chunker-recursive");
+        assert.deepEqual(JSON.parse(cli("import", settings, "--json")).chunking, { chunker: "recursive", size: advised, overlap: 300 });
+        await (await browser.$('[data-testid="matrix-row"] [data-testid="matrix-cell"][data-chunk-size="1500"] button')).click();
         await (await $t("cell-panel")).waitForExist({ timeout: UI });
         const chunks = await $t("cell-chunks");
         assert.equal(Number(await chunks.getAttribute("data-chunks")), line.chunks.chunks);

@@ -126,6 +126,7 @@ pub fn bindings() -> Result<Vec<(String, String)>, ts_rs::ExportError> {
         experiments::spec::EvalSpec,
         experiments::spec::Chunking,
         kerf_core::chunk::Chunker,
+        kerf_core::chunk::ChunkSettings,
         experiments::spec::SweepSpec,
         experiments::spec::SweptReply,
         experiments::spec::CutUnit,

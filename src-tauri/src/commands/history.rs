@@ -81,6 +81,13 @@ pub(super) async fn history_note<R: Runtime>(
     blocking(move || history::note(&wb.store_required()?, run, note.as_deref())).await
 }
 
+pub(super) async fn export_chunking<R: Runtime>(
+    _cx: Cx<'_, R>,
+    settings: kerf_core::chunk::ChunkSettings,
+) -> Result<ExportView> {
+    blocking(move || export::chunking(&settings)).await
+}
+
 pub(super) async fn export_preview<R: Runtime>(
     cx: Cx<'_, R>,
     paths: Vec<String>,

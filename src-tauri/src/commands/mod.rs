@@ -32,6 +32,7 @@ use kerf_api::runs::CancelToken;
 use kerf_api::runs::wire::{RunDone, RunInput, RunMessage, RunOptions};
 use kerf_api::{ApiError, Code};
 use kerf_core::ResponseType;
+use kerf_core::chunk::ChunkSettings;
 use serde_json::Map;
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Runtime};

@@ -7,6 +7,7 @@ import type { Batch } from "./bindings/Batch";
 import type { CellKey } from "./bindings/CellKey";
 import type { CellView } from "./bindings/CellView";
 import type { Chart } from "./bindings/Chart";
+import type { ChunkSettings } from "./bindings/ChunkSettings";
 import type { CompareExample } from "./bindings/CompareExample";
 import type { CompareInput } from "./bindings/CompareInput";
 import type { CompareProgress } from "./bindings/CompareProgress";
@@ -476,6 +477,14 @@ export function historyNote(run: number, note: string | null): Promise<null> {
  */
 export function exportPreview(paths: Array<string>, target: ExportTarget): Promise<ExportView> {
   return call<ExportView>("export_preview", { paths, target });
+}
+
+/**
+ * A chunker's settings as a TrustGraph flow takes them (its `chunk-size` and
+ * `chunk-overlap` parameters and the chunker processor).
+ */
+export function exportChunking(settings: ChunkSettings): Promise<ExportView> {
+  return call<ExportView>("export_chunking", { settings });
 }
 
 /**

@@ -67,6 +67,11 @@ pub struct Report {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[ts(optional, type = "Record<string, Record<string, unknown>>")]
     pub vars: BTreeMap<String, serde_json::Map<String, Value>>,
+    /// How the documents were cut (absent: sent whole): the advice's chunk size with this
+    /// chunker and overlap is what a TrustGraph flow is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub chunking: Option<super::chunked::Chunking>,
     /// Which objects were scored: a comparison or the HTML report reads each cell's records
     /// back the same way.
     #[serde(skip)]
@@ -418,6 +423,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             .filter(|p| !p.vars.is_empty())
             .map(|p| (p.id.clone(), p.vars.clone()))
             .collect(),
+        chunking: eval.spec.chunking.clone(),
         replies: options.replies,
     })
 }
