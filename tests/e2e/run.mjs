@@ -1004,6 +1004,44 @@ try {
     assert.equal(await text("eval-line-f1"), out.summary[0].f1 == null ? "–" : out.summary[0].f1.toFixed(3));
   });
 
+  await scenario("evaluate: a long document cut into chunks on the bundled model, its document under its chunks", async () => {
+    const longDocs = path.join(process.cwd(), "datasets", "long-documents.jsonl");
+    try {
+      await (await $t("nav-evaluate")).click();
+      answerDialogs(longDocs);
+      await (await $t("eval-dataset-pick")).click();
+      await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+      await choosePrompt("agent-kg-extract");
+      await (await $t("eval-limit")).setValue("1");
+      await (await $t("eval-budgets")).setValue("48");
+      await (await $t("eval-chunk-sizes")).setValue("2000");
+      await (await $t("eval-plan")).click();
+      await waitText("eval-plan-line", (t) => t.startsWith("3 cell(s) · 3 request(s) at most"), UI, "the plan counts the document's 3 chunks");
+      await (await $t("eval-run")).click();
+      await waitEval("the chunked eval on the bundled model did not finish");
+      const id = Number((await text("eval-title")).replace(/\D+/g, ""));
+      const shown = JSON.parse(cli("eval", "show", String(id), "--json"));
+      const line = shown.cells[0];
+      assert.equal(line.chunk_size, 2000);
+      assert.equal(line.chunks.chunks, 3);
+      assert.equal((await matrixCells()).length, 1);
+      assert.equal(await text("eval-line-f1"), line.f1 == null ? "–" : line.f1.toFixed(3), "the window's F1 is the CLI's");
+      await (await browser.$('[data-testid="matrix-row"] [data-testid="matrix-cell"] button')).click();
+      await (await $t("cell-panel")).waitForExist({ timeout: UI });
+      assert.equal(Number(await (await $t("cell-chunks")).getAttribute("data-chunks")), 3);
+      assert.equal(Number(await (await $t("cell-chunks")).getAttribute("data-cut")), line.chunks.cut);
+      const starts = await browser.execute(() => [...document.querySelectorAll('[data-testid="chunk-start"]')].map((c) => Number(c.dataset.chunk)));
+      assert.deepEqual(starts, [1, 2, 3]);
+      // Every merged record listed with its placement, as the CLI has it.
+      const places = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-place"]')].map((p) => p.dataset.status));
+      assert.deepEqual(places, (line.spans ?? []).map((sp) => sp.status));
+      console.log(`     3 chunks, ${line.chunks.cut} cut by the budget, ${places.length} records placed (${places.filter((p) => p === "exact").length} exact)`);
+    } finally {
+      // WebDriver's clearValue fires no input event: a blank is typed, which means whole documents.
+      await (await $t("eval-chunk-sizes")).setValue(" ");
+    }
+  });
+
   await scenario("evaluate: History lists the evals with their state and best line; an unfinished one opens to resume", async () => {
     // One more eval, stopped after its first cell.
     await (await $t("nav-evaluate")).click();
@@ -1455,7 +1493,8 @@ try {
         await shot("evaluate-chunked");
       } finally {
         delete cloud.options.replyFor;
-        await (await $t("eval-chunk-sizes")).clearValue();
+        // WebDriver's clearValue fires no input event: a blank is typed, which means whole documents.
+        await (await $t("eval-chunk-sizes")).setValue(" ");
         await (await $t("nav-run")).click();
       }
     });
