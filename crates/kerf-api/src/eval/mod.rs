@@ -676,20 +676,15 @@ impl Eval {
                                 repeat,
                                 id,
                             );
-                            for (chunk_size, context_chars, chunk, pass) in
-                                self.document_cells(si, seq)
-                            {
-                                let cell = CellKey {
-                                    chunk_size,
-                                    context_chars,
-                                    chunk,
-                                    pass,
-                                    ..key.clone()
-                                };
+                            for cell in self.document_cells(si, seq, key) {
                                 if !keep.contains_key(&cell) {
-                                    *todo
-                                        .entry((max_tokens, chunk_size, context_chars, chunk))
-                                        .or_default() += 1;
+                                    let request = (
+                                        max_tokens,
+                                        cell.chunk_size,
+                                        cell.context_chars,
+                                        cell.chunk,
+                                    );
+                                    *todo.entry(request).or_default() += 1;
                                 }
                             }
                         }
@@ -717,27 +712,37 @@ impl Eval {
         size.priced(provider)
     }
 
-    /// The cells one document makes of prompt `si` per budget, constraint and repeat, as
-    /// `(chunk size, context, chunk, pass)`: one, the whole document; or, cut, each chunk at
-    /// each size with each context, each pass.
+    /// The cells one document (row `seq`) makes of prompt `si` at `base`'s budget, constraint
+    /// and repeat: `base` itself, the whole document; or, cut, a key for each chunk at each size
+    /// with each context, each pass.
     fn document_cells(
         &self,
         si: usize,
         seq: usize,
-    ) -> impl Iterator<Item = (u32, u32, u32, u32)> + '_ {
+        base: CellKey,
+    ) -> impl Iterator<Item = CellKey> + '_ {
         let (sizes, contexts, passes): (&[u32], &[u32], u32) = match &self.spec.chunking {
             Some(c) => (&c.sizes, &c.context_chars, c.passes),
             None => (&[0], &[0], 1),
         };
         sizes.iter().flat_map(move |&size| {
+            let base = base.clone();
             let chunks = if size == 0 {
                 1
             } else {
                 self.cuts.count((si, seq, size))
             };
             contexts.iter().flat_map(move |&context| {
+                let base = base.clone();
                 (0..chunks).flat_map(move |chunk| {
-                    (0..passes).map(move |pass| (size, context, chunk, pass))
+                    let base = base.clone();
+                    (0..passes).map(move |pass| CellKey {
+                        chunk_size: size,
+                        context_chars: context,
+                        chunk,
+                        pass,
+                        ..base.clone()
+                    })
                 })
             })
         })
@@ -764,18 +769,8 @@ impl Eval {
                                 repeat,
                                 row,
                             );
-                            self.document_cells(i, seq).map(
-                                move |(chunk_size, context_chars, chunk, pass)| {
-                                    let key = CellKey {
-                                        chunk_size,
-                                        context_chars,
-                                        chunk,
-                                        pass,
-                                        ..key.clone()
-                                    };
-                                    (i, seq, key)
-                                },
-                            )
+                            self.document_cells(i, seq, key)
+                                .map(move |key| (i, seq, key))
                         })
                     })
                 })

@@ -361,26 +361,25 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
             key.provider.as_deref().unwrap_or_default()
         ))
     })?;
-    if let Some(size) = key.chunk_size {
-        return document_cell(store, eval, &reader, (si, seq), provider, key, size);
+    // The cell as the history keys it (a cut document: its first chunk's first pass).
+    let stored_key = kerf_store::CellKey {
+        prompt: key.prompt.clone(),
+        provider: provider.provider.clone(),
+        model: provider.model.clone(),
+        max_tokens: key.max_tokens,
+        constrained: key.constrained,
+        repeat: key.repeat,
+        chunk_size: key.chunk_size.unwrap_or(0),
+        context_chars: key.context_chars.unwrap_or(0),
+        chunk: 0,
+        pass: 0,
+        row: key.row.clone(),
+    };
+    if key.chunk_size.is_some() {
+        return document_cell(store, eval, &reader, (si, seq), stored_key);
     }
     let stored = store
-        .eval_outcome(
-            eval.experiment,
-            &kerf_store::CellKey {
-                prompt: key.prompt.clone(),
-                provider: provider.provider.clone(),
-                model: provider.model.clone(),
-                max_tokens: key.max_tokens,
-                constrained: key.constrained,
-                repeat: key.repeat,
-                chunk_size: 0,
-                context_chars: 0,
-                chunk: 0,
-                pass: 0,
-                row: key.row.clone(),
-            },
-        )?
+        .eval_outcome(eval.experiment, &stored_key)?
         .ok_or_else(|| not_found("such cell"))?;
     let mut line = CellLine::unscored(&stored, eval.experiment);
     let row = eval.row(store, seq)?;
@@ -558,7 +557,7 @@ fn marked(
     (expected, x_marks, x_pair)
 }
 
-/// A cut document's line opened (`key.chunk_size` = `size`): its chunk replies merged as the
+/// A cut document's line opened (`doc_key`: its first chunk's first pass): its chunk replies merged as the
 /// report merges them, its records marked, each extracted one with its place in the document,
 /// and the chunks drawn over the document. No single reply: each chunk has its own.
 fn document_cell(
@@ -566,25 +565,11 @@ fn document_cell(
     eval: &Eval,
     reader: &Reader<'_>,
     (si, seq): (usize, usize),
-    provider: &crate::experiments::spec::SpecSettings,
-    key: &CellKey,
-    size: u32,
+    doc_key: kerf_store::CellKey,
 ) -> Result<CellView> {
     let prompt = &eval.subjects[si].prompt;
     let m = prompt.matcher();
-    let doc_key = kerf_store::CellKey {
-        prompt: key.prompt.clone(),
-        provider: provider.provider.clone(),
-        model: provider.model.clone(),
-        max_tokens: key.max_tokens,
-        constrained: key.constrained,
-        repeat: key.repeat,
-        chunk_size: size,
-        context_chars: key.context_chars.unwrap_or(0),
-        chunk: 0,
-        pass: 0,
-        row: key.row.clone(),
-    };
+    let size = doc_key.chunk_size;
     let cells: Vec<kerf_store::StoredReply> = store
         .eval_outcomes(eval.experiment)?
         .into_iter()
