@@ -128,8 +128,40 @@ pub struct Chunk {
     pub end: Option<usize>,
 }
 
+/// A [`Chunk`] that borrows its text from the document where it is the document's own (every
+/// recursive chunk): what `kerf chunk --json` writes, without copying a 10 MB document's
+/// chunks first. Serialised exactly as a `Chunk`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChunkRef<'a> {
+    pub index: usize,
+    pub text: std::borrow::Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<usize>,
+}
+
+impl ChunkRef<'_> {
+    pub fn into_owned(self) -> Chunk {
+        Chunk {
+            index: self.index,
+            text: self.text.into_owned(),
+            start: self.start,
+            end: self.end,
+        }
+    }
+}
+
 /// Cut `text` as `settings` say.
 pub fn chunk(text: &str, settings: &ChunkSettings) -> Result<Vec<Chunk>> {
+    Ok(chunk_refs(text, settings)?
+        .into_iter()
+        .map(ChunkRef::into_owned)
+        .collect())
+}
+
+/// [`chunk`], each chunk borrowing the document's text where it can.
+pub fn chunk_refs<'a>(text: &'a str, settings: &ChunkSettings) -> Result<Vec<ChunkRef<'a>>> {
     settings.check()?;
     match settings.chunker {
         Chunker::Recursive => Ok(recursive(text, settings.size, settings.overlap)),
@@ -160,7 +192,7 @@ fn has_content(s: &str) -> bool {
 }
 
 /// The recursive chunker's chunks, with their places in characters.
-fn recursive(doc: &str, size: usize, overlap: usize) -> Vec<Chunk> {
+fn recursive(doc: &str, size: usize, overlap: usize) -> Vec<ChunkRef<'_>> {
     let mut ranges = Vec::new();
     split_text(doc, 0..doc.len(), &SEPARATORS, size, overlap, &mut ranges);
     let places = char_offsets(doc, &ranges);
@@ -168,9 +200,9 @@ fn recursive(doc: &str, size: usize, overlap: usize) -> Vec<Chunk> {
         .into_iter()
         .zip(places)
         .enumerate()
-        .map(|(i, (r, (start, end)))| Chunk {
+        .map(|(i, (r, (start, end)))| ChunkRef {
             index: i + 1,
-            text: doc[r].to_string(),
+            text: std::borrow::Cow::Borrowed(&doc[r]),
             start: Some(start),
             end: Some(end),
         })
@@ -336,7 +368,7 @@ fn count_chars_between(doc: &str, from: usize, to: usize) -> usize {
         .count()
 }
 
-fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<Chunk>> {
+fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'static>>> {
     let bpe = tiktoken_rs::cl100k_base_singleton();
     // tiktoken's `encode` refuses a special token's text unless allowed (TrustGraph allows
     // none): the same refusal, with its place.
@@ -374,9 +406,9 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<Chunk>> {
             Ok(text) => (text, None),
             Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), None),
         };
-        chunks.push(Chunk {
+        chunks.push(ChunkRef {
             index: chunks.len() + 1,
-            text,
+            text: std::borrow::Cow::Owned(text),
             start: place.map(|p| p.0),
             end: place.map(|p| p.1),
         });

@@ -90,14 +90,9 @@ pub fn run(args: Args) -> Result<Outcome> {
     let chunker = settings.chunker;
     settings.check()?;
     let doc = kerf_core::chunk::read_document(&args.file)?;
-    let chunks = kerf_core::chunk::chunk(&doc, &settings)?;
+    let chunks = kerf_core::chunk::chunk_refs(&doc, &settings)?;
     if args.json {
-        let mut out = String::new();
-        for c in &chunks {
-            out.push_str(&serde_json::to_string(c)?);
-            out.push('\n');
-        }
-        crate::out!("{out}");
+        crate::output::print_json_lines(&chunks);
         return Ok(Outcome::Ok);
     }
     crate::outln!(
