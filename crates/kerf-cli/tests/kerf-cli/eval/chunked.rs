@@ -487,3 +487,121 @@ fn passes_over_a_chunk_merge_and_the_report_gives_recall_by_passes() {
     // What the second pass found again was folded into the first's, never counted twice.
     assert_eq!(line["chunks"]["folded"], first_pass, "{line}");
 }
+
+/// A chunked eval by batch: every chunk of every document is a line of the vLLM batch file
+/// (nothing is sent), and the answers, folded back from the output file, give each document
+/// what the same eval run online gives it — figures, cuts and places.
+#[test]
+fn a_chunked_eval_by_batch_file_folds_back_as_the_online_one() {
+    let docs = documents();
+    let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
+    let (online_dir, online_data) = setup(&model, &docs);
+    let args = ["--chunk-size", "100,400", "--chunk-overlap", "50", "--json"];
+    let o = eval(online_dir.path(), &online_data, &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let online = stdout_json(&o);
+    let chunk_requests = model.requests();
+    // Where each document's records were placed: `row|prompt|budget|size|context: spans`.
+    let places = |v: &Value| -> Vec<String> {
+        lines(v)
+            .into_iter()
+            .map(|(k, c)| format!("{k}: {}", c["spans"]))
+            .collect()
+    };
+
+    // The same eval in a history of its own (no reply to take from the online one's).
+    let (dir, data) = setup(&model, &docs);
+    let input = dir.path().join("in.jsonl");
+    let mut batch_args = args.to_vec();
+    batch_args.extend_from_slice(&["--batch-file", input.to_str().unwrap()]);
+    let o = eval(dir.path(), &data, &batch_args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout_json(&o)["experiment"].as_i64().unwrap();
+    assert_eq!(
+        model.requests(),
+        chunk_requests,
+        "nothing sent to the server"
+    );
+    let requests: Vec<Value> = std::fs::read_to_string(&input)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(requests.len(), chunk_requests, "a line for every chunk");
+    // Each line holds one chunk, not its document.
+    for r in &requests {
+        let sent = r["body"]["messages"].to_string();
+        assert!(
+            !docs
+                .iter()
+                .any(|d| sent.contains(d["input"].as_str().unwrap())),
+            "a whole document in one request: {sent}"
+        );
+    }
+
+    // The answers, as the loopback model gives them online, in reverse order.
+    let mut out = String::new();
+    for (i, r) in requests.iter().enumerate().rev() {
+        let body = &r["body"];
+        let sent = body["messages"].to_string();
+        let records: Vec<Value> = docs.iter().flat_map(|d| super::read_in(d, &sent)).collect();
+        let (text, finish) = reply_text(
+            &records,
+            sent.contains("one JSON object per line"),
+            body["max_tokens"].as_u64().unwrap(),
+        );
+        let reply = json!({"id": format!("chatcmpl-{i}"), "object": "chat.completion", "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": sent.len() / 4, "completion_tokens": text.len().div_ceil(4), "total_tokens": 0}});
+        out.push_str(&format!(
+            "{}\n",
+            json!({"id": format!("vllm-{i}"), "custom_id": r["custom_id"],
+                   "response": {"status_code": 200, "request_id": format!("req-{i}"), "body": reply}, "error": null})
+        ));
+    }
+    let output = dir.path().join("out.jsonl");
+    std::fs::write(&output, out).unwrap();
+    let id = id.to_string();
+    let o = kerf_in(
+        dir.path(),
+        &[
+            "eval",
+            "collect",
+            &id,
+            "--results",
+            output.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let batch = stdout_json(&o);
+    assert_eq!(batch["pending"], 0, "{batch}");
+    assert_eq!(figures(&batch), figures(&online));
+    assert_eq!(places(&batch), places(&online));
+    assert!(
+        figures(&batch).iter().any(|f| !f.ends_with(" 0 cut")),
+        "some chunks are cut by their budget: {:?}",
+        figures(&batch)
+    );
+    // The summary lines' chunk figures are the online eval's too.
+    let chunk_lines = |v: &Value| -> Vec<Value> {
+        v["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                json!([
+                    l["prompt"],
+                    l["max_tokens"],
+                    l["chunk_size"],
+                    l["recall"],
+                    l["chunks"]["requests_per_document"],
+                    l["chunks"]["cut"],
+                    l["chunks"]["missed_in_cut"],
+                    l["chunks"]["folded"]
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(chunk_lines(&batch), chunk_lines(&online));
+}
