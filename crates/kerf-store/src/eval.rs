@@ -146,6 +146,16 @@ enum Bodies {
     Raw,
 }
 
+/// Which of an eval's cells a cell query reads.
+#[derive(Clone, Copy)]
+enum Only<'a> {
+    All,
+    /// The cell with this key.
+    Cell(&'a CellKey),
+    /// Every chunk and pass of the document this key names (its `chunk` and `pass` aside).
+    Document(&'a CellKey),
+}
+
 /// Point `cell` of experiment `experiment` at `run`, replacing the run it had: each cell is in
 /// the history once. Used in the transaction that begins a cell's run, and for a cached reply.
 pub(crate) fn insert_cell(
@@ -186,7 +196,7 @@ impl Store {
         self.cells_with(
             experiment,
             if raw { Bodies::Raw } else { Bodies::Report },
-            None,
+            Only::All,
         )
     }
 
@@ -194,7 +204,7 @@ impl Store {
     /// that bought them), in key order, without their replies (`report`, `raw` and `details`
     /// are `None`).
     pub fn eval_outcomes(&self, experiment: i64) -> Result<Vec<StoredReply>> {
-        self.cells_with(experiment, Bodies::None, None)
+        self.cells_with(experiment, Bodies::None, Only::All)
     }
 
     /// One cell of an eval with its run's outcome, as [`eval_outcomes`](Self::eval_outcomes)
@@ -202,9 +212,21 @@ impl Store {
     /// not the matrix). `None`: the eval has no such cell.
     pub fn eval_outcome(&self, experiment: i64, cell: &CellKey) -> Result<Option<StoredReply>> {
         Ok(self
-            .cells_with(experiment, Bodies::None, Some(cell))?
+            .cells_with(experiment, Bodies::None, Only::Cell(cell))?
             .into_iter()
             .next())
+    }
+
+    /// The cells of one document of a chunked eval, as [`eval_outcomes`](Self::eval_outcomes)
+    /// gives them: every chunk and pass of the cell `document` names (its `chunk` and `pass`
+    /// aside), in chunk-then-pass order. The window opening a cut document, and a document's
+    /// line sent live as its last chunk ends, read these rows, not the eval's.
+    pub fn eval_document_outcomes(
+        &self,
+        experiment: i64,
+        document: &CellKey,
+    ) -> Result<Vec<StoredReply>> {
+        self.cells_with(experiment, Bodies::None, Only::Document(document))
     }
 
     /// What run `run` kept of its reply: its parse, or with `raw` the reply as received and the
@@ -237,7 +259,7 @@ impl Store {
         &self,
         experiment: i64,
         bodies: Bodies,
-        only: Option<&CellKey>,
+        only: Only<'_>,
     ) -> Result<Vec<StoredReply>> {
         let (columns, join) = match bodies {
             Bodies::None => ("NULL, r.experiment_id, NULL, NULL", ""),
@@ -263,33 +285,37 @@ impl Store {
                  WHERE c.experiment_id = ?1{}
                  ORDER BY c.prompt, c.provider, c.model, c.max_tokens, c.constrained DESC,
                           c.repeat, c.chunk_size, c.context_chars, c.chunk, c.pass, c.row_id",
-                if only.is_some() {
-                    " AND c.prompt = ?2 AND c.provider = ?3 AND c.model = ?4
-                       AND c.max_tokens = ?5 AND c.constrained = ?6 AND c.repeat = ?7
-                       AND c.chunk = ?8 AND c.pass = ?9 AND c.row_id = ?10
-                       AND c.chunk_size = ?11 AND c.context_chars = ?12"
-                } else {
-                    ""
+                match only {
+                    Only::All => "",
+                    Only::Cell(_) =>
+                        " AND c.prompt = ?2 AND c.provider = ?3 AND c.model = ?4
+                           AND c.max_tokens = ?5 AND c.constrained = ?6 AND c.repeat = ?7
+                           AND c.chunk_size = ?8 AND c.context_chars = ?9 AND c.row_id = ?10
+                           AND c.chunk = ?11 AND c.pass = ?12",
+                    Only::Document(_) =>
+                        " AND c.prompt = ?2 AND c.provider = ?3 AND c.model = ?4
+                           AND c.max_tokens = ?5 AND c.constrained = ?6 AND c.repeat = ?7
+                           AND c.chunk_size = ?8 AND c.context_chars = ?9 AND c.row_id = ?10",
                 }
             ))
             .map_err(|e| self.err(e))?;
-        let key: Vec<rusqlite::types::Value> = match only {
-            Some(c) => vec![
-                experiment.into(),
+        let mut key: Vec<rusqlite::types::Value> = vec![experiment.into()];
+        if let Only::Cell(c) | Only::Document(c) = only {
+            key.extend([
                 c.prompt.clone().into(),
                 c.provider.clone().into(),
                 c.model.clone().into(),
                 i64::from(c.max_tokens).into(),
                 c.constrained.into(),
                 i64::from(c.repeat).into(),
-                i64::from(c.chunk).into(),
-                i64::from(c.pass).into(),
-                c.row.clone().into(),
                 i64::from(c.chunk_size).into(),
                 i64::from(c.context_chars).into(),
-            ],
-            None => vec![experiment.into()],
-        };
+                c.row.clone().into(),
+            ]);
+        }
+        if let Only::Cell(c) = only {
+            key.extend([i64::from(c.chunk).into(), i64::from(c.pass).into()]);
+        }
         stmt.query_map(rusqlite::params_from_iter(key), |r| {
             let json = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
             Ok(StoredReply {

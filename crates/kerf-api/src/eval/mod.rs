@@ -712,6 +712,13 @@ impl Eval {
         size.priced(provider)
     }
 
+    /// The requests document `seq` makes of prompt `si` cut at `size`, at one budget, context
+    /// and repeat: a chunk's each pass.
+    pub(crate) fn document_requests(&self, si: usize, seq: usize, size: u32) -> usize {
+        let passes = self.spec.chunking.as_ref().map_or(1, |c| c.passes);
+        self.cuts.count((si, seq, size)) as usize * passes as usize
+    }
+
     /// The cells one document (row `seq`) makes of prompt `si` at `base`'s budget, constraint
     /// and repeat: `base` itself, the whole document; or, cut, a key for each chunk at each size
     /// with each context, each pass.
@@ -1009,9 +1016,12 @@ pub(crate) fn run_cells_on(
             tell();
         },
         &mut |at, _, (cell, end)| {
-            // A chunk's cell is not a line of the matrix (its document is, once merged, in the
-            // report): only the counts go live.
-            let live = match (&end.ran, pace.live && cell.chunk_size == 0) {
+            // A chunk's cell is not a line of the matrix: its document is, merged, once its
+            // last chunk has ended.
+            let live = match (&end.ran, pace.live) {
+                (Ok(_), true) if cell.chunk_size > 0 => {
+                    view::live_document(store, eval, at.subject, at.seq, &cell)?
+                }
                 (Ok(ran), true) => Some(view::live(store, eval, at.subject, at.seq, cell, ran)?),
                 _ => None,
             };

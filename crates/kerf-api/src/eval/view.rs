@@ -376,7 +376,11 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
         row: key.row.clone(),
     };
     if key.chunk_size.is_some() {
-        return document_cell(store, eval, &reader, (si, seq), stored_key);
+        let cells = store.eval_document_outcomes(eval.experiment, &stored_key)?;
+        if cells.is_empty() {
+            return Err(not_found("such cell"));
+        }
+        return document_cell(store, eval, &reader, (si, seq), stored_key, cells);
     }
     let stored = store
         .eval_outcome(eval.experiment, &stored_key)?
@@ -566,28 +570,11 @@ fn document_cell(
     reader: &Reader<'_>,
     (si, seq): (usize, usize),
     doc_key: kerf_store::CellKey,
+    cells: Vec<kerf_store::StoredReply>,
 ) -> Result<CellView> {
     let prompt = &eval.subjects[si].prompt;
     let m = prompt.matcher();
     let size = doc_key.chunk_size;
-    let cells: Vec<kerf_store::StoredReply> = store
-        .eval_outcomes(eval.experiment)?
-        .into_iter()
-        .filter(|o| {
-            o.cell.cell.row == doc_key.row
-                && kerf_store::CellKey {
-                    chunk: 0,
-                    pass: 0,
-                    ..o.cell.cell.clone()
-                } == doc_key
-        })
-        .collect();
-    if cells.is_empty() {
-        return Err(ApiError::new(
-            Code::NotFound,
-            format!("eval {} has no such cell", eval.experiment),
-        ));
-    }
     let mut line = CellLine::of_document(&doc_key, &cells, eval.experiment);
     let row = eval.row(store, seq)?;
     let document = row.document(prompt).map(str::to_string);
@@ -663,6 +650,34 @@ fn document_cell(
         .collect();
     view.line = line;
     Ok(view)
+}
+
+/// The line of the document whose chunk cell `cell` (of prompt `subject`, row `seq`) just
+/// ended, once it was the document's last: its chunks' replies merged and scored as the report
+/// scores them, for the window's matrix. `None` while a chunk of it is still to run, or when
+/// one failed (the report says why, at the end).
+pub(super) fn live_document(
+    store: &Store,
+    eval: &Eval,
+    subject: usize,
+    seq: usize,
+    cell: &kerf_store::CellKey,
+) -> Result<Option<CellLine>> {
+    let doc_key = kerf_store::CellKey {
+        chunk: 0,
+        pass: 0,
+        ..cell.clone()
+    };
+    let cells = store.eval_document_outcomes(eval.experiment, &doc_key)?;
+    if cells.len() < eval.document_requests(subject, seq, cell.chunk_size)
+        || !cells.iter().all(|c| c.cell.finished())
+    {
+        return Ok(None);
+    }
+    let reader = Reader::new(store, eval, super::Replies::Stored);
+    Ok(Some(
+        document_cell(store, eval, &reader, (subject, seq), doc_key, cells)?.line,
+    ))
 }
 
 /// Cell `cell` (of prompt `subject`, row `seq`) as it just ended (`ran`), scored as the report

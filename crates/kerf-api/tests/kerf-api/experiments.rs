@@ -738,6 +738,91 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     assert_eq!(store.experiment(id).unwrap().run_list.len(), 2);
 }
 
+/// A cut document reaches the window's matrix once, as its last chunk ends: its chunks merged
+/// and scored as the report scores that document.
+#[test]
+fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
+    let store = Store::in_memory().unwrap();
+    let mut docs = dataset::load(&repo().join("datasets/long-documents.jsonl")).unwrap();
+    docs.rows.truncate(2);
+    let reply = r#"{"type":"definition","entity":"Halvorsen Group","definition":"A group that agreed to acquire Brightwave Analytics"}"#;
+    let provider = Chosen::Scripted(Box::new(Scripted::new(
+        (0..64).map(|_| Reply::text(reply, 24)),
+    )));
+    let chunking = eval::chunked::Chunking {
+        chunker: kerf_core::chunk::Chunker::Recursive,
+        sizes: vec![2000, 4000],
+        overlap: 50,
+        passes: 1,
+        context_chars: vec![0],
+    };
+    let e = eval::begin(
+        &store,
+        docs,
+        vec![subject("agent-kg-extract.json")],
+        &Plan {
+            chunking: Some(&chunking),
+            ..plan(&[256], 1, 1, Allowance::default())
+        },
+        params(),
+        std::slice::from_ref(&provider),
+        &mut |_| {},
+    )
+    .unwrap();
+    let mut live = Vec::new();
+    let mut ended = 0;
+    eval::run_cells(
+        &store,
+        &e,
+        std::slice::from_ref(&provider),
+        Pace {
+            concurrency: 1,
+            adaptive: false,
+            retry_errors: false,
+            live: true,
+        },
+        &CancelToken::new(),
+        &mut |p| {
+            ended = p.done;
+            live.extend(p.cell.clone());
+        },
+    )
+    .unwrap();
+    let report = eval::finish(&store, &e, false, eval::Options::default()).unwrap();
+    assert_eq!(report.cells.len(), 4, "two documents at two sizes");
+    assert!(ended > 4, "{ended} chunk cells, more than the documents");
+    assert_eq!(live.len(), 4, "one line per document and size: {live:?}");
+    for cell in &live {
+        let reported = report
+            .cells
+            .iter()
+            .find(|c| c.row == cell.row && c.chunk_size == cell.chunk_size)
+            .unwrap();
+        let figures = |c: &eval::lines::CellLine| {
+            (
+                c.status,
+                c.objects,
+                c.tp,
+                c.fp,
+                c.fn_,
+                c.f1,
+                c.chunks
+                    .as_ref()
+                    .map(|f| (f.chunks, f.requests, f.cut, f.folded)),
+                c.spans.len(),
+            )
+        };
+        assert_eq!(
+            figures(cell),
+            figures(reported),
+            "{} at {:?}",
+            cell.row,
+            cell.chunk_size
+        );
+        assert!(cell.chunks.as_ref().unwrap().chunks > 1, "{cell:?}");
+    }
+}
+
 /// The window's Evaluate screen: its matrix fills in from each cell as it ends, scored as the
 /// report scores it; an opened cell shows its records marked, the record's place in the reply
 /// and its name's place in the document.

@@ -933,3 +933,60 @@ fn an_evals_rows_and_replies_are_read_one_at_a_time() {
         Default::default()
     );
 }
+
+#[test]
+fn a_documents_cells_are_read_without_its_neighbours() {
+    let store = Store::in_memory().unwrap();
+    let ev = store
+        .begin_experiment(kerf_store::ExperimentKind::Eval, &json!({}))
+        .unwrap();
+    let run = record(&store, "DNA", &["{\"entity\": \"DNA\"}\n"], "stop");
+    let at = |row: &str, size: u32, context: u32, chunk: u32, pass: u32| kerf_store::CellKey {
+        chunk_size: size,
+        context_chars: context,
+        chunk,
+        pass,
+        ..cell(row)
+    };
+    // Document `a` cut at 100: three chunks, two passes each; beside it, `b` at the same size,
+    // `a` at another size and with context, and `a` uncut.
+    let mut mine = Vec::new();
+    for chunk in 0..3 {
+        for pass in 0..2 {
+            mine.push(at("a", 100, 0, chunk, pass));
+        }
+    }
+    let others = [
+        at("b", 100, 0, 0, 0),
+        at("a", 400, 0, 0, 0),
+        at("a", 100, 50, 0, 0),
+        at("a", 0, 0, 0, 0),
+    ];
+    for key in mine.iter().rev().chain(&others) {
+        store.put_cell(ev, key, run).unwrap();
+    }
+    let read: Vec<kerf_store::CellKey> = store
+        .eval_document_outcomes(ev, &at("a", 100, 0, 2, 1))
+        .unwrap()
+        .into_iter()
+        .map(|o| o.cell.cell)
+        .collect();
+    assert_eq!(read, mine, "every chunk and pass of `a` at 100, in order");
+    assert_eq!(
+        store.eval_outcomes(ev).unwrap().len(),
+        mine.len() + others.len()
+    );
+    assert_eq!(
+        store
+            .eval_outcome(ev, &at("a", 100, 0, 1, 1))
+            .unwrap()
+            .map(|o| o.cell.cell),
+        Some(at("a", 100, 0, 1, 1))
+    );
+    assert!(
+        store
+            .eval_document_outcomes(ev, &at("c", 100, 0, 0, 0))
+            .unwrap()
+            .is_empty()
+    );
+}
