@@ -92,6 +92,7 @@ pub struct BudgetCurve {
 /// A value measured at a budget, and its range where known.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BudgetPoint {
+    /// The budget (or, on a chart [`against`](Chart::against) another setting, that setting).
     pub budget: u32,
     pub value: f64,
     pub band: Option<[f64; 2]>,
@@ -203,6 +204,12 @@ impl Chart {
     /// Values against the token budget: each curve a line through its measured budgets, with a
     /// band where one is known.
     pub fn budgets(title: &str, y: Axis, curves: &[BudgetCurve]) -> Chart {
+        Chart::against(title, "max_tokens (log scale)", y, curves)
+    }
+
+    /// [`Chart::budgets`] against another setting that doubles (a chunk size), `x` naming it:
+    /// each curve's points are its values at that setting.
+    pub fn against(title: &str, x: &str, y: Axis, curves: &[BudgetCurve]) -> Chart {
         let mut budgets: Vec<u32> = curves
             .iter()
             .flat_map(|c| c.points.iter().map(|p| p.budget))
@@ -229,7 +236,7 @@ impl Chart {
             .collect();
         Chart {
             title: title.to_string(),
-            x: Axis::new("max_tokens (log scale)", Scale::Log, Ticks::Count),
+            x: Axis::new(x, Scale::Log, Ticks::Count),
             y,
             xs: budgets.iter().map(|&b| f64::from(b)).collect(),
             series,

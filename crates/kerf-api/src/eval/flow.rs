@@ -479,6 +479,7 @@ pub fn show(store: &Store, id: i64, options: Options) -> Result<EvalShown> {
     let e = super::stored(store, id)?;
     let report = super::report(store, &e, options)?;
     let mut charts = report.budget_charts();
+    charts.extend(report.chunk_size_charts());
     charts.extend(report.repeat_chart());
     charts.extend(report.flight_chart());
     charts.extend(report.latency_chart());

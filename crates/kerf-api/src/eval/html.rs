@@ -107,6 +107,7 @@ pub(super) fn whole(report: &Report, rows: Vec<Value>) -> Result<String> {
 fn head_context(report: &Report) -> Result<Value> {
     let repeated = report.summary.iter().any(|l| l.repeats.is_some());
     let mut charts = report.budget_charts();
+    charts.extend(report.chunk_size_charts());
     charts.extend(report.flight_chart());
     charts.extend(report.latency_chart());
     let charts = charts

@@ -1059,10 +1059,12 @@ impl Report {
         ] {
             let mut curves = Vec::new();
             for l in self.summary.iter().filter(|l| l.cells > 0) {
+                // A cut eval's line per chunk size is a curve of its own.
                 let name = format!(
-                    "{}{}",
+                    "{}{}{}",
                     self.named(&l.prompt, &l.provider),
-                    if l.constrained { " (constrained)" } else { "" }
+                    if l.constrained { " (constrained)" } else { "" },
+                    cut_of(l.chunk_size, l.context_chars)
                 );
                 let (value, band) = if metric == "F1" {
                     let band = match &l.repeats {
@@ -1098,6 +1100,80 @@ impl Report {
             }
         }
         charts
+    }
+
+    /// A cut eval's chunk-size study, answered: recall, and input and output tokens per
+    /// document, against the chunk size, a curve per prompt, budget and context (so a JSON
+    /// array's and a JSONL prompt's curves side by side). `[]` with fewer than two sizes.
+    pub fn chunk_size_charts(&self) -> Vec<Chart> {
+        let Some(chunking) = &self.chunking else {
+            return Vec::new();
+        };
+        if chunking.sizes.len() < 2 {
+            return Vec::new();
+        }
+        let x = format!("chunk size, {} (log scale)", chunking.chunker.unit());
+        let curves = |value: &dyn Fn(&SummaryLine) -> Option<f64>| {
+            let mut curves = Vec::new();
+            for l in self.summary.iter().filter(|l| l.cells > 0) {
+                let (Some(size), Some(v)) = (l.chunk_size, value(l)) else {
+                    continue;
+                };
+                let name = format!(
+                    "{}{} @ {}{}",
+                    self.named(&l.prompt, &l.provider),
+                    if l.constrained { " (constrained)" } else { "" },
+                    l.max_tokens,
+                    match l.context_chars {
+                        Some(c) if c > 0 => format!(", {c} context"),
+                        _ => String::new(),
+                    }
+                );
+                BudgetCurve::add(
+                    &mut curves,
+                    name,
+                    charts::BudgetPoint {
+                        budget: size,
+                        value: v,
+                        band: None,
+                    },
+                );
+            }
+            curves
+        };
+        let recall = curves(&|l| l.micro.recall);
+        let tokens = curves(&|l| {
+            l.chunks
+                .as_ref()
+                .map(|c| c.prompt_tokens_per_document + c.completion_tokens_per_document)
+        });
+        let mut charts = Vec::new();
+        if !recall.is_empty() {
+            charts.push(Chart::against(
+                "Recall against the chunk size",
+                &x,
+                Axis::new("recall", Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
+                &recall,
+            ));
+        }
+        if !tokens.is_empty() {
+            charts.push(Chart::against(
+                "Tokens per document against the chunk size",
+                &x,
+                Axis::new("input + output tokens", Scale::Linear, Ticks::Count),
+                &tokens,
+            ));
+        }
+        charts
+    }
+}
+
+/// How a line's documents were cut, for a curve's name (` ✂2000`, ` ✂2000 +200`: with context).
+fn cut_of(size: Option<u32>, context: Option<u32>) -> String {
+    match (size, context) {
+        (Some(s), Some(c)) if c > 0 => format!(" ✂{s} +{c}"),
+        (Some(s), _) => format!(" ✂{s}"),
+        _ => String::new(),
     }
 }
 

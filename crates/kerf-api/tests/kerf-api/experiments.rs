@@ -821,6 +821,40 @@ fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
         );
         assert!(cell.chunks.as_ref().unwrap().chunks > 1, "{cell:?}");
     }
+    // The chunk-size study's charts: recall, and tokens per document, at each size, a curve per
+    // prompt and budget; and the budget chart a curve per chunk size.
+    let charts = report.chunk_size_charts();
+    let titles: Vec<&str> = charts.iter().map(|c| c.title.as_str()).collect();
+    assert_eq!(
+        titles,
+        [
+            "Recall against the chunk size",
+            "Tokens per document against the chunk size"
+        ]
+    );
+    assert_eq!(charts[0].xs, [2000.0, 4000.0]);
+    assert_eq!(charts[0].x.label, "chunk size, characters (log scale)");
+    assert_eq!(charts[0].series.len(), 1);
+    assert_eq!(charts[0].series[0].name, "agent-kg-extract @ 256");
+    let at = |size: u32| {
+        report
+            .summary
+            .iter()
+            .find(|l| l.chunk_size == Some(size))
+            .unwrap()
+    };
+    assert_eq!(
+        charts[0].series[0].ys,
+        [at(2000).micro.recall, at(4000).micro.recall]
+    );
+    let tokens = |size: u32| {
+        let c = at(size).chunks.as_ref().unwrap();
+        Some(c.prompt_tokens_per_document + c.completion_tokens_per_document)
+    };
+    assert_eq!(charts[1].series[0].ys, [tokens(2000), tokens(4000)]);
+    let budget = report.budget_charts();
+    let names: Vec<&str> = budget[0].series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["agent-kg-extract ✂2000", "agent-kg-extract ✂4000"]);
 }
 
 /// The window's Evaluate screen: its matrix fills in from each cell as it ends, scored as the

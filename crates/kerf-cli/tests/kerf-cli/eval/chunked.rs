@@ -277,6 +277,25 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
         v["advice"]
     );
 
+    // The HTML report draws the chunk-size study: recall and tokens per document against the
+    // chunk size, a curve per prompt and budget.
+    let page = dir.path().join("sizes.html");
+    let id = v["experiment"].to_string();
+    let o = kerf_in(
+        dir.path(),
+        &["eval", "report", &id, "--html", page.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    for title in [
+        "Recall against the chunk size",
+        "Tokens per document against the chunk size",
+        "agent-kg-extract-array @ 40",
+        "agent-kg-extract ✂400",
+    ] {
+        assert!(html.contains(title), "no `{title}` in the report");
+    }
+
     // Without overlap, some relations fall across a chunk boundary. With context, each chunk
     // also reads the end of the one before, so such a relation is found, placed from the
     // context; the figures are still those worked out here.
