@@ -336,6 +336,13 @@ pub struct Side {
     pub provider: String,
     pub max_tokens: u32,
     pub constrained: bool,
+    /// The chunk size a cut eval's line cut its documents at, and the context each chunk had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub chunk_size: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub context_chars: Option<u32>,
     /// Micro F1 over the rows both sides measured.
     pub f1: Option<f64>,
 }
@@ -349,6 +356,8 @@ impl Side {
             provider: line.provider.clone(),
             max_tokens: line.max_tokens,
             constrained: line.constrained,
+            chunk_size: line.chunk_size,
+            context_chars: line.context_chars,
             f1: None,
         }
     }

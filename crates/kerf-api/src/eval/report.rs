@@ -795,8 +795,9 @@ fn summarise_one(
     }
 }
 
-/// Two evals compared line by line: each prompt × provider × budget × constraint of `a` with
-/// the same line of `b`, rows paired by id. Evals of one prompt each (two versions of a prompt
+/// Two evals compared line by line: each prompt × provider × budget × constraint (× chunk size
+/// and context) of `a` with the same line of `b`, rows paired by id; whole documents against
+/// each chunk size of a cut eval. Evals of one prompt each (two versions of a prompt
 /// under different ids, or two prompts) pair by budget and constraint alone; evals of one
 /// provider each (the same prompts on two models) pair whatever their providers. Each eval is given with
 /// its report; the records of each paired row are read back from `store`, two replies at a
@@ -815,23 +816,29 @@ pub fn compare_reports(
     let (pa, pb) = (prompts(a), prompts(b));
     let by_budget_only = pa.is_disjoint(&pb) && pa.len() == 1 && pb.len() == 1;
     let any_provider = a.providers.len() <= 1 && b.providers.len() <= 1;
+    // Two cut evals pair a chunk size (and context) with the same; whole documents pair with
+    // every chunk size of a cut eval (what cutting them cost).
+    let cut_alike = |la: &SummaryLine, lb: &SummaryLine| match (la.chunk_size, lb.chunk_size) {
+        (Some(x), Some(y)) => x == y && la.context_chars == lb.context_chars,
+        _ => true,
+    };
     let mut out = Vec::new();
     for la in &a.summary {
-        let Some(lb) = b.summary.iter().find(|lb| {
+        for lb in b.summary.iter().filter(|lb| {
             (by_budget_only || lb.prompt == la.prompt)
                 && (any_provider || lb.provider == la.provider)
                 && lb.max_tokens == la.max_tokens
                 && lb.constrained == la.constrained
-        }) else {
-            continue;
-        };
-        let (ca, cb) = (line_cells(&a.cells, la), line_cells(&b.cells, lb));
-        out.push(compare(
-            (Side::of(a.experiment, la), &ca),
-            (Side::of(b.experiment, lb), &cb),
-            &mut |c| ra.objects(c),
-            &mut |c| rb.objects(c),
-        )?);
+                && cut_alike(la, lb)
+        }) {
+            let (ca, cb) = (line_cells(&a.cells, la), line_cells(&b.cells, lb));
+            out.push(compare(
+                (Side::of(a.experiment, la), &ca),
+                (Side::of(b.experiment, lb), &cb),
+                &mut |c| ra.objects(c),
+                &mut |c| rb.objects(c),
+            )?);
+        }
     }
     Ok(out)
 }

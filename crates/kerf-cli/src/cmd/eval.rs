@@ -900,11 +900,22 @@ fn compare(args: &CompareArgs, store: &Store) -> Result<Outcome> {
 /// Rows listed per comparison before "… more".
 const ROWS_SHOWN: usize = 10;
 
+/// ` with N characters of context`, when a cut gave any.
+fn context_of(chars: Option<u32>) -> String {
+    match chars {
+        Some(n) if n > 0 => format!(" with {n} characters of context"),
+        _ => String::new(),
+    }
+}
+
 fn print_comparisons(comparisons: &[eval::analysis::Comparison], rows: bool) {
     for c in comparisons {
+        // Two cuts alike are named once, after the budget; whole documents against a cut name
+        // each side's.
+        let same_cut = (c.a.chunk_size, c.a.context_chars) == (c.b.chunk_size, c.b.context_chars);
         let name = |s: &eval::analysis::Side| {
             format!(
-                "{}{}{}{}",
+                "{}{}{}{}{}",
                 if c.a.experiment != c.b.experiment {
                     format!("eval {} ", s.experiment)
                 } else {
@@ -916,14 +927,24 @@ fn print_comparisons(comparisons: &[eval::analysis::Comparison], rows: bool) {
                 } else {
                     String::new()
                 },
-                if s.constrained { " (constrained)" } else { "" }
+                if s.constrained { " (constrained)" } else { "" },
+                match s.chunk_size {
+                    _ if same_cut => String::new(),
+                    Some(size) => format!(" (chunk size {size}{})", context_of(s.context_chars)),
+                    None => " (whole documents)".to_string(),
+                }
             )
         };
         crate::outln!(
-            "{} vs {} at {} tokens: F1 {} → {}, Δ {} (95% CI {}) over {} row(s); b better on {}, worse on {}, same on {}",
+            "{} vs {} at {} tokens{}: F1 {} → {}, Δ {} (95% CI {}) over {} row(s); b better on {}, worse on {}, same on {}",
             name(&c.a),
             name(&c.b),
             c.a.max_tokens,
+            match c.a.chunk_size {
+                Some(size) if same_cut =>
+                    format!(", chunk size {size}{}", context_of(c.a.context_chars)),
+                _ => String::new(),
+            },
             figure(c.a.f1),
             figure(c.b.f1),
             c.f1_diff.map_or("-".into(), |d| format!("{d:+.3}")),

@@ -5,6 +5,10 @@
  */
 export type EvalSide = { experiment: number, prompt: string, provider: string, max_tokens: number, constrained: boolean, 
 /**
+ * The chunk size a cut eval's line cut its documents at, and the context each chunk had.
+ */
+chunk_size?: number, context_chars?: number, 
+/**
  * Micro F1 over the rows both sides measured.
  */
 f1: number | null, };

@@ -624,3 +624,77 @@ fn a_chunked_eval_by_batch_file_folds_back_as_the_online_one() {
     };
     assert_eq!(chunk_lines(&batch), chunk_lines(&online));
 }
+
+/// Evals compared line by line pair a chunk size with the same chunk size, and whole documents
+/// with every chunk size: what cutting cost, per prompt and budget.
+#[test]
+fn comparing_evals_pairs_chunk_sizes_and_whole_documents_with_each() {
+    let docs = documents();
+    let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
+    let (dir, data) = setup(&model, &docs);
+    let run = |extra: &[&str]| {
+        let o = eval(dir.path(), &data, extra);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout_json(&o)
+    };
+    let whole = run(&["--json"]);
+    let cut = run(&["--chunk-size", "100,400", "--json"]);
+    let (whole_id, cut_id) = (
+        whole["experiment"].to_string(),
+        cut["experiment"].to_string(),
+    );
+    let compare = |a: &str, b: &str| {
+        let o = kerf_in(dir.path(), &["eval", "compare", a, b, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v = stdout_json(&o);
+        v.get("comparisons").cloned().unwrap_or(v)
+    };
+    let line_f1 = |v: &Value, c: &Value| {
+        v["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| {
+                l["prompt"] == c["prompt"]
+                    && l["max_tokens"] == c["max_tokens"]
+                    && l["chunk_size"] == c["chunk_size"]
+            })
+            .unwrap_or_else(|| panic!("no line for {c}"))["f1"]
+            .clone()
+    };
+    // Whole documents against each chunk size: 2 prompts × 2 budgets × 2 sizes.
+    let against_whole = compare(&whole_id, &cut_id);
+    let lines = against_whole.as_array().unwrap();
+    assert_eq!(lines.len(), 8, "{against_whole}");
+    let mut sizes = BTreeSet::new();
+    for c in lines {
+        assert!(c["a"].get("chunk_size").is_none(), "{c}");
+        assert_eq!(c["a"]["prompt"], c["b"]["prompt"]);
+        sizes.insert(c["b"]["chunk_size"].as_u64().unwrap());
+        assert_eq!(c["a"]["f1"], line_f1(&whole, &c["a"]), "{c}");
+        assert_eq!(c["b"]["f1"], line_f1(&cut, &c["b"]), "{c}");
+    }
+    assert_eq!(sizes, BTreeSet::from([100, 400]));
+    // A cut eval against itself: each line with its own size, no difference.
+    let itself = compare(&cut_id, &cut_id);
+    let lines = itself.as_array().unwrap();
+    assert_eq!(lines.len(), 8, "{itself}");
+    for c in lines {
+        assert_eq!(c["a"]["chunk_size"], c["b"]["chunk_size"], "{c}");
+        assert_eq!(c["a"]["f1"], c["b"]["f1"], "{c}");
+    }
+    // The text names the chunk size.
+    let o = kerf_in(dir.path(), &["eval", "compare", &whole_id, &cut_id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("agent-kg-extract (whole documents) vs eval 2 agent-kg-extract (chunk size 100) at 40 tokens: F1"),
+        "{text}"
+    );
+    let o = kerf_in(dir.path(), &["eval", "compare", &cut_id, &cut_id]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("agent-kg-extract vs agent-kg-extract at 40 tokens, chunk size 400: F1"),
+        "{text}"
+    );
+}
