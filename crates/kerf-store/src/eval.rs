@@ -32,8 +32,12 @@ pub struct CellKey {
     /// 0-based repeat index.
     pub repeat: u32,
     /// The size the document was cut at, in its chunker's unit (0: the whole document).
+    /// Left out of the key's JSON when 0, as are context's characters: a batch request's id is
+    /// the hash of that JSON, and a batch sent before cells had either must still fold back.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub chunk_size: u32,
     /// Characters of the chunk before given to the cell as context (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub context_chars: u32,
     /// 0-based index of the document's chunk the cell reads (0 for a whole document).
     pub chunk: u32,
@@ -41,6 +45,10 @@ pub struct CellKey {
     pub pass: u32,
     /// The dataset row's id (a test's name; empty for a kind with one input).
     pub row: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A cell as the history has it: the run that measures it (if any is left) and where that run

@@ -136,6 +136,46 @@ pub fn custom_id(experiment: i64, key: &CellKey) -> String {
     format!("e{experiment}-{}", &hash[..32])
 }
 
+/// The ids cell `key` may have been sent under: [`custom_id`]'s, and for a whole document's
+/// cell also the one a Kerf of a single release gave it, whose key's JSON held the chunk size
+/// and context as 0 — a batch it sent still folds back, and resends under its own ids.
+fn sent_ids(experiment: i64, key: &CellKey) -> Vec<String> {
+    let mut ids = vec![custom_id(experiment, key)];
+    if key.chunk_size == 0 && key.context_chars == 0 {
+        #[derive(Serialize)]
+        struct ZerosWritten<'a> {
+            prompt: &'a str,
+            provider: &'a str,
+            model: &'a str,
+            max_tokens: u32,
+            constrained: bool,
+            repeat: u32,
+            chunk_size: u32,
+            context_chars: u32,
+            chunk: u32,
+            pass: u32,
+            row: &'a str,
+        }
+        let text = serde_json::to_string(&ZerosWritten {
+            prompt: &key.prompt,
+            provider: &key.provider,
+            model: &key.model,
+            max_tokens: key.max_tokens,
+            constrained: key.constrained,
+            repeat: key.repeat,
+            chunk_size: 0,
+            context_chars: 0,
+            chunk: key.chunk,
+            pass: key.pass,
+            row: &key.row,
+        })
+        .unwrap_or_default();
+        let hash = kerf_store::sha256_hex(text.as_bytes());
+        ids.push(format!("e{experiment}-{}", &hash[..32]));
+    }
+    ids
+}
+
 fn cloud(provider: &Chosen) -> Result<&CloudProvider> {
     match provider {
         Chosen::Cloud(c) => Ok(c),
@@ -356,10 +396,12 @@ fn resend<P: Plan>(plan: &P, store: &Store, c: &CloudProvider, b: &Batch) -> Res
     };
     let mut lines = Vec::new();
     for (at, key) in plan.cells(p) {
-        let id = custom_id(b.experiment, &key);
-        if !ids.contains(&id) {
+        let Some(id) = sent_ids(b.experiment, &key)
+            .into_iter()
+            .find(|id| ids.contains(id))
+        else {
             continue;
-        }
+        };
         let cell = plan.cell(at, key)?;
         let job = cell
             .subject
@@ -501,8 +543,12 @@ fn one_batch<P: Plan>(
     // Each settled run's outcome first (the ends borrow from them), then one transaction.
     let mut kept: Vec<(i64, Kept)> = Vec::new();
     for (at, key) in plan.cells(p) {
-        let id = custom_id(b.experiment, &key);
-        let Some(&run) = runs.get(&id) else { continue };
+        let Some((id, run)) = sent_ids(b.experiment, &key)
+            .into_iter()
+            .find_map(|id| runs.get(&id).map(|&run| (id, run)))
+        else {
+            continue;
+        };
         let outcome = match by_id.remove(&id) {
             Some(o) => o,
             None if whole => Outcome::Failed {
@@ -617,4 +663,63 @@ fn batch_price(mut c: kerf_llm::prices::Cost) -> kerf_llm::prices::Cost {
     c.price.output *= BATCH_SHARE;
     c.source = format!("{} · batch price (half the online price)", c.source);
     c
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A batch sent by a Kerf whose cells had no chunk size nor context is folded back by
+    /// recomputing each cell's id: an uncut cell's id must be what it was then (the hash of
+    /// the key's JSON without either field), and a cut cell's differ from its uncut twin's.
+    #[test]
+    fn an_uncut_cells_batch_id_is_the_one_it_had_before_cells_were_cut() {
+        let key = CellKey {
+            prompt: "kg".into(),
+            provider: "oai".into(),
+            model: "gpt-4o-mini".into(),
+            max_tokens: 512,
+            constrained: false,
+            repeat: 0,
+            chunk_size: 0,
+            context_chars: 0,
+            chunk: 0,
+            pass: 0,
+            row: "r1".into(),
+        };
+        let before = r#"{"prompt":"kg","provider":"oai","model":"gpt-4o-mini","max_tokens":512,"constrained":false,"repeat":0,"chunk":0,"pass":0,"row":"r1"}"#;
+        assert_eq!(
+            custom_id(7, &key),
+            format!("e7-{}", &kerf_store::sha256_hex(before.as_bytes())[..32])
+        );
+        let cut = CellKey {
+            chunk_size: 2000,
+            ..key.clone()
+        };
+        assert_ne!(custom_id(7, &cut), custom_id(7, &key));
+        let with_context = CellKey {
+            context_chars: 200,
+            ..cut.clone()
+        };
+        assert_ne!(custom_id(7, &with_context), custom_id(7, &cut));
+        // A batch sent with the zeros written is still this cell's.
+        let written = r#"{"prompt":"kg","provider":"oai","model":"gpt-4o-mini","max_tokens":512,"constrained":false,"repeat":0,"chunk_size":0,"context_chars":0,"chunk":0,"pass":0,"row":"r1"}"#;
+        assert_eq!(
+            sent_ids(7, &key),
+            [
+                custom_id(7, &key),
+                format!("e7-{}", &kerf_store::sha256_hex(written.as_bytes())[..32])
+            ]
+        );
+        assert_eq!(sent_ids(7, &cut), [custom_id(7, &cut)]);
+        // The key reads back whole from either form.
+        let back: CellKey = serde_json::from_str(before).unwrap();
+        assert_eq!(back, key);
+        let text = serde_json::to_string(&with_context).unwrap();
+        assert_eq!(
+            serde_json::from_str::<CellKey>(&text).unwrap(),
+            with_context
+        );
+    }
 }
