@@ -135,7 +135,8 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         // A line per document: its chunk cells, merged once read.
         for (key, cells) in documents::gather(outcomes) {
             if let Some((si, pi, ri)) = place(&key) {
-                let line = CellLine::of_document(&key, &cells, eval.experiment);
+                let requests = eval.document_requests(si, ri, key.chunk_size);
+                let line = CellLine::of_document(&key, &cells, requests, eval.experiment);
                 lines.push(((si, pi), ri, line));
             }
         }

@@ -575,7 +575,8 @@ fn document_cell(
     let prompt = &eval.subjects[si].prompt;
     let m = prompt.matcher();
     let size = doc_key.chunk_size;
-    let mut line = CellLine::of_document(&doc_key, &cells, eval.experiment);
+    let requests = eval.document_requests(si, seq, size);
+    let mut line = CellLine::of_document(&doc_key, &cells, requests, eval.experiment);
     let row = eval.row(store, seq)?;
     let document = row.document(prompt).map(str::to_string);
     let text = document.as_deref().unwrap_or_default();

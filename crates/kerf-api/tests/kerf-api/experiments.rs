@@ -857,6 +857,83 @@ fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
     assert_eq!(names, ["agent-kg-extract ✂2000", "agent-kg-extract ✂4000"]);
 }
 
+/// A cut document stopped between its chunks is not scored from the chunks it had: its line
+/// waits for the rest (`kerf eval resume`), and is scored whole once they have run.
+#[test]
+fn a_document_stopped_between_its_chunks_is_not_scored_until_the_rest_run() {
+    let store = Store::in_memory().unwrap();
+    let mut docs = dataset::load(&repo().join("datasets/long-documents.jsonl")).unwrap();
+    docs.rows.truncate(1);
+    let reply = r#"{"type":"definition","entity":"Halvorsen Group","definition":"A group that agreed to acquire Brightwave Analytics"}"#;
+    let provider = || {
+        Chosen::Scripted(Box::new(Scripted::new(
+            (0..16).map(|_| Reply::text(reply, 24)),
+        )))
+    };
+    let chunking = eval::chunked::Chunking {
+        chunker: kerf_core::chunk::Chunker::Recursive,
+        sizes: vec![2000],
+        overlap: 50,
+        passes: 1,
+        context_chars: vec![0],
+    };
+    let first = provider();
+    let e = eval::begin(
+        &store,
+        docs,
+        vec![subject("agent-kg-extract.json")],
+        &Plan {
+            chunking: Some(&chunking),
+            ..plan(&[256], 1, 1, Allowance::default())
+        },
+        params(),
+        std::slice::from_ref(&first),
+        &mut |_| {},
+    )
+    .unwrap();
+    let pace = Pace {
+        concurrency: 1,
+        adaptive: false,
+        retry_errors: false,
+        live: false,
+    };
+    // Stopped as its first chunk ends: nothing else in flight, the rest never sent.
+    let cancel = CancelToken::new();
+    eval::run_cells(
+        &store,
+        &e,
+        std::slice::from_ref(&first),
+        pace,
+        &cancel,
+        &mut |p| {
+            if p.done == 1 {
+                cancel.cancel();
+            }
+        },
+    )
+    .unwrap();
+    let report = eval::finish(&store, &e, true, eval::Options::default()).unwrap();
+    let line = &report.cells[0];
+    let chunks = line.chunks.as_ref().unwrap();
+    assert_eq!(chunks.requests, 1, "{line:?}");
+    assert!(!line.measured() && line.tp.is_none(), "{line:?}");
+    // The rest run: the same document, scored from all its chunks.
+    let rest = provider();
+    eval::run_cells(
+        &store,
+        &e,
+        std::slice::from_ref(&rest),
+        pace,
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let report = eval::finish(&store, &e, false, eval::Options::default()).unwrap();
+    let line = &report.cells[0];
+    assert!(line.measured() && line.tp.is_some(), "{line:?}");
+    assert!(line.chunks.as_ref().unwrap().requests > 1, "{line:?}");
+}
+
 /// The window's Evaluate screen: its matrix fills in from each cell as it ends, scored as the
 /// report scores it; an opened cell shows its records marked, the record's place in the reply
 /// and its name's place in the document.

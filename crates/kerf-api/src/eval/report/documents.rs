@@ -31,14 +31,17 @@ pub(super) fn gather(outcomes: Vec<StoredReply>) -> Vec<(kerf_store::CellKey, Ve
 
 impl CellLine {
     /// Document `key`'s line from its chunk `cells`, before its replies are merged: measured
-    /// when every chunk is (cut by its budget when any was), its costs summed.
+    /// when every one of its `requests` (each chunk's each pass) is, cut by its budget when
+    /// any was; its costs summed. A document stopped between chunks is not measured: the
+    /// chunks never sent have no cell to say so.
     pub(crate) fn of_document(
         key: &kerf_store::CellKey,
         cells: &[StoredReply],
+        requests: usize,
         experiment: i64,
     ) -> CellLine {
         let measured: Vec<&StoredReply> = cells.iter().filter(|c| c.cell.finished()).collect();
-        let whole = measured.len() == cells.len();
+        let whole = measured.len() == cells.len() && cells.len() >= requests;
         let cut: Vec<&StoredReply> = measured
             .iter()
             .copied()
