@@ -54,8 +54,13 @@ pub fn export(settings: &ChunkSettings) -> Result<Exported> {
 pub fn is_chunking(value: &Value) -> bool {
     value
         .get("parameters")
-        .and_then(Value::as_object)
-        .is_some_and(|p| p.contains_key("chunk-size") || p.contains_key("chunk-overlap"))
+        .unwrap_or(value)
+        .as_object()
+        .is_some_and(has_chunk_parameter)
+}
+
+fn has_chunk_parameter(p: &Map<String, Value>) -> bool {
+    p.contains_key("chunk-size") || p.contains_key("chunk-overlap")
 }
 
 /// Chunk settings read back from an export (or a flow's `parameters` object alone); `place`
@@ -86,16 +91,25 @@ pub fn import(value: &Value, place: &str) -> Result<ChunkSettings> {
             _ => Chunker::Recursive,
         },
     };
+    // An export holds the flow's `parameters`; a flow's parameters may also come alone. An
+    // object with neither is not chunk settings (a prompt file given by mistake), not defaults.
     let empty = Map::new();
-    let params = match map.get("parameters") {
-        Some(Value::Object(p)) => p,
+    let (params, at) = match map.get("parameters") {
+        Some(Value::Object(p)) => (p, "/parameters"),
         Some(_) => return Err(err("/parameters", "expected an object".into())),
-        None => &empty,
+        None if has_chunk_parameter(map) => (map, ""),
+        None if map.contains_key("processor") => (&empty, "/parameters"),
+        None => {
+            return Err(err(
+                "",
+                "not chunk settings: no `parameters`, `chunk-size` or `chunk-overlap` (write them with `kerf export --to trustgraph-chunking`)".into(),
+            ));
+        }
     };
     let defaults = chunker.processor_defaults();
     // TrustGraph casts with Python's int(): a string of digits (or a number).
     let read = |key: &str, default: usize| -> Result<usize> {
-        let pointer = format!("/parameters/{key}");
+        let pointer = format!("{at}/{key}");
         match params.get(key) {
             None | Some(Value::Null) => Ok(default),
             Some(Value::String(s)) => s.trim().parse().map_err(|_| {
@@ -118,7 +132,7 @@ pub fn import(value: &Value, place: &str) -> Result<ChunkSettings> {
     };
     settings
         .check()
-        .map_err(|e| err("/parameters", e.to_string()))?;
+        .map_err(|e| err(if at.is_empty() { "/" } else { at }, e.to_string()))?;
     Ok(settings)
 }
 
@@ -149,6 +163,32 @@ mod tests {
             assert!(is_chunking(&out.value));
             assert_eq!(import(&out.value, "f.json").unwrap(), settings);
         }
+    }
+
+    #[test]
+    fn a_flows_parameters_alone_are_read_and_an_object_without_them_is_refused() {
+        let alone = json!({"chunk-size": "1000", "chunk-overlap": "50"});
+        assert!(is_chunking(&alone));
+        let s = import(&alone, "p.json").unwrap();
+        assert_eq!(
+            (s.chunker, s.size, s.overlap),
+            (Chunker::Recursive, 1000, 50)
+        );
+        let bad = json!({"chunk-size": "1k"});
+        let e = import(&bad, "p.json").unwrap_err().to_string();
+        assert!(
+            e.contains("p.json /chunk-size") && e.contains("`1k`"),
+            "{e}"
+        );
+        // A prompt file given by mistake: named, not read as the defaults.
+        let prompt = json!({"id": "agent-kg-extract", "template": "Extract {{text}}"});
+        assert!(!is_chunking(&prompt));
+        let e = import(&prompt, "prompt.json").unwrap_err().to_string();
+        assert!(e.contains("not chunk settings"), "{e}");
+        // A processor named without parameters: its defaults, as TrustGraph takes them.
+        let bare = json!({"processor": "chunker-token"});
+        let s = import(&bare, "f.json").unwrap();
+        assert_eq!((s.chunker, s.size, s.overlap), (Chunker::Token, 250, 15));
     }
 
     #[test]
