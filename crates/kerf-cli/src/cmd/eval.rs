@@ -808,13 +808,17 @@ fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result
     for line in &report.summary {
         let suite = line_name(&line.prompt, &line.provider, several);
         let name = format!(
-            "{} at {} tokens{}",
+            "{} at {} tokens{}{}",
             suite,
             line.max_tokens,
             if line.constrained {
                 ", constrained"
             } else {
                 ""
+            },
+            match line.chunk_size {
+                Some(size) => format!(", chunk size {size}{}", context_of(line.context_chars)),
+                None => String::new(),
             }
         );
         let mine: Vec<String> = out

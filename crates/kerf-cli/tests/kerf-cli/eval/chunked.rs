@@ -710,6 +710,36 @@ fn comparing_evals_pairs_chunk_sizes_and_whole_documents_with_each() {
         assert_eq!(c["a"]["chunk_size"], c["b"]["chunk_size"], "{c}");
         assert_eq!(c["a"]["f1"], c["b"]["f1"], "{c}");
     }
+    // A threshold missed, and a JUnit case, name the chunk size: one case per size.
+    let junit = dir.path().join("junit.xml");
+    let o = eval(
+        dir.path(),
+        &data,
+        &[
+            "--chunk-size",
+            "100,400",
+            "--fail-under",
+            "recall=0.99",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("agent-kg-extract-array at 40 tokens, chunk size 400: recall"),
+        "{}",
+        stderr(&o)
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    for size in [100, 400] {
+        assert_eq!(
+            xml.matches(&format!(" at 40 tokens, chunk size {size}\""))
+                .count(),
+            2,
+            "{xml}"
+        );
+    }
+
     // The text names the chunk size.
     let o = kerf_in(dir.path(), &["eval", "compare", &whole_id, &cut_id]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
