@@ -337,6 +337,17 @@ pub(super) fn side_by_side(c: &CellLine, expected: &[Value], extracted: &[Value]
                     *m = mark;
                 }
             }
+            // A repeat not scored again (`match.repeats: once`): as the record it repeats when
+            // that one matched, else not scored.
+            for &(i, of) in &s.repeats {
+                let mark = match x.get(of) {
+                    Some(&m) if m != "spurious" => m,
+                    _ => "unscored",
+                };
+                if let Some(m) = x.get_mut(i) {
+                    *m = mark;
+                }
+            }
             (e, x)
         }
         None => (Vec::new(), marks(extracted.len(), "unscored")),

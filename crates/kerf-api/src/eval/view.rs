@@ -549,6 +549,16 @@ fn marked(
                 (x_marks[p.actual], x_pair[p.actual]) = (mark, Some(p.expected));
             }
         }
+        // A repeat not scored again (`match.repeats: once`): marked as the record it repeats
+        // (paired with the same expected record) when that one matched, else not scored.
+        for &(i, of) in &s.repeats {
+            if i < x_marks.len() && of < x_marks.len() {
+                (x_marks[i], x_pair[i]) = match x_marks[of] {
+                    Mark::Spurious => (Mark::Unscored, None),
+                    m => (m, x_pair[of]),
+                };
+            }
+        }
     }
     let expected = expected
         .into_iter()

@@ -156,6 +156,10 @@ fn print_human(r: &ScoreReport) {
         "spurious",
         r.spurious.iter().map(|o| compact(o, 110)).collect(),
     );
+    list(
+        "repeats (not scored again)",
+        r.repeats.iter().map(|o| compact(o, 110)).collect(),
+    );
     if let Some(u) = &r.ungrounded {
         list(
             "ungrounded (not found in the input)",

@@ -47,6 +47,23 @@ pub struct MatchSpec {
     )]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub ground_fuzzy: Option<f64>,
+    /// What an extracted record with the same identity as one before it counts as: `spurious`
+    /// (the default: one record the row expects once, found twice, is a false positive) or
+    /// `once` (not scored again — as a knowledge graph keeps a triple once however often it is
+    /// extracted; a long document's chunks find the same record in several places).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<Repeats>,
+}
+
+/// How an extracted record that repeats an earlier one's identity is scored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Repeats {
+    /// Scored as any other: beyond what the row expects, a false positive.
+    #[default]
+    Spurious,
+    /// Not scored again: neither a match nor a false positive.
+    Once,
 }
 
 impl MatchSpec {
@@ -153,6 +170,7 @@ pub struct Matcher {
     pub normalize: bool,
     pub fuzzy: f64,
     pub ground_fuzzy: f64,
+    pub repeats: Repeats,
 }
 
 impl Matcher {
@@ -190,6 +208,7 @@ impl Matcher {
             normalize: spec.normalize.unwrap_or(true),
             fuzzy: spec.fuzzy.unwrap_or(1.0),
             ground_fuzzy: spec.ground_fuzzy.unwrap_or(0.85),
+            repeats: spec.repeats.unwrap_or_default(),
         }
     }
 

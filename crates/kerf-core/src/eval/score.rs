@@ -9,7 +9,9 @@
 //! threshold: as many exact pairs as possible (a record extracted exactly as expected is
 //! credited to that record, never traded for two near misses), then as many pairs as possible,
 //! then the most similar. One extracted record never satisfies two expected ones, so a
-//! duplicate extraction is spurious.
+//! duplicate extraction is spurious — unless the prompt's `match.repeats` is `once`: then an
+//! extracted record with the identity of one before it is left out of the scoring (listed in
+//! `repeats`, beside the record it repeats).
 //!
 //! The cost stays near linear in what the model writes (issue 36, item 9: `eval show`, `report`
 //! and `rescore` score again every time), by these means:
@@ -58,7 +60,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::distance::{Myers, levenshtein_within, max_edits, similarity_from};
-use super::matching::{ANY_TYPE, Matcher};
+use super::matching::{ANY_TYPE, Matcher, Repeats};
 use super::normalize::{agreement, normalize, value_text, value_text_into};
 
 mod assignment;
@@ -237,6 +239,10 @@ pub struct Scored {
     pub missed: Vec<usize>,
     /// Extracted records left unmatched (indices).
     pub spurious: Vec<usize>,
+    /// With `match.repeats: once`, each extracted record not scored as it repeats an earlier
+    /// one's identity: (its index, the earlier one's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<(usize, usize)>,
     /// Per non-identity field of the expected records (`type:field`).
     pub agreement: BTreeMap<String, Agreement>,
 }
@@ -419,7 +425,15 @@ pub fn score(m: &Matcher, expected: &[Value], actual: &[Value]) -> Scored {
         let t = types.position(m.type_of(o));
         types.records[t].0.push(i);
     }
+    let mut first_of: HashMap<String, usize> = HashMap::new();
     for (i, o) in actual.iter().enumerate() {
+        if m.repeats == Repeats::Once {
+            let earlier = *first_of.entry(identity(m, o)).or_insert(i);
+            if earlier != i {
+                out.repeats.push((i, earlier));
+                continue;
+            }
+        }
         let t = types.position(m.type_of(o));
         types.records[t].1.push(i);
     }
@@ -460,6 +474,9 @@ pub fn score(m: &Matcher, expected: &[Value], actual: &[Value]) -> Scored {
     out.matched.sort_by_key(|p| p.expected);
     let mut taken_e = vec![false; expected.len()];
     let mut taken_a = vec![false; actual.len()];
+    for &(i, _) in &out.repeats {
+        taken_a[i] = true;
+    }
     for p in &out.matched {
         taken_e[p.expected] = true;
         taken_a[p.actual] = true;
@@ -1032,6 +1049,10 @@ pub struct ScoreReport {
     pub partial: Vec<MatchedPair>,
     pub missed: Vec<Value>,
     pub spurious: Vec<Value>,
+    /// With `match.repeats: once`: the extracted records not scored again, each repeating an
+    /// earlier one's identity (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Value>,
     /// With an input: the extracted records not found in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ungrounded: Option<Vec<Value>>,
@@ -1074,6 +1095,11 @@ impl ScoreReport {
                 .collect(),
             missed: scored.missed.iter().map(|&i| expected[i].clone()).collect(),
             spurious: scored.spurious.iter().map(|&i| actual[i].clone()).collect(),
+            repeats: scored
+                .repeats
+                .iter()
+                .map(|&(i, _)| actual[i].clone())
+                .collect(),
             ungrounded: ungrounded.map(|u| u.iter().map(|&i| actual[i].clone()).collect()),
             agreement: scored
                 .agreement

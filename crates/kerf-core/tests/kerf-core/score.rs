@@ -126,6 +126,35 @@ fn matching_is_one_to_one_and_a_duplicate_is_spurious() {
 }
 
 #[test]
+fn with_repeats_once_a_repeated_record_is_not_scored_again() {
+    let m = with_spec(json!({"repeats": "once"}));
+    // "Stroma" twice (the second differently written and defined: the same identity once
+    // normalised), a relation twice, and a record the row does not expect, twice.
+    let expected = [def("stroma", "a"), rel("stroma", "holds", "thylakoids")];
+    let actual = [
+        def("Stroma", "a"),
+        rel("stroma", "holds", "thylakoids"),
+        def("lumen", "c"),
+        def("the stroma", "b"),
+        rel("Stroma", "holds", "thylakoids"),
+        def("lumen", "d"),
+    ];
+    let s = score(&m, &expected, &actual);
+    // tp 2; the lumen once spurious; the three repeats neither.
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (2, 1, 0));
+    assert_eq!(s.repeats, [(3, 0), (4, 1), (5, 2)]);
+    assert_eq!(s.spurious, [2]);
+    // The default counts each repeat as spurious.
+    let s = score(&agent_kg().matcher(), &expected, &actual);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (2, 4, 0));
+    assert!(s.repeats.is_empty());
+    // A record the row expects twice is still found twice only by two extractions.
+    let twice = [def("stroma", "a"), def("stroma", "a")];
+    let s = score(&m, &twice, &[def("stroma", "a"), def("stroma", "a")]);
+    assert_eq!((s.counts.tp, s.counts.fp, s.counts.fn_), (1, 0, 1));
+}
+
+#[test]
 fn the_assignment_is_optimal_not_greedy() {
     // E0 = "light", E1 = "lights"; A0 = "lights" matches E1 exactly and E0 fuzzily (5/6 = 0.83),
     // A1 = "light" matches E0 exactly. Greedy in order would pair E0–A0 at best and leave one

@@ -755,3 +755,73 @@ fn comparing_evals_pairs_chunk_sizes_and_whole_documents_with_each() {
         "{text}"
     );
 }
+
+/// A record named again far on in a document is found by two chunks, at two places: two
+/// mentions, the second spurious by default; with the prompt's `match.repeats: once`, not
+/// scored again — the same matches, no false positive, both mentions still placed.
+#[test]
+fn a_record_found_again_elsewhere_is_spurious_unless_the_prompt_scores_repeats_once() {
+    let mut docs = documents();
+    docs.truncate(1);
+    let text = format!(
+        "{}\n\n{}",
+        docs[0]["input"].as_str().unwrap(),
+        "Quorvex is a part made in plant 0."
+    );
+    docs[0]["input"] = json!(text);
+    let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
+    let (dir, data) = setup(&model, &docs);
+    let mut once: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("prompts/agent-kg-extract.json")).unwrap(),
+    )
+    .unwrap();
+    once["match"]["repeats"] = json!("once");
+    let once_path = dir.path().join("kg-once.json");
+    std::fs::write(&once_path, once.to_string()).unwrap();
+    let run = |prompt: &str| {
+        let o = kerf_in(
+            dir.path(),
+            &[
+                "eval",
+                data.to_str().unwrap(),
+                "--prompt",
+                prompt,
+                "--provider",
+                "srv",
+                "--max-tokens",
+                "1000",
+                "--constrain",
+                "none",
+                "--chunk-size",
+                "100",
+                "--chunk-overlap",
+                "0",
+                "--json",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout_json(&o)["cells"][0].clone()
+    };
+    let quorvex = |line: &Value| -> Vec<u64> {
+        line["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["identity"] == "definition · quorvex")
+            .map(|s| s["start"].as_u64().unwrap())
+            .collect()
+    };
+    let counted = run("prompts/agent-kg-extract.json");
+    assert_eq!(counted["fp"], 1, "{counted}");
+    let at_end = text.rfind("Quorvex").unwrap() as u64;
+    assert_eq!(
+        quorvex(&counted),
+        [0, at_end],
+        "two mentions, each at its place"
+    );
+    let scored_once = run(once_path.to_str().unwrap());
+    assert_eq!(scored_once["fp"], 0, "{scored_once}");
+    assert_eq!(scored_once["tp"], counted["tp"]);
+    assert_eq!(scored_once["fn"], counted["fn"]);
+    assert_eq!(quorvex(&scored_once), [0, at_end]);
+}
