@@ -319,6 +319,21 @@ fn row_requests(
     let mut out = Vec::new();
     for &size in &c.sizes {
         let chunks = chunked::cut(prompt, row, c, size)?;
+        // A document of only whitespace gives no chunk, so no cell: its expected records
+        // would be left out of the scores, not missed. Said before anything is sent.
+        if let Some((expected, pointer)) = row.expected_for(prompt).filter(|_| chunks.is_empty())
+            && !expected.is_empty()
+        {
+            return Err(ApiError::new(
+                Code::Usage,
+                format!(
+                    "{}: prompt `{}`: the document has no text to cut (TrustGraph's chunkers give it no chunk), so the {} record(s) at {pointer} could not be scored; give the row its text or take it out",
+                    row.place(),
+                    prompt.id(),
+                    expected.len()
+                ),
+            ));
+        }
         for &context in &c.context_chars {
             for i in 0..chunks.len() {
                 let v = chunked::chunk_vars(prompt, vars.clone(), &chunks, i, context);

@@ -825,3 +825,41 @@ fn a_record_found_again_elsewhere_is_spurious_unless_the_prompt_scores_repeats_o
     assert_eq!(scored_once["fn"], counted["fn"]);
     assert_eq!(quorvex(&scored_once), [0, at_end]);
 }
+
+/// A document of only whitespace gives no chunk: with records expected of it the eval is
+/// refused before anything is sent, the row named; without, it is simply not scored.
+#[test]
+fn a_document_with_no_text_to_cut_is_refused_when_records_are_expected_of_it() {
+    let mut docs = documents();
+    docs.truncate(1);
+    docs.push(
+        json!({"id": "blank", "input": " \n\n \t", "expected": {"agent-kg-extract": [
+        {"type": "definition", "entity": "Quorvex", "definition": "A part"}]}}),
+    );
+    let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
+    let (dir, data) = setup(&model, &docs);
+    let o = eval(dir.path(), &data, &["--chunk-size", "100"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("d.jsonl:2, row `blank`")
+            && err.contains("no text to cut")
+            && err.contains("1 record(s) at /expected/agent-kg-extract"),
+        "{err}"
+    );
+    assert_eq!(model.requests(), 0, "nothing sent");
+    // Nothing expected of it: the rest is scored.
+    docs[1]["expected"] = json!({"agent-kg-extract": []});
+    let (dir, data) = setup(&model, &docs);
+    let o = eval(dir.path(), &data, &["--chunk-size", "100", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert!(
+        v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["row"] == "doc0"),
+        "{v}"
+    );
+}
