@@ -335,21 +335,38 @@ fn draw(chart: &Chart, root: &Area<'_>) -> Drawn {
         .x_label_area_size(44)
         .y_label_area_size(56)
         .build_cartesian_2d(place(scale, x0)..place(scale, x1), y_min..y_max)?;
-    let x_tick = |v: &f64| match scale {
-        Scale::Log if (v - v.round()).abs() < 1e-6 => tick(chart.x.ticks, v.round().exp2()),
-        Scale::Log => String::new(),
-        Scale::Linear => tick(chart.x.ticks, *v),
-    };
     let y_tick = |v: &f64| tick(chart.y.ticks, *v);
-    c.configure_mesh()
-        .x_desc(chart.x.label.as_str())
+    let x_tick = |v: &f64| tick(chart.x.ticks, *v);
+    let mut mesh = c.configure_mesh();
+    mesh.x_desc(chart.x.label.as_str())
         .y_desc(chart.y.label.as_str())
-        .x_labels(8)
         .light_line_style(WHITE)
-        .x_label_formatter(&x_tick)
         .y_label_formatter(&y_tick)
-        .axis_desc_style(("sans-serif", 14))
-        .draw()?;
+        .axis_desc_style(("sans-serif", 14));
+    match scale {
+        Scale::Linear => mesh.x_labels(8).x_label_formatter(&x_tick).draw()?,
+        // A log axis is ticked by hand where [`log_ticks`] says (the mesh's own ticks fall on
+        // round numbers of log₂ x).
+        Scale::Log => mesh.disable_x_mesh().x_labels(0).draw()?,
+    }
+    if scale == Scale::Log {
+        let under = ("sans-serif", 12)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        for k in log_ticks(chart, x0, x1) {
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![(k, y_min), (k, y_max)],
+                RGBColor(214, 219, 227).stroke_width(1),
+            )))?;
+            let (x, y) = c.backend_coord(&(k, y_min));
+            root.draw(&Text::new(
+                tick(chart.x.ticks, k.exp2().round()),
+                (x, y + 6),
+                under.clone(),
+            ))?;
+        }
+    }
     for s in &chart.series {
         let colour = rgb(&s.color);
         if let Some(band) = &s.band {
@@ -398,10 +415,46 @@ fn draw(chart: &Chart, root: &Area<'_>) -> Drawn {
     }
     let legend_at = if chart.stepped {
         SeriesLabelPosition::UpperLeft
+    } else if low_on_the_right(chart, y_min, y_max) {
+        // Curves that end low (recall near 0 at every chunk size): the box above them.
+        SeriesLabelPosition::UpperRight
     } else {
         SeriesLabelPosition::LowerRight
     };
     legend_and_present(&mut c, root, legend_at)
+}
+
+/// Where a log axis is ticked (in log₂ x): at each measured x, when there are few (chunk sizes
+/// of 500, 1000 and 2000 read as such, not as the powers of two near them); else at the powers
+/// of two in the range.
+fn log_ticks(chart: &Chart, x0: f64, x1: f64) -> Vec<f64> {
+    if !chart.xs.is_empty() && chart.xs.len() <= 10 {
+        return chart.xs.iter().map(|&x| place(Scale::Log, x)).collect();
+    }
+    let (lo, hi) = (place(Scale::Log, x0).ceil(), place(Scale::Log, x1).floor());
+    let step = ((hi - lo) / 8.0).ceil().max(1.0);
+    let mut keys = Vec::new();
+    let mut k = lo;
+    while k <= hi {
+        keys.push(k);
+        k += step;
+    }
+    keys
+}
+
+/// Whether every point in the right third of the chart is in the lower half of its y range,
+/// where the legend box would otherwise sit on the curves.
+fn low_on_the_right(chart: &Chart, y_min: f64, y_max: f64) -> bool {
+    let n = chart.xs.len();
+    let from = n - n / 3;
+    let mid = y_min + (y_max - y_min) / 2.0;
+    n > 0
+        && chart.series.iter().all(|s| {
+            s.ys.iter()
+                .skip(from.min(n.saturating_sub(1)))
+                .flatten()
+                .all(|&y| y < mid)
+        })
 }
 
 /// A drawn chart's plotting area (on the document being written, borrowed for as long).
@@ -574,14 +627,45 @@ mod tests {
             doc.contains("\na &amp; b\n") && doc.contains("\nc\n"),
             "{doc}"
         );
-        // A budget chart on a log scale: its ticks fall on powers of two.
+        // A chart on a log scale with few points: ticked at each (chunk sizes read as such).
+        let sizes = Chart::against(
+            "recall",
+            "chunk size",
+            Axis::new("recall", Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
+            &curves(&[("kg", 500, 0.5, None), ("kg", 2000, 0.9, None)]),
+        );
+        let doc = svg(&sizes, 760, 380).expect("drawn");
+        assert!(doc.contains("\n500\n") && doc.contains("\n2000\n"), "{doc}");
+        assert!(
+            !doc.contains("\n512\n") && !doc.contains("\n1024\n"),
+            "{doc}"
+        );
+        // With many, at powers of two.
+        let many: Vec<(&str, u32, f64, Option<[f64; 2]>)> =
+            (0..12).map(|i| ("kg", 100 + 150 * i, 0.5, None)).collect();
         let budgets = Chart::budgets(
             "recall",
             Axis::new("recall", Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
-            &curves(&[("kg", 64, 0.5, None), ("kg", 512, 0.9, None)]),
+            &curves(&many),
         );
         let doc = svg(&budgets, 760, 380).expect("drawn");
-        assert!(doc.contains("\n128\n") && doc.contains("\n256\n"), "{doc}");
+        assert!(doc.contains("\n128\n") && doc.contains("\n1024\n"), "{doc}");
+    }
+
+    #[test]
+    fn the_legend_moves_above_curves_that_end_low() {
+        let low = Chart::budgets(
+            "recall",
+            Axis::new("recall", Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
+            &curves(&[("kg", 64, 0.5, None), ("kg", 512, 0.1, None)]),
+        );
+        assert!(low_on_the_right(&low, 0.0, 1.02));
+        let high = Chart::budgets(
+            "recall",
+            Axis::new("recall", Scale::Linear, Ticks::Decimal).range(0.0, 1.02),
+            &curves(&[("kg", 64, 0.1, None), ("kg", 512, 0.9, None)]),
+        );
+        assert!(!low_on_the_right(&high, 0.0, 1.02));
     }
 
     #[test]
