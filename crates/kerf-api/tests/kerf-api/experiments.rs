@@ -738,26 +738,28 @@ fn the_windows_tests_run_as_kerf_test_runs_them_and_are_one_experiment() {
     assert_eq!(store.experiment(id).unwrap().run_list.len(), 2);
 }
 
-/// A cut document reaches the window's matrix once, as its last chunk ends: its chunks merged
-/// and scored as the report scores that document.
-#[test]
-fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
-    let store = Store::in_memory().unwrap();
-    let mut docs = dataset::load(&repo().join("datasets/long-documents.jsonl")).unwrap();
-    docs.rows.truncate(2);
+/// A scripted model that names the first shipped long document's first entity, `replies` times.
+fn halvorsen(replies: usize) -> Chosen {
     let reply = r#"{"type":"definition","entity":"Halvorsen Group","definition":"A group that agreed to acquire Brightwave Analytics"}"#;
-    let provider = Chosen::Scripted(Box::new(Scripted::new(
-        (0..64).map(|_| Reply::text(reply, 24)),
-    )));
+    Chosen::Scripted(Box::new(Scripted::new(
+        (0..replies).map(|_| Reply::text(reply, 24)),
+    )))
+}
+
+/// An eval of the first `rows` shipped long documents, each cut by the recursive chunker at
+/// `sizes` (overlap 50), at 256 tokens, one at a time: begun, nothing run.
+fn cut_eval(store: &Store, rows: usize, sizes: &[u32], provider: &Chosen) -> eval::Eval {
+    let mut docs = dataset::load(&repo().join("datasets/long-documents.jsonl")).unwrap();
+    docs.rows.truncate(rows);
     let chunking = eval::chunked::Chunking {
         chunker: kerf_core::chunk::Chunker::Recursive,
-        sizes: vec![2000, 4000],
+        sizes: sizes.to_vec(),
         overlap: 50,
         passes: 1,
         context_chars: vec![0],
     };
-    let e = eval::begin(
-        &store,
+    eval::begin(
+        store,
         docs,
         vec![subject("agent-kg-extract.json")],
         &Plan {
@@ -765,10 +767,26 @@ fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
             ..plan(&[256], 1, 1, Allowance::default())
         },
         params(),
-        std::slice::from_ref(&provider),
+        std::slice::from_ref(provider),
         &mut |_| {},
     )
-    .unwrap();
+    .unwrap()
+}
+
+const ONE_AT_A_TIME: Pace = Pace {
+    concurrency: 1,
+    adaptive: false,
+    retry_errors: false,
+    live: false,
+};
+
+/// A cut document reaches the window's matrix once, as its last chunk ends: its chunks merged
+/// and scored as the report scores that document.
+#[test]
+fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
+    let store = Store::in_memory().unwrap();
+    let provider = halvorsen(64);
+    let e = cut_eval(&store, 2, &[2000, 4000], &provider);
     let mut live = Vec::new();
     let mut ended = 0;
     eval::run_cells(
@@ -776,10 +794,8 @@ fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
         &e,
         std::slice::from_ref(&provider),
         Pace {
-            concurrency: 1,
-            adaptive: false,
-            retry_errors: false,
             live: true,
+            ..ONE_AT_A_TIME
         },
         &CancelToken::new(),
         &mut |p| {
@@ -862,41 +878,9 @@ fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
 #[test]
 fn a_document_stopped_between_its_chunks_is_not_scored_until_the_rest_run() {
     let store = Store::in_memory().unwrap();
-    let mut docs = dataset::load(&repo().join("datasets/long-documents.jsonl")).unwrap();
-    docs.rows.truncate(1);
-    let reply = r#"{"type":"definition","entity":"Halvorsen Group","definition":"A group that agreed to acquire Brightwave Analytics"}"#;
-    let provider = || {
-        Chosen::Scripted(Box::new(Scripted::new(
-            (0..16).map(|_| Reply::text(reply, 24)),
-        )))
-    };
-    let chunking = eval::chunked::Chunking {
-        chunker: kerf_core::chunk::Chunker::Recursive,
-        sizes: vec![2000],
-        overlap: 50,
-        passes: 1,
-        context_chars: vec![0],
-    };
-    let first = provider();
-    let e = eval::begin(
-        &store,
-        docs,
-        vec![subject("agent-kg-extract.json")],
-        &Plan {
-            chunking: Some(&chunking),
-            ..plan(&[256], 1, 1, Allowance::default())
-        },
-        params(),
-        std::slice::from_ref(&first),
-        &mut |_| {},
-    )
-    .unwrap();
-    let pace = Pace {
-        concurrency: 1,
-        adaptive: false,
-        retry_errors: false,
-        live: false,
-    };
+    let first = halvorsen(16);
+    let e = cut_eval(&store, 1, &[2000], &first);
+    let pace = ONE_AT_A_TIME;
     // Stopped as its first chunk ends: nothing else in flight, the rest never sent.
     let cancel = CancelToken::new();
     eval::run_cells(
@@ -918,7 +902,7 @@ fn a_document_stopped_between_its_chunks_is_not_scored_until_the_rest_run() {
     assert_eq!(chunks.requests, 1, "{line:?}");
     assert!(!line.measured() && line.tp.is_none(), "{line:?}");
     // The rest run: the same document, scored from all its chunks.
-    let rest = provider();
+    let rest = halvorsen(16);
     eval::run_cells(
         &store,
         &e,

@@ -141,6 +141,18 @@ fn lines(v: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// `kerf eval report --html` of the eval `v` reports, read back.
+fn html_report(dir: &std::path::Path, v: &Value) -> String {
+    let page = dir.join(format!("report-{}.html", v["experiment"]));
+    let id = v["experiment"].to_string();
+    let o = kerf_in(
+        dir,
+        &["eval", "report", &id, "--html", page.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::read_to_string(&page).unwrap()
+}
+
 /// What a report's document lines found: `key: tp fp fn, chunks cut`.
 fn figures(v: &Value) -> Vec<String> {
     lines(v)
@@ -279,14 +291,7 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
 
     // The HTML report draws the chunk-size study: recall and tokens per document against the
     // chunk size, a curve per prompt and budget.
-    let page = dir.path().join("sizes.html");
-    let id = v["experiment"].to_string();
-    let o = kerf_in(
-        dir.path(),
-        &["eval", "report", &id, "--html", page.to_str().unwrap()],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = html_report(dir.path(), &v);
     for title in [
         "Recall against the chunk size",
         "Tokens per document against the chunk size",
@@ -362,14 +367,7 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
     );
 
     // The HTML report: the chunk figures, and each document under its chunks, numbered.
-    let page = dir.path().join("report.html");
-    let id = v["experiment"].to_string();
-    let o = kerf_in(
-        dir.path(),
-        &["eval", "report", &id, "--html", page.to_str().unwrap()],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = html_report(dir.path(), &v);
     assert!(html.contains("<h2>Chunks</h2>"), "no chunk table");
     let documents = v["cells"].as_array().unwrap().len();
     let marks: usize = v["cells"]
