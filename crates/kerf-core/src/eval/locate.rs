@@ -81,6 +81,29 @@ impl<'a> Words<'a> {
         self.find(value).map(|(span, _)| span)
     }
 
+    /// Every place `value` is written, as its words in a row, in order (none found fuzzily).
+    pub fn find_all(&self, value: &str) -> Vec<Range<usize>> {
+        let v = if self.normalize {
+            normalize(value)
+        } else {
+            value.to_string()
+        };
+        let wanted: Vec<&str> = v.split_whitespace().collect();
+        let k = wanted.len();
+        if k == 0 || self.words.len() < k {
+            return Vec::new();
+        }
+        (0..=self.words.len() - k)
+            .filter(|&i| {
+                self.words[i..i + k]
+                    .iter()
+                    .zip(&wanted)
+                    .all(|(w, x)| w.text == *x)
+            })
+            .map(|i| self.words[i].span.start..self.words[i + k - 1].span.end)
+            .collect()
+    }
+
     /// [`Words::find`] for the `n`-th (0-based) mention of `value` in a reply: its `n`-th place
     /// as written when it is written that often (a record extracted twice from one text is
     /// two of its mentions, in order), else its first place.
@@ -186,11 +209,107 @@ pub fn places(m: &Matcher, words: &Words<'_>, object: &Value) -> Vec<FieldPlace>
         .collect()
 }
 
+/// Where `object` stands in the document `words` were read from, as one span over its
+/// grounding fields' places: where they are written closest together (a relation whose subject
+/// is named on the first page and again beside its object on the ninth stands on the ninth),
+/// else — some field not written as it is — over each field's [`places`]. `None`: some field
+/// has no place, or the record has no field to place.
+pub fn record_span(m: &Matcher, words: &Words<'_>, object: &Value) -> Option<Range<usize>> {
+    let rule = m.rule(m.type_of(object));
+    let values: Vec<&str> = m
+        .ground_of(rule, object)
+        .into_iter()
+        .filter_map(|f| object.get(&f)?.as_str())
+        .collect();
+    if values.is_empty() {
+        return None;
+    }
+    let all: Vec<Vec<Range<usize>>> = values.iter().map(|v| words.find_all(v)).collect();
+    if all.iter().any(Vec::is_empty) {
+        let mut span: Option<Range<usize>> = None;
+        for f in places(m, words, object) {
+            let s = f.span?;
+            span = Some(match span {
+                None => s,
+                Some(a) => a.start.min(s.start)..a.end.max(s.end),
+            });
+        }
+        return span;
+    }
+    // The smallest window holding a place of every field: the places of all fields in order of
+    // their start, swept with a window that keeps one of each.
+    let mut marks: Vec<(usize, Range<usize>)> = all
+        .into_iter()
+        .enumerate()
+        .flat_map(|(f, places)| places.into_iter().map(move |p| (f, p)))
+        .collect();
+    marks.sort_by_key(|(_, p)| (p.start, p.end));
+    let fields = values.len();
+    let mut count = vec![0usize; fields];
+    let mut held = 0;
+    let mut best: Option<Range<usize>> = None;
+    let mut from = 0;
+    for to in 0..marks.len() {
+        let f = marks[to].0;
+        count[f] += 1;
+        if count[f] == 1 {
+            held += 1;
+        }
+        while held == fields {
+            let end = marks[from..=to]
+                .iter()
+                .map(|(_, p)| p.end)
+                .max()
+                .unwrap_or(0);
+            let window = marks[from].1.start..end;
+            if best.as_ref().is_none_or(|b| window.len() < b.len()) {
+                best = Some(window);
+            }
+            let g = marks[from].0;
+            count[g] -= 1;
+            if count[g] == 0 {
+                held -= 1;
+            }
+            from += 1;
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::eval::MatchSpec;
+
+    #[test]
+    fn a_record_stands_where_its_fields_are_written_closest_together() {
+        let m = Matcher::new(
+            &serde_json::from_value(serde_json::json!({"keys": {"*": ["subject", "object"]}}))
+                .unwrap(),
+            None,
+        );
+        let doc =
+            "Ada wrote notes. Many pages follow here. Babbage built engines; Ada met Babbage.";
+        let words = Words::new(&m, doc);
+        let r = serde_json::json!({"subject": "Ada", "object": "Babbage"});
+        let span = record_span(&m, &words, &r).unwrap();
+        assert_eq!(
+            &doc[span], "Ada met Babbage",
+            "the closest pair, not the first of each"
+        );
+        // A field written nowhere as it is: over each field's first place (fuzzy included).
+        let r = serde_json::json!({"subject": "Ada", "object": "Babage"});
+        let span = record_span(&m, &words, &r).unwrap();
+        assert_eq!(span.start, 0);
+        // Nothing to place.
+        assert_eq!(
+            record_span(&m, &words, &serde_json::json!({"value": 3})),
+            None
+        );
+        assert_eq!(words.find_all("Ada").len(), 2);
+        assert!(words.find_all("Lovelace").is_empty());
+    }
 
     fn matcher() -> Matcher {
         Matcher::new(&MatchSpec::default(), None)

@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use kerf_core::eval::Counts;
-use kerf_core::eval::locate::{Words, places};
+use kerf_core::eval::locate::{Words, record_span};
 use kerf_core::eval::mentions::SpanCounts;
 use kerf_store::StoredReply;
 
@@ -154,21 +154,7 @@ pub(crate) fn expected_places(
     chars_before[doc.len()] = n;
     expected
         .iter()
-        .map(|o| {
-            let fields = places(m, &words, o);
-            if fields.is_empty() {
-                return None;
-            }
-            let mut span: Option<Range<usize>> = None;
-            for f in fields {
-                let s = f.span?;
-                span = Some(match span {
-                    None => s,
-                    Some(a) => a.start.min(s.start)..a.end.max(s.end),
-                });
-            }
-            span.map(|s| chars_before[s.start]..chars_before[s.end])
-        })
+        .map(|o| record_span(m, &words, o).map(|s| chars_before[s.start]..chars_before[s.end]))
         .collect()
 }
 
