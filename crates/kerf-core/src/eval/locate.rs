@@ -249,18 +249,28 @@ pub fn record_span(m: &Matcher, words: &Words<'_>, object: &Value) -> Option<Ran
     let mut held = 0;
     let mut best: Option<Range<usize>> = None;
     let mut from = 0;
+    // The window's marks by decreasing end (a phrase may end after a later one): its front is
+    // the window's end, kept as the window moves, so a field written thousands of times costs
+    // a pass, not a pass per place.
+    let mut ends: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     for to in 0..marks.len() {
         let f = marks[to].0;
         count[f] += 1;
         if count[f] == 1 {
             held += 1;
         }
+        while ends
+            .back()
+            .is_some_and(|&i| marks[i].1.end <= marks[to].1.end)
+        {
+            ends.pop_back();
+        }
+        ends.push_back(to);
         while held == fields {
-            let end = marks[from..=to]
-                .iter()
-                .map(|(_, p)| p.end)
-                .max()
-                .unwrap_or(0);
+            while ends.front().is_some_and(|&i| i < from) {
+                ends.pop_front();
+            }
+            let end = ends.front().map_or(marks[to].1.end, |&i| marks[i].1.end);
             let window = marks[from].1.start..end;
             if best.as_ref().is_none_or(|b| window.len() < b.len()) {
                 best = Some(window);
@@ -309,6 +319,13 @@ mod tests {
         );
         assert_eq!(words.find_all("Ada").len(), 2);
         assert!(words.find_all("Lovelace").is_empty());
+        // A field written thousands of times beside one written once: one pass (this would
+        // take minutes with the window's end found afresh at every place).
+        let long = format!("{} Lovelace met Babbage.", "Babbage spoke. ".repeat(20_000));
+        let words = Words::new(&m, &long);
+        let r = serde_json::json!({"subject": "Lovelace", "object": "Babbage"});
+        let span = record_span(&m, &words, &r).unwrap();
+        assert_eq!(&long[span], "Lovelace met Babbage");
     }
 
     fn matcher() -> Matcher {
