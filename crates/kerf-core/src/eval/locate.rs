@@ -81,58 +81,48 @@ impl<'a> Words<'a> {
         self.find(value).map(|(span, _)| span)
     }
 
-    /// Every place `value` is written, as its words in a row, in order (none found fuzzily).
-    pub fn find_all(&self, value: &str) -> Vec<Range<usize>> {
-        let v = if self.normalize {
+    /// `value` as the document's words are held: normalised when the matching normalises.
+    fn as_read(&self, value: &str) -> String {
+        if self.normalize {
             normalize(value)
         } else {
             value.to_string()
-        };
+        }
+    }
+
+    /// The places `v` (already [`as_read`](Self::as_read)) is written as its words in a row, in
+    /// order, found as they are asked for.
+    fn written<'s>(&'s self, v: &'s str) -> impl Iterator<Item = Range<usize>> + 's {
         let wanted: Vec<&str> = v.split_whitespace().collect();
         let k = wanted.len();
-        if k == 0 || self.words.len() < k {
-            return Vec::new();
-        }
-        (0..=self.words.len() - k)
-            .filter(|&i| {
+        let starts = if k == 0 || self.words.len() < k {
+            0
+        } else {
+            self.words.len() - k + 1
+        };
+        (0..starts)
+            .filter(move |&i| {
                 self.words[i..i + k]
                     .iter()
                     .zip(&wanted)
                     .all(|(w, x)| w.text == *x)
             })
-            .map(|i| self.words[i].span.start..self.words[i + k - 1].span.end)
-            .collect()
+            .map(move |i| self.words[i].span.start..self.words[i + k - 1].span.end)
+    }
+
+    /// Every place `value` is written, as its words in a row, in order (none found fuzzily).
+    pub fn find_all(&self, value: &str) -> Vec<Range<usize>> {
+        self.written(&self.as_read(value)).collect()
     }
 
     /// [`Words::find`] for the `n`-th (0-based) mention of `value` in a reply: its `n`-th place
     /// as written when it is written that often (a record extracted twice from one text is
     /// two of its mentions, in order), else its first place.
     pub fn find_nth(&self, value: &str, n: usize) -> Option<(Range<usize>, bool)> {
-        if n > 0 {
-            let v = if self.normalize {
-                normalize(value)
-            } else {
-                value.to_string()
-            };
-            let wanted: Vec<&str> = v.split_whitespace().collect();
-            let k = wanted.len();
-            if k > 0 {
-                let nth = (0..=self.words.len().saturating_sub(k))
-                    .filter(|&i| {
-                        i + k <= self.words.len()
-                            && self.words[i..i + k]
-                                .iter()
-                                .zip(&wanted)
-                                .all(|(w, x)| w.text == *x)
-                    })
-                    .nth(n);
-                if let Some(i) = nth {
-                    return Some((
-                        self.words[i].span.start..self.words[i + k - 1].span.end,
-                        true,
-                    ));
-                }
-            }
+        if n > 0
+            && let Some(span) = self.written(&self.as_read(value)).nth(n)
+        {
+            return Some((span, true));
         }
         self.find(value)
     }
@@ -140,25 +130,14 @@ impl<'a> Words<'a> {
     /// [`Words::locate`], saying whether the words were found as written (`true`) or only as
     /// the run most like them (`false`: a fuzzy place).
     pub fn find(&self, value: &str) -> Option<(Range<usize>, bool)> {
-        let v = if self.normalize {
-            normalize(value)
-        } else {
-            value.to_string()
-        };
-        let wanted: Vec<&str> = v.split_whitespace().collect();
-        let k = wanted.len();
+        let v = self.as_read(value);
+        let k = v.split_whitespace().count();
         if k == 0 || self.words.is_empty() {
             return None;
         }
         let span = |i: usize, n: usize| self.words[i].span.start..self.words[i + n - 1].span.end;
-        if let Some(i) = (0..=self.words.len().saturating_sub(k)).find(|&i| {
-            i + k <= self.words.len()
-                && self.words[i..i + k]
-                    .iter()
-                    .zip(&wanted)
-                    .all(|(w, x)| w.text == *x)
-        }) {
-            return Some((span(i, k), true));
+        if let Some(at) = self.written(&v).next() {
+            return Some((at, true));
         }
         if self.words.len() > FUZZY_WORDS_MAX {
             return None;
