@@ -96,21 +96,9 @@ pub fn print_json_streamed<T: serde::Serialize + ?Sized>(value: &T) {
     });
 }
 
-/// JSON Lines on standard output, one compact value a line, each written as it is serialised
-/// (`kerf chunk --json` on a 10 MB document writes its 11 MB without holding them).
-pub fn print_json_lines<T: serde::Serialize>(values: impl IntoIterator<Item = T>) {
-    write_streamed(|out| {
-        for value in values {
-            serde_json::to_writer(&mut *out, &value)?;
-            out.write_all(b"\n")?;
-        }
-        Ok(())
-    });
-}
-
 /// Standard output, buffered and escaped on a terminal as [`write_stdout`] writes it, given to
 /// `write`; a closed pipe ends the process quietly, any other error with status 2.
-fn write_streamed(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
+pub fn write_streamed(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
     use std::io::IsTerminal;
     let stdout = std::io::stdout();
     let terminal = stdout.is_terminal();

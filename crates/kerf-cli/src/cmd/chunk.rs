@@ -1,10 +1,11 @@
 //! `kerf chunk`: cut a document as TrustGraph's chunkers cut it.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use kerf_core::chunk::{ChunkSettings, Chunker};
+use kerf_core::chunk::{ChunkRef, ChunkSettings, Chunker};
 
 use crate::Outcome;
 use crate::output::shorten;
@@ -92,7 +93,14 @@ pub fn run(args: Args) -> Result<Outcome> {
     let doc = kerf_core::chunk::read_document(&args.file)?;
     let chunks = kerf_core::chunk::chunk_refs(&doc, &settings)?;
     if args.json {
-        crate::output::print_json_lines(&chunks);
+        crate::output::write_streamed(|out| {
+            let mut line = Vec::new();
+            for chunk in &chunks {
+                json_line(chunk, &mut line);
+                out.write_all(&line)?;
+            }
+            Ok(())
+        });
         return Ok(Outcome::Ok);
     }
     crate::outln!(
@@ -118,4 +126,65 @@ pub fn run(args: Args) -> Result<Outcome> {
         );
     }
     Ok(Outcome::Ok)
+}
+
+/// One chunk as the JSON line `serde_json::to_writer` writes of it, byte for byte, its text
+/// escaped by `json-escape-simd` (sonic-rs's SIMD escaper): on a 10 MB document serde_json's
+/// byte-at-a-time escaping was a fifth of the whole command's time.
+fn json_line(chunk: &ChunkRef, line: &mut Vec<u8>) {
+    line.clear();
+    // Writing to a Vec cannot fail.
+    let _ = write!(line, "{{\"index\":{},\"text\":", chunk.index);
+    json_escape_simd::escape_into(&*chunk.text, line);
+    if let Some(start) = chunk.start {
+        let _ = write!(line, ",\"start\":{start}");
+    }
+    if let Some(end) = chunk.end {
+        let _ = write!(line, ",\"end\":{end}");
+    }
+    line.extend_from_slice(b"}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+
+    /// The hand-made line is serde_json's, for every character JSON escapes and some it does not.
+    #[test]
+    fn a_json_line_is_serde_jsons() -> serde_json::Result<()> {
+        let every_ascii: String = (0u8..=0x7f).map(char::from).collect();
+        let texts = [
+            String::new(),
+            every_ascii.clone(),
+            every_ascii.repeat(7),
+            "\"quoted\" \\ back\\slash\r\n\t\u{8}\u{c}\u{1f}\u{7f}".to_string(),
+            "line\u{2028}para\u{2029} é 漢字 🦀 e\u{301}".repeat(40),
+            "x".repeat(4097) + "\n",
+        ];
+        let mut line = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            for (start, end) in [
+                (Some(i * 3), Some(i * 3 + text.chars().count())),
+                (None, None),
+            ] {
+                let chunk = ChunkRef {
+                    index: i + 1,
+                    text: Cow::Borrowed(text),
+                    start,
+                    end,
+                };
+                json_line(&chunk, &mut line);
+                let mut want = serde_json::to_vec(&chunk)?;
+                want.push(b'\n');
+                assert_eq!(
+                    String::from_utf8_lossy(&line),
+                    String::from_utf8_lossy(&want),
+                    "text {i}"
+                );
+            }
+        }
+        Ok(())
+    }
 }
