@@ -1037,7 +1037,7 @@ fn print_chunks(r: &Report, several: bool, label: &dyn Fn(&eval::SummaryLine) ->
     crate::outln!("\nChunks (per document: requests, input and output tokens):");
     for (l, c) in &lines {
         crate::outln!(
-            "  {}{} at {}: {} chunk(s) over {} document(s) · {:.1} requests, {:.0} + {:.0} tokens per document · {} cut by the budget, {} expected record(s) in them not found · at chunk boundaries {} record(s), recall {} · placed {} exact, {} fuzzy, {} from context, {} not found · {} folded",
+            "  {}{} at {}: {} chunk(s) over {} document(s) · {:.1} requests, {:.0} + {:.0} tokens per document · {} cut by the budget, {} expected record(s) in them not found · at chunk boundaries {} record(s), recall {} · placed {} exact, {} fuzzy, {} from context, {} not found{} · {} folded",
             if several {
                 format!("{} on ", l.provider)
             } else {
@@ -1058,6 +1058,10 @@ fn print_chunks(r: &Report, several: bool, label: &dyn Fn(&eval::SummaryLine) ->
             c.spans.fuzzy,
             c.spans.context,
             c.spans.not_found,
+            match c.spans.no_text {
+                0 => String::new(),
+                n => format!(", {n} with no text to ground"),
+            },
             c.folded
         );
         if !c.by_passes.is_empty() {

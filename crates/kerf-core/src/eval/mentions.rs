@@ -34,17 +34,20 @@ pub enum SpanStatus {
     /// Found only with the context given before its chunk (the end of the chunk before): some
     /// field is quoted from the context, not from the text it was asked about.
     Context,
-    /// Not found: a grounding field's text is nowhere in the chunk or its context, or the
-    /// record has no text to ground.
+    /// Not found: a grounding field's text is nowhere in the chunk or its context.
     NotFound,
+    /// Nothing to look for: no grounding field holds text (`{"type": "year", "value": 1843}`).
+    /// Not placed, and not ungrounded either, as a whole document's grounding judges it.
+    NoText,
 }
 
 impl SpanStatus {
-    pub const ALL: [SpanStatus; 4] = [
+    pub const ALL: [SpanStatus; 5] = [
         SpanStatus::Exact,
         SpanStatus::Fuzzy,
         SpanStatus::Context,
         SpanStatus::NotFound,
+        SpanStatus::NoText,
     ];
 }
 
@@ -189,6 +192,7 @@ impl<'m> Merger<'m> {
         };
         let fields = self.fields(object);
         if fields.is_empty() {
+            mention.status = SpanStatus::NoText;
             return mention;
         }
         // Each field where the chunk has it, else where its context has it (in document
@@ -268,6 +272,9 @@ pub struct SpanCounts {
     pub fuzzy: usize,
     pub context: usize,
     pub not_found: usize,
+    /// Records with no text to ground (absent from reports written before it was counted).
+    #[serde(default)]
+    pub no_text: usize,
 }
 
 impl SpanCounts {
@@ -285,6 +292,7 @@ impl SpanCounts {
             SpanStatus::Fuzzy => self.fuzzy += 1,
             SpanStatus::Context => self.context += 1,
             SpanStatus::NotFound => self.not_found += 1,
+            SpanStatus::NoText => self.no_text += 1,
         }
     }
 
@@ -294,6 +302,7 @@ impl SpanCounts {
             fuzzy: self.fuzzy + o.fuzzy,
             context: self.context + o.context,
             not_found: self.not_found + o.not_found,
+            no_text: self.no_text + o.no_text,
         }
     }
 }
@@ -433,6 +442,31 @@ mod tests {
         assert_eq!(merged.mentions[1].start, None);
         assert_eq!(at(doc, &merged.mentions[2]), "Chlorophyll");
         assert_eq!(merged.mentions[2].chunk, 2);
+    }
+
+    #[test]
+    fn a_record_with_no_text_to_ground_is_said_to_be_so_not_counted_as_not_found() {
+        let doc = "Babbage was born in 1791.";
+        let m = matcher();
+        let mut merger = Merger::new(&m);
+        let chunk = ChunkText {
+            index: 1,
+            text: doc,
+            start: Some(0),
+            context: None,
+        };
+        let year = json!({"type": "year", "value": 1791});
+        let own = merger.add(&chunk, 0, &[entity("Babbage"), year.clone(), year]);
+        assert_eq!(own[1].status, SpanStatus::NoText);
+        assert_eq!((own[1].start, own[1].end), (None, None));
+        let counts = SpanCounts::of(&merger.finish().mentions);
+        // The year twice in one reply cannot be told from once: folded, as unplaced records
+        // of one chunk are.
+        assert_eq!((counts.exact, counts.not_found, counts.no_text), (1, 0, 1));
+        // What a report written before the count was there reads as none.
+        let old: SpanCounts =
+            serde_json::from_str(r#"{"exact":1,"fuzzy":0,"context":0,"not_found":2}"#).unwrap();
+        assert_eq!((old.not_found, old.no_text), (2, 0));
     }
 
     #[test]

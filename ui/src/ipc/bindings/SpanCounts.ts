@@ -3,4 +3,8 @@
 /**
  * Counts of mentions by how they were found.
  */
-export type SpanCounts = { exact: number, fuzzy: number, context: number, not_found: number, };
+export type SpanCounts = { exact: number, fuzzy: number, context: number, not_found: number, 
+/**
+ * Records with no text to ground (absent from reports written before it was counted).
+ */
+no_text: number, };

@@ -3,4 +3,4 @@
 /**
  * How an extracted record was found in the text it came from.
  */
-export type SpanStatus = "exact" | "fuzzy" | "context" | "not_found";
+export type SpanStatus = "exact" | "fuzzy" | "context" | "not_found" | "no_text";
