@@ -110,6 +110,10 @@ impl ChunkSettings {
     }
 }
 
+/// Where a document's own characters begin in a chunk's text: (byte in the text, character in
+/// the document).
+pub type Anchor = (usize, usize);
+
 /// One chunk of a document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -126,6 +130,14 @@ pub struct Chunk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub end: Option<usize>,
+    /// Where the document's own characters begin in `text`, what records found in the chunk
+    /// are placed by. `(0, start)` when the chunk
+    /// has a `start`; for a token window that begins inside a character, past the U+FFFD its
+    /// first bytes decode to; none when it holds no whole character. Not written out: `start`
+    /// and `end` are the chunk's place, exactly.
+    #[serde(skip)]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub anchor: Option<Anchor>,
 }
 
 /// A [`Chunk`] that borrows its text from the document where it is the document's own (every
@@ -139,6 +151,9 @@ pub struct ChunkRef<'a> {
     pub start: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end: Option<usize>,
+    /// As [`Chunk::anchor`].
+    #[serde(skip)]
+    pub anchor: Option<Anchor>,
 }
 
 impl ChunkRef<'_> {
@@ -148,6 +163,7 @@ impl ChunkRef<'_> {
             text: self.text.into_owned(),
             start: self.start,
             end: self.end,
+            anchor: self.anchor,
         }
     }
 }
@@ -205,6 +221,7 @@ fn recursive(doc: &str, size: usize, overlap: usize) -> Vec<ChunkRef<'_>> {
             text: std::borrow::Cow::Borrowed(&doc[r]),
             start: Some(start),
             end: Some(end),
+            anchor: Some((0, start)),
         })
         .collect()
 }
@@ -358,7 +375,6 @@ fn char_offsets(doc: &str, ranges: &[Range<usize>]) -> Vec<(usize, usize)> {
     ranges.iter().map(|r| (of(r.start), of(r.end))).collect()
 }
 
-/// The token chunker's windows.
 /// The characters that begin in `doc[from..to]` (byte offsets that may fall inside a
 /// character: a character is counted where its first byte is).
 fn count_chars_between(doc: &str, from: usize, to: usize) -> usize {
@@ -368,6 +384,7 @@ fn count_chars_between(doc: &str, from: usize, to: usize) -> usize {
         .count()
 }
 
+/// The token chunker's windows.
 fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'static>>> {
     let bpe = tiktoken_rs::cl100k_base_singleton();
     // tiktoken's `encode` refuses a special token's text unless allowed (TrustGraph allows
@@ -397,9 +414,18 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'static>
         let end = (start + size).min(tokens.len());
         let bytes = decode(&tokens[start..end])?;
         // A window whose bytes are whole characters is the document's own text, at its place;
-        // one that splits a character holds U+FFFD the document does not, and has none.
+        // one that splits a character holds U+FFFD the document does not, and has none. Its
+        // whole characters still stand somewhere: past the U+FFFD its first bytes decode to
+        // (as many as Python's decoder gives), at the next character to begin, which is
+        // `at_char` (the one split began before it).
+        let lead = (at_byte..=doc.len())
+            .find(|&b| doc.is_char_boundary(b))
+            .map_or(0, |b| b - at_byte)
+            .min(bytes.len());
+        let anchor =
+            (lead < bytes.len()).then(|| (String::from_utf8_lossy(&bytes[..lead]).len(), at_char));
         let (text, place) = match String::from_utf8(bytes) {
-            Ok(text) if doc.is_char_boundary(at_byte) => {
+            Ok(text) if lead == 0 => {
                 let chars = text.chars().count();
                 (text, Some((at_char, at_char + chars)))
             }
@@ -411,6 +437,7 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'static>
             text: std::borrow::Cow::Owned(text),
             start: place.map(|p| p.0),
             end: place.map(|p| p.1),
+            anchor,
         });
         if start + size >= tokens.len() {
             break;
@@ -489,7 +516,15 @@ mod tests {
                     "{c:?}"
                 ),
             }
+            // Its whole characters stand where its anchor says, past any U+FFFD it opens with
+            // and short of any it ends with.
+            let (from, at) = c.anchor.unwrap();
+            assert!(c.text[..from].chars().all(|ch| ch == '\u{fffd}'), "{c:?}");
+            let whole = c.text[from..].trim_end_matches('\u{fffd}');
+            let there: String = chars[at..].iter().take(whole.chars().count()).collect();
+            assert_eq!(there, whole, "{c:?}");
         }
+        assert!(chunks.iter().any(|c| c.anchor.unwrap().0 > 0), "{chunks:?}");
     }
 
     #[test]

@@ -108,12 +108,13 @@ pub(crate) fn cut(
 }
 
 /// The context chunk `i` is given: the last `context` characters of the chunk before, and
-/// where they start in the document (when that chunk's place is known).
+/// where the document's characters begin in them (as [`Chunk::anchor`]; when that chunk's place
+/// is known).
 pub(crate) fn context_of(
     chunks: &[Chunk],
     i: usize,
     context: u32,
-) -> Option<(&str, Option<usize>)> {
+) -> Option<(&str, Option<kerf_core::chunk::Anchor>)> {
     if context == 0 || i == 0 {
         return None;
     }
@@ -125,7 +126,12 @@ pub(crate) fn context_of(
         .char_indices()
         .nth(skip)
         .map_or(before.text.len(), |(b, _)| b);
-    Some((&before.text[at..], before.start.map(|s| s + skip)))
+    let anchor = before.anchor.map(|(from, c)| match from.checked_sub(at) {
+        // The context opens inside the U+FFFD before the document's characters.
+        Some(lead) => (lead, c),
+        None => (0, c + before.text[from..at].chars().count()),
+    });
+    Some((&before.text[at..], anchor))
 }
 
 /// Chunk `i` as its cell reads it: its text, its place, and its context.
@@ -134,7 +140,7 @@ pub(crate) fn chunk_text(chunks: &[Chunk], i: usize, context: u32) -> Option<Chu
     Some(ChunkText {
         index: c.index as u32,
         text: &c.text,
-        start: c.start,
+        anchor: c.anchor,
         context: context_of(chunks, i, context),
     })
 }

@@ -8,7 +8,7 @@ use std::ops::Range;
 use serde_json::Value;
 
 use super::matching::Matcher;
-use super::normalize::{is_separator, normalize, similarity};
+use super::normalize::{is_separator, normalize, similarity, spaced, stands_alone};
 
 /// Past this many words, only whole-word matches are looked for (a fuzzy window over every run
 /// of words costs a similarity each).
@@ -35,8 +35,9 @@ impl<'a> Words<'a> {
             let piece = &input[s..e];
             if m.normalize {
                 // A piece can still split in two once normalised (a ligature, a full-width
-                // separator): each part keeps the piece's span.
-                for w in normalize(piece).split_whitespace() {
+                // separator, a compatibility character for two ideographs): each part keeps the
+                // piece's span.
+                for w in spaced(&normalize(piece)).split_whitespace() {
                     words.push(Word {
                         text: w.to_string().into(),
                         span: s..e,
@@ -55,6 +56,14 @@ impl<'a> Words<'a> {
             } else {
                 c.is_whitespace()
             };
+            if !split && stands_alone(c) {
+                // A word of its own, however it is written beside the next.
+                if let Some(s) = start.take() {
+                    push(s, i, &mut words);
+                }
+                push(i, i + c.len_utf8(), &mut words);
+                continue;
+            }
             match (split, start) {
                 (true, Some(s)) => {
                     push(s, i, &mut words);
@@ -83,11 +92,12 @@ impl<'a> Words<'a> {
 
     /// `value` as the document's words are held: normalised when the matching normalises.
     fn as_read(&self, value: &str) -> String {
-        if self.normalize {
+        let v = if self.normalize {
             normalize(value)
         } else {
             value.to_string()
-        }
+        };
+        spaced(&v).into_owned()
     }
 
     /// The places `v` (already [`as_read`](Self::as_read)) is written as its words in a row, in
@@ -350,5 +360,42 @@ mod tests {
         }
         let p = places(&m, &w, &objects[0]);
         assert_eq!(&doc[p[0].span.clone().unwrap()], "Ada Lovelace");
+    }
+
+    #[test]
+    fn a_name_in_text_written_without_spaces_is_found_and_grounded() {
+        // Japanese, Chinese and Thai put no spaces between words; Korean joins its particles.
+        let cases = [
+            ("東京と大阪と京都を訪れた。", "大阪", "大阪"),
+            ("光合成は葉緑体で行われる。", "葉緑体", "葉緑体"),
+            ("我们在北京大学学习。", "北京大学", "北京大学"),
+            ("서울에서 회의가 열렸다.", "서울", "서울"),
+            ("ผมไปกรุงเทพเมื่อวาน", "กรุงเทพ", "กรุงเทพ"),
+            ("ｶﾀｶﾅの名前", "カタカナ", "ｶﾀｶﾅ"),
+            // A near spelling: one ideograph off in four.
+            ("東京都庁舎は新宿にある。", "東京都庁", "東京都庁"),
+            ("東京都庁舎は新宿にある。", "東京都广", "東京都庁"),
+        ];
+        for normalise in [true, false] {
+            let spec = MatchSpec {
+                normalize: Some(normalise),
+                ..MatchSpec::default()
+            };
+            let m = Matcher::new(&spec, None);
+            for (doc, name, there) in cases {
+                if !normalise && there == "ｶﾀｶﾅ" {
+                    continue; // Without NFKC, half-width kana are not the full-width ones.
+                }
+                let w = Words::new(&m, doc);
+                let at = w.locate(name).unwrap_or_else(|| panic!("{name} in {doc}"));
+                assert_eq!(&doc[at], there, "{name} in {doc}");
+                let g = crate::eval::Grounding::new(&m, doc);
+                assert!(g.contains(name), "{name} grounded in {doc}");
+            }
+            // Not there at all: neither placed nor grounded.
+            let doc = cases[0].0;
+            assert_eq!(Words::new(&m, doc).locate("名古屋"), None);
+            assert!(!crate::eval::Grounding::new(&m, doc).contains("名古屋"));
+        }
     }
 }

@@ -21,6 +21,7 @@ use serde_json::Value;
 use super::locate::Words;
 use super::matching::Matcher;
 use super::score::identity;
+use crate::chunk::Anchor;
 
 /// How an extracted record was found in the text it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -57,11 +58,11 @@ pub struct ChunkText<'a> {
     /// From 1, as the chunker numbers them.
     pub index: u32,
     pub text: &'a str,
-    /// Its first character's place in the document (`None`: not known, as for a token window
-    /// whose decoded text holds a replacement character).
-    pub start: Option<usize>,
-    /// The context given before it, and its first character's place in the document.
-    pub context: Option<(&'a str, Option<usize>)>,
+    /// Where the document's own characters begin in `text`, as [`crate::chunk::Chunk::anchor`]
+    /// (`None`: not known).
+    pub anchor: Option<Anchor>,
+    /// The context given before it, and where the document's characters begin in it.
+    pub context: Option<(&'a str, Option<Anchor>)>,
 }
 
 /// One kept mention of a merged record.
@@ -177,7 +178,7 @@ impl<'m> Merger<'m> {
         &self,
         chunk: &ChunkText<'_>,
         words: &Words<'_>,
-        context: Option<&(Words<'_>, &str, Option<usize>)>,
+        context: Option<&(Words<'_>, &str, Option<Anchor>)>,
         object: &Value,
         nth: usize,
         pass: u32,
@@ -203,16 +204,16 @@ impl<'m> Merger<'m> {
             let found = match words.find_nth(f, nth) {
                 Some((at, e)) => {
                     exact &= e;
-                    in_document(chunk.text, chunk.start, at)
+                    in_document(chunk.text, chunk.anchor, at)
                 }
                 None => {
-                    let Some((at, text, start)) = context
-                        .and_then(|(cw, text, start)| Some((cw.find_nth(f, nth)?, *text, *start)))
-                    else {
+                    let Some((at, text, anchor)) = context.and_then(|(cw, text, anchor)| {
+                        Some((cw.find_nth(f, nth)?, *text, *anchor))
+                    }) else {
                         return mention;
                     };
                     from_context = true;
-                    in_document(text, start, at.0)
+                    in_document(text, anchor, at.0)
                 }
             };
             span = Some(match (span, found) {
@@ -245,17 +246,18 @@ impl<'m> Merger<'m> {
     }
 }
 
-/// Bytes `span` of `text`, which starts at character `start` of the document, as the
-/// document's characters (`None`: the text's place is not known).
+/// Bytes `span` of `text`, whose byte `anchor.0` is character `anchor.1` of the document, as
+/// the document's characters (`None`: the text's place is not known, or the span begins before
+/// the document's characters do).
 fn in_document(
     text: &str,
-    start: Option<usize>,
+    anchor: Option<Anchor>,
     span: Range<usize>,
 ) -> (Option<usize>, Option<usize>) {
-    let Some(at) = start else {
+    let Some((from, at)) = anchor.filter(|a| a.0 <= span.start) else {
         return (None, None);
     };
-    let s = at + text[..span.start].chars().count();
+    let s = at + text[from..span.start].chars().count();
     let e = s + text[span.start..span.end].chars().count();
     (Some(s), Some(e))
 }
@@ -327,7 +329,7 @@ mod tests {
         ChunkText {
             index: c.index as u32,
             text: &c.text,
-            start: c.start,
+            anchor: c.anchor,
             context: None,
         }
     }
@@ -445,6 +447,53 @@ mod tests {
     }
 
     #[test]
+    fn records_in_token_windows_that_split_characters_are_placed_and_folded_across_overlaps() {
+        // Japanese takes several tokens a character: windows of 8 tokens split characters.
+        let doc = "東京と大阪と京都と名古屋と札幌と福岡と神戸と横浜。";
+        let names = [
+            "東京",
+            "大阪",
+            "京都",
+            "名古屋",
+            "札幌",
+            "福岡",
+            "神戸",
+            "横浜",
+        ];
+        let chunks = chunk(
+            doc,
+            &ChunkSettings {
+                chunker: Chunker::Token,
+                size: 8,
+                overlap: 4,
+            },
+        )
+        .unwrap();
+        assert!(chunks.iter().any(|c| c.start.is_none()), "{chunks:?}");
+        let m = matcher();
+        let mut merger = Merger::new(&m);
+        for c in &chunks {
+            let found: Vec<Value> = names
+                .iter()
+                .filter(|n| c.text.contains(*n))
+                .map(|n| entity(n))
+                .collect();
+            merger.add(&text(c), 0, &found);
+        }
+        let merged = merger.finish();
+        let kept: Vec<(&str, String)> = merged
+            .objects
+            .iter()
+            .zip(&merged.mentions)
+            .map(|(o, mn)| (o["name"].as_str().unwrap(), at(doc, mn)))
+            .collect();
+        // Each name once, at its own characters, however many windows held it.
+        let want: Vec<(&str, String)> = names.iter().map(|n| (*n, n.to_string())).collect();
+        assert_eq!(kept, want);
+        assert!(merged.folded > 0);
+    }
+
+    #[test]
     fn a_record_with_no_text_to_ground_is_said_to_be_so_not_counted_as_not_found() {
         let doc = "Babbage was born in 1791.";
         let m = matcher();
@@ -452,7 +501,7 @@ mod tests {
         let chunk = ChunkText {
             index: 1,
             text: doc,
-            start: Some(0),
+            anchor: Some((0, 0)),
             context: None,
         };
         let year = json!({"type": "year", "value": 1791});
@@ -477,8 +526,8 @@ mod tests {
         let chunk2 = ChunkText {
             index: 2,
             text: "Babbage built.",
-            start: Some(20),
-            context: Some(("Lovelace wrote. ", Some(4))),
+            anchor: Some((0, 20)),
+            context: Some(("Lovelace wrote. ", Some((0, 4)))),
         };
         let own = merger.add(
             &chunk2,

@@ -49,6 +49,49 @@ pub(crate) fn is_separator(c: char) -> bool {
     c.is_whitespace() || is_punctuation(c)
 }
 
+/// Whether `c` is written in a script that puts no spaces between words (Han, kana, Hangul,
+/// Thai, Lao, Myanmar, Khmer): grounding reads each such character as a word of its own, so a
+/// name is found inside a sentence written without spaces (`東京` in `東京と大阪`), as exactly
+/// as a word between spaces is, and a near spelling as a run of characters most like it.
+pub(crate) fn stands_alone(c: char) -> bool {
+    matches!(c as u32,
+        0x0E00..=0x0EFF // Thai, Lao
+        | 0x1000..=0x109F // Myanmar
+        | 0x1100..=0x11FF // Hangul Jamo
+        | 0x1780..=0x17FF // Khmer
+        | 0x3040..=0x30FF // Hiragana, Katakana
+        | 0x31F0..=0x31FF // Katakana phonetic extensions
+        | 0x3400..=0x4DBF // CJK Unified Ideographs Extension A
+        | 0x4E00..=0x9FFF // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF // Hangul syllables
+        | 0xF900..=0xFAFF // CJK Compatibility Ideographs
+        | 0xFF66..=0xFF9F // Halfwidth Katakana
+        | 0x20000..=0x3FFFF // CJK Unified Ideographs Extensions B and after
+    )
+}
+
+/// `s` with each character that [`stands_alone`] made a word: a space put between it and what
+/// is beside it, where there is none. Borrowed when there is nothing to space.
+pub(crate) fn spaced(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.is_ascii() || !s.chars().any(stands_alone) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + s.len() / 2);
+    let mut after_alone = false;
+    for c in s.chars() {
+        let alone = stands_alone(c);
+        if (alone || after_alone)
+            && !c.is_whitespace()
+            && out.chars().next_back().is_some_and(|p| !p.is_whitespace())
+        {
+            out.push(' ');
+        }
+        out.push(c);
+        after_alone = alone;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Whether `c` is in one of Unicode's punctuation categories (`P*`).
 fn is_punctuation(c: char) -> bool {
     matches!(
@@ -209,6 +252,18 @@ mod tests {
         assert_eq!(normalize("Theory"), "theory");
         // NFKC: the ligature and the full-width letters are the plain ones; ß folds to ss.
         assert_eq!(normalize("ﬁeld ＡＢ Straße"), "field ab strasse");
+    }
+
+    #[test]
+    fn characters_of_unspaced_scripts_are_words_of_their_own() {
+        assert_eq!(spaced("東京と大阪"), "東 京 と 大 阪");
+        assert_eq!(spaced("in 東京, at noon"), "in 東 京 , at noon");
+        assert_eq!(spaced("Tokyo東京Osaka"), "Tokyo 東 京 Osaka");
+        assert_eq!(spaced(" 東 "), " 東 ");
+        assert!(matches!(
+            spaced("plain words, café"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -387,6 +387,7 @@ impl Grounding {
         } else {
             input.to_string()
         };
+        let norm = crate::eval::normalize::spaced(&norm);
         Grounding {
             words: norm.split_whitespace().map(str::to_string).collect(),
             text: format!(" {norm} "),
@@ -403,6 +404,7 @@ impl Grounding {
         } else {
             value.to_string()
         };
+        let v = crate::eval::normalize::spaced(&v);
         if v.is_empty() || self.text.contains(&format!(" {v} ")) {
             return true;
         }

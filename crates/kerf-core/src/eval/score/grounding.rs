@@ -23,6 +23,7 @@ impl Grounding {
         } else {
             input.to_string()
         };
+        let norm = crate::eval::normalize::spaced(&norm);
         let mut joined = Vec::with_capacity(norm.len());
         let mut words = Vec::new();
         for w in norm.split_whitespace() {
@@ -50,6 +51,7 @@ impl Grounding {
         } else {
             value.to_string()
         };
+        let v = crate::eval::normalize::spaced(&v);
         if v.is_empty()
             || memchr::memmem::find(self.text.as_bytes(), format!(" {v} ").as_bytes()).is_some()
         {
