@@ -250,9 +250,27 @@ mod tests {
         );
         let (tail, at) = context_of(&c, 1, 6).unwrap();
         assert_eq!(tail, "notes.");
-        assert_eq!(at, Some(10));
+        assert_eq!(at, Some((0, 10)));
         // More context than the chunk before has: all of it.
         assert_eq!(context_of(&c, 1, 1000).unwrap().0, "Ada wrote notes.");
+        // A token window that opened inside a character: its U+FFFD are not the document's, and
+        // the context's place counts from its first whole character.
+        let split = |text: &str, anchor| Chunk {
+            index: 1,
+            text: text.to_string(),
+            start: None,
+            end: None,
+            anchor,
+        };
+        let c = [
+            split("\u{fffd}\u{fffd}東京と", Some((6, 40))),
+            split("x", None),
+        ];
+        assert_eq!(context_of(&c, 1, 2).unwrap(), ("京と", Some((0, 41))));
+        assert_eq!(
+            context_of(&c, 1, 4).unwrap(),
+            ("\u{fffd}東京と", Some((3, 40)))
+        );
     }
 
     #[test]

@@ -177,3 +177,45 @@ fn score_explain_prints_the_identity_fields_per_type() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("`definition` left out: free text"), "{out}");
 }
+
+/// A Japanese document has no spaces between words: names written inside its sentences are
+/// grounded, an invented one is not.
+#[test]
+fn names_in_a_document_written_without_spaces_are_grounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gold, got, doc) = (
+        dir.path().join("gold.jsonl"),
+        dir.path().join("got.jsonl"),
+        dir.path().join("doc.txt"),
+    );
+    let records = r#"{"type": "definition", "entity": "葉緑体", "definition": "光合成を行う器官"}
+{"type": "relationship", "subject": "クロロフィル", "predicate": "含まれる", "object": "葉緑体", "object-entity": true}
+"#;
+    std::fs::write(&gold, records).unwrap();
+    let invented = r#"{"type": "definition", "entity": "ミトコンドリア", "definition": "発電所"}"#;
+    std::fs::write(&got, format!("{records}{invented}\n")).unwrap();
+    std::fs::write(
+        &doc,
+        "クロロフィルは葉緑体に含まれ、葉緑体は光合成を行う器官である。",
+    )
+    .unwrap();
+    let o = kerf(&[
+        "score",
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--expected",
+        gold.to_str().unwrap(),
+        "--actual",
+        got.to_str().unwrap(),
+        "--input",
+        doc.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    assert_eq!((v["tp"].clone(), v["fp"].clone()), (json!(2), json!(1)));
+    assert_eq!(
+        v["ungrounded"],
+        json!([{"type": "definition", "entity": "ミトコンドリア", "definition": "発電所"}])
+    );
+}
