@@ -833,12 +833,17 @@ try {
     if (!(await box.isSelected())) await box.click();
   }
 
+  /** Open `file` as Evaluate's dataset through the native dialog and wait until it reads sound. */
+  async function openDataset(file) {
+    answerDialogs(file);
+    await (await $t("eval-dataset-pick")).click();
+    await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+  }
+
   await scenario("evaluate: load the shipped dataset and see its problem-free preview", async () => {
     await (await $t("nav-evaluate")).click();
     await choosePrompt("agent-kg-extract");
-    answerDialogs(shipped);
-    await (await $t("eval-dataset-pick")).click();
-    await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+    await openDataset(shipped);
     const rows = await browser.$$('[data-testid="eval-preview-row"]');
     const lines = fs.readFileSync(shipped, "utf8").trim().split("\n").length;
     assert.equal(rows.length, lines, "every row of the shipped dataset is previewed");
@@ -883,9 +888,7 @@ try {
 
   let firstEval = null;
   await scenario("evaluate: run a small eval on the bundled model, watch the matrix fill, open a cell", async () => {
-    answerDialogs(shipped);
-    await (await $t("eval-dataset-pick")).click();
-    await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+    await openDataset(shipped);
     await (await $t("eval-limit")).setValue("2");
     await (await $t("eval-budgets")).setValue("96");
     await (await $t("eval-constrain")).selectByAttribute("value", "auto");
@@ -1008,9 +1011,7 @@ try {
     const longDocs = path.join(process.cwd(), "datasets", "long-documents.jsonl");
     try {
       await (await $t("nav-evaluate")).click();
-      answerDialogs(longDocs);
-      await (await $t("eval-dataset-pick")).click();
-      await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+      await openDataset(longDocs);
       await choosePrompt("agent-kg-extract");
       await (await $t("eval-limit")).setValue("1");
       await (await $t("eval-budgets")).setValue("48");
@@ -1045,9 +1046,7 @@ try {
   await scenario("evaluate: History lists the evals with their state and best line; an unfinished one opens to resume", async () => {
     // One more eval, stopped after its first cell.
     await (await $t("nav-evaluate")).click();
-    answerDialogs(shipped);
-    await (await $t("eval-dataset-pick")).click();
-    await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+    await openDataset(shipped);
     await (await $t("eval-limit")).setValue("2");
     await (await $t("eval-budgets")).setValue("32");
     await (await $t("eval-run")).click();
@@ -1347,9 +1346,7 @@ try {
       ].join("\n") + "\n";
       try {
         await (await $t("nav-evaluate")).click();
-        answerDialogs(shipped);
-        await (await $t("eval-dataset-pick")).click();
-        await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+        await openDataset(shipped);
         await choosePrompt("agent-kg-extract");
         await (await $t("eval-limit")).setValue("4");
         await (await $t("eval-budgets")).setValue("512");
@@ -1431,9 +1428,7 @@ try {
       };
       try {
         await (await $t("nav-evaluate")).click();
-        answerDialogs(longDocs);
-        await (await $t("eval-dataset-pick")).click();
-        await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+        await openDataset(longDocs);
         await choosePrompt("agent-kg-extract");
         await (await $t("eval-limit")).setValue("1");
         await (await $t("eval-budgets")).setValue("2048");
@@ -1504,9 +1499,7 @@ try {
       cloud.options.reply = JSON.stringify({ type: "definition", entity: "Photosynthesis", definition: "The process by which green plants turn light energy into chemical energy" }) + "\n";
       try {
         await (await $t("nav-evaluate")).click();
-        answerDialogs(shipped);
-        await (await $t("eval-dataset-pick")).click();
-        await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+        await openDataset(shipped);
         await choosePrompt("agent-kg-extract");
         await (await $t("eval-limit")).setValue("2");
         await (await $t("eval-budgets")).setValue("96");
@@ -1618,9 +1611,7 @@ try {
           if (await box.isSelected()) await box.click();
         }
         await choosePrompt("agent-kg-extract");
-        answerDialogs(shipped);
-        await (await $t("eval-dataset-pick")).click();
-        await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
+        await openDataset(shipped);
         await (await $t("eval-limit")).setValue("3");
         await (await $t("eval-budgets")).setValue("512");
         await (await $t("eval-constrain")).selectByAttribute("value", "none");

@@ -241,6 +241,10 @@ fn planned(
     // The first row each prompt failed to render: the first prompt's is the error, as when
     // each prompt renders every row in turn.
     let mut unrendered: Vec<Option<ApiError>> = vec![None; subjects.len()];
+    // The first document the cut refuses (a chunker's refusal, a blank document with records
+    // expected of it): said once every row is read, after the dataset's own problems, which
+    // are what a user fixes first.
+    let mut refused: Option<ApiError> = None;
     let fingerprinted = fingerprint && rows.reread();
     let mut prints = Fingerprint::default();
     let mut cells: u64 = 0;
@@ -249,7 +253,7 @@ fn planned(
             prints.add(&row_json(row)?);
         }
         checker.row(row, &mut problems);
-        if !problems.is_empty() {
+        if !problems.is_empty() || refused.is_some() {
             return Ok(());
         }
         for (i, (s, failed)) in subjects.iter().zip(&mut unrendered).enumerate() {
@@ -263,7 +267,10 @@ fn planned(
             // rendered text's bytes.
             let requests = match row_requests(&s.prompt, set_of(i), row, plan.chunking) {
                 Ok(r) => r,
-                Err(e) if e.code == Code::Usage && plan.chunking.is_some() => return Err(e),
+                Err(e) if e.code == Code::Usage && plan.chunking.is_some() => {
+                    refused = Some(e);
+                    return Ok(());
+                }
                 Err(e) => {
                     *failed = Some(ApiError {
                         message: format!(
@@ -291,6 +298,9 @@ fn planned(
         Ok(())
     })?;
     dataset::problems_in(rows.path(), problems)?;
+    if let Some(e) = refused {
+        return Err(e);
+    }
     plan::check_cells(cells)?;
     if let Some(e) = unrendered.into_iter().flatten().next() {
         return Err(e);

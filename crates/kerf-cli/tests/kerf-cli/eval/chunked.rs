@@ -846,6 +846,20 @@ fn a_document_with_no_text_to_cut_is_refused_when_records_are_expected_of_it() {
         "{err}"
     );
     assert_eq!(model.requests(), 0, "nothing sent");
+    // A later row with a problem of its own: the dataset's problems are said first, as they
+    // are what is fixed first, and then the blank document.
+    let mut broken = docs.clone();
+    broken.push(json!({"id": "late", "expected": {"agent-kg-extract": []}}));
+    let (dir, data) = setup(&model, &broken);
+    let o = eval(dir.path(), &data, &["--chunk-size", "100"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("error[dataset]")
+            && err.contains("d.jsonl:3, row `late`: missing variable")
+            && !err.contains("no text to cut"),
+        "{err}"
+    );
     // Nothing expected of it: the rest is scored.
     docs[1]["expected"] = json!({"agent-kg-extract": []});
     let (dir, data) = setup(&model, &docs);
