@@ -23,29 +23,37 @@ const GOT: &str = r#"{"type": "definition", "entity": "the chlorophyll.", "defin
 const DOC: &str =
     "Chlorophyll is found in chloroplasts. The stroma is the fluid inside a chloroplast.";
 
+/// `kerf score --json` of `got` against `gold` with the shipped knowledge-graph prompt, files
+/// written in `dir`; grounded against `doc` when given.
+fn scored(dir: &std::path::Path, gold: &str, got: &str, doc: Option<&str>) -> std::process::Output {
+    let (gold_file, got_file, doc_file) = (
+        dir.join("gold.jsonl"),
+        dir.join("got.jsonl"),
+        dir.join("doc.txt"),
+    );
+    std::fs::write(&gold_file, gold).unwrap();
+    std::fs::write(&got_file, got).unwrap();
+    let mut args = vec![
+        "score".to_string(),
+        "--prompt".into(),
+        "prompts/agent-kg-extract.json".into(),
+        "--expected".into(),
+        gold_file.display().to_string(),
+        "--actual".into(),
+        got_file.display().to_string(),
+        "--json".into(),
+    ];
+    if let Some(doc) = doc {
+        std::fs::write(&doc_file, doc).unwrap();
+        args.extend(["--input".to_string(), doc_file.display().to_string()]);
+    }
+    kerf(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 #[test]
 fn score_json_form_is_exactly_the_documented_object() {
     let dir = tempfile::tempdir().unwrap();
-    let (gold, got, doc) = (
-        dir.path().join("gold.jsonl"),
-        dir.path().join("got.jsonl"),
-        dir.path().join("doc.txt"),
-    );
-    std::fs::write(&gold, GOLD).unwrap();
-    std::fs::write(&got, GOT).unwrap();
-    std::fs::write(&doc, DOC).unwrap();
-    let o = kerf(&[
-        "score",
-        "--prompt",
-        "prompts/agent-kg-extract.json",
-        "--expected",
-        gold.to_str().unwrap(),
-        "--actual",
-        got.to_str().unwrap(),
-        "--input",
-        doc.to_str().unwrap(),
-        "--json",
-    ]);
+    let o = scored(dir.path(), GOLD, GOT, Some(DOC));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     for key in [
@@ -90,16 +98,7 @@ fn score_json_form_is_exactly_the_documented_object() {
         json!([{"type": "definition", "entity": "Mitochondria", "definition": "powerhouse"}])
     );
     // Without --input there is no grounding key.
-    let o = kerf(&[
-        "score",
-        "--prompt",
-        "prompts/agent-kg-extract.json",
-        "--expected",
-        gold.to_str().unwrap(),
-        "--actual",
-        got.to_str().unwrap(),
-        "--json",
-    ]);
+    let o = scored(dir.path(), GOLD, GOT, None);
     assert!(stdout_json(&o).get("ungrounded").is_none());
 }
 
@@ -183,34 +182,17 @@ fn score_explain_prints_the_identity_fields_per_type() {
 #[test]
 fn names_in_a_document_written_without_spaces_are_grounded() {
     let dir = tempfile::tempdir().unwrap();
-    let (gold, got, doc) = (
-        dir.path().join("gold.jsonl"),
-        dir.path().join("got.jsonl"),
-        dir.path().join("doc.txt"),
-    );
     let records = r#"{"type": "definition", "entity": "葉緑体", "definition": "光合成を行う器官"}
 {"type": "relationship", "subject": "クロロフィル", "predicate": "含まれる", "object": "葉緑体", "object-entity": true}
 "#;
-    std::fs::write(&gold, records).unwrap();
     let invented = r#"{"type": "definition", "entity": "ミトコンドリア", "definition": "発電所"}"#;
-    std::fs::write(&got, format!("{records}{invented}\n")).unwrap();
-    std::fs::write(
-        &doc,
-        "クロロフィルは葉緑体に含まれ、葉緑体は光合成を行う器官である。",
-    )
-    .unwrap();
-    let o = kerf(&[
-        "score",
-        "--prompt",
-        "prompts/agent-kg-extract.json",
-        "--expected",
-        gold.to_str().unwrap(),
-        "--actual",
-        got.to_str().unwrap(),
-        "--input",
-        doc.to_str().unwrap(),
-        "--json",
-    ]);
+    let doc = "クロロフィルは葉緑体に含まれ、葉緑体は光合成を行う器官である。";
+    let o = scored(
+        dir.path(),
+        records,
+        &format!("{records}{invented}\n"),
+        Some(doc),
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     assert_eq!((v["tp"].clone(), v["fp"].clone()), (json!(2), json!(1)));
