@@ -110,9 +110,26 @@ impl ChunkSettings {
     }
 }
 
-/// Where a document's own characters begin in a chunk's text: (byte in the text, character in
-/// the document).
-pub type Anchor = (usize, usize);
+/// The document's own characters in a chunk's text: from byte `byte` of the text, the
+/// document's characters `start..end` (a token window that splits a character holds U+FFFD
+/// before and after them, which the document does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Anchor {
+    pub byte: usize,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Anchor {
+    /// A text that is the document's characters `start..end`, all of it.
+    pub fn whole(start: usize, end: usize) -> Anchor {
+        Anchor {
+            byte: 0,
+            start,
+            end,
+        }
+    }
+}
 
 /// One chunk of a document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,11 +147,11 @@ pub struct Chunk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub end: Option<usize>,
-    /// Where the document's own characters begin in `text`, what records found in the chunk
-    /// are placed by. `(0, start)` when the chunk
-    /// has a `start`; for a token window that begins inside a character, past the U+FFFD its
-    /// first bytes decode to; none when it holds no whole character. Not written out: `start`
-    /// and `end` are the chunk's place, exactly.
+    /// The document's own characters in `text`: what records found in the chunk are placed
+    /// by, and the part of the document it holds whole. `start..end` from its first byte when
+    /// it has them; for a token window that splits a character, those between the U+FFFD its
+    /// first and last bytes decode to; none when it holds no whole character. Not written out:
+    /// `start` and `end` are the chunk's place, exactly.
     #[serde(skip)]
     #[cfg_attr(feature = "ts", ts(skip))]
     pub anchor: Option<Anchor>,
@@ -165,6 +182,14 @@ impl ChunkRef<'_> {
             end: self.end,
             anchor: self.anchor,
         }
+    }
+}
+
+impl Chunk {
+    /// The document's characters the chunk holds whole (`None`: not known): its place, or for a
+    /// token window that splits a character, those between the U+FFFD it opens and ends with.
+    pub fn held(&self) -> Option<std::ops::Range<usize>> {
+        self.anchor.map(|a| a.start..a.end)
     }
 }
 
@@ -221,7 +246,7 @@ fn recursive(doc: &str, size: usize, overlap: usize) -> Vec<ChunkRef<'_>> {
             text: std::borrow::Cow::Borrowed(&doc[r]),
             start: Some(start),
             end: Some(end),
-            anchor: Some((0, start)),
+            anchor: Some(Anchor::whole(start, end)),
         })
         .collect()
 }
@@ -415,15 +440,23 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'static>
         let bytes = decode(&tokens[start..end])?;
         // A window whose bytes are whole characters is the document's own text, at its place;
         // one that splits a character holds U+FFFD the document does not, and has none. Its
-        // whole characters still stand somewhere: past the U+FFFD its first bytes decode to
-        // (as many as Python's decoder gives), at the next character to begin, which is
-        // `at_char` (the one split began before it).
-        let lead = (at_byte..=doc.len())
+        // whole characters still stand somewhere: from the first character to begin in it
+        // (`at_char`: the one split began before), past the U+FFFD its first bytes decode to
+        // (as many as Python's decoder gives), to the last to end in it.
+        let len = bytes.len();
+        let first = (at_byte..=doc.len())
             .find(|&b| doc.is_char_boundary(b))
-            .map_or(0, |b| b - at_byte)
-            .min(bytes.len());
-        let anchor =
-            (lead < bytes.len()).then(|| (String::from_utf8_lossy(&bytes[..lead]).len(), at_char));
+            .unwrap_or(doc.len());
+        let last = (first..=(at_byte + len).min(doc.len()))
+            .rev()
+            .find(|&b| doc.is_char_boundary(b))
+            .unwrap_or(first);
+        let lead = (first - at_byte).min(len);
+        let anchor = (last > first).then(|| Anchor {
+            byte: String::from_utf8_lossy(&bytes[..lead]).len(),
+            start: at_char,
+            end: at_char + count_chars_between(doc, first, last),
+        });
         let (text, place) = match String::from_utf8(bytes) {
             Ok(text) if lead == 0 => {
                 let chars = text.chars().count();
@@ -516,15 +549,30 @@ mod tests {
                     "{c:?}"
                 ),
             }
-            // Its whole characters stand where its anchor says, past any U+FFFD it opens with
-            // and short of any it ends with.
-            let (from, at) = c.anchor.unwrap();
-            assert!(c.text[..from].chars().all(|ch| ch == '\u{fffd}'), "{c:?}");
-            let whole = c.text[from..].trim_end_matches('\u{fffd}');
-            let there: String = chars[at..].iter().take(whole.chars().count()).collect();
-            assert_eq!(there, whole, "{c:?}");
+            // Its whole characters are the document's where its anchor says, between any U+FFFD
+            // it opens and ends with; a window inside one character has none.
+            let Some(a) = c.anchor else {
+                assert!(c.text.chars().all(|ch| ch == '\u{fffd}'), "{c:?}");
+                continue;
+            };
+            let there: String = chars[a.start..a.end].iter().collect();
+            assert!(c.text[a.byte..].starts_with(&there), "{c:?}");
+            let (before, after) = (&c.text[..a.byte], &c.text[a.byte + there.len()..]);
+            assert!(
+                before
+                    .chars()
+                    .chain(after.chars())
+                    .all(|ch| ch == '\u{fffd}'),
+                "{c:?}"
+            );
+            if let (Some(s), Some(e)) = (c.start, c.end) {
+                assert_eq!(a, Anchor::whole(s, e));
+            }
         }
-        assert!(chunks.iter().any(|c| c.anchor.unwrap().0 > 0), "{chunks:?}");
+        assert!(
+            chunks.iter().any(|c| c.anchor.is_some_and(|a| a.byte > 0)),
+            "{chunks:?}"
+        );
     }
 
     #[test]

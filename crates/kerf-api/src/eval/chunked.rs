@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kerf_core::Prompt;
-use kerf_core::chunk::{self, Chunk, ChunkSettings};
+use kerf_core::chunk::{self, Anchor, Chunk, ChunkSettings};
 use kerf_core::eval::dataset::Row;
 use kerf_core::eval::mentions::ChunkText;
 use serde_json::{Map, Value};
@@ -114,7 +114,7 @@ pub(crate) fn context_of(
     chunks: &[Chunk],
     i: usize,
     context: u32,
-) -> Option<(&str, Option<kerf_core::chunk::Anchor>)> {
+) -> Option<(&str, Option<Anchor>)> {
     if context == 0 || i == 0 {
         return None;
     }
@@ -126,10 +126,14 @@ pub(crate) fn context_of(
         .char_indices()
         .nth(skip)
         .map_or(before.text.len(), |(b, _)| b);
-    let anchor = before.anchor.map(|(from, c)| match from.checked_sub(at) {
+    let anchor = before.anchor.map(|a| match a.byte.checked_sub(at) {
         // The context opens inside the U+FFFD before the document's characters.
-        Some(lead) => (lead, c),
-        None => (0, c + before.text[from..at].chars().count()),
+        Some(lead) => Anchor { byte: lead, ..a },
+        None => Anchor {
+            byte: 0,
+            start: (a.start + before.text[a.byte..at].chars().count()).min(a.end),
+            end: a.end,
+        },
     });
     Some((&before.text[at..], anchor))
 }
@@ -250,7 +254,7 @@ mod tests {
         );
         let (tail, at) = context_of(&c, 1, 6).unwrap();
         assert_eq!(tail, "notes.");
-        assert_eq!(at, Some((0, 10)));
+        assert_eq!(at, Some(Anchor::whole(10, 16)));
         // More context than the chunk before has: all of it.
         assert_eq!(context_of(&c, 1, 1000).unwrap().0, "Ada wrote notes.");
         // A token window that opened inside a character: its U+FFFD are not the document's, and
@@ -262,14 +266,19 @@ mod tests {
             end: None,
             anchor,
         };
+        let anchor = |byte, start| Anchor {
+            byte,
+            start,
+            end: 43,
+        };
         let c = [
-            split("\u{fffd}\u{fffd}東京と", Some((6, 40))),
+            split("\u{fffd}\u{fffd}東京と", Some(anchor(6, 40))),
             split("x", None),
         ];
-        assert_eq!(context_of(&c, 1, 2).unwrap(), ("京と", Some((0, 41))));
+        assert_eq!(context_of(&c, 1, 2).unwrap(), ("京と", Some(anchor(0, 41))));
         assert_eq!(
             context_of(&c, 1, 4).unwrap(),
-            ("\u{fffd}東京と", Some((3, 40)))
+            ("\u{fffd}東京と", Some(anchor(3, 40)))
         );
     }
 

@@ -289,8 +289,9 @@ pub struct MentionPlace {
 pub struct ChunkPlace {
     /// From 1.
     pub index: u32,
-    /// Its place in the document, in UTF-16 units (`None`: a token window that splits a
-    /// character has none).
+    /// The document's characters it holds whole, in UTF-16 units: its place (for a token
+    /// window that splits a character, without the character it splits at either end; `None`:
+    /// not known).
     pub span: Option<Span>,
     /// Its reply (some pass's) was cut by the budget.
     pub cut: bool,
@@ -612,7 +613,7 @@ fn document_cell(
         .iter()
         .map(|c| ChunkPlace {
             index: c.index as u32,
-            span: span(c.start, c.end),
+            span: c.held().and_then(|h| span(Some(h.start), Some(h.end))),
             cut: cut.contains(&(c.index as u32)),
         })
         .collect();

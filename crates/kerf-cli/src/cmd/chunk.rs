@@ -174,7 +174,7 @@ mod tests {
                     text: Cow::Borrowed(text),
                     start,
                     end,
-                    anchor: start.map(|s| (0, s)),
+                    anchor: None,
                 };
                 json_line(&chunk, &mut line);
                 let mut want = serde_json::to_vec(&chunk)?;

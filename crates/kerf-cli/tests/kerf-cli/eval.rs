@@ -379,8 +379,16 @@ fn answer(
             _ => (text.to_string(), 16),
         };
         let mut sse = String::new();
-        for piece in text.as_bytes().chunks(piece) {
-            let s = String::from_utf8_lossy(piece);
+        // Pieces of about `piece` bytes, each whole characters (an event's content is a JSON
+        // string: a provider never splits a character between two).
+        let mut from = 0;
+        while from < text.len() {
+            let mut to = (from + piece).min(text.len());
+            while !text.is_char_boundary(to) {
+                to += 1;
+            }
+            let s = &text[from..to];
+            from = to;
             let ev =
                 json!({"choices": [{"index": 0, "delta": {"content": s}, "finish_reason": null}]});
             sse.push_str(&format!("data: {ev}\n\n"));

@@ -246,15 +246,20 @@ impl<'m> Merger<'m> {
     }
 }
 
-/// Bytes `span` of `text`, whose byte `anchor.0` is character `anchor.1` of the document, as
-/// the document's characters (`None`: the text's place is not known, or the span begins before
+/// Bytes `span` of `text`, whose byte `anchor.byte` is character `anchor.start` of the
+/// document, as the document's characters (`None`: the text's place is not known, or the span begins before
 /// the document's characters do).
 fn in_document(
     text: &str,
     anchor: Option<Anchor>,
     span: Range<usize>,
 ) -> (Option<usize>, Option<usize>) {
-    let Some((from, at)) = anchor.filter(|a| a.0 <= span.start) else {
+    let Some(Anchor {
+        byte: from,
+        start: at,
+        ..
+    }) = anchor.filter(|a| a.byte <= span.start)
+    else {
         return (None, None);
     };
     let s = at + text[from..span.start].chars().count();
@@ -501,7 +506,7 @@ mod tests {
         let chunk = ChunkText {
             index: 1,
             text: doc,
-            anchor: Some((0, 0)),
+            anchor: Some(Anchor::whole(0, doc.chars().count())),
             context: None,
         };
         let year = json!({"type": "year", "value": 1791});
@@ -526,8 +531,8 @@ mod tests {
         let chunk2 = ChunkText {
             index: 2,
             text: "Babbage built.",
-            anchor: Some((0, 20)),
-            context: Some(("Lovelace wrote. ", Some((0, 4)))),
+            anchor: Some(Anchor::whole(20, 34)),
+            context: Some(("Lovelace wrote. ", Some(Anchor::whole(4, 20)))),
         };
         let own = merger.add(
             &chunk2,

@@ -9,8 +9,9 @@ export type ChunkPlace = {
  */
 index: number, 
 /**
- * Its place in the document, in UTF-16 units (`None`: a token window that splits a
- * character has none).
+ * The document's characters it holds whole, in UTF-16 units: its place (for a token
+ * window that splits a character, without the character it splits at either end; `None`:
+ * not known).
  */
 span: [number, number] | null, 
 /**

@@ -170,7 +170,7 @@ pub(crate) fn chunk_figures(
     let Some(f) = line.chunks.as_mut() else {
         return;
     };
-    let placed = |c: &kerf_core::chunk::Chunk| Some(c.start?..c.end?);
+    let placed = kerf_core::chunk::Chunk::held;
     let cut: Vec<Range<usize>> = chunks
         .iter()
         .filter(|c| f.cut_chunks.contains(&(c.index as u32)))

@@ -875,3 +875,100 @@ fn a_document_with_no_text_to_cut_is_refused_when_records_are_expected_of_it() {
         "{v}"
     );
 }
+
+/// A Japanese document cut by the token chunker: its words have no spaces between them and its
+/// characters take several tokens, so windows split some. Every city is placed at its own
+/// characters, found as written (not reported ungrounded), and one found by two windows'
+/// overlap is counted once.
+#[test]
+fn a_document_written_without_spaces_is_placed_and_folded_under_the_token_chunker() {
+    let cities = [
+        ("東京", "日本の首都"),
+        ("大阪", "関西地方の中心都市"),
+        ("京都", "かつての都"),
+        ("名古屋", "中部地方の工業都市"),
+        ("札幌", "北海道の中心都市"),
+        ("福岡", "九州の玄関口"),
+    ];
+    let text = "東京は日本の首都であり、世界有数の大都市である。大阪は関西地方の中心都市で、商業の町として知られる。京都はかつての都で、多くの寺院が残っている。名古屋は中部地方の工業都市で、自動車産業が盛んである。札幌は北海道の中心都市で、雪まつりが有名である。福岡は九州の玄関口として栄えている。";
+    let expected: Vec<Value> = cities
+        .iter()
+        .map(|(n, d)| json!({"type": "definition", "entity": n, "definition": d}))
+        .collect();
+    let docs =
+        vec![json!({"id": "cities", "input": text, "expected": {"agent-kg-extract": expected}})];
+    let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
+    let (dir, data) = setup(&model, &docs);
+    let args = [
+        "eval",
+        data.to_str().unwrap(),
+        "--prompt",
+        "prompts/agent-kg-extract.json",
+        "--provider",
+        "srv",
+        "--max-tokens",
+        "1000",
+        "--constrain",
+        "none",
+        "--chunker",
+        "token",
+        "--chunk-size",
+        "24",
+        "--chunk-overlap",
+        "8",
+        "--json",
+    ];
+    let o = kerf_in(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = stdout_json(&o);
+    // Some window splits a character (it has no place of its own).
+    let file = dir.path().join("doc.txt");
+    std::fs::write(&file, text).unwrap();
+    let cut = kerf_in(
+        dir.path(),
+        &[
+            "chunk",
+            file.to_str().unwrap(),
+            "--chunker",
+            "token",
+            "--chunk-size",
+            "24",
+            "--chunk-overlap",
+            "8",
+            "--json",
+        ],
+    );
+    let windows: Vec<Value> = String::from_utf8(cut.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        windows.iter().any(|w| w.get("start").is_none()),
+        "{windows:?}"
+    );
+    let line = &v["cells"][0];
+    assert_eq!(
+        (line["tp"].clone(), line["fp"].clone(), line["fn"].clone()),
+        (json!(6), json!(0), json!(0)),
+        "{line}"
+    );
+    let chars: Vec<char> = text.chars().collect();
+    let spans = line["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), cities.len(), "{spans:?}");
+    for (s, (name, _)) in spans.iter().zip(cities) {
+        assert_eq!(s["status"], "exact", "{s}");
+        let (a, b) = (
+            s["start"].as_u64().unwrap() as usize,
+            s["end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(chars[a..b].iter().collect::<String>(), name, "{s}");
+    }
+    assert!(
+        spans.iter().any(|s| s["merged"] == 1),
+        "a city in an overlap is folded: {spans:?}"
+    );
+    let summary = &v["summary"][0];
+    assert_eq!(summary["ungrounded"], 0.0, "{summary}");
+    assert_eq!(summary["chunks"]["spans"]["exact"], 6, "{summary}");
+}
