@@ -773,6 +773,96 @@ fn cut_eval(store: &Store, rows: usize, sizes: &[u32], provider: &Chosen) -> eva
     .unwrap()
 }
 
+/// The window's view of a Japanese document cut by the token chunker, whose small windows split
+/// characters: every window is drawn where its whole characters are (in the page's UTF-16
+/// units), and the record its reply holds is placed at the name, found as written.
+#[test]
+fn every_token_window_is_drawn_where_its_whole_characters_are() {
+    let store = Store::in_memory().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = "東京は日本の首都であり、世界有数の大都市である。大阪は関西地方の中心都市で、商業の町として知られる。京都はかつての都で、多くの寺院が残っている。名古屋は中部地方の工業都市で、自動車産業が盛んである。札幌は北海道の中心都市で、雪まつりが有名である。";
+    let data = dir.path().join("jp.jsonl");
+    let row = serde_json::json!({"id": "cities", "input": text, "expected": {"agent-kg-extract": [
+        {"type": "definition", "entity": "京都", "definition": "かつての都"}]}});
+    std::fs::write(&data, format!("{row}\n")).unwrap();
+    let chunking = eval::chunked::Chunking {
+        chunker: kerf_core::chunk::Chunker::Token,
+        sizes: vec![24],
+        overlap: 8,
+        passes: 1,
+        context_chars: vec![0],
+    };
+    let reply = r#"{"type":"definition","entity":"京都","definition":"かつての都"}"#;
+    let provider = Chosen::Scripted(Box::new(Scripted::new(
+        (0..64).map(|_| Reply::text(reply, 24)),
+    )));
+    let e = eval::begin(
+        &store,
+        dataset::load(&data).unwrap(),
+        vec![subject("agent-kg-extract.json")],
+        &Plan {
+            chunking: Some(&chunking),
+            ..plan(&[256], 1, 1, Allowance::default())
+        },
+        params(),
+        std::slice::from_ref(&provider),
+        &mut |_| {},
+    )
+    .unwrap();
+    eval::run_cells(
+        &store,
+        &e,
+        std::slice::from_ref(&provider),
+        ONE_AT_A_TIME,
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let report = eval::finish(&store, &e, false, eval::Options::default()).unwrap();
+    let line = &report.cells[0];
+    let key = eval::wire::CellKey {
+        row: line.row.clone(),
+        prompt: line.prompt.clone(),
+        provider: Some(line.provider.clone()),
+        max_tokens: line.max_tokens,
+        constrained: line.constrained,
+        repeat: line.repeat,
+        chunk_size: line.chunk_size,
+        context_chars: line.context_chars,
+    };
+    let view = eval::view::cell(&store, &e, &key).unwrap();
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let at = |[s, t]: [u32; 2]| String::from_utf16(&units[s as usize..t as usize]).unwrap();
+    let cut = kerf_core::chunk::chunk(text, &chunking.settings(24)).unwrap();
+    assert!(
+        cut.iter().any(|c| c.start.is_none()),
+        "some window splits a character"
+    );
+    assert_eq!(view.chunks.len(), cut.len());
+    for (place, c) in view.chunks.iter().zip(&cut) {
+        let drawn = at(place
+            .span
+            .unwrap_or_else(|| panic!("window {} has no place", c.index)));
+        // Its text is what is drawn, with the U+FFFD of the characters it splits around it.
+        assert!(
+            !drawn.is_empty() && c.text.trim_matches('\u{fffd}') == drawn,
+            "window {}: {drawn:?} in {:?}",
+            c.index,
+            c.text
+        );
+    }
+    // The reply's record (every window's reply names it) is placed at the name, once: each
+    // window not holding it grounds it nowhere, so it is not found there.
+    let placed: Vec<String> = view
+        .extracted
+        .iter()
+        .filter_map(|r| r.mention.as_ref())
+        .filter(|m| m.status == kerf_core::eval::mentions::SpanStatus::Exact)
+        .map(|m| at(m.span.unwrap()))
+        .collect();
+    assert_eq!(placed, ["京都"], "{:?}", view.extracted);
+}
+
 const ONE_AT_A_TIME: Pace = Pace {
     concurrency: 1,
     adaptive: false,
