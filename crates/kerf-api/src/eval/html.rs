@@ -275,7 +275,7 @@ fn document_view(text: &str, chunks: &[kerf_core::chunk::Chunk], c: &CellLine) -
     let cut: &[u32] = c.chunks.as_ref().map_or(&[], |f| &f.cut_chunks);
     let placed: Vec<(usize, usize, u32)> = chunks
         .iter()
-        .filter_map(|k| Some((k.start?, k.end?, k.index as u32)))
+        .filter_map(|k| k.held().map(|h| (h.start, h.end, k.index as u32)))
         .collect();
     let records: Vec<(usize, usize)> = c
         .spans

@@ -235,13 +235,23 @@ impl<'m> Merger<'m> {
         mention
     }
 
-    /// The texts `object` is grounded by (its type's grounding fields that hold text).
+    /// The texts `object` is grounded by: its type's grounding fields that hold a word (an
+    /// empty field, or one of punctuation alone, has nothing to look for, as grounding against
+    /// a whole document judges it).
     fn fields(&self, object: &Value) -> Vec<String> {
         let rule = self.m.rule(self.m.type_of(object));
+        let has_words = |v: &str| {
+            if self.m.normalize {
+                !super::normalize::normalize(v).is_empty()
+            } else {
+                v.split_whitespace().next().is_some()
+            }
+        };
         self.m
             .ground_of(rule, object)
             .into_iter()
             .filter_map(|f| object.get(&f)?.as_str().map(str::to_string))
+            .filter(|v| has_words(v))
             .collect()
     }
 }
@@ -512,6 +522,13 @@ mod tests {
         let year = json!({"type": "year", "value": 1791});
         let own = merger.add(&chunk, 0, &[entity("Babbage"), year.clone(), year]);
         assert_eq!(own[1].status, SpanStatus::NoText);
+        // An empty name, or one of punctuation alone, has nothing to look for either.
+        for name in ["", " — "] {
+            let own = Merger::new(&m).add(&chunk, 0, &[entity(name)]);
+            assert_eq!(own[0].status, SpanStatus::NoText, "{name:?}");
+            let g = crate::eval::Grounding::new(&m, doc);
+            assert!(g.ungrounded(&m, &[entity(name)]).is_empty(), "{name:?}");
+        }
         assert_eq!((own[1].start, own[1].end), (None, None));
         let counts = SpanCounts::of(&merger.finish().mentions);
         // The year twice in one reply cannot be told from once: folded, as unplaced records

@@ -50,28 +50,52 @@ pub(crate) fn is_separator(c: char) -> bool {
 }
 
 /// Whether `c` is written in a script that puts no spaces between words (Han, kana, Hangul,
-/// Thai, Lao, Myanmar, Khmer): grounding reads each such character as a word of its own, so a
-/// name is found inside a sentence written without spaces (`東京` in `東京と大阪`), as exactly
-/// as a word between spaces is, and a near spelling as a run of characters most like it.
+/// Thai, Lao, Myanmar, Khmer): grounding reads each such character, with the marks that follow
+/// it ([`joins_previous`]), as a word of its own, so a name is found inside a sentence written
+/// without spaces (`東京` in `東京と大阪`), as exactly as a word between spaces is.
 pub(crate) fn stands_alone(c: char) -> bool {
     matches!(c as u32,
         0x0E00..=0x0EFF // Thai, Lao
         | 0x1000..=0x109F // Myanmar
-        | 0x1100..=0x11FF // Hangul Jamo
+        | 0x1100..=0x115F // Hangul leading consonants (the vowels and finals join them)
         | 0x1780..=0x17FF // Khmer
+        | 0x2E80..=0x2FDF // CJK and Kangxi radicals
+        | 0x3005..=0x3007 // 々 〆 〇
         | 0x3040..=0x30FF // Hiragana, Katakana
+        | 0x3100..=0x312F // Bopomofo
+        | 0x3130..=0x318F // Hangul compatibility jamo
         | 0x31F0..=0x31FF // Katakana phonetic extensions
         | 0x3400..=0x4DBF // CJK Unified Ideographs Extension A
         | 0x4E00..=0x9FFF // CJK Unified Ideographs
+        | 0xA960..=0xA97F // Hangul Jamo Extended-A (leading consonants)
         | 0xAC00..=0xD7AF // Hangul syllables
         | 0xF900..=0xFAFF // CJK Compatibility Ideographs
-        | 0xFF66..=0xFF9F // Halfwidth Katakana
+        | 0xFF66..=0xFF9D // Halfwidth Katakana (its sound marks join the kana before)
+        | 0x1B000..=0x1B16F // Kana Supplement, Extended-A, Small Kana Extension
         | 0x20000..=0x3FFFF // CJK Unified Ideographs Extensions B and after
-    )
+    ) && !joins_previous(c)
 }
 
-/// `s` with each character that [`stands_alone`] made a word: a space put between it and what
-/// is beside it, where there is none. Borrowed when there is nothing to space.
+/// Whether `c` belongs to the character before it: a combining mark (a kana's sound mark, a
+/// Thai vowel sign, a variation selector), a half-width sound mark, a Hangul vowel or final
+/// written as a jamo. NFKC may fold it into that character, so grounding never makes it a
+/// word apart from it.
+pub(crate) fn joins_previous(c: char) -> bool {
+    if c.is_ascii() {
+        return false;
+    }
+    matches!(c as u32, 0xFF9E..=0xFF9F | 0x1160..=0x11FF | 0xD7B0..=0xD7FF)
+        || matches!(
+            get_general_category(c),
+            GeneralCategory::NonspacingMark
+                | GeneralCategory::SpacingMark
+                | GeneralCategory::EnclosingMark
+        )
+}
+
+/// `s` with each character that [`stands_alone`] made a word (with the marks that join it): a
+/// space put between it and what is beside it, where there is none. Borrowed when there is
+/// nothing to space.
 pub(crate) fn spaced(s: &str) -> std::borrow::Cow<'_, str> {
     if s.is_ascii() || !s.chars().any(stands_alone) {
         return std::borrow::Cow::Borrowed(s);
@@ -79,17 +103,41 @@ pub(crate) fn spaced(s: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(s.len() + s.len() / 2);
     let mut after_alone = false;
     for c in s.chars() {
+        let joins = after_alone && joins_previous(c);
         let alone = stands_alone(c);
-        if (alone || after_alone)
+        if !joins
+            && (alone || after_alone)
             && !c.is_whitespace()
             && out.chars().next_back().is_some_and(|p| !p.is_whitespace())
         {
             out.push(' ');
         }
         out.push(c);
-        after_alone = alone;
+        after_alone = alone || joins;
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// Words as similarity compares them: joined by a space, but for two that [`stands_alone`]
+/// side by side, which their text wrote without one (the spaces [`spaced`] put there would
+/// otherwise count as characters in common, and make a different name look close).
+pub(crate) fn compact<'a>(words: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    let mut before: Option<&str> = None;
+    for w in words {
+        if before.is_some_and(|b| apart(b, w)) {
+            out.push(' ');
+        }
+        out.push_str(w);
+        before = Some(w);
+    }
+    out
+}
+
+/// Whether [`compact`] puts a space between the words `before` and `next`.
+pub(crate) fn apart(before: &str, next: &str) -> bool {
+    let alone = |w: &str| w.chars().next().is_some_and(stands_alone);
+    !(alone(before) && alone(next))
 }
 
 /// Whether `c` is in one of Unicode's punctuation categories (`P*`).
@@ -260,6 +308,20 @@ mod tests {
         assert_eq!(spaced("in 東京, at noon"), "in 東 京 , at noon");
         assert_eq!(spaced("Tokyo東京Osaka"), "Tokyo 東 京 Osaka");
         assert_eq!(spaced(" 東 "), " 東 ");
+        // Marks stay with the character they follow: a half-width kana's sound mark, a kana's
+        // combining one, a variation selector, Hangul written as jamo.
+        assert_eq!(spaced("東京ｶﾞｽ"), "東 京 ｶﾞ ｽ");
+        assert_eq!(spaced("か\u{3099}き"), "か\u{3099} き");
+        assert_eq!(spaced("葛\u{e0100}城"), "葛\u{e0100} 城");
+        assert_eq!(
+            spaced("\u{1112}\u{1161}\u{11ab}\u{1100}\u{1173}\u{11af}"),
+            "\u{1112}\u{1161}\u{11ab} \u{1100}\u{1173}\u{11af}"
+        );
+        // Similarity reads them together again.
+        assert_eq!(
+            compact("北 京 大 学 in Beijing".split_whitespace()),
+            "北京大学 in Beijing"
+        );
         assert!(matches!(
             spaced("plain words, café"),
             std::borrow::Cow::Borrowed(_)

@@ -405,13 +405,14 @@ impl Grounding {
             value.to_string()
         };
         let v = crate::eval::normalize::spaced(&v);
-        if v.is_empty() || self.text.contains(&format!(" {v} ")) {
+        if v.split_whitespace().next().is_none() || self.text.contains(&format!(" {v} ")) {
             return true;
         }
         let k = v.split_whitespace().count();
+        let v = crate::eval::normalize::compact(v.split_whitespace());
         (k.saturating_sub(1).max(1)..=k + 1).any(|n| {
             self.words.windows(n).any(|w| {
-                let window = w.join(" ");
+                let window = crate::eval::normalize::compact(w.iter().map(String::as_str));
                 may_reach(&window, &v, self.fuzzy) && similarity(&window, &v) >= self.fuzzy
             })
         })
@@ -789,6 +790,14 @@ mod tests {
         "ab",
         "abc",
         "lights",
+        // Scripts written without spaces: each character a word of its own, marks with it.
+        "葉緑体",
+        "東京都",
+        "光合成",
+        "ｶﾞｽ",
+        "が",
+        "서울에서",
+        "กรุงเทพ",
     ];
 
     fn document(g: &mut Seeded, words: usize, raw: bool) -> String {
@@ -798,7 +807,7 @@ mod tests {
                 out.push_str(if raw {
                     g.pick(&[" ", "  ", "\t", "\n ", " "])
                 } else {
-                    g.pick(&[" ", " ", " ", ", ", ". ", " - ", " (", ") "])
+                    g.pick(&[" ", " ", " ", ", ", ". ", " - ", " (", ") ", "", "。"])
                 });
             }
             out.push_str(g.pick(VOCABULARY));
@@ -846,8 +855,8 @@ mod tests {
                 0 => {
                     v.remove(at);
                 }
-                1 => v.insert(at, ['a', 'e', ' ', 'ß', 'q'][g.below(5)]),
-                _ => v[at] = ['a', 'e', ' ', 'ß', 'q'][g.below(5)],
+                1 => v.insert(at, ['a', 'e', ' ', 'ß', 'q', '京', 'ﾞ'][g.below(7)]),
+                _ => v[at] = ['a', 'e', ' ', 'ß', 'q', '京', 'ﾞ'][g.below(7)],
             }
         }
         v.into_iter().collect()

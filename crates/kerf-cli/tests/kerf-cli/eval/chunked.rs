@@ -971,4 +971,10 @@ fn a_document_written_without_spaces_is_placed_and_folded_under_the_token_chunke
     let summary = &v["summary"][0];
     assert_eq!(summary["ungrounded"], 0.0, "{summary}");
     assert_eq!(summary["chunks"]["spans"]["exact"], 6, "{summary}");
+    // The HTML report draws every window's band, those that split a character included.
+    let html = html_report(dir.path(), &v);
+    for w in &windows {
+        let mark = format!("<span class=\"mark\">{}</span>", w["index"]);
+        assert!(html.contains(&mark), "no band for window {}", w["index"]);
+    }
 }

@@ -7,8 +7,9 @@ use super::*;
 pub struct Grounding {
     /// The normalised text with a space at each end, so a lookup can ask for whole words.
     pub(super) text: String,
-    /// The text's words joined by single spaces (the runs of words a fuzzy lookup compares
-    /// are its substrings), in characters.
+    /// The text's words joined by single spaces, but for characters that stand alone side by
+    /// side (`normalize::compact`): the runs of words a fuzzy lookup compares are its
+    /// substrings. In characters.
     pub(super) joined: Vec<char>,
     /// Each word's span in `joined`, in characters.
     pub(super) words: Vec<(usize, usize)>,
@@ -24,12 +25,16 @@ impl Grounding {
             input.to_string()
         };
         let norm = crate::eval::normalize::spaced(&norm);
+        // The words joined as similarity reads them (`compact`): the runs a fuzzy lookup
+        // compares are substrings of this.
         let mut joined = Vec::with_capacity(norm.len());
         let mut words = Vec::new();
+        let mut before: Option<&str> = None;
         for w in norm.split_whitespace() {
-            if !joined.is_empty() {
+            if before.is_some_and(|b| crate::eval::normalize::apart(b, w)) {
                 joined.push(' ');
             }
+            before = Some(w);
             let start = joined.len();
             joined.extend(w.chars());
             words.push((start, joined.len()));
@@ -52,13 +57,16 @@ impl Grounding {
             value.to_string()
         };
         let v = crate::eval::normalize::spaced(&v);
-        if v.is_empty()
+        // A value with no word in it has nothing to look for.
+        if v.split_whitespace().next().is_none()
             || memchr::memmem::find(self.text.as_bytes(), format!(" {v} ").as_bytes()).is_some()
         {
             return true;
         }
         let k = v.split_whitespace().count();
-        let pattern: Vec<char> = v.chars().collect();
+        let pattern: Vec<char> = crate::eval::normalize::compact(v.split_whitespace())
+            .chars()
+            .collect();
         self.near(&pattern, k.saturating_sub(1).max(1), k + 1)
     }
 
