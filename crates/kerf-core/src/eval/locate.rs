@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::matching::Matcher;
 use super::normalize::{
-    compact, is_separator, joins_previous, normalize, similarity, spaced, stands_alone,
+    as_grounded, compact, is_separator, joins_previous, normalize, similarity, spaced, stands_alone,
 };
 
 /// Past this many words, only whole-word matches are looked for (a fuzzy window over every run
@@ -103,12 +103,7 @@ impl<'a> Words<'a> {
 
     /// `value` as the document's words are held: normalised when the matching normalises.
     fn as_read(&self, value: &str) -> String {
-        let v = if self.normalize {
-            normalize(value)
-        } else {
-            value.to_string()
-        };
-        spaced(&v).into_owned()
+        as_grounded(value, self.normalize)
     }
 
     /// The places `v` (already [`as_read`](Self::as_read)) is written as its words in a row, in

@@ -241,11 +241,10 @@ impl<'m> Merger<'m> {
     fn fields(&self, object: &Value) -> Vec<String> {
         let rule = self.m.rule(self.m.type_of(object));
         let has_words = |v: &str| {
-            if self.m.normalize {
-                !super::normalize::normalize(v).is_empty()
-            } else {
-                v.split_whitespace().next().is_some()
-            }
+            super::normalize::as_grounded(v, self.m.normalize)
+                .split_whitespace()
+                .next()
+                .is_some()
         };
         self.m
             .ground_of(rule, object)
@@ -257,8 +256,8 @@ impl<'m> Merger<'m> {
 }
 
 /// Bytes `span` of `text`, whose byte `anchor.byte` is character `anchor.start` of the
-/// document, as the document's characters (`None`: the text's place is not known, or the span begins before
-/// the document's characters do).
+/// document, as the document's characters (`None`: the text's place is not known, or the span
+/// begins before the document's characters do).
 fn in_document(
     text: &str,
     anchor: Option<Anchor>,

@@ -118,6 +118,20 @@ pub(crate) fn spaced(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Text as grounding reads it, a document or a value looked up in one: normalised when the
+/// matching normalises, each character that [`stands_alone`] spaced as a word.
+pub(crate) fn as_grounded(s: &str, normalise: bool) -> String {
+    let text = if normalise {
+        normalize(s)
+    } else {
+        s.to_string()
+    };
+    match spaced(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(spaced) => spaced,
+    }
+}
+
 /// Words as similarity compares them: joined by a space, but for two that [`stands_alone`]
 /// side by side, which their text wrote without one (the spaces [`spaced`] put there would
 /// otherwise count as characters in common, and make a different name look close).

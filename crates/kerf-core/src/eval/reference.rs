@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use super::matching::{ANY_TYPE, Matcher};
-use super::normalize::{agreement, may_reach, normalize, similarity, value_text, value_text_into};
+use super::normalize::{agreement, may_reach, similarity, value_text, value_text_into};
 use super::score::{Agreement, Counts, Pair, Scored};
 
 /// The most alias combinations looked up in the index for one expected record; beyond it the
@@ -382,12 +382,7 @@ pub struct Grounding {
 
 impl Grounding {
     pub fn new(m: &Matcher, input: &str) -> Grounding {
-        let norm = if m.normalize {
-            normalize(input)
-        } else {
-            input.to_string()
-        };
-        let norm = crate::eval::normalize::spaced(&norm);
+        let norm = crate::eval::normalize::as_grounded(input, m.normalize);
         Grounding {
             words: norm.split_whitespace().map(str::to_string).collect(),
             text: format!(" {norm} "),
@@ -399,12 +394,7 @@ impl Grounding {
     /// Whether `value` appears in the input: as whole words after normalisation, else as a run of
     /// words (one more or one fewer than its own) reaching the grounding similarity.
     pub fn contains(&self, value: &str) -> bool {
-        let v = if self.normalize {
-            normalize(value)
-        } else {
-            value.to_string()
-        };
-        let v = crate::eval::normalize::spaced(&v);
+        let v = crate::eval::normalize::as_grounded(value, self.normalize);
         if v.split_whitespace().next().is_none() || self.text.contains(&format!(" {v} ")) {
             return true;
         }

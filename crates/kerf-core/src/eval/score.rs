@@ -61,7 +61,7 @@ use serde_json::{Map, Value};
 
 use super::distance::{Myers, levenshtein_within, max_edits, similarity_from};
 use super::matching::{ANY_TYPE, Matcher, Repeats};
-use super::normalize::{agreement, normalize, value_text, value_text_into};
+use super::normalize::{agreement, value_text, value_text_into};
 
 mod assignment;
 mod grounding;

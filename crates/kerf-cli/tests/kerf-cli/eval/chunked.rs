@@ -45,29 +45,29 @@ fn documents() -> Vec<Value> {
 
 /// `doc` cut as `kerf chunk` cuts it.
 fn chunks(dir: &std::path::Path, doc: &str, size: u32, overlap: u32) -> Vec<String> {
+    let (size, overlap) = (size.to_string(), overlap.to_string());
+    chunk_lines(
+        dir,
+        doc,
+        &["--chunk-size", &size, "--chunk-overlap", &overlap],
+    )
+    .iter()
+    .map(|c| c["text"].as_str().unwrap().to_string())
+    .collect()
+}
+
+/// The lines `kerf chunk --json` writes of `doc`, cut with `settings` (its flags).
+fn chunk_lines(dir: &std::path::Path, doc: &str, settings: &[&str]) -> Vec<Value> {
     let file = dir.join("doc.txt");
     std::fs::write(&file, doc).unwrap();
-    let (size, overlap) = (size.to_string(), overlap.to_string());
-    let args = [
-        "chunk",
-        file.to_str().unwrap(),
-        "--chunk-size",
-        &size,
-        "--chunk-overlap",
-        &overlap,
-        "--json",
-    ];
+    let mut args = vec!["chunk", file.to_str().unwrap(), "--json"];
+    args.extend_from_slice(settings);
     let o = kerf_in(dir, &args);
     assert!(o.status.success(), "{}", stderr(&o));
     String::from_utf8(o.stdout)
         .unwrap()
         .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["text"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
 
@@ -922,27 +922,18 @@ fn a_document_written_without_spaces_is_placed_and_folded_under_the_token_chunke
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     // Some window splits a character (it has no place of its own).
-    let file = dir.path().join("doc.txt");
-    std::fs::write(&file, text).unwrap();
-    let cut = kerf_in(
+    let windows = chunk_lines(
         dir.path(),
+        text,
         &[
-            "chunk",
-            file.to_str().unwrap(),
             "--chunker",
             "token",
             "--chunk-size",
             "24",
             "--chunk-overlap",
             "8",
-            "--json",
         ],
     );
-    let windows: Vec<Value> = String::from_utf8(cut.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert!(
         windows.iter().any(|w| w.get("start").is_none()),
         "{windows:?}"

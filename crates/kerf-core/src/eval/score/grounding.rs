@@ -19,12 +19,7 @@ pub struct Grounding {
 
 impl Grounding {
     pub fn new(m: &Matcher, input: &str) -> Grounding {
-        let norm = if m.normalize {
-            normalize(input)
-        } else {
-            input.to_string()
-        };
-        let norm = crate::eval::normalize::spaced(&norm);
+        let norm = crate::eval::normalize::as_grounded(input, m.normalize);
         // The words joined as similarity reads them (`compact`): the runs a fuzzy lookup
         // compares are substrings of this.
         let mut joined = Vec::with_capacity(norm.len());
@@ -51,12 +46,7 @@ impl Grounding {
     /// Whether `value` appears in the input: as whole words after normalisation, else as a run of
     /// words (one more or one fewer than its own) reaching the grounding similarity.
     pub fn contains(&self, value: &str) -> bool {
-        let v = if self.normalize {
-            normalize(value)
-        } else {
-            value.to_string()
-        };
-        let v = crate::eval::normalize::spaced(&v);
+        let v = crate::eval::normalize::as_grounded(value, self.normalize);
         // A value with no word in it has nothing to look for.
         if v.split_whitespace().next().is_none()
             || memchr::memmem::find(self.text.as_bytes(), format!(" {v} ").as_bytes()).is_some()
