@@ -837,6 +837,8 @@ try {
   async function openDataset(file) {
     answerDialogs(file);
     await (await $t("eval-dataset-pick")).click();
+    // The path first: until the dialog answers, a "no problems" on screen is the last dataset's.
+    await waitText("eval-dataset", (t) => t === file, UI, "the dataset was not opened");
     await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
   }
 
@@ -1646,8 +1648,11 @@ try {
         assert.equal(made.endpoint, "/v1/chat/completions");
         assert.equal(new Set(made.lines.map((l) => l.custom_id)).size, 3, "each request has its own id");
         assert.equal(cloud.requests.filter((r) => r.url.endsWith("/chat/completions")).length, chatsBefore, "no ordinary completion request");
-        const batchText = await browser.execute(() => document.querySelector('[data-testid="eval-batch"]').textContent);
-        assert.match(batchText, /3 requests · with the provider \(in_progress\) · 3 processing$/);
+        // The batch is shown as stored at once; its counts follow when the provider has been asked.
+        const batchText = () => browser.execute(() => document.querySelector('[data-testid="eval-batch"]')?.textContent ?? "");
+        const counted = /3 requests · with the provider \(in_progress\) · 3 processing$/;
+        await waitFor(async () => counted.test(await batchText()), UI, "the provider's counts are not shown");
+        assert.match(await batchText(), counted);
         assert.deepEqual(await matrixCells(), ["awaited", "awaited", "awaited"], "the cells show as awaited in the batch");
         const id = Number((await text("eval-title")).replace(/\D+/g, ""));
         // Asynchronously: `eval status` asks this process's loopback server, which a synchronous
@@ -1667,7 +1672,9 @@ try {
         cloud.endBatches();
         await (await row.$('[data-testid="experiment-collect"]')).click();
         await waitFor(async () => (await browser.$('[data-testid="eval-collected"]').isExisting())
-          && (await (await $t("eval-collected")).getAttribute("data-whole")) === "true", NET, "the collect did not make the eval whole");
+          && (await (await $t("eval-collected")).getAttribute("data-whole")) === "true"
+          // Collect reopens the eval after its result shows: done when its button is free again.
+          && (await (await $t("eval-collect")).isEnabled()), NET, "the collect did not make the eval whole");
         assert.equal(await (await $t("eval-collected")).getAttribute("data-folded"), "3");
         assert.equal((await browser.$$('[data-testid="eval-batch"][data-state="folded"]')).length, 1);
         await waitFor(async () => JSON.stringify(await matrixCells()) === JSON.stringify(["ok", "ok", "ok"]), UI, "the matrix does not show the folded cells");
