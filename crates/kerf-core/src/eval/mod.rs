@@ -11,7 +11,7 @@ pub mod matching;
 pub mod mentions;
 pub mod normalize;
 #[cfg(test)]
-mod reference;
+pub(crate) mod reference;
 pub mod score;
 pub mod stats;
 
