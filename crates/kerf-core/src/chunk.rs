@@ -163,7 +163,7 @@ pub struct Chunk {
 }
 
 /// A [`Chunk`] that borrows its text from the document where it is the document's own (every
-/// recursive chunk): what `kerf chunk --json` writes, without copying a 10 MB document's
+/// recursive chunk, every token window of whole characters): what `kerf chunk --json` writes, without copying a 10 MB document's
 /// chunks first. Serialised exactly as a `Chunk`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChunkRef<'a> {
@@ -179,6 +179,11 @@ pub struct ChunkRef<'a> {
 }
 
 impl ChunkRef<'_> {
+    /// As [`Chunk::held`].
+    pub fn held(&self) -> Option<std::ops::Range<usize>> {
+        self.anchor.map(|a| a.start..a.end)
+    }
+
     pub fn into_owned(self) -> Chunk {
         Chunk {
             index: self.index,

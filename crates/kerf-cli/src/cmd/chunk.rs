@@ -112,9 +112,14 @@ pub fn run(args: Args) -> Result<Outcome> {
         chunker.unit(),
         settings.overlap
     );
+    let mut split = false;
     for c in &chunks {
-        let place = match (c.start, c.end) {
-            (Some(s), Some(e)) => format!("{s:>8}–{e:<8}"),
+        let place = match (c.start, c.end, c.held()) {
+            (Some(s), Some(e), _) => format!("{s:>8}–{e:<8}"),
+            (_, _, Some(held)) => {
+                split = true;
+                format!("{:>8}–{:<8}", format!("≈{}", held.start), held.end)
+            }
             _ => " ".repeat(17),
         };
         let preview = c.text.replace('\n', "⏎");
@@ -123,6 +128,11 @@ pub fn run(args: Args) -> Result<Outcome> {
             c.index,
             c.text.chars().count(),
             shorten(preview, 70)
+        );
+    }
+    if split {
+        crate::outln!(
+            "  ≈: the window splits a character at an edge (its text holds U+FFFD there, as TrustGraph's does); the place is that of the characters it holds whole"
         );
     }
     Ok(Outcome::Ok)

@@ -86,6 +86,27 @@ fn json_lines_give_each_chunk_its_number_text_and_place() {
     }
     // The emoji's four bytes are two tokens in cl100k_base: some window splits it.
     assert!(unplaced > 0 && unplaced < windows.len(), "{windows:?}");
+    // The table gives such a window the place of the characters it holds whole, marked, and
+    // says what the mark means.
+    let o = kerf(&[
+        "chunk",
+        &path,
+        "--chunker",
+        "token",
+        "--chunk-size",
+        "4",
+        "--chunk-overlap",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let rows: Vec<&str> = table.lines().filter(|l| l.contains('\u{fffd}')).collect();
+    assert_eq!(rows.len(), unplaced, "{table}");
+    assert!(rows.iter().all(|r| r.contains('≈')), "{table}");
+    assert!(
+        table.contains("≈: the window splits a character at an edge"),
+        "{table}"
+    );
 
     let o = kerf(&["chunk", &path, "--preset", "flow"]);
     assert!(o.status.success(), "{}", stderr(&o));
