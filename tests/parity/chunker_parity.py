@@ -3,8 +3,8 @@ exactly the chunks that `trustgraph/chunking/recursive/chunker.py` and
 `trustgraph/chunking/token/chunker.py` give, on documents chosen to find the edges: whitespace-only
 pieces as Python's `str.strip()` judges them (U+001C–U+001F are whitespace there, not in Unicode's
 White_Space), CRLF, runs of blank lines, words longer than a chunk, combining characters, emoji
-(a token window that splits one decodes to U+FFFD), a drawn document past a megabyte (which Kerf
-tokenises in parts), and a long shipped text at the presets. Each
+(a token window that splits one decodes to U+FFFD), a drawn document past two megabytes (which Kerf
+tokenises another way, in parts when it has the cores), and a long shipped text at the presets. Each
 chunk's `start`/`end` (every recursive chunk's, and a token window's unless it splits a character)
 must also pick exactly its text out of the document.
 
@@ -145,13 +145,14 @@ def main():
         compare(f"random document {i + 1}", doc, "recursive", size, overlap, work)
         tsize = rng.randrange(1, 30)
         compare(f"random document {i + 1}", doc, "token", tsize, rng.randrange(0, tsize), work)
-    # Past a megabyte Kerf tokenises another way (tiktoken's pattern read by hand, the document
-    # cut into parts for the cores): a drawn document that long, at the preset and a small size.
+    # Past a megabyte Kerf tokenises another way (tiktoken's pattern read by hand), and cuts the
+    # document into parts of a megabyte or more, one per core: a drawn document past two, at the
+    # preset and a small size.
     big = generated(rng, 1)
-    while len(big.encode("utf-8")) <= 1_100_000:
+    while len(big.encode("utf-8")) <= 2_200_000:
         big += generated(rng, 1000)
-    compare("a drawn document past a megabyte", big, "token", 250, 15, work)
-    compare("a drawn document past a megabyte", big, "token", 7, 3, work)
+    compare("a drawn document past two megabytes", big, "token", 250, 15, work)
+    compare("a drawn document past two megabytes", big, "token", 7, 3, work)
     # A long shipped text at the presets: the processors' defaults and a deployed flow's.
     long = "\n\n".join(json.loads(line)["input"] for line in (REPO / "datasets/knowledge-graph.jsonl").read_text().splitlines()) * 8
     compare("the shipped documents, concatenated", long, "recursive", 2000, 100, work)

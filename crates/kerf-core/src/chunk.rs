@@ -16,8 +16,8 @@
 //!   tokens advancing by `size - overlap`, each decoded as Python's tiktoken decodes (bytes that
 //!   are not whole UTF-8 characters become U+FFFD). A document holding a special token's text
 //!   (`<|endoftext|>`) is refused, as tiktoken's `encode` refuses it there. A document of a
-//!   megabyte or more is tokenised by `cl100k` (the same tokens, several times faster) in parts
-//!   on every core.
+//!   megabyte or more is tokenised by `cl100k` (the same tokens, several times faster), in parts
+//!   of a megabyte or more, one per core.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -472,11 +472,13 @@ fn encode_in_parts(doc: &str, parts: usize) -> Vec<u32> {
 /// Byte offsets that cut `doc` into at most `parts` parts of about equal length, first 0 and
 /// last `doc.len()`, each cut at a seam: where the text before ends in an ASCII letter and the
 /// text after begins with a space, or before ends in a line feed and after begins with an ASCII
-/// letter. tiktoken's pre-tokenising pattern never holds a letter and the space after it, or a
-/// line feed and the letter after it, in one piece, and looks neither behind a piece nor past
-/// the character after it, so the pieces of the parts are the pieces of the whole: the tokens
-/// of the parts, end to end, are the tokens of the whole (tested on seeded random text at every
-/// seam). A text without seams (one written without Latin letters) stays whole.
+/// letter. In tiktoken's pre-tokenising pattern, a piece that holds such a letter ends with it
+/// (no alternative goes on from a letter into a space), and one that holds such a line feed
+/// ends with it, in the whole text (`\s*[\r\n]`, a letter following) as at the end of the part
+/// (`\s++$`); no alternative looks behind where a piece starts. So the pieces of the parts are
+/// the pieces of the whole, and the tokens of the parts, end to end, the tokens of the whole
+/// (tested on seeded random text at every seam). A text without seams (one written without
+/// Latin letters, or with none before a space or after a line feed) stays whole.
 fn seams(doc: &str, parts: usize) -> Vec<usize> {
     let b = doc.as_bytes();
     let is_seam = |p: usize| {
@@ -704,8 +706,9 @@ mod tests {
         assert_eq!(seams("東京大学の研究", 3), [0, "東京大学の研究".len()]);
     }
 
-    /// A document past `PART_BYTES` goes the other way (the pattern read by hand, in parts on
-    /// the cores): the same tokens and places as tiktoken's own encoder gives.
+    /// A document past `PART_BYTES` goes the other way (the pattern read by hand, in as many
+    /// parts as there are cores for): the same tokens and places as tiktoken's own encoder
+    /// gives; and in four parts, whatever the cores.
     #[test]
     fn a_large_document_has_tiktokens_tokens_and_places() {
         const BITS: &[&str] = &[
@@ -722,6 +725,12 @@ mod tests {
         let theirs = bpe.encode_ordinary(&doc);
         let (tokens, starts) = encode_ordinary(&doc);
         assert!(tokens == theirs, "KERF_TEST_SEED={}", g.seed);
+        assert!(seams(&doc, 4).len() == 5, "KERF_TEST_SEED={}", g.seed);
+        assert!(
+            encode_in_parts(&doc, 4) == theirs,
+            "KERF_TEST_SEED={}",
+            g.seed
+        );
         let mut at = 0;
         for (k, bytes) in bpe._decode_native_and_split(theirs).enumerate() {
             assert_eq!(starts[k], at, "KERF_TEST_SEED={}: token {k}", g.seed);

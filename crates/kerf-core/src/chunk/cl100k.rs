@@ -6,7 +6,7 @@
 //! classes its engine uses (`\p{L}`, `\p{N}`, `\s` and the case folds of `(?i)`, taken from
 //! `regex-syntax`, the parser under tiktoken's engine). Each piece is then looked up whole in the
 //! vocabulary, as tiktoken does first, and merged by tiktoken's own `byte_pair_split` when it is
-//! not a token. The vocabulary is `tiktoken-rs`'s, read back token by token through its decoder.
+//! not a token (by tiktoken's own encoder when it is a long one: `LONG_PIECE`). The vocabulary is `tiktoken-rs`'s, read back token by token through its decoder.
 //! Checked against `tiktoken-rs` on seeded random text (the tests below) and against Python's
 //! tiktoken by the chunker parity tests.
 
