@@ -52,7 +52,7 @@ fn json_lines_give_each_chunk_its_number_text_and_place() {
 
     // A token window has its place unless it splits a character (then its text holds U+FFFD
     // the document does not); the presets set what is not given.
-    let o = kerf(&[
+    let token = [
         "chunk",
         &path,
         "--chunker",
@@ -61,8 +61,8 @@ fn json_lines_give_each_chunk_its_number_text_and_place() {
         "4",
         "--chunk-overlap",
         "1",
-        "--json",
-    ]);
+    ];
+    let o = kerf(&[&token[..], &["--json"]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
     let windows: Vec<serde_json::Value> = stdout(&o)
         .split('\n')
@@ -88,16 +88,7 @@ fn json_lines_give_each_chunk_its_number_text_and_place() {
     assert!(unplaced > 0 && unplaced < windows.len(), "{windows:?}");
     // The table gives such a window the place of the characters it holds whole, marked, and
     // says what the mark means.
-    let o = kerf(&[
-        "chunk",
-        &path,
-        "--chunker",
-        "token",
-        "--chunk-size",
-        "4",
-        "--chunk-overlap",
-        "1",
-    ]);
+    let o = kerf(&token);
     assert!(o.status.success(), "{}", stderr(&o));
     let table = stdout(&o);
     let rows: Vec<&str> = table.lines().filter(|l| l.contains('\u{fffd}')).collect();
