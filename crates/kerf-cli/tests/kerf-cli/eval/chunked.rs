@@ -166,6 +166,30 @@ fn figures(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `kerf eval` of one prompt on the loopback server at a budget of 1,000 tokens, unconstrained,
+/// with `extra` (the chunking, `--json`).
+fn eval_one(
+    dir: &std::path::Path,
+    data: &std::path::Path,
+    prompt: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "eval",
+        data.to_str().unwrap(),
+        "--prompt",
+        prompt,
+        "--provider",
+        "srv",
+        "--max-tokens",
+        "1000",
+        "--constrain",
+        "none",
+    ];
+    args.extend_from_slice(extra);
+    kerf_in(dir, &args)
+}
+
 #[test]
 fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
     let docs = documents();
@@ -464,29 +488,23 @@ fn passes_over_a_chunk_merge_and_the_report_gives_recall_by_passes() {
     // Each chunk's first request misses its last record; the second pass finds it.
     let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByTextForgetful);
     let (dir, data) = setup(&model, &docs);
-    let args = [
-        "eval",
-        data.to_str().unwrap(),
-        "--prompt",
+    let o = eval_one(
+        dir.path(),
+        &data,
         "prompts/agent-kg-extract.json",
-        "--provider",
-        "srv",
-        "--max-tokens",
-        "1000",
-        "--constrain",
-        "none",
-        // One at a time: a chunk's first pass is its first request.
-        "--concurrency",
-        "1",
-        "--chunk-size",
-        "100",
-        "--chunk-overlap",
-        "0",
-        "--passes",
-        "2",
-        "--json",
-    ];
-    let o = kerf_in(dir.path(), &args);
+        &[
+            // One at a time: a chunk's first pass is its first request.
+            "--concurrency",
+            "1",
+            "--chunk-size",
+            "100",
+            "--chunk-overlap",
+            "0",
+            "--passes",
+            "2",
+            "--json",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     let mut chunk_count = 0;
@@ -777,25 +795,11 @@ fn a_record_found_again_elsewhere_is_spurious_unless_the_prompt_scores_repeats_o
     let once_path = dir.path().join("kg-once.json");
     std::fs::write(&once_path, once.to_string()).unwrap();
     let run = |prompt: &str| {
-        let o = kerf_in(
+        let o = eval_one(
             dir.path(),
-            &[
-                "eval",
-                data.to_str().unwrap(),
-                "--prompt",
-                prompt,
-                "--provider",
-                "srv",
-                "--max-tokens",
-                "1000",
-                "--constrain",
-                "none",
-                "--chunk-size",
-                "100",
-                "--chunk-overlap",
-                "0",
-                "--json",
-            ],
+            &data,
+            prompt,
+            &["--chunk-size", "100", "--chunk-overlap", "0", "--json"],
         );
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         stdout_json(&o)["cells"][0].clone()
@@ -899,26 +903,20 @@ fn a_document_written_without_spaces_is_placed_and_folded_under_the_token_chunke
         vec![json!({"id": "cities", "input": text, "expected": {"agent-kg-extract": expected}})];
     let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
     let (dir, data) = setup(&model, &docs);
-    let args = [
-        "eval",
-        data.to_str().unwrap(),
-        "--prompt",
+    let o = eval_one(
+        dir.path(),
+        &data,
         "prompts/agent-kg-extract.json",
-        "--provider",
-        "srv",
-        "--max-tokens",
-        "1000",
-        "--constrain",
-        "none",
-        "--chunker",
-        "token",
-        "--chunk-size",
-        "24",
-        "--chunk-overlap",
-        "8",
-        "--json",
-    ];
-    let o = kerf_in(dir.path(), &args);
+        &[
+            "--chunker",
+            "token",
+            "--chunk-size",
+            "24",
+            "--chunk-overlap",
+            "8",
+            "--json",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     // Some window splits a character (it has no place of its own).
