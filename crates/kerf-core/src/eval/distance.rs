@@ -239,6 +239,95 @@ impl Myers {
     }
 }
 
+/// Every run of `lengths` consecutive words of a text within `threshold` similarity of
+/// `pattern`: `hit(i, n, d)` for the run of `n` words from word `i`, `d` its edits, by start and
+/// then by length, until `hit` returns false. `words` are the words' spans in `joined`, in
+/// characters and in order; a run's text is `joined` from its first word's start to its last's
+/// end (grounding joins the words as [`compact`](super::normalize::compact) does, so that is
+/// the run as similarity reads it). The same runs and the same figures a comparison run by run
+/// gives, without a full distance per run:
+///
+/// 1. A run whose length alone rules it out is skipped (the edits are at least the difference
+///    in length).
+/// 2. One semi-global pass of Myers' algorithm over the text gives, at every word's end, the
+///    distance of the pattern to the closest substring ending there: no run ending there can be
+///    closer, so a run whose bound that already exceeds is ruled out. An invented name is ruled
+///    out everywhere by this one pass, linear in the text.
+/// 3. Each remaining start gets one anchored pass, which gives the exact distance to every run
+///    from it at once, stopped once no run from it can come within its bound.
+pub fn runs_within(
+    joined: &[char],
+    words: &[(usize, usize)],
+    pattern: &[char],
+    lengths: std::ops::RangeInclusive<usize>,
+    threshold: f64,
+    mut hit: impl FnMut(usize, usize, usize) -> bool,
+) {
+    let count = words.len();
+    let (fewest, most) = (*lengths.start(), (*lengths.end()).min(count));
+    let Some(myers) = Myers::new(pattern) else {
+        return;
+    };
+    let m = pattern.len();
+    // The most edits run (i, n) may have, when its length leaves it a chance.
+    let bound = |i: usize, n: usize| -> Option<usize> {
+        let len = words[i + n - 1].1 - words[i].0;
+        max_edits(len.max(m), threshold).filter(|&k| len.abs_diff(m) <= k)
+    };
+    let mut last_end: Option<usize> = None;
+    for n in fewest.max(1)..=most {
+        for i in 0..=count - n {
+            if bound(i, n).is_some() {
+                last_end = Some(last_end.map_or(i + n - 1, |e: usize| e.max(i + n - 1)));
+            }
+        }
+    }
+    let Some(last_end) = last_end else {
+        return;
+    };
+    // The closest substring's distance at each word's end, up to the last one needed.
+    let mut closest = vec![usize::MAX; last_end + 1];
+    let mut next = 0;
+    myers.scan(&joined[..words[last_end].1], false, |j, d| {
+        while next <= last_end && words[next].1 == j {
+            closest[next] = d;
+            next += 1;
+        }
+        next <= last_end
+    });
+    for i in 0..count {
+        // The runs from word i still in reach: (length in characters, bound, words).
+        let runs: Vec<(usize, usize, usize)> = (fewest.max(1)..=most)
+            .filter(|&n| i + n <= count)
+            .filter_map(|n| {
+                let end = i + n - 1;
+                bound(i, n)
+                    .filter(|&k| end <= last_end && closest[end] <= k)
+                    .map(|k| (words[end].1 - words[i].0, k, n))
+            })
+            .collect();
+        let Some(&(reach, _, _)) = runs.iter().max_by_key(|r| r.0) else {
+            continue;
+        };
+        let loosest = runs.iter().map(|r| r.1).max().unwrap_or(0);
+        let start = words[i].0;
+        let mut go_on = true;
+        myers.scan(&joined[start..start + reach], true, |j, d| {
+            if let Some(&(_, _, n)) = runs.iter().find(|&&(len, k, _)| len == j && d <= k) {
+                go_on = hit(i, n, d);
+                if !go_on {
+                    return false;
+                }
+            }
+            // The distance to a longer prefix falls by at most one per character.
+            d.saturating_sub(reach - j) <= loosest
+        });
+        if !go_on {
+            return;
+        }
+    }
+}
+
 /// One column step of one block (Myers 1999, in Hyyrö's and edlib's block formulation): `pv`
 /// and `mv` hold the block's positive and negative vertical deltas, `eq` the rows whose pattern
 /// character is the text's, `carry` the horizontal delta entering from the row above. Returns

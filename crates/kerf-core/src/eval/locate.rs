@@ -4,17 +4,16 @@
 //! the document normalised on its own, so a match maps back to the original text.
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
+use super::distance::{runs_within, similarity_from};
 use super::matching::Matcher;
 use super::normalize::{
-    as_grounded, compact, is_separator, joins_previous, normalize, similarity, spaced, stands_alone,
+    Compacted, as_grounded, compact, compact_spans, is_separator, joins_previous, normalize,
+    spaced, stands_alone,
 };
-
-/// Past this many words, only whole-word matches are looked for (a fuzzy window over every run
-/// of words costs a similarity each).
-const FUZZY_WORDS_MAX: usize = 20_000;
 
 /// A word of the document: its normalised text and its bytes in the original.
 struct Word<'a> {
@@ -25,6 +24,9 @@ struct Word<'a> {
 /// The document's words, as grounding reads them, with where each is in `input`.
 pub struct Words<'a> {
     words: Vec<Word<'a>>,
+    /// The words joined as similarity reads a run of them ([`compact`]), with each word's span
+    /// there in characters: made at the first lookup that needs a fuzzy place.
+    joined: OnceLock<Compacted>,
     normalize: bool,
     fuzzy: f64,
 }
@@ -87,8 +89,14 @@ impl<'a> Words<'a> {
         if let Some(s) = alone.or(start) {
             push(s, input.len(), &mut words);
         }
+        // Normalising drops a leading article from a text, and grounding normalises the
+        // document whole: its first word is not one of its words there either.
+        if m.normalize && words.len() > 1 && ["the", "a", "an"].contains(&&*words[0].text) {
+            words.remove(0);
+        }
         Words {
             words,
+            joined: OnceLock::new(),
             normalize: m.normalize,
             fuzzy: m.ground_fuzzy,
         }
@@ -143,6 +151,15 @@ impl<'a> Words<'a> {
         self.find(value)
     }
 
+    /// The words as held (normalised) and their bytes in the document, for the tests' oracle.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> Vec<(&str, Range<usize>)> {
+        self.words
+            .iter()
+            .map(|w| (&*w.text, w.span.clone()))
+            .collect()
+    }
+
     /// [`Words::locate`], saying whether the words were found as written (`true`) or only as
     /// the run most like them (`false`: a fuzzy place).
     pub fn find(&self, value: &str) -> Option<(Range<usize>, bool)> {
@@ -155,24 +172,23 @@ impl<'a> Words<'a> {
         if let Some(at) = self.written(&v).next() {
             return Some((at, true));
         }
-        if self.words.len() > FUZZY_WORDS_MAX {
-            return None;
-        }
+        // The run most like it, by similarity, then fewest words, then first; the same runs
+        // grounding compares, found by the same search, so a record grounded is placed.
+        let (joined, at) = self
+            .joined
+            .get_or_init(|| compact_spans(self.words.iter().map(|w| &*w.text)));
+        let pattern: Vec<char> = compact(v.split_whitespace()).chars().collect();
         let mut best: Option<(f64, usize, usize)> = None;
-        let v = compact(v.split_whitespace());
-        for n in k.saturating_sub(1).max(1)..=k + 1 {
-            for i in 0..=self.words.len().saturating_sub(n) {
-                if i + n > self.words.len() {
-                    break;
-                }
-                let window = compact(self.words[i..i + n].iter().map(|w| &*w.text));
-                let s = similarity(&window, &v);
-                if s >= self.fuzzy && best.is_none_or(|(b, _, _)| s > b) {
-                    best = Some((s, i, n));
-                }
+        let lengths = k.saturating_sub(1).max(1)..=k + 1;
+        runs_within(joined, at, &pattern, lengths, self.fuzzy, |i, n, d| {
+            let len = at[i + n - 1].1 - at[i].0;
+            let s = similarity_from(d, len.max(pattern.len()));
+            if best.is_none_or(|(b, bn, bi)| s > b || (s == b && (n, i) < (bn, bi))) {
+                best = Some((s, n, i));
             }
-        }
-        best.map(|(_, i, n)| (span(i, n), false))
+            true
+        });
+        best.map(|(_, n, i)| (span(i, n), false))
     }
 }
 
@@ -347,6 +363,23 @@ mod tests {
         let w = Words::new(&m, doc);
         let at = w.locate("carbon dioxid").unwrap();
         assert_eq!(&doc[at], "carbon dioxide");
+    }
+
+    /// A long document (a book's worth of words) still gets fuzzy places, wherever they are,
+    /// as grounding finds them.
+    #[test]
+    fn a_near_spelling_is_placed_deep_in_a_long_document() {
+        let m = matcher();
+        let filler = "The committee reviewed the quarterly figures again. ".repeat(12_000);
+        let doc = format!("{filler}Later the Rubisco Activase enzyme was named. {filler}");
+        let w = Words::new(&m, &doc);
+        assert!(w.words.len() > 100_000);
+        let (at, exact) = w.find("rubisco activaze").unwrap();
+        assert!(!exact);
+        assert_eq!(&doc[at], "Rubisco Activase");
+        assert!(crate::eval::Grounding::new(&m, &doc).contains("rubisco activaze"));
+        // Nothing like it anywhere: no place, and not grounded.
+        assert_eq!(w.find("photosystem"), None);
     }
 
     #[test]

@@ -148,6 +148,26 @@ pub(crate) fn compact<'a>(words: impl IntoIterator<Item = &'a str>) -> String {
     out
 }
 
+/// [`compact`]'s text as characters, with each word's span there (in characters): the runs of
+/// words a fuzzy lookup compares are its substrings.
+pub(crate) type Compacted = (Vec<char>, Vec<(usize, usize)>);
+
+/// The words as [`Compacted`].
+pub(crate) fn compact_spans<'a>(words: impl IntoIterator<Item = &'a str>) -> Compacted {
+    let (mut joined, mut spans) = (Vec::new(), Vec::new());
+    let mut before: Option<&str> = None;
+    for w in words {
+        if before.is_some_and(|b| apart(b, w)) {
+            joined.push(' ');
+        }
+        before = Some(w);
+        let start = joined.len();
+        joined.extend(w.chars());
+        spans.push((start, joined.len()));
+    }
+    (joined, spans)
+}
+
 /// Whether [`compact`] puts a space between the words `before` and `next`.
 pub(crate) fn apart(before: &str, next: &str) -> bool {
     let alone = |w: &str| w.chars().next().is_some_and(stands_alone);

@@ -5,6 +5,7 @@
 //! candidate pair are what made hostile replies take minutes.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
 use serde_json::Value;
 
@@ -407,6 +408,35 @@ impl Grounding {
             })
         })
     }
+}
+
+/// The place the review window gave a value not written as it is, before the search over every
+/// run at once: each run of one word fewer to one more than its own compared in turn, the most
+/// similar kept (the first on ties, shorter runs first).
+pub fn fuzzy_place(
+    words: &[(&str, Range<usize>)],
+    value: &str,
+    fuzzy: f64,
+) -> Option<Range<usize>> {
+    let k = value.split_whitespace().count();
+    let v = crate::eval::normalize::compact(value.split_whitespace());
+    let mut best: Option<(f64, usize, usize)> = None;
+    for n in k.saturating_sub(1).max(1)..=k + 1 {
+        for i in 0..=words.len().saturating_sub(n) {
+            if i + n > words.len() {
+                break;
+            }
+            let window = crate::eval::normalize::compact(words[i..i + n].iter().map(|w| w.0));
+            if !may_reach(&window, &v, fuzzy) {
+                continue;
+            }
+            let s = similarity(&window, &v);
+            if s >= fuzzy && best.is_none_or(|(b, _, _)| s > b) {
+                best = Some((s, i, n));
+            }
+        }
+    }
+    best.map(|(_, i, n)| words[i].1.start..words[i + n - 1].1.end)
 }
 
 /// xorshift64 draws for the scoring tests, as the CLI's tests draw their moments: seeded by
@@ -850,6 +880,68 @@ mod tests {
             }
         }
         v.into_iter().collect()
+    }
+
+    /// The review window's places: a value written as it is at its first place, else where
+    /// every run compared in turn puts it, and placed exactly when grounded.
+    #[test]
+    fn places_are_where_the_run_by_run_comparison_puts_them() {
+        let mut g = Seeded::new("places_are_where_the_run_by_run_comparison_puts_them");
+        let seed = g.seed;
+        for round in 0..300 {
+            let raw = g.chance(25);
+            let threshold = [0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 1.0, 1.1][g.below(9)];
+            let spec = MatchSpec {
+                normalize: Some(!raw),
+                ground_fuzzy: Some(threshold),
+                ..MatchSpec::default()
+            };
+            let m = Matcher::new(&spec, None);
+            let long = round % 8 == 0;
+            let words = if long { 60 } else { g.below(40) };
+            let doc = document(&mut g, words, raw);
+            let ours = crate::eval::locate::Words::new(&m, &doc);
+            let grounding = fast::Grounding::new(&m, &doc);
+            let held = ours.held();
+            for _ in 0..10 {
+                let v = value(&mut g, &doc, long);
+                let read = crate::eval::normalize::as_grounded(&v, !raw);
+                let found = ours.find(&v);
+                let why = format!(
+                    "KERF_TEST_SEED={seed}, round {round}: threshold {threshold}, raw {raw}\nvalue {v:?}\ndocument {doc:?}"
+                );
+                if read.split_whitespace().next().is_none() || held.is_empty() {
+                    assert_eq!(found, None, "{why}");
+                    continue;
+                }
+                match &found {
+                    Some((span, true)) => {
+                        // The first run of words that are its words.
+                        let written: Vec<&str> = read.split_whitespace().collect();
+                        let k = written.len();
+                        let first = (0..=held.len().saturating_sub(k)).find(|&i| {
+                            i + k <= held.len()
+                                && held[i..i + k]
+                                    .iter()
+                                    .map(|w| w.0)
+                                    .eq(written.iter().copied())
+                        });
+                        let there = first.map(|i| held[i].1.start..held[i + k - 1].1.end);
+                        assert_eq!(Some(span.clone()), there, "{why}");
+                    }
+                    _ => assert_eq!(
+                        found.as_ref().map(|f| f.0.clone()),
+                        super::fuzzy_place(&held, &read, m.ground_fuzzy),
+                        "{why}"
+                    ),
+                }
+                // Above 1 (refused in a prompt) no fuzzy place is looked for, and grounding
+                // without normalising then reads the document's white space as written.
+                if threshold <= 1.0 {
+                    assert_eq!(found.is_some(), grounding.contains(&v), "{why}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! of Myers' bit-parallel search over the document's words.
 
 use super::*;
+use crate::eval::distance::runs_within;
 
 /// An input document, ready for grounding lookups.
 pub struct Grounding {
@@ -20,20 +21,7 @@ pub struct Grounding {
 impl Grounding {
     pub fn new(m: &Matcher, input: &str) -> Grounding {
         let norm = crate::eval::normalize::as_grounded(input, m.normalize);
-        // The words joined as similarity reads them (`compact`): the runs a fuzzy lookup
-        // compares are substrings of this.
-        let mut joined = Vec::with_capacity(norm.len());
-        let mut words = Vec::new();
-        let mut before: Option<&str> = None;
-        for w in norm.split_whitespace() {
-            if before.is_some_and(|b| crate::eval::normalize::apart(b, w)) {
-                joined.push(' ');
-            }
-            before = Some(w);
-            let start = joined.len();
-            joined.extend(w.chars());
-            words.push((start, joined.len()));
-        }
+        let (joined, words) = crate::eval::normalize::compact_spans(norm.split_whitespace());
         Grounding {
             text: format!(" {norm} "),
             joined,
@@ -60,81 +48,22 @@ impl Grounding {
         self.near(&pattern, k.saturating_sub(1).max(1), k + 1)
     }
 
-    /// Whether a run of `fewest..=most` words is within the grounding similarity of `pattern`:
-    /// the same runs, and the same similarity, the lookup compared one by one before, decided
-    /// without a full distance per run.
-    ///
-    /// 1. A run whose length alone rules it out is skipped (the edits are at least the
-    ///    difference in length).
-    /// 2. One semi-global pass of Myers' algorithm over the text gives, at every word's end,
-    ///    the distance of the pattern to the closest substring ending there: no run ending there
-    ///    can be closer, so a run whose bound that already exceeds is ruled out. An invented
-    ///    name is ruled out everywhere by this one pass, linear in the text.
-    /// 3. Each remaining start gets one anchored pass, which gives the exact distance to every
-    ///    run from it at once, stopped once no run from it can come within its bound.
+    /// Whether a run of `fewest..=most` words is within the grounding similarity of `pattern`
+    /// ([`runs_within`], stopped at the first).
     pub(super) fn near(&self, pattern: &[char], fewest: usize, most: usize) -> bool {
-        let words = self.words.len();
-        let most = most.min(words);
-        let Some(myers) = Myers::new(pattern) else {
-            return false;
-        };
-        let m = pattern.len();
-        // The most edits run (i, n) may have, when its length leaves it a chance.
-        let bound = |i: usize, n: usize| -> Option<usize> {
-            let len = self.words[i + n - 1].1 - self.words[i].0;
-            max_edits(len.max(m), self.fuzzy).filter(|&k| len.abs_diff(m) <= k)
-        };
-        let mut last_end: Option<usize> = None;
-        for n in fewest..=most {
-            for i in 0..=words - n {
-                if bound(i, n).is_some() {
-                    last_end = Some(last_end.map_or(i + n - 1, |e: usize| e.max(i + n - 1)));
-                }
-            }
-        }
-        let Some(last_end) = last_end else {
-            return false;
-        };
-        // The closest substring's distance at each word's end, up to the last one needed.
-        let mut closest = vec![usize::MAX; last_end + 1];
-        let mut next = 0;
-        myers.scan(&self.joined[..self.words[last_end].1], false, |j, d| {
-            while next <= last_end && self.words[next].1 == j {
-                closest[next] = d;
-                next += 1;
-            }
-            next <= last_end
-        });
-        for i in 0..words {
-            // The runs from word i still in reach: (length from its start, bound).
-            let runs: Vec<(usize, usize)> = (fewest..=most)
-                .filter(|&n| i + n <= words)
-                .filter_map(|n| {
-                    let end = i + n - 1;
-                    bound(i, n)
-                        .filter(|&k| closest[end.min(last_end)] <= k && end <= last_end)
-                        .map(|k| (self.words[end].1 - self.words[i].0, k))
-                })
-                .collect();
-            let Some(&(reach, _)) = runs.iter().max_by_key(|r| r.0) else {
-                continue;
-            };
-            let loosest = runs.iter().map(|r| r.1).max().unwrap_or(0);
-            let start = self.words[i].0;
-            let mut found = false;
-            myers.scan(&self.joined[start..start + reach], true, |j, d| {
-                if runs.iter().any(|&(len, k)| len == j && d <= k) {
-                    found = true;
-                    return false;
-                }
-                // The distance to a longer prefix falls by at most one per character.
-                d.saturating_sub(reach - j) <= loosest
-            });
-            if found {
-                return true;
-            }
-        }
-        false
+        let mut found = false;
+        runs_within(
+            &self.joined,
+            &self.words,
+            pattern,
+            fewest..=most,
+            self.fuzzy,
+            |_, _, _| {
+                found = true;
+                false
+            },
+        );
+        found
     }
 
     /// The extracted records (indices) with a grounding field whose text is not in the input.
