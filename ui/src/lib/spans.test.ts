@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { segments } from "./spans";
+import { segments, type ChunkSpan, type Marked } from "./spans";
 
 describe("spans", () => {
   it("cuts a reply into segments marked by the records covering them and the cut", () => {
@@ -28,5 +28,48 @@ describe("spans", () => {
     const doc = "aaaa bbbb cccc";
     const segs = segments(doc, [{ start: 5, end: 9, record: 0 }], null, [{ index: 1, start: 0, end: 9 }, { index: 2, start: 5, end: 14 }]);
     expect(segs.map((s) => [s.text, s.chunks, s.records])).toEqual([["aaaa ", [1], []], ["bbbb", [1, 2], [0]], [" cccc", [2], []]]);
+  });
+
+  it("gives what a look at every span gives, on a long document's thousands of chunks and records", () => {
+    // The definition, one segment at a time over every span.
+    const naive = (text: string, spans: Marked[], cut: number | null, chunks: ChunkSpan[]) => {
+      const total = text.length;
+      const clip = (x: number) => Math.min(Math.max(0, x), total);
+      const points = new Set<number>([0, total]);
+      for (const s of [...spans, ...chunks]) { points.add(clip(s.start)); points.add(clip(s.end)); }
+      if (cut != null) points.add(clip(cut));
+      const sorted = [...points].sort((a, b) => a - b);
+      return sorted.slice(0, -1).map((a, i) => {
+        const b = sorted[i + 1];
+        return {
+          text: text.slice(a, b),
+          records: spans.filter((s) => s.start <= a && s.end >= b).map((s) => s.record),
+          afterCut: cut != null && a >= cut,
+          at: a,
+          chunks: chunks.filter((c) => c.start <= a && c.end >= b).map((c) => c.index),
+        };
+      });
+    };
+    const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
+    const seed = Number(env?.KERF_TEST_SEED ?? Date.now() % 2 ** 31);
+    console.log(`spans: KERF_TEST_SEED=${seed}`);
+    let x = seed || 1;
+    const below = (n: number) => { x = (x * 48271) % 2147483647; return x % n; };
+    for (let round = 0; round < 200; round++) {
+      const total = below(60);
+      const text = "abcdefghij".repeat(7).slice(0, total);
+      const spans: Marked[] = Array.from({ length: below(8) }, () => ({ start: below(70) - 5, end: below(70) - 5, record: below(5) }));
+      const chunks: ChunkSpan[] = Array.from({ length: below(5) }, (_, i) => ({ index: i + 1, start: below(60), end: below(70) }));
+      const cut = below(3) === 0 ? null : below(70);
+      expect(segments(text, spans, cut, chunks), `KERF_TEST_SEED=${seed}, round ${round}`).toEqual(naive(text, spans, cut, chunks));
+    }
+    // A book: 3,000 overlapping chunks and 12,000 records over 3 million characters.
+    const book = "word ".repeat(600_000);
+    const chunks: ChunkSpan[] = Array.from({ length: 3000 }, (_, i) => ({ index: i + 1, start: i * 1000, end: i * 1000 + 1100 }));
+    const spans: Marked[] = Array.from({ length: 12_000 }, (_, i) => ({ start: i * 250, end: i * 250 + 4, record: i }));
+    const segs = segments(book, spans, null, chunks);
+    expect(segs.map((s) => s.text).join("")).toBe(book);
+    expect(new Set(segs.filter((s) => s.chunks.length === 2).map((s) => s.chunks.join(" "))).size).toBe(2999);
+    expect(segs.filter((s) => s.records.length > 0).map((s) => s.records[0])).toEqual(spans.map((s) => s.record));
   });
 });
