@@ -289,15 +289,20 @@ fn document_view(text: &str, chunks: &[kerf_core::chunk::Chunk], c: &CellLine) -
     points.retain(|&p| p <= chars.len());
     points.sort_unstable();
     points.dedup();
+    // One sweep over the points: each segment costs what is open over it, not a look at every
+    // chunk and record (a book has thousands of each).
+    let chunk_spans: Vec<(usize, usize)> = placed.iter().map(|&(s, e, _)| (s, e)).collect();
+    let mut in_chunks = Open::new(&chunk_spans);
+    let mut in_records = Open::new(&records);
+    let mut starts_at: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
+    for &(s, _, i) in placed.iter().rev() {
+        starts_at.insert(s, i);
+    }
     let segments: Vec<Value> = points
         .windows(2)
         .map(|w| {
             let (a, b) = (w[0], w[1]);
-            let covering: Vec<u32> = placed
-                .iter()
-                .filter(|&&(s, e, _)| s <= a && b <= e)
-                .map(|&(_, _, i)| i)
-                .collect();
+            let covering: Vec<u32> = in_chunks.at(a).iter().map(|&k| placed[k].2).collect();
             let mut class = match covering.first() {
                 Some(i) if i % 2 == 1 => "odd".to_string(),
                 Some(_) => "even".to_string(),
@@ -306,10 +311,10 @@ fn document_view(text: &str, chunks: &[kerf_core::chunk::Chunk], c: &CellLine) -
             if covering.len() > 1 {
                 class = "ov".into();
             }
-            if records.iter().any(|&(s, e)| s <= a && b <= e) {
+            if !in_records.at(a).is_empty() {
                 class.push_str(" rec");
             }
-            let starts = placed.iter().find(|&&(s, _, _)| s == a).map(|&(_, _, i)| i);
+            let starts = starts_at.get(&a).copied();
             json!({
                 "text": chars[a..b].iter().collect::<String>(),
                 "class": class.trim(),
@@ -319,6 +324,42 @@ fn document_view(text: &str, chunks: &[kerf_core::chunk::Chunk], c: &CellLine) -
         })
         .collect();
     json!({"chunks": chunks.len(), "cut": !cut.is_empty(), "segments": segments})
+}
+
+/// Spans `(start, end)` open at points asked in increasing order: those with `start <= a < end`,
+/// by their index in the list. Between two consecutive cut points (every span's ends among
+/// them) that is exactly the spans covering the segment from `a`.
+struct Open<'s> {
+    spans: &'s [(usize, usize)],
+    by_start: Vec<usize>,
+    next: usize,
+    open: Vec<usize>,
+}
+
+impl<'s> Open<'s> {
+    fn new(spans: &'s [(usize, usize)]) -> Open<'s> {
+        let mut by_start: Vec<usize> = (0..spans.len()).collect();
+        by_start.sort_by_key(|&k| spans[k].0);
+        Open {
+            spans,
+            by_start,
+            next: 0,
+            open: Vec::new(),
+        }
+    }
+
+    fn at(&mut self, a: usize) -> &[usize] {
+        while let Some(&k) = self.by_start.get(self.next)
+            && self.spans[k].0 <= a
+        {
+            let at = self.open.partition_point(|&o| o < k);
+            self.open.insert(at, k);
+            self.next += 1;
+        }
+        let spans = self.spans;
+        self.open.retain(|&k| spans[k].1 > a);
+        &self.open
+    }
 }
 
 /// A cell's expected and extracted records, each with its mark.
@@ -408,5 +449,39 @@ fn size(bytes: usize) -> String {
         b if b < 1 << 10 => format!("{b} bytes"),
         b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
         b => format!("{:.1} MiB", b as f64 / (1 << 20) as f64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Open;
+
+    /// The sweep gives, at every cut point, the spans covering the segment from it (those
+    /// starting at or before it and ending after it), in their order: every span over 0..6 at
+    /// once (empty and overlapping ones, ends past the last point among them), asked at every
+    /// point in turn.
+    #[test]
+    fn the_open_spans_at_each_point_are_those_covering_its_segment() {
+        let mut spans = Vec::new();
+        for s in 0..6 {
+            for e in s..8 {
+                spans.push((s, e));
+            }
+        }
+        // Not by start: as chunks and records arrive.
+        spans.reverse();
+        spans.rotate_left(7);
+        let mut points: Vec<usize> = spans.iter().flat_map(|&(s, e)| [s, e]).collect();
+        points.retain(|&p| p <= 6);
+        points.sort_unstable();
+        points.dedup();
+        let mut open = Open::new(&spans);
+        for w in points.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let covering: Vec<usize> = (0..spans.len())
+                .filter(|&k| spans[k].0 <= a && b <= spans[k].1)
+                .collect();
+            assert_eq!(open.at(a), covering.as_slice(), "at {a}");
+        }
     }
 }

@@ -450,4 +450,28 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn zz_probe() {
+        let m = matcher();
+        for (doc, v) in [
+            ("A社の売上は増えた。", "A社"),
+            ("The東京タワー is tall", "the東京"),
+            ("a㊀ b", "a㊀"),
+            ("A is the top grade.", "A"),
+            ("Grades follow. A is the top grade.", "A"),
+        ] {
+            let w = Words::new(&m, doc);
+            let g = crate::eval::Grounding::new(&m, doc);
+            eprintln!(
+                "{doc:?} {v:?}: find={:?} grounded={} held={:?}",
+                w.find(v),
+                g.contains(v),
+                w.held()
+            );
+        }
+        // sync/send
+        fn ss<T: Send + Sync>() {}
+        ss::<Words<'static>>();
+    }
 }
