@@ -6,6 +6,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use super::distance::{runs_within, similarity_from};
@@ -27,6 +28,8 @@ pub struct Words<'a> {
     /// The words joined as similarity reads a run of them ([`compact`]), with each word's span
     /// there in characters: made at the first lookup that needs a fuzzy place.
     joined: OnceLock<Compacted>,
+    /// Each word's places, by its text: made at the first lookup.
+    index: OnceLock<FxHashMap<String, Vec<usize>>>,
     normalize: bool,
     fuzzy: f64,
 }
@@ -97,6 +100,7 @@ impl<'a> Words<'a> {
         Words {
             words,
             joined: OnceLock::new(),
+            index: OnceLock::new(),
             normalize: m.normalize,
             fuzzy: m.ground_fuzzy,
         }
@@ -115,21 +119,34 @@ impl<'a> Words<'a> {
     }
 
     /// The places `v` (already [`as_read`](Self::as_read)) is written as its words in a row, in
-    /// order, found as they are asked for.
+    /// order, found as they are asked for: from the places of its first word (an index made at
+    /// the first lookup), so a book's thousands of records are not each a pass over it.
     fn written<'s>(&'s self, v: &'s str) -> impl Iterator<Item = Range<usize>> + 's {
         let wanted: Vec<&str> = v.split_whitespace().collect();
         let k = wanted.len();
-        let starts = if k == 0 || self.words.len() < k {
-            0
-        } else {
-            self.words.len() - k + 1
+        let firsts: &[usize] = match wanted.first() {
+            Some(first) => self
+                .index
+                .get_or_init(|| {
+                    let mut index: FxHashMap<String, Vec<usize>> = FxHashMap::default();
+                    for (i, w) in self.words.iter().enumerate() {
+                        index.entry(w.text.to_string()).or_default().push(i);
+                    }
+                    index
+                })
+                .get(*first)
+                .map_or(&[], Vec::as_slice),
+            None => &[],
         };
-        (0..starts)
+        firsts
+            .iter()
+            .copied()
             .filter(move |&i| {
-                self.words[i..i + k]
-                    .iter()
-                    .zip(&wanted)
-                    .all(|(w, x)| w.text == *x)
+                i + k <= self.words.len()
+                    && self.words[i..i + k]
+                        .iter()
+                        .zip(&wanted)
+                        .all(|(w, x)| w.text == *x)
             })
             .map(move |i| self.words[i].span.start..self.words[i + k - 1].span.end)
     }
