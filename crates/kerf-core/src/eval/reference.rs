@@ -936,8 +936,13 @@ mod tests {
                     ),
                 }
                 // Above 1 (refused in a prompt) no fuzzy place is looked for, and grounding
-                // without normalising then reads the document's white space as written.
-                if threshold <= 1.0 {
+                // without normalising then reads the document's white space as written. A
+                // document opening on an article: grounding normalises it whole, as a value,
+                // and drops that word; the window keeps it (a chunk opening on "A is the top
+                // grade" holds the grade).
+                let opens_on_article =
+                    !raw && held.len() > 1 && ["the", "a", "an"].contains(&held[0].0);
+                if threshold <= 1.0 && !opens_on_article {
                     assert_eq!(found.is_some(), grounding.contains(&v), "{why}");
                 }
             }
