@@ -269,19 +269,26 @@ pub fn runs_within(
         return;
     };
     let m = pattern.len();
-    // The most edits run (i, n) may have, when its length leaves it a chance.
-    let bound = |i: usize, n: usize| -> Option<usize> {
-        let len = words[i + n - 1].1 - words[i].0;
-        max_edits(len.max(m), threshold).filter(|&k| len.abs_diff(m) <= k)
-    };
-    let mut last_end: Option<usize> = None;
-    for n in fewest.max(1)..=most {
-        for i in 0..=count - n {
-            if bound(i, n).is_some() {
-                last_end = Some(last_end.map_or(i + n - 1, |e: usize| e.max(i + n - 1)));
-            }
+    // The most edits a run of each length may have (its longer side at least the pattern's),
+    // found once per length: a book has millions of runs and a few hundred lengths.
+    let mut most_edits: Vec<Option<usize>> = Vec::new();
+    let mut edits_at = |longer: usize| -> Option<usize> {
+        let at = longer - m;
+        if at >= most_edits.len() {
+            most_edits.extend((most_edits.len()..=at).map(|l| max_edits(m + l, threshold)));
         }
-    }
+        most_edits[at]
+    };
+    // The most edits run (i, n) may have, when its length leaves it a chance.
+    let mut bound = |i: usize, n: usize| -> Option<usize> {
+        let len = words[i + n - 1].1 - words[i].0;
+        edits_at(len.max(m)).filter(|&k| len.abs_diff(m) <= k)
+    };
+    // The last word a run its length leaves a chance ends on (looked for from the end: usually
+    // the last word).
+    let last_end = (0..count).rev().find(|&end| {
+        (fewest.max(1)..=most).any(|n| n <= end + 1 && bound(end + 1 - n, n).is_some())
+    });
     let Some(last_end) = last_end else {
         return;
     };
