@@ -225,7 +225,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             let Some(doc) = reader.document(line, si, ri, r, expected)? else {
                 continue;
             };
-            let objects = score_line(line, m, prompt, r, &doc.reply.report);
+            let objects = score_line(line, m, prompt, r, &doc.reply.report, GroundIn::Chunks);
             line.merged(m, doc);
             if let (Some(expected), Some(text)) = (expected, r.document(prompt)) {
                 let places = expected_at
@@ -260,7 +260,7 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
                 }
             }
             None => {
-                let objects = score_line(line, m, prompt, r, &reply.report);
+                let objects = score_line(line, m, prompt, r, &reply.report, GroundIn::Document);
                 if let Ok(text) = serde_json::to_string(&CellScore::of(line)) {
                     to_keep.push((run, key, text));
                 }
@@ -489,20 +489,34 @@ impl CellLine {
     }
 }
 
+/// Where a cell's records are grounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GroundIn {
+    /// The row's document, sent whole.
+    Document,
+    /// Each record's own chunk (or its context): the merge decides, and
+    /// [`CellLine::merged`] gives the count. Grounding the merged records in the whole
+    /// document as well was thrown away, at a pass over a book per record.
+    Chunks,
+}
+
 /// Score `line` from its reply's parse (`report`) against `row`'s expected records for `prompt`
-/// (`m`: its matcher): its counts, drops, ungrounded records and pairs — the one scoring of a
-/// cell, for the report and for a cell the window opens. Returns the records, as values.
+/// (`m`: its matcher): its counts, drops, ungrounded records (`ground`: where) and pairs — the
+/// one scoring of a cell, for the report and for a cell the window opens. Returns the records,
+/// as values.
 pub(crate) fn score_line(
     line: &mut CellLine,
     m: &Matcher,
     prompt: &Prompt,
     row: &Row,
     report: &ParseReport,
+    ground: GroundIn,
 ) -> Vec<Value> {
     // The report holds its objects as text; scoring reads them as values.
     let objects = report.objects.to_vec();
     let ungrounded = row
         .document(prompt)
+        .filter(|_| ground == GroundIn::Document)
         .map(|doc| Grounding::new(m, doc).ungrounded(m, &objects).len());
     let scored = row.expected_for(prompt).map(|(expected, _)| {
         let mut s = score(m, expected, &objects);

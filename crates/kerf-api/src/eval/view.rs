@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use ts_rs::TS;
 
-use super::report::{Reader, reread_reply, score_line};
+use super::report::{GroundIn, Reader, reread_reply, score_line};
 use super::{CellLine, Eval};
 use crate::error::{ApiError, Code, Result};
 use crate::experiments::Subject;
@@ -399,7 +399,14 @@ pub fn cell(store: &Store, eval: &Eval, key: &CellKey) -> Result<CellView> {
         return Ok(view);
     };
     let reply = reader.reply(run, si, &row)?;
-    let objects = score_line(&mut line, &m, prompt, &row, &reply.report);
+    let objects = score_line(
+        &mut line,
+        &m,
+        prompt,
+        &row,
+        &reply.report,
+        GroundIn::Document,
+    );
     view.drops = reply
         .report
         .dropped
@@ -626,7 +633,14 @@ fn document_cell(
             .collect();
         return Ok(view);
     };
-    let objects = score_line(&mut line, &m, prompt, &row, &doc.reply.report);
+    let objects = score_line(
+        &mut line,
+        &m,
+        prompt,
+        &row,
+        &doc.reply.report,
+        GroundIn::Chunks,
+    );
     view.drops = doc
         .reply
         .report
@@ -729,7 +743,14 @@ pub(super) fn live(
         let prompt = &eval.subjects[subject].prompt;
         let row = eval.row(store, seq)?;
         let reply = Reader::new(store, eval, super::Replies::Stored).reply(run, subject, &row)?;
-        score_line(&mut line, &prompt.matcher(), prompt, &row, &reply.report);
+        score_line(
+            &mut line,
+            &prompt.matcher(),
+            prompt,
+            &row,
+            &reply.report,
+            GroundIn::Document,
+        );
     }
     Ok(line)
 }
