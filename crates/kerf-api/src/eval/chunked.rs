@@ -159,19 +159,18 @@ pub(crate) fn input_of(chunks: &[Chunk], i: usize, context: u32) -> String {
     }
 }
 
-/// `vars` (a row's variables for `prompt`) with the document under the input variable
-/// replaced by chunk `i`'s input.
+/// The variables `prompt` renders chunk `i` of `row` with: the eval's `set`, the row's own,
+/// and chunk `i`'s input under the input variable, where the document would be.
 pub(crate) fn chunk_vars(
     prompt: &Prompt,
-    mut vars: Map<String, Value>,
+    set: &Map<String, Value>,
+    row: &Row,
     chunks: &[Chunk],
     i: usize,
     context: u32,
 ) -> Map<String, Value> {
-    vars.insert(
-        prompt.file.input_variable().to_string(),
-        Value::String(input_of(chunks, i, context)),
-    );
+    let mut vars = set.clone();
+    vars.extend(row.vars_with_input(prompt, Value::String(input_of(chunks, i, context))));
     vars
 }
 
@@ -184,7 +183,7 @@ pub(crate) type CutKey = (usize, usize, u32);
 #[derive(Default)]
 pub struct Cuts {
     counts: HashMap<CutKey, u32>,
-    last: Mutex<Option<(CutKey, Arc<Vec<Chunk>>)>>,
+    last: Last<CutKey, Vec<Chunk>>,
 }
 
 impl Cuts {
@@ -204,15 +203,37 @@ impl Cuts {
         key: CutKey,
         make: impl FnOnce() -> Result<Vec<Chunk>>,
     ) -> Result<Arc<Vec<Chunk>>> {
+        self.last.of(key, make)
+    }
+}
+
+/// The last value made, by its key: cells come a document at a time, so what each of a
+/// document's cells needs (its row, its chunks) is made once for them all, and only one is
+/// held.
+pub(crate) struct Last<K, V> {
+    last: Mutex<Option<(K, Arc<V>)>>,
+}
+
+impl<K, V> Default for Last<K, V> {
+    fn default() -> Self {
+        Last {
+            last: Mutex::new(None),
+        }
+    }
+}
+
+impl<K: PartialEq, V> Last<K, V> {
+    /// The value for `key`: the last one made if it is this one, else `make`'s (kept instead).
+    pub(crate) fn of(&self, key: K, make: impl FnOnce() -> Result<V>) -> Result<Arc<V>> {
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((k, chunks)) = last.as_ref()
+        if let Some((k, v)) = last.as_ref()
             && *k == key
         {
-            return Ok(chunks.clone());
+            return Ok(v.clone());
         }
-        let chunks = Arc::new(make()?);
-        *last = Some((key, chunks.clone()));
-        Ok(chunks)
+        let v = Arc::new(make()?);
+        *last = Some((key, v.clone()));
+        Ok(v)
     }
 }
 
@@ -240,6 +261,49 @@ mod tests {
             },
         )
         .unwrap()
+    }
+
+    /// A chunk's variables are the row's with the chunk in the document's place, as if the
+    /// document had been set and then replaced, key order included; the document wherever the
+    /// row holds it (its `input`, or a variable of the input's name).
+    #[test]
+    fn a_chunks_variables_are_the_rows_with_the_chunk_in_the_documents_place() {
+        let prompt = Prompt::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../prompts/agent-kg-extract.json"),
+        )
+        .unwrap();
+        let name = prompt.file.input_variable().to_string();
+        let set: Map<String, Value> =
+            serde_json::from_value(serde_json::json!({"z": 1, "lang": "en"})).unwrap();
+        let mut in_vars = Map::new();
+        in_vars.insert("lang".into(), Value::from("fr"));
+        in_vars.insert(name.clone(), Value::from("the whole document"));
+        in_vars.insert("b".into(), Value::from(2));
+        let rows = [
+            (
+                Some("the whole document".to_string()),
+                serde_json::from_value(serde_json::json!({"lang": "fr", "b": 2})).unwrap(),
+            ),
+            (None, in_vars.clone()),
+            (Some("the whole document".to_string()), in_vars),
+        ];
+        let c = chunks();
+        for (input, vars) in rows {
+            let row: Row = serde_json::from_value(serde_json::json!({
+                "id": "r", "file": "d.jsonl", "line": 1, "input": input, "vars": vars, "expected": null
+            }))
+            .unwrap();
+            for context in [0, 100] {
+                let mut before = crate::eval::row_vars(&prompt, &set, &row);
+                before.insert(name.clone(), Value::String(input_of(&c, 1, context)));
+                let now = chunk_vars(&prompt, &set, &row, &c, 1, context);
+                assert_eq!(
+                    now.iter().collect::<Vec<_>>(),
+                    before.iter().collect::<Vec<_>>()
+                );
+            }
+        }
     }
 
     #[test]

@@ -322,9 +322,8 @@ fn row_requests(
         let r = prompt.render(&Map::new(), vars)?;
         Ok((r.user.len() + r.system.as_ref().map_or(0, String::len)) as u64)
     };
-    let vars = row_vars(prompt, set, row);
     let Some(c) = chunking else {
-        return Ok(vec![(1, bytes(&vars)?)]);
+        return Ok(vec![(1, bytes(&row_vars(prompt, set, row))?)]);
     };
     let mut out = Vec::new();
     for &size in &c.sizes {
@@ -346,7 +345,7 @@ fn row_requests(
         }
         for &context in &c.context_chars {
             for i in 0..chunks.len() {
-                let v = chunked::chunk_vars(prompt, vars.clone(), &chunks, i, context);
+                let v = chunked::chunk_vars(prompt, set, row, &chunks, i, context);
                 out.push((u64::from(c.passes), bytes(&v)?));
             }
         }
@@ -582,14 +581,14 @@ impl Eval {
         row: &Row,
         (size, context, chunk): (u32, u32, u32),
     ) -> Result<Map<String, Value>> {
-        let vars = self.vars_for(si, row);
         if self.spec.chunking.is_none() || size == 0 {
-            return Ok(vars);
+            return Ok(self.vars_for(si, row));
         }
         let chunks = self.chunks(si, seq, row, size)?;
         Ok(chunked::chunk_vars(
             &self.subjects[si].prompt,
-            vars,
+            self.set(si),
+            row,
             &chunks,
             chunk as usize,
             context,
@@ -840,6 +839,8 @@ pub(crate) struct EvalPlan<'a> {
     adaptive: bool,
     /// The providers whose cells this pass takes (`None`: all).
     lanes: Option<Vec<bool>>,
+    /// The row the last cell read: a cut document's thousands of cells read it once.
+    row: chunked::Last<usize, Row>,
 }
 
 /// `eval`'s cells on `providers` as a plan (`lanes`: only those providers' cells), for a pass
@@ -858,6 +859,14 @@ pub(crate) fn cell_plan<'a>(
         concurrency,
         adaptive: false,
         lanes,
+        row: chunked::Last::default(),
+    }
+}
+
+impl EvalPlan<'_> {
+    /// Row `seq`, read back once for the cells that come after one another on it.
+    fn row(&self, seq: usize) -> Result<std::sync::Arc<Row>> {
+        self.row.of(seq, || self.eval.row(self.store, seq))
     }
 }
 
@@ -909,7 +918,7 @@ impl pass::Plan for EvalPlan<'_> {
 
     fn cell(&self, at: EvalAt, key: CellKey) -> Result<Cell<'_>> {
         let s = &self.eval.subjects[at.subject];
-        let row = self.eval.row(self.store, at.seq)?;
+        let row = self.row(at.seq)?;
         let vars = self.eval.cell_vars(at.subject, at.seq, &row, &key)?;
         Ok(Cell {
             subject: s,
@@ -930,7 +939,7 @@ impl pass::Plan for EvalPlan<'_> {
     /// The row's variables, with no render (the template is not needed to read a reply).
     fn reading(&self, at: EvalAt, key: CellKey) -> Result<(&Subject, Map<String, Value>)> {
         let s = &self.eval.subjects[at.subject];
-        let row = self.eval.row(self.store, at.seq)?;
+        let row = self.row(at.seq)?;
         Ok((s, self.eval.cell_vars(at.subject, at.seq, &row, &key)?))
     }
 
@@ -938,7 +947,7 @@ impl pass::Plan for EvalPlan<'_> {
     /// row once per prompt: [`Eval::remaining`]).
     fn cost(&self, at: EvalAt, key: &CellKey) -> Result<pass::Cost> {
         let s = &self.eval.subjects[at.subject];
-        let row = self.eval.row(self.store, at.seq)?;
+        let row = self.row(at.seq)?;
         let vars = self.eval.cell_vars(at.subject, at.seq, &row, key)?;
         let r = s.prompt.render(&Map::new(), &vars)?;
         Ok(pass::Cost {

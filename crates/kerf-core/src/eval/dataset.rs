@@ -167,6 +167,27 @@ impl Row {
         }
     }
 
+    /// [`Row::vars_for`] with `input` (a chunk's text) under the prompt's input variable, in
+    /// the document's place: the document is never copied (a book cut into thousands of chunks
+    /// was a copy of the book per chunk).
+    pub fn vars_with_input(&self, prompt: &Prompt, input: Value) -> Map<String, Value> {
+        let name = prompt.file.input_variable();
+        let mut input = Some(input);
+        let mut vars = Map::new();
+        for (k, v) in &self.vars {
+            let v = if k == name {
+                input.take().unwrap_or(Value::Null)
+            } else {
+                v.clone()
+            };
+            vars.insert(k.clone(), v);
+        }
+        if let Some(input) = input {
+            vars.insert(name.to_string(), input);
+        }
+        vars
+    }
+
     /// The variables a prompt renders this row with: `vars`, and the document under the
     /// prompt's input variable.
     pub fn vars_for(&self, prompt: &Prompt) -> Map<String, Value> {
