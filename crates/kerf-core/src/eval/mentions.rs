@@ -12,7 +12,7 @@
 //! LangExtract's merge instead keeps the first record at any span whatever its class and never
 //! merges an ungrounded one, so ungrounded records multiply with its passes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -105,8 +105,48 @@ pub struct Merged {
 pub struct Merger<'m> {
     m: &'m Matcher,
     merged: Merged,
-    /// Kept mentions by identity: their indexes in `merged`.
-    by_identity: HashMap<String, Vec<usize>>,
+    /// Kept mentions by identity.
+    by_identity: HashMap<String, Kept>,
+}
+
+/// One identity's kept mentions (indexes into `merged`), found by where they are: a name a
+/// book mentions thousands of times is compared with the few kept near each new mention, not
+/// with every one.
+#[derive(Default)]
+struct Kept {
+    /// Placed ones by their start.
+    by_start: BTreeMap<usize, Vec<usize>>,
+    /// The longest placed span: a kept span overlapping `b` starts after `b.start − longest`.
+    longest: usize,
+    /// The first unplaced one of each chunk.
+    unplaced: HashMap<u32, usize>,
+}
+
+impl Kept {
+    /// The first kept mention (in the order kept) that `mention` repeats: one whose span
+    /// overlaps its span, or, unplaced as it is, the first unplaced one of its chunk.
+    fn repeated(&self, mentions: &[Mention], mention: &Mention) -> Option<usize> {
+        let Some(b) = span_of(mention) else {
+            return self.unplaced.get(&mention.chunk).copied();
+        };
+        self.by_start
+            .range(b.start.saturating_sub(self.longest)..b.end)
+            .flat_map(|(_, kept)| kept.iter().copied())
+            .filter(|&k| span_of(&mentions[k]).is_some_and(|a| a.start < b.end && b.start < a.end))
+            .min()
+    }
+
+    fn keep(&mut self, k: usize, mention: &Mention) {
+        match span_of(mention) {
+            Some(a) => {
+                self.longest = self.longest.max(a.end - a.start);
+                self.by_start.entry(a.start).or_default().push(k);
+            }
+            None => {
+                self.unplaced.entry(mention.chunk).or_insert(k);
+            }
+        }
+    }
 }
 
 impl<'m> Merger<'m> {
@@ -136,16 +176,10 @@ impl<'m> Merger<'m> {
             let mention = self.place(chunk, &words, context.as_ref(), o, *nth, pass);
             *nth += 1;
             own.push(mention.clone());
-            let same = self.by_identity.get(&id).and_then(|kept| {
-                kept.iter().copied().find(|&k| {
-                    let had = &self.merged.mentions[k];
-                    match (span_of(had), span_of(&mention)) {
-                        (Some(a), Some(b)) => a.start < b.end && b.start < a.end,
-                        (None, None) => had.chunk == mention.chunk,
-                        _ => false,
-                    }
-                })
-            });
+            let same = self
+                .by_identity
+                .get(&id)
+                .and_then(|kept| kept.repeated(&self.merged.mentions, &mention));
             match same {
                 Some(k) => {
                     self.merged.mentions[k].merged += 1;
@@ -155,7 +189,7 @@ impl<'m> Merger<'m> {
                     self.by_identity
                         .entry(id)
                         .or_default()
-                        .push(self.merged.objects.len());
+                        .keep(self.merged.objects.len(), &mention);
                     self.merged.objects.push(o.clone());
                     self.merged.mentions.push(mention);
                 }
@@ -354,6 +388,57 @@ mod tests {
             .skip(m.start.unwrap())
             .take(m.end.unwrap() - m.start.unwrap())
             .collect()
+    }
+
+    /// The kept mention a new one repeats, found by place, is the one a look at every kept
+    /// mention of its identity in turn finds: the first kept whose span overlaps, or for an
+    /// unplaced one the first unplaced of its chunk (seeded drawn mentions, empty and long
+    /// spans among them).
+    #[test]
+    fn the_mention_repeated_is_the_first_kept_one_it_overlaps() {
+        let mut g = crate::eval::reference::Seeded::new(
+            "the_mention_repeated_is_the_first_kept_one_it_overlaps",
+        );
+        for round in 0..300 {
+            let (mut kept, mut all) = (Kept::default(), Vec::<usize>::new());
+            let mut mentions: Vec<Mention> = Vec::new();
+            for _ in 0..g.below(40) {
+                let placed = g.below(5) > 0;
+                let start = g.below(200);
+                let len = if g.below(10) == 0 {
+                    g.below(80)
+                } else {
+                    g.below(8)
+                };
+                let mention = Mention {
+                    chunk: g.below(4) as u32,
+                    pass: 0,
+                    start: placed.then_some(start),
+                    end: placed.then_some(start + len),
+                    status: SpanStatus::Exact,
+                    merged: 0,
+                };
+                let oracle = all.iter().copied().find(|&k| {
+                    let had = &mentions[k];
+                    match (span_of(had), span_of(&mention)) {
+                        (Some(a), Some(b)) => a.start < b.end && b.start < a.end,
+                        (None, None) => had.chunk == mention.chunk,
+                        _ => false,
+                    }
+                });
+                assert_eq!(
+                    kept.repeated(&mentions, &mention),
+                    oracle,
+                    "KERF_TEST_SEED={}, round {round}: {mention:?}",
+                    g.seed
+                );
+                if oracle.is_none() {
+                    kept.keep(mentions.len(), &mention);
+                    all.push(mentions.len());
+                    mentions.push(mention);
+                }
+            }
+        }
     }
 
     #[test]
