@@ -283,10 +283,13 @@ fn document_view(text: &str, chunks: &[kerf_core::chunk::Chunk], c: &CellLine) -
         .filter_map(|s| Some((s.mention.start?, s.mention.end?)))
         .collect();
     let chars: Vec<char> = text.chars().collect();
-    let mut points: Vec<usize> = vec![0, chars.len()];
+    // Drawn up to a bound, as the records are: a book drawn whole in every cell made pages of
+    // hundreds of megabytes. The window draws the whole document.
+    let drawn = chars.len().min(SHOWN_DOCUMENT_CHARS);
+    let mut points: Vec<usize> = vec![0, drawn];
     points.extend(placed.iter().flat_map(|&(s, e, _)| [s, e]));
     points.extend(records.iter().flat_map(|&(s, e)| [s, e]));
-    points.retain(|&p| p <= chars.len());
+    points.retain(|&p| p <= drawn);
     points.sort_unstable();
     points.dedup();
     // One sweep over the points: each segment costs what is open over it, not a look at every
@@ -323,7 +326,13 @@ fn document_view(text: &str, chunks: &[kerf_core::chunk::Chunk], c: &CellLine) -
             })
         })
         .collect();
-    json!({"chunks": chunks.len(), "cut": !cut.is_empty(), "segments": segments})
+    let more = if drawn < chars.len() {
+        let left: usize = chars[drawn..].iter().map(|c| c.len_utf8()).sum();
+        json!({"chars": chars.len() - drawn, "size": size(left)})
+    } else {
+        Value::Null
+    };
+    json!({"chunks": chunks.len(), "cut": !cut.is_empty(), "segments": segments, "more": more})
 }
 
 /// Spans `(start, end)` open at points asked in increasing order: those with `start <= a < end`,
@@ -414,6 +423,8 @@ const SHOWN_RECORDS: usize = 500;
 /// [`SHOWN_RECORD_CHARS`] characters).
 const SHOWN_BYTES: usize = 256 << 10;
 const SHOWN_RECORD_CHARS: usize = 2_000;
+/// Characters of a cut document a cell draws, at most.
+const SHOWN_DOCUMENT_CHARS: usize = 256 << 10;
 
 /// `records` with their `marks` as the page lists them, up to the bounds above; and what was
 /// left out (`{records, size}`), if anything.
@@ -453,8 +464,47 @@ fn size(bytes: usize) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests fail loudly by design
 mod tests {
-    use super::Open;
+    use super::{Open, SHOWN_DOCUMENT_CHARS, document_view};
+
+    /// A long document is drawn up to the bound, whole segments of it, and the rest counted.
+    #[test]
+    fn a_long_document_is_drawn_up_to_the_bound_and_the_rest_counted() {
+        use kerf_core::chunk::{ChunkSettings, Chunker, chunk};
+        let text = "Ada wrote notes on the engine. ".repeat(10_000);
+        let chunks = chunk(
+            &text,
+            &ChunkSettings {
+                chunker: Chunker::Recursive,
+                size: 2000,
+                overlap: 100,
+            },
+        )
+        .unwrap();
+        let key: kerf_store::CellKey = serde_json::from_value(serde_json::json!({
+            "prompt": "p", "provider": "x", "model": "m", "max_tokens": 1024, "constrained": false,
+            "repeat": 0, "chunk_size": 2000, "chunk": 0, "pass": 0, "row": "r"
+        }))
+        .unwrap();
+        let line = crate::eval::lines::CellLine::of(&key, None, None);
+        let view = document_view(&text, &chunks, &line);
+        let drawn: String = view["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(drawn.chars().count(), SHOWN_DOCUMENT_CHARS);
+        assert!(text.starts_with(&drawn));
+        let left = text.chars().count() - SHOWN_DOCUMENT_CHARS;
+        assert_eq!(view["more"]["chars"], left);
+        assert_eq!(view["more"]["size"], "46.7 KiB");
+        assert_eq!(view["chunks"], chunks.len());
+        // A short one is drawn whole.
+        let short = document_view(&text[..5000], &chunks[..2], &line);
+        assert!(short["more"].is_null());
+    }
 
     /// The sweep gives, at every cut point, the spans covering the segment from it (those
     /// starting at or before it and ending after it), in their order: every span over 0..6 at
