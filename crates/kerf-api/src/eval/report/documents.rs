@@ -75,11 +75,24 @@ impl CellLine {
         line.completion_tokens = sum(|c| c.completion_tokens);
         let costs: Vec<f64> = measured.iter().filter_map(|c| c.cost_usd).collect();
         line.cost_usd = (!costs.is_empty()).then(|| costs.iter().sum());
-        line.seconds = measured
-            .iter()
-            .filter_map(|c| c.seconds)
-            .reduce(|a, b| a + b);
         line.started_at = cells.iter().filter_map(|c| c.started_at).min();
+        // From its first request to its last one's end: its chunks run side by side, so the
+        // sum of their times is not how long the document took. Without every start (a
+        // history that kept none), the sum.
+        let ends: Option<Vec<(i64, f64)>> = measured
+            .iter()
+            .map(|c| Some((c.started_at?, c.seconds?)))
+            .collect();
+        line.seconds = match (ends, line.started_at) {
+            (Some(ends), Some(first)) if !ends.is_empty() => ends
+                .iter()
+                .map(|&(start, s)| (start - first) as f64 / 1000.0 + s)
+                .reduce(f64::max),
+            _ => measured
+                .iter()
+                .filter_map(|c| c.seconds)
+                .reduce(|a, b| a + b),
+        };
         line.cached = measured
             .iter()
             .any(|c| c.cell.run.is_some() && c.run_experiment != Some(experiment));
@@ -254,4 +267,72 @@ pub(super) fn summary(measured: &[&CellLine], passes: u32) -> Option<ChunkSummar
             .fold(SpanCounts::default(), |a, f| a.plus(f.spans)),
         by_passes,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests fail loudly by design
+mod tests {
+    use kerf_store::{CellKey, Status, StoredCell, StoredReply};
+
+    use super::*;
+
+    /// A document's run time is from its first chunk's request to its last one's end: chunks
+    /// that ran side by side are not added up; a history that kept no starts gives the sum.
+    #[test]
+    fn a_documents_time_runs_from_its_first_request_to_its_last_end() {
+        let key = |chunk: u32| CellKey {
+            prompt: "p".into(),
+            provider: "fleet".into(),
+            model: "m".into(),
+            max_tokens: 1024,
+            constrained: false,
+            repeat: 0,
+            chunk_size: 2000,
+            context_chars: 0,
+            chunk,
+            pass: 0,
+            row: "r".into(),
+        };
+        let reply = |chunk: u32, started_at: Option<i64>, seconds: f64| StoredReply {
+            cell: StoredCell {
+                cell: key(chunk),
+                run: Some(i64::from(chunk) + 1),
+                status: Some(Status::Ok),
+            },
+            finish_reason: Some(FinishReason::Stop),
+            completion_tokens: Some(10),
+            prompt_tokens: Some(100),
+            cost_usd: None,
+            run_experiment: Some(1),
+            seconds: Some(seconds),
+            started_at,
+            report: None,
+            raw: None,
+            details: None,
+        };
+        // Three chunks at once from t = 10 s, the longest 2.5 s; then one more at t = 12 s.
+        let cells = [
+            reply(0, Some(10_000), 2.5),
+            reply(1, Some(10_000), 1.0),
+            reply(2, Some(10_001), 2.0),
+            reply(3, Some(12_000), 1.5),
+        ];
+        let line = CellLine::of_document(&key(0), &cells, 4, 1);
+        assert_eq!(line.started_at, Some(10_000));
+        assert!(
+            (line.seconds.unwrap() - 3.5).abs() < 1e-9,
+            "{:?}",
+            line.seconds
+        );
+        let kept_none = cells.map(|mut c| {
+            c.started_at = None;
+            c
+        });
+        let line = CellLine::of_document(&key(0), &kept_none, 4, 1);
+        assert!(
+            (line.seconds.unwrap() - 7.0).abs() < 1e-9,
+            "{:?}",
+            line.seconds
+        );
+    }
 }
