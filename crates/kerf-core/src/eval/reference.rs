@@ -882,6 +882,22 @@ mod tests {
         v.into_iter().collect()
     }
 
+    /// A drawn grounding case: normalised or not (`raw`), a threshold (the edges among them),
+    /// its matcher, and a document, long every eighth round.
+    fn grounding_case(g: &mut Seeded, round: usize) -> (bool, f64, Matcher, bool, String) {
+        let raw = g.chance(25);
+        let threshold = [0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 1.0, 1.1][g.below(9)];
+        let spec = MatchSpec {
+            normalize: Some(!raw),
+            ground_fuzzy: Some(threshold),
+            ..MatchSpec::default()
+        };
+        let long = round.is_multiple_of(8);
+        let words = if long { 60 } else { g.below(40) };
+        let doc = document(g, words, raw);
+        (raw, threshold, Matcher::new(&spec, None), long, doc)
+    }
+
     /// The review window's places: a value written as it is at its first place, else where
     /// every run compared in turn puts it, and placed exactly when grounded.
     #[test]
@@ -889,17 +905,7 @@ mod tests {
         let mut g = Seeded::new("places_are_where_the_run_by_run_comparison_puts_them");
         let seed = g.seed;
         for round in 0..300 {
-            let raw = g.chance(25);
-            let threshold = [0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 1.0, 1.1][g.below(9)];
-            let spec = MatchSpec {
-                normalize: Some(!raw),
-                ground_fuzzy: Some(threshold),
-                ..MatchSpec::default()
-            };
-            let m = Matcher::new(&spec, None);
-            let long = round % 8 == 0;
-            let words = if long { 60 } else { g.below(40) };
-            let doc = document(&mut g, words, raw);
+            let (raw, threshold, m, long, doc) = grounding_case(&mut g, round);
             let ours = crate::eval::locate::Words::new(&m, &doc);
             let grounding = fast::Grounding::new(&m, &doc);
             let held = ours.held();
@@ -954,17 +960,7 @@ mod tests {
         let mut g = Seeded::new("grounding_answers_exactly_as_the_run_by_run_comparison");
         let seed = g.seed;
         for round in 0..400 {
-            let raw = g.chance(25);
-            let threshold = [0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 1.0, 1.1][g.below(9)];
-            let spec = MatchSpec {
-                normalize: Some(!raw),
-                ground_fuzzy: Some(threshold),
-                ..MatchSpec::default()
-            };
-            let m = Matcher::new(&spec, None);
-            let long = round % 8 == 0;
-            let words = if long { 60 } else { g.below(40) };
-            let doc = document(&mut g, words, raw);
+            let (raw, threshold, m, long, doc) = grounding_case(&mut g, round);
             let ours = fast::Grounding::new(&m, &doc);
             let theirs = super::Grounding::new(&m, &doc);
             for _ in 0..10 {
