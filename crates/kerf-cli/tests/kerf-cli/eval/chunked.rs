@@ -903,35 +903,24 @@ fn a_document_written_without_spaces_is_placed_and_folded_under_the_token_chunke
         vec![json!({"id": "cities", "input": text, "expected": {"agent-kg-extract": expected}})];
     let model = Model::start_with(docs.clone(), Duration::ZERO, Again::ByText);
     let (dir, data) = setup(&model, &docs);
+    let token = [
+        "--chunker",
+        "token",
+        "--chunk-size",
+        "24",
+        "--chunk-overlap",
+        "8",
+    ];
     let o = eval_one(
         dir.path(),
         &data,
         "prompts/agent-kg-extract.json",
-        &[
-            "--chunker",
-            "token",
-            "--chunk-size",
-            "24",
-            "--chunk-overlap",
-            "8",
-            "--json",
-        ],
+        &[&token[..], &["--json"]].concat(),
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = stdout_json(&o);
     // Some window splits a character (it has no place of its own).
-    let windows = chunk_lines(
-        dir.path(),
-        text,
-        &[
-            "--chunker",
-            "token",
-            "--chunk-size",
-            "24",
-            "--chunk-overlap",
-            "8",
-        ],
-    );
+    let windows = chunk_lines(dir.path(), text, &token);
     assert!(
         windows.iter().any(|w| w.get("start").is_none()),
         "{windows:?}"
