@@ -61,12 +61,14 @@ pub struct SweptCurve {
 /// Experiment `id` of `store`, as its screen shows it. One still running, failed, or stopped
 /// before it had a result is an error that says so.
 pub fn open(store: &Store, id: i64) -> Result<OpenedExperiment> {
-    let e = store.experiment(id)?;
-    let kind = e.summary.kind;
-    let spec = ExperimentSpec::read(id, kind, &e.spec)?;
+    // An eval's screen reads its cells, not its kept result (for a long document, the whole
+    // report): look at what it is before reading that.
+    let (kind, spec) = store.experiment_spec(id)?;
+    let spec = ExperimentSpec::read(id, kind, &spec)?;
     if let ExperimentSpec::Eval(_) = spec {
         return Ok(OpenedExperiment::Eval { id });
     }
+    let e = store.experiment(id)?;
     // A pass that stopped keeps `null` as its result: no result either.
     let result = match (e.result.as_ref().filter(|r| !r.is_null()), e.summary.status) {
         (Some(r), _) => r,

@@ -620,7 +620,7 @@ impl Store {
     pub fn interrupt_experiment(
         &self,
         id: i64,
-        result: &Value,
+        result: &str,
         figures: &crate::Figures,
         why: &str,
     ) -> Result<()> {
@@ -628,7 +628,7 @@ impl Store {
         tx.execute(
             "UPDATE experiments SET status = 'interrupted', result = ?2, error = ?3,
              finished_at = ?4, owner = NULL WHERE id = ?1",
-            params![id, result.to_string(), why, self.now()],
+            params![id, result, why, self.now()],
         )
         .map_err(|e| self.err(e))?;
         self.put_figures(&tx, id, figures)?;

@@ -126,24 +126,26 @@ fn count(n: i64) -> Option<u64> {
     u64::try_from(n).ok()
 }
 
+/// Column `i` of `r`, one of a closed set of values (`parse`). The schema's CHECKs hold the
+/// kind and status columns to what Kerf writes; a file edited by hand past them is named as
+/// corrupt, never read as some other value.
+fn closed<T>(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+    name: &str,
+    parse: fn(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let value: String = r.get(i)?;
+    parse(&value).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            format!("experiment {name} `{value}` is not one Kerf writes").into(),
+        )
+    })
+}
+
 fn summary_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentSummary> {
-    // The schema's CHECKs hold both columns to what Kerf writes; a file edited by hand past
-    // them is named as corrupt, never read as some other kind.
-    fn closed<T>(
-        r: &rusqlite::Row<'_>,
-        i: usize,
-        name: &str,
-        parse: fn(&str) -> Option<T>,
-    ) -> rusqlite::Result<T> {
-        let value: String = r.get(i)?;
-        parse(&value).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                i,
-                rusqlite::types::Type::Text,
-                format!("experiment {name} `{value}` is not one Kerf writes").into(),
-            )
-        })
-    }
     Ok(ExperimentSummary {
         id: r.get(0)?,
         kind: closed(r, 1, "kind", ExperimentKind::parse)?,
@@ -179,12 +181,12 @@ impl Store {
         Ok(id)
     }
 
-    /// End an experiment with its result and the figures lists show of it, or (`error`) with
-    /// why it stopped.
+    /// End an experiment with its result (JSON text, `null` for none) and the figures lists
+    /// show of it, or (`error`) with why it stopped.
     pub fn finish_experiment(
         &self,
         id: i64,
-        result: &Value,
+        result: &str,
         figures: &Figures,
         error: Option<&str>,
     ) -> Result<()> {
@@ -195,7 +197,7 @@ impl Store {
             params![
                 id,
                 if error.is_some() { "error" } else { "ok" },
-                result.to_string(),
+                result,
                 error,
                 self.now()
             ],
@@ -318,6 +320,30 @@ impl Store {
                 .map_err(|e| self.err(e))?;
         }
         Ok(())
+    }
+
+    /// Experiment `id`'s kind and what was asked of it, and nothing else: what running,
+    /// resuming or scoring it again needs. [`experiment`](Self::experiment) also reads its
+    /// result, which for a long eval is the whole report (tens of megabytes), and its runs.
+    pub fn experiment_spec(&self, id: i64) -> Result<(ExperimentKind, serde_json::Value)> {
+        let found = self
+            .conn
+            .query_row(
+                "SELECT e.id, e.kind, e.spec FROM experiments e WHERE e.id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        closed(r, 1, "kind", ExperimentKind::parse)?,
+                        json_col(r.get(2)?),
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        found.ok_or(Error::NotFound {
+            what: "experiment",
+            id: id.to_string(),
+        })
     }
 
     pub fn experiment(&self, id: i64) -> Result<Experiment> {

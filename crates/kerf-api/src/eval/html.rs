@@ -118,9 +118,28 @@ fn head_context(report: &Report) -> Result<Value> {
         .drop_chart()
         .map(|c| crate::charts::svg(&c, 760, 380))
         .transpose()?;
+    // The report but its cells: the page draws each cell as it comes to it ([`write`]), and a
+    // long document's cells (their records' places) are tens of megabytes.
+    let r = json!({
+        "experiment": report.experiment,
+        "summary": report.summary,
+        "dataset": report.dataset,
+        "rows": report.rows,
+        "repeat": report.repeat,
+        "provider": report.provider,
+        "model": report.model,
+        "providers": report.providers,
+        "pending": report.pending,
+        "cached": report.cached,
+        "advice": report.advice,
+        "drops": report.drops,
+        "comparisons": report.comparisons,
+        "vars": report.vars,
+        "chunking": report.chunking,
+    });
     Ok(json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "r": report,
+        "r": r,
         "several": report.providers.len() > 1,
         "charts": charts,
         "band_note": if repeated {

@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 
 use kerf_store::{CellKey, Endpoint, Figures, Store};
-use serde_json::Value;
 
 use super::{ExperimentKind, ExperimentSpec};
 use crate::error::{ApiError, Code, Result};
@@ -47,14 +46,16 @@ impl<T: Reported> Reported for &T {
 
 /// A pass's result as the history keeps it: the whole, and the figures lists show of it.
 pub struct Outcome {
-    pub result: Value,
+    /// The result as JSON text, written straight from the report: a long eval's report is
+    /// tens of megabytes of text, and several times that as a `serde_json::Value`.
+    pub result: String,
     pub figures: Figures,
 }
 
 impl Outcome {
     pub fn of<T: Reported>(t: &T) -> Result<Outcome> {
         Ok(Outcome {
-            result: serde_json::to_value(t)
+            result: serde_json::to_string(t)
                 .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?,
             figures: t.figures(),
         })
@@ -63,7 +64,7 @@ impl Outcome {
     /// Nothing kept (a kind that keeps nothing partial).
     pub fn none() -> Outcome {
         Outcome {
-            result: Value::Null,
+            result: "null".into(),
             figures: Figures::default(),
         }
     }
@@ -126,13 +127,12 @@ pub fn begin<'s>(store: &'s Store, spec: &ExperimentSpec) -> Result<Running<'s>>
 
 /// Experiment `id`'s spec, which must be of `kind` (another kind is a usage error naming both).
 pub fn spec_of(store: &Store, id: i64, kind: ExperimentKind) -> Result<ExperimentSpec> {
-    let e = store.experiment(id)?;
-    if e.summary.kind != kind {
+    let (found, spec) = store.experiment_spec(id)?;
+    if found != kind {
         return Err(ApiError::new(
             Code::Usage,
             format!(
-                "experiment {id} is a {}, not a{} {kind}",
-                e.summary.kind,
+                "experiment {id} is a {found}, not a{} {kind}",
                 if kind == ExperimentKind::Eval {
                     "n"
                 } else {
@@ -141,7 +141,7 @@ pub fn spec_of(store: &Store, id: i64, kind: ExperimentKind) -> Result<Experimen
             ),
         ));
     }
-    ExperimentSpec::read(id, e.summary.kind, &e.spec)
+    ExperimentSpec::read(id, found, &spec)
 }
 
 /// Take experiment `id` (of `kind`) up again: claimed by this process, its earlier end cleared.
@@ -195,12 +195,10 @@ impl Running<'_> {
                     resume_command(self.kind, self.id)
                 ),
             )?,
-            End::Failed(why) => self.store.finish_experiment(
-                self.id,
-                &Value::Null,
-                &Figures::default(),
-                Some(&why),
-            )?,
+            End::Failed(why) => {
+                self.store
+                    .finish_experiment(self.id, "null", &Figures::default(), Some(&why))?
+            }
         }
         Ok(())
     }

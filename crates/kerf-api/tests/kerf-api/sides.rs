@@ -313,7 +313,7 @@ fn a_stored_compare_sweep_and_test_open_as_their_screens_show_them() {
     store
         .finish_experiment(
             running,
-            &Value::Null,
+            "null",
             &Default::default(),
             Some("the model went away"),
         )

@@ -795,7 +795,8 @@ fn progress_message(p: &Progress) -> String {
 /// missed threshold exits 1.
 fn conclude(report: &Report, out: &OutArgs, stopped: Option<ApiError>) -> Result<Outcome> {
     if out.json {
-        print_json(&serde_json::to_value(report)?);
+        // Written as it is serialised: a long document's report is tens of megabytes.
+        crate::output::print_json_streamed(report);
     } else {
         print_table(report);
     }

@@ -414,7 +414,12 @@ fn experiments_group_their_runs() {
     let w = store.begin_run(&run).unwrap();
     let id = w.finish(RunEnd::new(FinishReason::Stop, "")).unwrap();
     store
-        .finish_experiment(e, &json!({"rows": [1]}), &Default::default(), None)
+        .finish_experiment(
+            e,
+            &json!({"rows": [1]}).to_string(),
+            &Default::default(),
+            None,
+        )
         .unwrap();
     let x = store.experiment(e).unwrap();
     assert_eq!(x.summary.status, Status::Ok);
@@ -720,7 +725,7 @@ fn an_experiments_figures_are_kept_as_it_settles() {
         ..Figures::default()
     };
     store
-        .interrupt_experiment(id, &json!({"pending": 2}), &stopped, "stopped")
+        .interrupt_experiment(id, &json!({"pending": 2}).to_string(), &stopped, "stopped")
         .unwrap();
     assert_eq!(store.experiments(None).unwrap()[0].figures, stopped);
     let whole = Figures {
@@ -729,7 +734,7 @@ fn an_experiments_figures_are_kept_as_it_settles() {
         ..Figures::default()
     };
     store
-        .finish_experiment(id, &json!({"pending": 0}), &whole, None)
+        .finish_experiment(id, &json!({"pending": 0}).to_string(), &whole, None)
         .unwrap();
     let listed = &store.experiments(None).unwrap()[0];
     assert_eq!((&listed.figures, listed.status), (&whole, Status::Ok));
@@ -870,7 +875,12 @@ fn a_submitted_run_survives_another_process_opening_the_history_and_a_third_sett
     assert!(!third.settle_run(run, &other).unwrap());
     assert_eq!(third.run(run).unwrap().raw, settled.raw);
     third
-        .finish_experiment(experiment, &json!({"cells": 1}), &Default::default(), None)
+        .finish_experiment(
+            experiment,
+            &json!({"cells": 1}).to_string(),
+            &Default::default(),
+            None,
+        )
         .unwrap();
     assert_eq!(
         third.experiment(experiment).unwrap().summary.status,
