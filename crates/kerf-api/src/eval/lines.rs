@@ -85,6 +85,12 @@ pub struct CellLine {
     #[serde(skip)]
     #[ts(skip)]
     pub chunk_runs: Vec<(u32, u32, i64)>,
+    /// A cut document's requests this eval made (none from the cache): `(run, start, end)`,
+    /// in milliseconds since the epoch. Its chunks run side by side, so the in-flight chart
+    /// counts these, not the document's one span.
+    #[serde(skip)]
+    #[ts(skip)]
+    pub requests: Vec<(i64, i64, i64)>,
     /// With several passes: the document's counts with its first 1, 2, … passes merged.
     #[serde(skip)]
     #[ts(skip)]

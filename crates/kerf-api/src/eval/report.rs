@@ -467,6 +467,7 @@ impl CellLine {
             chunks: None,
             spans: Vec::new(),
             chunk_runs: Vec::new(),
+            requests: Vec::new(),
             by_passes: Vec::new(),
             scored: None,
         }
@@ -958,19 +959,25 @@ impl Report {
         const SLICES: usize = 240;
         // (provider, run, start, end) in ms; a run that took under a millisecond starts and ends
         // at the same moment.
+        // A cut document's line spans its first request to its last: its requests are
+        // counted instead, each chunk's each pass.
         let runs: Vec<(&str, i64, i64, i64)> = self
             .cells
             .iter()
-            .filter(|c| !c.cached)
-            .filter_map(|c| {
-                let start = c.started_at?;
-                let ms = (c.seconds? * 1000.0).round() as i64;
-                Some((
-                    c.provider.as_str(),
-                    c.run.unwrap_or(0),
-                    start,
-                    start + ms.max(0),
-                ))
+            .flat_map(|c| {
+                let p = c.provider.as_str();
+                let whole = (c.chunk_size.is_none() && !c.cached)
+                    .then(|| {
+                        let start = c.started_at?;
+                        let ms = (c.seconds? * 1000.0).round() as i64;
+                        Some((p, c.run.unwrap_or(0), start, start + ms.max(0)))
+                    })
+                    .flatten();
+                let cut = c
+                    .requests
+                    .iter()
+                    .map(move |&(run, start, end)| (p, run, start, end));
+                whole.into_iter().chain(cut)
             })
             .collect();
         let t0 = runs.iter().map(|r| r.2).min()?;

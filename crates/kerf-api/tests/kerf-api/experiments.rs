@@ -963,6 +963,86 @@ fn the_window_sees_each_cut_document_once_its_last_chunk_ends() {
     assert_eq!(names, ["agent-kg-extract ✂2000", "agent-kg-extract ✂4000"]);
 }
 
+/// A cut document's chunks run side by side, and the in-flight chart counts its requests, not
+/// the document's one line: the first three chunks held at the server at once are three in
+/// flight.
+#[test]
+fn the_in_flight_chart_counts_a_cut_documents_requests() {
+    let docs = dataset::load(&repo().join("datasets/long-documents.jsonl")).unwrap();
+    let text = docs.rows[0].input.clone().unwrap();
+    let settings = kerf_core::chunk::ChunkSettings {
+        chunker: kerf_core::chunk::Chunker::Recursive,
+        size: 1000,
+        overlap: 50,
+    };
+    let chunks = kerf_core::chunk::chunk(&text, &settings).unwrap().len();
+    assert!(chunks > 3, "{chunks} chunks");
+    // Asked first which model it serves (it has no list); then each of the first three
+    // replies ends only once the server holds all three requests.
+    let latch = Latch::default();
+    let server = Server::start(
+        std::iter::once(Act::status(404, "{}"))
+            .chain((0..chunks).map(|i| {
+                let act = Act::sse(200, completion(&format!("E{i}")));
+                if i < 3 {
+                    act.last_waits_for(&latch)
+                } else {
+                    act
+                }
+            }))
+            .collect(),
+    );
+    let (_dir, wb) = workbench_with(&server);
+    let provider = RunSettings {
+        provider: "srv".into(),
+        ..RunSettings::default()
+    }
+    .provider(&wb)
+    .unwrap();
+    let store = Store::in_memory().unwrap();
+    let e = cut_eval(&store, 1, &[1000], &provider);
+    std::thread::scope(|scope| {
+        let watch = scope.spawn(|| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let asked = || {
+                let sent = server.requests();
+                sent.iter()
+                    .filter(|r| r.path.ends_with("/chat/completions"))
+                    .count()
+            };
+            while asked() < 3 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let together = asked();
+            latch.open();
+            together
+        });
+        eval::run_cells(
+            &store,
+            &e,
+            std::slice::from_ref(&provider),
+            Pace {
+                concurrency: 3,
+                ..ONE_AT_A_TIME
+            },
+            &CancelToken::new(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(watch.join().unwrap(), 3, "requests in flight at once");
+    });
+    let report = eval::finish(&store, &e, false, eval::Options::default()).unwrap();
+    assert_eq!(report.cells.len(), 1, "one document at one size");
+    assert_eq!(report.cells[0].requests.len(), chunks);
+    let flight = report.flight_chart().expect("timed requests make a chart");
+    let peak = flight.series[0]
+        .ys
+        .iter()
+        .flatten()
+        .fold(0.0, |a: f64, b| a.max(*b));
+    assert_eq!(peak, 3.0, "{:?}", flight.series[0].ys);
+}
+
 /// A cut document stopped between its chunks is not scored from the chunks it had: its line
 /// waits for the rest (`kerf eval resume`), and is scored whole once they have run.
 #[test]

@@ -102,6 +102,18 @@ impl CellLine {
             .collect();
         runs.sort_by_key(|&(chunk, pass, _)| (pass, chunk));
         line.chunk_runs = runs;
+        line.requests = measured
+            .iter()
+            .filter(|c| c.run_experiment == Some(experiment))
+            .filter_map(|c| {
+                let (start, s) = (c.started_at?, c.seconds?);
+                Some((
+                    c.cell.run?,
+                    start,
+                    start + ((s * 1000.0).round() as i64).max(0),
+                ))
+            })
+            .collect();
         let mut cut_chunks: Vec<u32> = cut.iter().map(|c| c.cell.cell.chunk + 1).collect();
         cut_chunks.sort_unstable();
         cut_chunks.dedup();
