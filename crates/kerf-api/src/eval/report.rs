@@ -225,16 +225,25 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
             let Some(doc) = reader.document(line, si, ri, r, expected)? else {
                 continue;
             };
-            let objects = score_line(line, m, prompt, r, &doc.reply.report, GroundIn::Chunks);
+            let merged = &doc.merged.objects;
+            score_objects(
+                line,
+                m,
+                prompt,
+                r,
+                &doc.reply.report,
+                merged,
+                GroundIn::Chunks,
+            );
+            if repeated {
+                repeats.cells.push(RepeatCell::of(m, merged, line));
+            }
             line.merged(m, doc);
             if let (Some(expected), Some(text)) = (expected, r.document(prompt)) {
                 let places = expected_at
                     .entry((si, ri))
                     .or_insert_with(|| documents::expected_places(m, text, expected));
                 documents::chunk_figures(line, &eval.chunks(si, ri, r, size)?, places);
-            }
-            if repeated {
-                repeats.cells.push(RepeatCell::of(m, &objects, line));
             }
             continue;
         }
@@ -515,18 +524,32 @@ pub(crate) fn score_line(
 ) -> Vec<Value> {
     // The report holds its objects as text; scoring reads them as values.
     let objects = report.objects.to_vec();
+    score_objects(line, m, prompt, row, report, &objects, ground);
+    objects
+}
+
+/// [`score_line`] with `report`'s records already read as values (`objects`): a cut
+/// document's merged records, held as values by the merge, are not read a second time.
+pub(crate) fn score_objects(
+    line: &mut CellLine,
+    m: &Matcher,
+    prompt: &Prompt,
+    row: &Row,
+    report: &ParseReport,
+    objects: &[Value],
+    ground: GroundIn,
+) {
     let ungrounded = row
         .document(prompt)
         .filter(|_| ground == GroundIn::Document)
-        .map(|doc| Grounding::new(m, doc).ungrounded(m, &objects).len());
+        .map(|doc| Grounding::new(m, doc).ungrounded(m, objects).len());
     let scored = row.expected_for(prompt).map(|(expected, _)| {
-        let mut s = score(m, expected, &objects);
+        let mut s = score(m, expected, objects);
         // Indices into the reply, which is not kept.
         s.spurious = Vec::new();
         s
     });
     CellScore { ungrounded, scored }.apply(line, report);
-    objects
 }
 
 /// A line's budget and cut: its `max_tokens`, and a cut document's chunk size and context.
