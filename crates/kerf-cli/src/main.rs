@@ -11,6 +11,12 @@ mod reference;
 
 use std::process::ExitCode;
 
+/// mimalloc, not the system's allocator: scoring a long document allocates and frees millions
+/// of small values, and glibc's allocator spent a third of the time of `kerf eval show` on a
+/// 5 MB document consolidating them (13.6 s there; 8.1 s with mimalloc).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{CommandFactory, Parser, Subcommand};
 
 const AFTER_HELP: &str = "\

@@ -263,6 +263,11 @@ impl Worker {
     fn start(program: &PathBuf) -> std::io::Result<Worker> {
         let mut child = Command::new(program)
             .arg(WORKER_ARG)
+            // Kerf's executables allocate with mimalloc, which reserves a gigabyte of address
+            // space up front; reserved before the limit is set, it would count in the data
+            // segment the limit starts from, and a render could fill it all. None reserved:
+            // every segment it takes counts against the limit.
+            .env("MIMALLOC_ARENA_RESERVE", "0")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             // What a dying worker prints ("memory allocation of … failed") is said better by

@@ -222,23 +222,20 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
         if let Some(size) = line.chunk_size {
             // A cut document: its chunk replies merged, then scored as one reply.
             let expected = r.expected_for(prompt).map(|(e, _)| e);
-            let Some(doc) = reader.document(line, si, ri, r, expected)? else {
+            let Some(mut doc) = reader.document(line, si, ri, r, expected)? else {
                 continue;
             };
-            let merged = &doc.merged.objects;
-            score_objects(
-                line,
-                m,
-                prompt,
-                r,
-                &doc.reply.report,
-                merged,
-                GroundIn::Chunks,
-            );
-            if repeated {
-                repeats.cells.push(RepeatCell::of(m, merged, line));
-            }
+            let report = std::mem::take(&mut doc.reply.report);
+            // The merge's places first: the records it held as values go with it, before
+            // scoring reads them back from the reply's compact text, together in memory
+            // where the merge's lie scattered (a book's records are never held twice).
             line.merged(m, doc);
+            let objects = report.objects.to_vec();
+            score_objects(line, m, prompt, r, &report, &objects, GroundIn::Chunks);
+            if repeated {
+                repeats.cells.push(RepeatCell::of(m, &objects, line));
+            }
+            drop(objects);
             if let (Some(expected), Some(text)) = (expected, r.document(prompt)) {
                 let places = expected_at
                     .entry((si, ri))
@@ -505,8 +502,8 @@ pub(crate) enum GroundIn {
     /// The row's document, sent whole.
     Document,
     /// Each record's own chunk (or its context): the merge decides, and
-    /// [`CellLine::merged`] gives the count. Grounding the merged records in the whole
-    /// document as well was thrown away, at a pass over a book per record.
+    /// [`CellLine::merged`] gives the count (kept when it has been given). Grounding the merged
+    /// records in the whole document as well was thrown away, at a pass over a book per record.
     Chunks,
 }
 
@@ -528,8 +525,7 @@ pub(crate) fn score_line(
     objects
 }
 
-/// [`score_line`] with `report`'s records already read as values (`objects`): a cut
-/// document's merged records, held as values by the merge, are not read a second time.
+/// [`score_line`] with `report`'s records already read as values (`objects`).
 pub(crate) fn score_objects(
     line: &mut CellLine,
     m: &Matcher,
@@ -539,10 +535,12 @@ pub(crate) fn score_objects(
     objects: &[Value],
     ground: GroundIn,
 ) {
-    let ungrounded = row
-        .document(prompt)
-        .filter(|_| ground == GroundIn::Document)
-        .map(|doc| Grounding::new(m, doc).ungrounded(m, objects).len());
+    let ungrounded = match ground {
+        GroundIn::Document => row
+            .document(prompt)
+            .map(|doc| Grounding::new(m, doc).ungrounded(m, objects).len()),
+        GroundIn::Chunks => line.ungrounded,
+    };
     let scored = row.expected_for(prompt).map(|(expected, _)| {
         let mut s = score(m, expected, objects);
         // Indices into the reply, which is not kept.
