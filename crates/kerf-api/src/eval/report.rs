@@ -226,9 +226,9 @@ pub fn report(store: &Store, eval: &Eval, options: Options) -> Result<Report> {
                 continue;
             };
             let report = std::mem::take(&mut doc.reply.report);
-            // The merge's places first: the records it held as values go with it, before
-            // scoring reads them back from the reply's compact text, together in memory
-            // where the merge's lie scattered (a book's records are never held twice).
+            // The merge's places first: the records it held as values are let go before
+            // scoring reads them back from the reply's compact text, so a book's records are
+            // held as values once, never twice.
             line.merged(m, doc);
             let objects = report.objects.to_vec();
             score_objects(line, m, prompt, r, &report, &objects, GroundIn::Chunks);
