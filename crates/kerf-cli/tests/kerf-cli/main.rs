@@ -502,6 +502,37 @@ fn a_template_that_builds_gigabytes_is_stopped_by_its_memory_limit() {
     );
     assert!(o.stdout.is_empty(), "nothing rendered is printed");
 
+    // Stopped near the limit, not a gigabyte past it (what the allocator reserves up front must
+    // not count as room). The worker is kerf's child, reaped by it: a Python parent's
+    // RUSAGE_CHILDREN peak covers the two and nothing else this suite runs.
+    let run = kerf_cmd(home.path());
+    let mut measure = Command::new("python3");
+    measure.current_dir(repo()).args([
+        "-c",
+        "import resource, subprocess, sys\n\
+         subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
+         print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+        env!("CARGO_BIN_EXE_kerf"),
+        "render",
+        p.to_str().unwrap(),
+    ]);
+    for (k, v) in run.get_envs() {
+        match v {
+            Some(v) => measure.env(k, v),
+            None => measure.env_remove(k),
+        };
+    }
+    let o = measure
+        .env("KERF_RENDER_MEMORY_MIB", "96")
+        .output()
+        .unwrap();
+    let peak_kib: u64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    assert!(
+        peak_kib < 400 << 10,
+        "the worker held {} MiB under a 96 MiB limit",
+        peak_kib >> 10
+    );
+
     // 15 MiB of document (the row limit is 16) renders whole with the default limit.
     let doc = d.path().join("doc.txt");
     std::fs::write(&doc, "word ".repeat(3 << 20)).unwrap();
