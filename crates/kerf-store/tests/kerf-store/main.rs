@@ -427,6 +427,18 @@ fn experiments_group_their_runs() {
     assert_eq!(x.run_list[0].id, id);
     assert_eq!(x.result, Some(json!({"rows": [1]})));
     assert_eq!(store.experiments(None).unwrap().len(), 1);
+    // What was asked of it, read alone (its result is not read); an unknown one is not found.
+    assert_eq!(
+        store.experiment_spec(e).unwrap(),
+        (
+            kerf_store::ExperimentKind::Compare,
+            json!({"budgets": [24, 300]})
+        )
+    );
+    assert!(matches!(
+        store.experiment_spec(e + 1),
+        Err(kerf_store::Error::NotFound { .. })
+    ));
 }
 
 /// Several connections writing at once (each as a separate process would: its own connection
