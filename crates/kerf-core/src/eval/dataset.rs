@@ -191,14 +191,10 @@ impl Row {
     /// The variables a prompt renders this row with: `vars`, and the document under the
     /// prompt's input variable.
     pub fn vars_for(&self, prompt: &Prompt) -> Map<String, Value> {
-        let mut vars = self.vars.clone();
-        if let Some(input) = &self.input {
-            vars.insert(
-                prompt.file.input_variable().to_string(),
-                Value::String(input.clone()),
-            );
+        match &self.input {
+            Some(input) => self.vars_with_input(prompt, Value::String(input.clone())),
+            None => self.vars.clone(),
         }
-        vars
     }
 
     /// The document as grounding reads it: `input`, else the prompt's input variable.
