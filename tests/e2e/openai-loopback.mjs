@@ -18,7 +18,8 @@ export function kgLines(count) {
  * Start the server on an ephemeral loopback port.
  * - key: the bearer key requests must carry (else 401, as OpenAI answers).
  * - reply: the whole reply text to stream; or options.replyFor(request body) makes each reply
- *   from its request.
+ *   from its request (a text, or `{ reply, finish }` to end it with that finish reason: "length"
+ *   for a reply cut by its budget).
  * - chunk: characters per SSE event; perEventMs: pause between events (0: as fast as possible).
  * The returned `options` can be changed between requests; `hold(lines)` holds the next reply
  * back after its first `lines` lines (see below).
@@ -38,7 +39,8 @@ export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
       requests.push({ url: req.url, method: req.method, auth, body: body && !multipart ? JSON.parse(body) : body || null });
       const { key, chunk, perEventMs, replyFor } = options;
       // The reply: the same for every request, or made from the request (`replyFor`).
-      const reply = replyFor && body && !multipart ? replyFor(JSON.parse(body)) : options.reply;
+      const made = replyFor && body && !multipart ? replyFor(JSON.parse(body)) : options.reply;
+      const [reply, finish] = typeof made === "object" && made != null ? [made.reply, made.finish] : [made, "stop"];
       if (key && auth !== `Bearer ${key}`) {
         res.writeHead(401, { "content-type": "application/json" });
         res.end(JSON.stringify({ error: { message: "Incorrect API key provided.", type: "invalid_request_error", code: "invalid_api_key" } }));
@@ -68,7 +70,7 @@ export async function startOpenAI({ key, reply, chunk = 12, perEventMs = 0 }) {
         if (gate?.state === "holding") await gate.tick();
         else if (perEventMs) await new Promise((r) => setTimeout(r, perEventMs));
       }
-      res.write(event({}, "stop"));
+      res.write(event({}, finish));
       const completion = Math.ceil(reply.length / 4);
       res.write(`data: ${JSON.stringify({ id: "chatcmpl-loopback", object: "chat.completion.chunk", created: 0, model, choices: [],
         usage: { prompt_tokens: 200, completion_tokens: completion, total_tokens: 200 + completion } })}\n\n`);

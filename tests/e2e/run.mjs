@@ -842,6 +842,23 @@ try {
     await (await $t("eval-no-problems")).waitForExist({ timeout: UI });
   }
 
+  /** An eval of `file`'s first row with agent-kg-extract at 2,048 tokens, unconstrained, its
+   *  documents cut at `sizes` with `overlap`: run to its end; its experiment's id. */
+  async function chunkedEval(file, { concurrency, sizes, overlap }) {
+    await (await $t("nav-evaluate")).click();
+    await openDataset(file);
+    await choosePrompt("agent-kg-extract");
+    await (await $t("eval-limit")).setValue("1");
+    await (await $t("eval-budgets")).setValue("2048");
+    await (await $t("eval-constrain")).selectByAttribute("value", "none");
+    await (await $t("eval-concurrency")).setValue(String(concurrency));
+    await (await $t("eval-chunk-sizes")).setValue(sizes);
+    await (await $t("eval-chunk-overlap")).setValue(String(overlap));
+    await (await $t("eval-run")).click();
+    await waitEval(`the eval of ${path.basename(file)} cut at ${sizes} did not finish`);
+    return Number((await text("eval-title")).replace(/\D+/g, ""));
+  }
+
   await scenario("evaluate: load the shipped dataset and see its problem-free preview", async () => {
     await (await $t("nav-evaluate")).click();
     await choosePrompt("agent-kg-extract");
@@ -1429,18 +1446,7 @@ try {
           .map((r) => JSON.stringify(r)).join("\n") + "\n";
       };
       try {
-        await (await $t("nav-evaluate")).click();
-        await openDataset(longDocs);
-        await choosePrompt("agent-kg-extract");
-        await (await $t("eval-limit")).setValue("1");
-        await (await $t("eval-budgets")).setValue("2048");
-        await (await $t("eval-constrain")).selectByAttribute("value", "none");
-        await (await $t("eval-concurrency")).setValue("4");
-        await (await $t("eval-chunk-sizes")).setValue("1500, 3000");
-        await (await $t("eval-chunk-overlap")).setValue("300");
-        await (await $t("eval-run")).click();
-        await waitEval("the chunked eval did not finish");
-        const id = Number((await text("eval-title")).replace(/\D+/g, ""));
+        const id = await chunkedEval(longDocs, { concurrency: 4, sizes: "1500, 3000", overlap: 300 });
         const shown = JSON.parse(cli("eval", "show", String(id), "--json"));
         const line = shown.cells.find((c) => c.chunk_size === 1500);
         assert.ok(line, "a line at 1,500 characters");
@@ -1491,6 +1497,81 @@ try {
       } finally {
         delete cloud.options.replyFor;
         // WebDriver's clearValue fires no input event: a blank is typed, which means whole documents.
+        await (await $t("eval-chunk-sizes")).setValue(" ");
+        await (await $t("nav-run")).click();
+      }
+    });
+
+    await scenario("evaluate a book-length document: drawn a part at a time, its records a page at a time", async () => {
+      // The shipped long documents over and over, to a megabyte: hundreds of chunks, thousands of
+      // records. The model reads only its chunk; every ninth reply is cut by its budget.
+      const rows = fs.readFileSync(path.join(process.cwd(), "datasets", "long-documents.jsonl"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+      const block = rows.map((r) => r.input).join("\n\n");
+      const book = Array.from({ length: Math.ceil(1_000_000 / block.length) }, () => block).join("\n\n");
+      const records = [...new Map(rows.flatMap((r) => r.expected["agent-kg-extract"]).map((r) => [JSON.stringify(r), r])).values()];
+      const bookFile = path.join(documents, "book.jsonl");
+      fs.writeFileSync(bookFile, JSON.stringify({ id: "book", input: book, expected: { "agent-kg-extract": records } }) + "\n");
+      let asked = 0;
+      cloud.options.replyFor = (req) => {
+        const sent = JSON.stringify(req.messages);
+        const lines = records.filter((r) => [r.entity, r.subject, r.object].filter(Boolean).every((t) => sent.includes(t))).map((r) => JSON.stringify(r));
+        if (++asked % 9 || lines.length < 2) return lines.join("\n") + "\n";
+        return { reply: lines.slice(0, Math.floor(lines.length / 2)).join("\n") + '\n{"type": "defin', finish: "length" };
+      };
+      try {
+        const id = await chunkedEval(bookFile, { concurrency: 8, sizes: "2000", overlap: 100 });
+        // Its report is megabytes of JSON: every record's place. The window is sent the report
+        // without them (an opened cell brings its own).
+        const report = execFileSync(cliBin, ["eval", "show", String(id), "--json"], { encoding: "utf8", env: process.env, maxBuffer: 1 << 28 });
+        const line = JSON.parse(report).cells[0];
+        const sent = await browser.executeAsync((experiment, done) => window.__TAURI_INTERNALS__.invoke("eval_show", { experiment })
+          .then((v) => done(JSON.stringify(v)), (e) => done(`failed: ${e}`)), id);
+        assert.ok(JSON.parse(sent).report.cells.every((c) => c.spans === undefined && c.chunks.chunks === line.chunks.chunks), "the window's report: each line's figures, not its spans");
+        assert.ok(line.chunks.chunks > 400 && line.chunks.cut > 0 && line.spans.length > 1000, `${line.chunks.chunks} chunks, ${line.chunks.cut} cut, ${line.spans.length} records`);
+        const t0 = Date.now();
+        await (await browser.$('[data-testid="matrix-row"] [data-testid="matrix-cell"] button')).click();
+        await (await $t("cell-panel")).waitForExist({ timeout: NET });
+        const opening = Date.now() - t0;
+        // The first part of the document drawn, and no more: a tenth of a megabyte at most.
+        const parts = await $t("cell-document-parts");
+        assert.equal(await parts.getAttribute("data-part"), "1");
+        const partCount = Number(await parts.getAttribute("data-parts"));
+        assert.ok(partCount >= 20, `${partCount} parts`);
+        const drawn = () => browser.execute(() => [...document.querySelectorAll('[data-testid="cell-document"] span:not(.chunkmark)')].map((s) => s.textContent).join(""));
+        const first = await drawn();
+        assert.ok(first.length > 43_750 && first.length <= 50_000 && book.startsWith(first), `part 1 is the book's first ${first.length} characters`);
+        const elements = await browser.execute(() => document.querySelectorAll('[data-testid="cell-document"] span').length);
+        // The extracted records a page at a time, counted as the CLI counts them.
+        const pages = await $t("cell-extracted-pages");
+        assert.ok((await pages.getText()).includes(`1–500 of ${line.spans.length.toLocaleString("en-US")}`), await pages.getText());
+        assert.equal((await browser.$$('[data-testid="cell-extracted"] li[data-mark]')).length, 500);
+        // A record past the first page and the first part, found by turning the list's pages and
+        // chosen: the document turns to its part and marks exactly the characters the CLI places
+        // it at.
+        const k = line.spans.findIndex((sp, i) => i >= 500 && sp.start > first.length);
+        assert.ok(k >= 500, "a record past the first page lies past the first part");
+        for (let p = 0; p < Math.floor(k / 500); p++) await (await browser.$('[data-testid="cell-extracted-pages"] button[aria-label="Next records"]')).click();
+        const at = line.spans[k];
+        await (await browser.$(`[data-testid="cell-extracted"] li[data-index="${k}"] [data-testid="cell-record"]`)).click();
+        await waitFor(async () => (await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-document"] .ground.on')].map((h) => h.textContent).join(""))) === book.slice(at.start, at.end),
+          UI, `record ${k + 1} is highlighted at ${at.start}–${at.end}`);
+        const nav = await $t("cell-document-parts");
+        const [turned, from, to] = await Promise.all(["data-part", "data-start", "data-end"].map(async (a) => Number(await nav.getAttribute(a))));
+        assert.ok(turned > 1 && from <= at.start && at.start < to, `turned to part ${turned} (${from}–${to}) for ${at.start}`);
+        assert.equal(await drawn(), book.slice(from, to), "the part drawn is the book's characters there");
+        // A chunk cut by its budget, named in the header: a click shows it in the document.
+        const cutLink = await $t("cell-cut-chunk");
+        const cutChunk = Number(await cutLink.getText());
+        await cutLink.click();
+        await (await browser.$(`[data-testid="cell-document"] [data-testid="chunk-start"][data-chunk="${cutChunk}"]`)).waitForExist({ timeout: UI });
+        assert.ok(await (await browser.$(`[data-testid="chunk-start"][data-chunk="${cutChunk}"]`)).getAttribute("class").then((c) => c.includes("cutchunk")));
+        // Only the spurious records, counted as the CLI counts them.
+        await (await $t("cell-extracted-only")).selectByAttribute("value", "spurious");
+        const marks = await browser.execute(() => [...document.querySelectorAll('[data-testid="cell-extracted"] li[data-mark]')].map((l) => l.dataset.mark));
+        assert.ok(marks.length === Math.min(500, line.fp) && marks.every((m) => m === "spurious"), `${marks.length} listed of ${line.fp} spurious`);
+        console.log(`     ${book.length.toLocaleString("en-US")} characters, ${line.chunks.chunks} chunks (${line.chunks.cut} cut), ${line.spans.length} records: opened in ${(opening / 1000).toFixed(1)} s, ${partCount} parts, ${elements} elements drawn; the report ${(report.length / 1e6).toFixed(1)} MB as JSON, ${(sent.length / 1e6).toFixed(2)} MB sent to the window`);
+      } finally {
+        delete cloud.options.replyFor;
         await (await $t("eval-chunk-sizes")).setValue(" ");
         await (await $t("nav-run")).click();
       }

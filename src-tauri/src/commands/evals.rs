@@ -25,7 +25,7 @@ pub(super) async fn eval_start<R: Runtime>(
             eval::Options::default(),
             &mut |_| {},
             &mut |p| {
-                let _ = on_progress.send(p.clone());
+                let _ = on_progress.send(for_window(p));
             },
         )?;
         stopped_or_report(finished)
@@ -64,8 +64,15 @@ pub(super) async fn eval_plan<R: Runtime>(cx: Cx<'_, R>, input: EvalInput) -> Re
 pub(super) fn stopped_or_report(finished: eval::Finished) -> Result<EvalReport> {
     match finished.stopped() {
         Some(e) => Err(e),
-        None => Ok(finished.report),
+        None => Ok(finished.report.for_window()),
     }
+}
+
+/// A progress report as the window gets it: its cell's line without its spans.
+fn for_window(p: &EvalProgress) -> EvalProgress {
+    let mut p = p.clone();
+    p.cell = p.cell.map(eval::CellLine::for_window);
+    p
 }
 
 pub(super) async fn eval_resume<R: Runtime>(
@@ -87,7 +94,7 @@ pub(super) async fn eval_resume<R: Runtime>(
             &token,
             &mut |_| {},
             &mut |p| {
-                let _ = on_progress.send(p.clone());
+                let _ = on_progress.send(for_window(p));
             },
         )?;
         stopped_or_report(finished)
@@ -123,7 +130,7 @@ pub(super) async fn eval_submit<R: Runtime>(
             &token,
             &mut |_| {},
             &mut |p| {
-                let _ = on_progress.send(p.clone());
+                let _ = on_progress.send(for_window(p));
             },
         )?;
         let report = sent.online.map(stopped_or_report).transpose()?;
@@ -186,7 +193,7 @@ pub(super) async fn eval_resume_batch<R: Runtime>(
             &token,
             &mut |_| {},
             &mut |p| {
-                let _ = on_progress.send(p.clone());
+                let _ = on_progress.send(for_window(p));
             },
         )
     })
@@ -195,8 +202,13 @@ pub(super) async fn eval_resume_batch<R: Runtime>(
 
 pub(super) async fn eval_show<R: Runtime>(cx: Cx<'_, R>, experiment: i64) -> Result<EvalShown> {
     let wb = cx.state.workbench.clone();
-    blocking(move || eval::flow::show(&wb.store_required()?, experiment, eval::Options::default()))
-        .await
+    blocking(move || {
+        let mut shown =
+            eval::flow::show(&wb.store_required()?, experiment, eval::Options::default())?;
+        shown.report = shown.report.for_window();
+        Ok(shown)
+    })
+    .await
 }
 
 pub(super) async fn eval_cell<R: Runtime>(
@@ -207,7 +219,9 @@ pub(super) async fn eval_cell<R: Runtime>(
     let wb = cx.state.workbench.clone();
     blocking(move || {
         let store = wb.store_required()?;
-        eval::view::cell(&store, &eval::stored(&store, experiment)?, &cell)
+        let mut view = eval::view::cell(&store, &eval::stored(&store, experiment)?, &cell)?;
+        view.line = view.line.for_window();
+        Ok(view)
     })
     .await
 }

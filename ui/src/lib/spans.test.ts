@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { segments, type ChunkSpan, type Marked } from "./spans";
+import { partAt, parts, segments, type ChunkSpan, type Marked, type Part } from "./spans";
 
 describe("spans", () => {
   it("cuts a reply into segments marked by the records covering them and the cut", () => {
@@ -32,10 +32,10 @@ describe("spans", () => {
 
   it("gives what a look at every span gives, on a long document's thousands of chunks and records", () => {
     // The definition, one segment at a time over every span.
-    const naive = (text: string, spans: Marked[], cut: number | null, chunks: ChunkSpan[]) => {
-      const total = text.length;
-      const clip = (x: number) => Math.min(Math.max(0, x), total);
-      const points = new Set<number>([0, total]);
+    const naive = (text: string, spans: Marked[], cut: number | null, chunks: ChunkSpan[], part: Part = { start: 0, end: text.length }) => {
+      const [from, to] = [part.start, Math.min(part.end, text.length)];
+      const clip = (x: number) => Math.min(Math.max(from, x), to);
+      const points = new Set<number>([from, to]);
       for (const s of [...spans, ...chunks]) { points.add(clip(s.start)); points.add(clip(s.end)); }
       if (cut != null) points.add(clip(cut));
       const sorted = [...points].sort((a, b) => a - b);
@@ -62,6 +62,10 @@ describe("spans", () => {
       const chunks: ChunkSpan[] = Array.from({ length: below(5) }, (_, i) => ({ index: i + 1, start: below(60), end: below(70) }));
       const cut = below(3) === 0 ? null : below(70);
       expect(segments(text, spans, cut, chunks), `KERF_TEST_SEED=${seed}, round ${round}`).toEqual(naive(text, spans, cut, chunks));
+      // One part of the text: what the whole gives, clipped to it.
+      const start = below(total + 1);
+      const part = { start, end: start + below(total - start + 1) };
+      expect(segments(text, spans, cut, chunks, part), `KERF_TEST_SEED=${seed}, round ${round}, part`).toEqual(naive(text, spans, cut, chunks, part));
     }
     // A book: 3,000 overlapping chunks and 12,000 records over 3 million characters.
     const book = "word ".repeat(600_000);
@@ -71,5 +75,26 @@ describe("spans", () => {
     expect(segs.map((s) => s.text).join("")).toBe(book);
     expect(new Set(segs.filter((s) => s.chunks.length === 2).map((s) => s.chunks.join(" "))).size).toBe(2999);
     expect(segs.filter((s) => s.records.length > 0).map((s) => s.records[0])).toEqual(spans.map((s) => s.record));
+  });
+
+  it("draws a long text a part at a time: at line breaks where it can, never inside a character", () => {
+    const lines = Array.from({ length: 400 }, (_, i) => `line ${i} ${"x".repeat(i % 37)}`).join("\n");
+    const ps = parts(lines, 1000);
+    expect(ps.map((p) => lines.slice(p.start, p.end)).join("")).toBe(lines);
+    expect(ps.every((p) => p.end - p.start <= 1000)).toBe(true);
+    expect(ps.slice(0, -1).every((p) => lines[p.end - 1] === "\n")).toBe(true);
+    // No line break or space near the limit: cut at it, but not between a surrogate pair's halves.
+    const emoji = "😀".repeat(1000);
+    const eps = parts(emoji, 101);
+    expect(eps.map((p) => emoji.slice(p.start, p.end)).join("")).toBe(emoji);
+    expect(eps.every((p) => (p.end - p.start) % 2 === 0)).toBe(true);
+    // A text no longer than a part is one part, an empty one too.
+    expect(parts("short", 1000)).toEqual([{ start: 0, end: 5 }]);
+    expect(parts("", 1000)).toEqual([{ start: 0, end: 0 }]);
+    // Every place is found in the part holding it.
+    for (const at of [0, 1, 999, 1000, 5000, lines.length - 1, lines.length]) {
+      const k = partAt(ps, at);
+      expect(ps[k].start <= at && (at < ps[k].end || k === ps.length - 1)).toBe(true);
+    }
   });
 });

@@ -32,16 +32,17 @@ export interface ChunkSpan {
 /**
  * `text` cut at every span's ends, at `cut` (`null`: none) and at every chunk's ends: each
  * segment with the records and chunks covering it, and whether it lies past the cut. Overlapping
- * spans both mark the overlap; spans past the text are clipped. Unlike the side-by-side view's
+ * spans both mark the overlap; spans past the text are clipped. With `part`, only that stretch
+ * of the text is cut (spans and chunks clipped to it; `at` stays the place in the whole text). Unlike the side-by-side view's
  * `scrub.segments` (one object per stretch, in order), a document's grounding spans may overlap.
  *
  * One sweep over the cut points: a long document's thousands of chunks and records cost each
  * segment only what is open over it, not a look at every span.
  */
-export function segments(text: string, spans: Marked[], cut: number | null = null, chunks: ChunkSpan[] = []): Segment[] {
-  const total = text.length;
-  const clip = (x: number) => Math.min(Math.max(0, x), total);
-  const points = new Set<number>([0, total]);
+export function segments(text: string, spans: Marked[], cut: number | null = null, chunks: ChunkSpan[] = [], part: Part = { start: 0, end: text.length }): Segment[] {
+  const [from, to] = [Math.max(0, part.start), Math.min(part.end, text.length)];
+  const clip = (x: number) => Math.min(Math.max(from, x), to);
+  const points = new Set<number>([from, to]);
   for (const s of spans) { points.add(clip(s.start)); points.add(clip(s.end)); }
   for (const c of chunks) { points.add(clip(c.start)); points.add(clip(c.end)); }
   if (cut != null) points.add(clip(cut));
@@ -79,4 +80,46 @@ function covering(items: { start: number; end: number }[], clip: (x: number) => 
     open = open.filter((it) => it.end > a);
     return open.map((it) => it.i).sort((x, y) => x - y);
   };
+}
+
+/** A stretch of a long text that a screen draws at once: `[start, end)` in UTF-16 units. */
+export interface Part {
+  start: number;
+  end: number;
+}
+
+/**
+ * `text` in parts of about `size` units each, so a screen draws a book a part at a time: each
+ * part ends at a line break in its last eighth when it has one, else at a space there, and never
+ * between the two halves of a surrogate pair. A text no longer than `size` is one part.
+ */
+export function parts(text: string, size: number): Part[] {
+  const out: Part[] = [];
+  let start = 0;
+  while (text.length - start > size) {
+    const hard = start + size;
+    const floor = hard - Math.floor(size / 8);
+    let end = text.lastIndexOf("\n", hard - 1) + 1;
+    if (end <= floor) end = text.lastIndexOf(" ", hard - 1) + 1;
+    if (end <= floor) {
+      end = hard;
+      const unit = text.charCodeAt(end - 1);
+      if (unit >= 0xd800 && unit <= 0xdbff) end -= 1; // a high surrogate stays with its low half
+    }
+    out.push({ start, end });
+    start = end;
+  }
+  out.push({ start, end: text.length });
+  return out;
+}
+
+/** The index of the part holding the unit at `offset` (the last part for the text's end). */
+export function partAt(ps: Part[], offset: number): number {
+  let [lo, hi] = [0, ps.length - 1];
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ps[mid].start <= offset) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }

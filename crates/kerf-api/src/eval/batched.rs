@@ -60,7 +60,7 @@ impl Collected {
     pub fn wire(self) -> super::wire::EvalCollected {
         let not_whole = self.not_whole();
         super::wire::EvalCollected {
-            report: self.finished.report,
+            report: self.finished.report.for_window(),
             batches: self.batches,
             folded: self.folded.settled,
             awaiting: self.awaiting,

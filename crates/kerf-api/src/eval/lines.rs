@@ -267,6 +267,14 @@ pub struct FindRate {
 }
 
 impl CellLine {
+    /// The line as the window gets it: without its spans. Only `--json` outputs read those
+    /// (a 5 MB document's lines hold tens of megabytes of them); an opened cell brings its
+    /// records' places itself.
+    pub fn for_window(mut self) -> CellLine {
+        self.spans = Vec::new();
+        self
+    }
+
     /// Whether the cell's run finished (ended on its own or was cut by its budget): a
     /// measurement, scored.
     pub fn measured(&self) -> bool {

@@ -881,6 +881,12 @@ pub fn compare_reports(
 }
 
 impl Report {
+    /// The report as the window gets it: its lines [without their spans](CellLine::for_window).
+    pub fn for_window(mut self) -> Report {
+        self.cells = self.cells.into_iter().map(CellLine::for_window).collect();
+        self
+    }
+
     /// A line's prompt as a chart names it: with its provider when the eval has several.
     fn named(&self, prompt: &str, provider: &str) -> String {
         if self.providers.len() > 1 {
