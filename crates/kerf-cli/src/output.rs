@@ -186,10 +186,7 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>> {
         let mut bytes = Vec::new();
         std::io::stdin()
             .read_to_end(&mut bytes)
-            .map_err(|e| kerf_core::Error::Io {
-                path: "<stdin>".into(),
-                source: e,
-            })?;
+            .map_err(|e| kerf_core::Error::io("<stdin>", e))?;
         return Ok(bytes);
     }
     std::fs::read(path).map_err(|e| kerf_core::Error::io(path, e).into())

@@ -9,12 +9,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything the core can refuse, each naming the place (file, line, key or JSON pointer).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    /// A file could not be read or written. The OS error is in the message, not given again as
+    /// the error's source: a printer that follows sources (the CLI's) would say it twice.
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 
     /// Text that must be UTF-8 is not.
@@ -127,7 +127,7 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 

@@ -52,10 +52,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     for p in &args.paths {
         if p.is_dir() {
             let mut inside: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| kerf_core::Error::Io {
-                    path: p.clone(),
-                    source: e,
-                })?
+                .map_err(|e| kerf_core::Error::io(p, e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.extension().is_some_and(|x| x == "json"))
                 .collect();
