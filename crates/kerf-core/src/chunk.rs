@@ -12,12 +12,12 @@
 //!   in characters as Python counts them (code points). Every chunk is a run of the document's
 //!   own characters (consecutive pieces joined by the separator that stood between them), so its
 //!   place in the document is exact: `start` and `end`, in characters, end exclusive.
-//! - **Token**: cl100k_base (the vocabulary compiled into `tiktoken-rs`), windows of `size`
-//!   tokens advancing by `size - overlap`, each decoded as Python's tiktoken decodes (bytes that
-//!   are not whole UTF-8 characters become U+FFFD). A document holding a special token's text
-//!   (`<|endoftext|>`) is refused, as tiktoken's `encode` refuses it there. A document of a
-//!   megabyte or more is tokenised by `cl100k` (the same tokens, several times faster), in parts
-//!   of a megabyte or more, one per core.
+//! - **Token**: cl100k_base (the vocabulary compiled into `tiktoken-rs`, laid out as a table at
+//!   build time), windows of `size` tokens advancing by `size - overlap`, each decoded as
+//!   Python's tiktoken decodes (bytes that are not whole UTF-8 characters become U+FFFD). A
+//!   document holding a special token's text (`<|endoftext|>`) is refused, as tiktoken's `encode`
+//!   refuses it there. Documents are tokenised by `cl100k` (tiktoken's tokens, several times
+//!   faster), a document of two megabytes or more in parts of a megabyte or more, one per core.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -419,9 +419,8 @@ fn count_chars_between(doc: &str, from: usize, to: usize) -> usize {
         .count()
 }
 
-/// A document this long or longer is encoded with the pattern read by hand (`cl100k`), in parts
-/// of at least this length on the machine's cores: its vocabulary table takes about 30 ms to
-/// build, the time tiktoken's own encoder spends on half a megabyte.
+/// A document is encoded with the pattern read by hand (`cl100k`), in parts of at least this
+/// length on the machine's cores (a part costs a thread; under a megabyte one is enough).
 const PART_BYTES: usize = 1 << 20;
 
 /// cl100k_base's tokens for `doc`, exactly as tiktoken's `encode_ordinary` gives them, and
@@ -436,16 +435,6 @@ fn encode_ordinary(doc: &str) -> (Vec<u32>, Vec<usize>) {
             }))
             .collect()
     };
-    if doc.len() < PART_BYTES {
-        let bpe = tiktoken_rs::cl100k_base_singleton();
-        let tokens = bpe.encode_ordinary(doc);
-        let starts = starts(
-            &mut bpe
-                ._decode_native_and_split(tokens.clone())
-                .map(|b| b.len()),
-        );
-        return (tokens, starts);
-    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let tokens = encode_in_parts(doc, cores.min(doc.len() / PART_BYTES));
     let cl = cl100k::Cl100k::get();
@@ -499,12 +488,10 @@ fn seams(doc: &str, parts: usize) -> Vec<usize> {
 
 /// The token chunker's windows.
 fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'_>>> {
-    let bpe = tiktoken_rs::cl100k_base_singleton();
     // tiktoken's `encode` refuses a special token's text unless allowed (TrustGraph allows
     // none): the same refusal, with its place.
-    let special = bpe
-        .special_tokens()
-        .into_iter()
+    let special = cl100k::SPECIAL
+        .iter()
         .filter_map(|t| doc.find(t).map(|at| (at, t.to_string())))
         .min();
     if let Some((at, t)) = special {

@@ -5,8 +5,10 @@
 //! (`Cl100k::piece_end`, one branch per alternative, in its order), over the very character
 //! classes its engine uses (`\p{L}`, `\p{N}`, `\s` and the case folds of `(?i)`, taken from
 //! `regex-syntax`, the parser under tiktoken's engine). Each piece is then looked up whole in the
-//! vocabulary, as tiktoken does first, and merged by tiktoken's own `byte_pair_split` when it is
-//! not a token (by tiktoken's own encoder when it is a long one: `LONG_PIECE`). The vocabulary is `tiktoken-rs`'s, read back token by token through its decoder.
+//! vocabulary, as tiktoken does first, and merged as tiktoken's `byte_pair_merge` merges when it
+//! is not a token (by tiktoken's own encoder when it is a long one: `LONG_PIECE`). The
+//! vocabulary is `tiktoken-rs`'s, read back token by token through its decoder at build time and
+//! laid out as a table compiled in (`build.rs`): nothing is built when the chunker starts.
 //! Checked against `tiktoken-rs` on seeded random text (the tests below) and against Python's
 //! tiktoken by the chunker parity tests.
 
@@ -25,7 +27,106 @@ const PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1
 const LONG_PIECE: usize = 100;
 
 /// How many ordinary tokens cl100k_base has.
+#[cfg(test)]
 const ORDINARY: u32 = 100_256;
+
+#[path = "vocab_hash.rs"]
+mod vocab_hash;
+include!(concat!(env!("OUT_DIR"), "/cl100k_special.rs"));
+
+/// cl100k_base's ordinary tokens as `build.rs` laid them out: their bytes end to end, where each
+/// starts, and an open-addressed table of ranks keyed by `vocab_hash::hash`.
+pub(super) struct Vocab {
+    bytes: &'static [u8],
+    offsets: &'static [u8],
+    slots: &'static [u8],
+}
+
+pub(super) static VOCAB: Vocab = Vocab {
+    bytes: include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_bytes.bin")),
+    offsets: include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_offsets.bin")),
+    slots: include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_slots.bin")),
+};
+
+/// The `i`th little-endian u32 of `table` (`u32::MAX` past its end).
+fn word(table: &[u8], i: usize) -> u32 {
+    table
+        .get(4 * i..4 * i + 4)
+        .and_then(|w| w.try_into().ok())
+        .map_or(u32::MAX, u32::from_le_bytes)
+}
+
+impl Vocab {
+    /// Token `rank`'s bytes.
+    pub(super) fn bytes(&self, rank: u32) -> &'static [u8] {
+        let (start, end) = (
+            word(self.offsets, rank as usize),
+            word(self.offsets, rank as usize + 1),
+        );
+        self.bytes
+            .get(start as usize..end as usize)
+            .unwrap_or_default()
+    }
+
+    /// The rank of the token whose bytes are `piece`, if one is.
+    pub(super) fn rank(&self, piece: &[u8]) -> Option<u32> {
+        let slots = self.slots.len() / 4;
+        let mut i = (vocab_hash::hash(piece) >> (64 - slots.trailing_zeros())) as usize;
+        loop {
+            let rank = word(self.slots, i);
+            if rank == u32::MAX {
+                return None;
+            }
+            if self.bytes(rank) == piece {
+                return Some(rank);
+            }
+            i = (i + 1) & (slots - 1);
+        }
+    }
+
+    /// `piece` (not itself a token, at least two bytes) merged into tokens as tiktoken's
+    /// `byte_pair_merge` merges it: the pair whose joined bytes have the lowest rank first, the
+    /// leftmost of equals, until no pair joins into a token.
+    fn merge(&self, piece: &[u8]) -> Vec<u32> {
+        let rank_of = |a: usize, b: usize| {
+            piece
+                .get(a..b)
+                .and_then(|p| self.rank(p))
+                .unwrap_or(u32::MAX)
+        };
+        // (where a part starts, the rank of it joined with the next part)
+        let mut parts: Vec<(usize, u32)> = (0..piece.len() - 1)
+            .map(|i| (i, rank_of(i, i + 2)))
+            .collect();
+        parts.push((piece.len() - 1, u32::MAX));
+        parts.push((piece.len(), u32::MAX));
+        let lowest = |parts: &[(usize, u32)]| {
+            parts[..parts.len() - 1].iter().enumerate().fold(
+                (u32::MAX, usize::MAX),
+                |m, (i, &(_, r))| if r < m.0 { (r, i) } else { m },
+            )
+        };
+        let mut min = lowest(&parts);
+        while min.0 != u32::MAX {
+            let i = min.1;
+            // The rank of part `j` joined with the one after it, once part `i + 1` is gone.
+            let joined = |parts: &[(usize, u32)], j: usize| {
+                if j + 3 < parts.len() {
+                    rank_of(parts[j].0, parts[j + 3].0)
+                } else {
+                    u32::MAX
+                }
+            };
+            if i > 0 {
+                parts[i - 1].1 = joined(&parts, i - 1);
+            }
+            parts[i].1 = joined(&parts, i);
+            parts.remove(i + 1);
+            min = lowest(&parts);
+        }
+        parts.windows(2).map(|w| rank_of(w[0].0, w[1].0)).collect()
+    }
+}
 
 /// What the pattern tells apart in a character.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +144,6 @@ enum Kind {
 }
 
 pub(super) struct Cl100k {
-    bpe: &'static tiktoken_rs::CoreBPE,
-    /// Every token's bytes and rank.
-    ranks: FxHashMap<Vec<u8>, u32>,
-    /// Every token's length in bytes, by rank.
-    lens: Vec<usize>,
     ascii: [Kind; 128],
     /// Sorted, disjoint inclusive ranges, for characters past ASCII.
     letters: Vec<(char, char)>,
@@ -91,17 +187,6 @@ impl Cl100k {
     }
 
     fn new() -> Cl100k {
-        let bpe = tiktoken_rs::cl100k_base_singleton();
-        // Ranks 0..100256 are the ordinary tokens (the special ones come after), each read back
-        // through the decoder.
-        let mut ranks = FxHashMap::with_capacity_and_hasher(ORDINARY as usize, Default::default());
-        let mut lens = Vec::with_capacity(ORDINARY as usize);
-        for (rank, bytes) in
-            (0..ORDINARY).zip(bpe._decode_native_and_split((0..ORDINARY).collect()))
-        {
-            lens.push(bytes.len());
-            ranks.insert(bytes, rank);
-        }
         let mut folds = FxHashMap::default();
         for letter in ['s', 'd', 'm', 't', 'l', 'v', 'e', 'r'] {
             for (lo, hi) in class(&format!("(?i:[{letter}])")) {
@@ -111,9 +196,6 @@ impl Cl100k {
             }
         }
         let mut cl = Cl100k {
-            bpe,
-            ranks,
-            lens,
             ascii: [Kind::Other; 128],
             letters: class(r"\p{L}"),
             numbers: class(r"\p{N}"),
@@ -252,7 +334,7 @@ impl Cl100k {
 
     /// How many bytes a token is (an ordinary token's rank).
     pub(super) fn len(&self, rank: u32) -> usize {
-        self.lens[rank as usize]
+        VOCAB.bytes(rank).len()
     }
 
     /// cl100k_base's tokens for `text`, as tiktoken's `encode_ordinary` gives them.
@@ -262,16 +344,13 @@ impl Cl100k {
         while i < text.len() {
             let end = self.piece_end(text, i);
             let piece = &text.as_bytes()[i..end];
-            match self.ranks.get(piece) {
-                Some(&rank) => tokens.push(rank),
-                None if piece.len() >= LONG_PIECE => {
-                    tokens.extend(self.bpe.encode_ordinary(&text[i..end]))
-                }
-                None => tokens.extend(
-                    tiktoken_rs::byte_pair_split(piece, &self.ranks)
-                        .into_iter()
-                        .map(|part| self.ranks[part]),
-                ),
+            match VOCAB.rank(piece) {
+                Some(rank) => tokens.push(rank),
+                // Rare (a run of 100 letters or symbols that is no token): tiktoken's own
+                // vocabulary is built for it, once.
+                None if piece.len() >= LONG_PIECE => tokens
+                    .extend(tiktoken_rs::cl100k_base_singleton().encode_ordinary(&text[i..end])),
+                None => tokens.extend(VOCAB.merge(piece)),
             }
             i = end;
         }
@@ -395,9 +474,21 @@ mod tests {
     #[test]
     fn pieces_and_tokens_are_tiktokens() {
         let cl = Cl100k::get();
-        assert_eq!(cl.ranks.len(), ORDINARY as usize);
         let regex = fancy_regex::Regex::new(PATTERN).unwrap();
         let bpe = tiktoken_rs::cl100k_base_singleton();
+        // Every token's bytes as tiktoken decodes them, each found again by its bytes alone.
+        for (rank, bytes) in
+            (0..ORDINARY).zip(bpe._decode_native_and_split((0..ORDINARY).collect()))
+        {
+            assert_eq!(VOCAB.bytes(rank), bytes, "token {rank}");
+            assert_eq!(VOCAB.rank(&bytes), Some(rank), "token {rank}");
+        }
+        assert_eq!(VOCAB.bytes(ORDINARY), b"", "past the ordinary tokens");
+        assert_eq!(
+            VOCAB.rank(b"<|endoftext|>"),
+            None,
+            "a special token is not ordinary"
+        );
         let mut g = crate::eval::reference::Seeded::new("pieces_and_tokens_are_tiktokens");
         for _ in 0..3000 {
             let text = draw(&mut g);
