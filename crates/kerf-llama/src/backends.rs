@@ -67,6 +67,32 @@ impl Backends {
     }
 }
 
+/// CPU variants never loaded, though a CPU may score them best. `sapphirerapids`, the one with
+/// AMX: ggml sets its tiles up from a 64-byte configuration on the stack, and GCC 12's
+/// `_tile_loadconfig` tells the compiler the instruction reads 8 bytes of it, so the rows and
+/// widths written before it are dropped as dead stores. Built so (Debian 12's compiler), its
+/// first matrix product dies of an illegal instruction on every CPU with AMX; the AVX-512
+/// variants run there instead. Lift when llama.cpp no longer builds the configuration on the
+/// stack (ggml-org/llama.cpp#26954) and the build's compiler is checked.
+pub(crate) const WITHHELD_CPU_VARIANTS: &[&str] = &["sapphirerapids"];
+
+/// The CPU modules in `dir` that may be loaded (not [`WITHHELD_CPU_VARIANTS`]), by file name,
+/// sorted.
+#[cfg_attr(not(feature = "dynamic-backends"), allow(dead_code))]
+pub(crate) fn cpu_modules(dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|f| cpu_variant(f).is_some_and(|v| !WITHHELD_CPU_VARIANTS.contains(&v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
 /// `haswell` from `libggml-cpu-haswell.so`.
 fn cpu_variant(file: &str) -> Option<&str> {
     file.strip_prefix("libggml-cpu-")?.strip_suffix(".so")
@@ -182,6 +208,25 @@ mod tests {
         assert_eq!(gpu_module("libggml-base.so"), None);
         assert_eq!(gpu_module("libggml.so"), None);
         assert_eq!(cpu_variant("libggml-cpu-skylakex.so"), Some("skylakex"));
+    }
+
+    /// The AMX variant is never a candidate: built by GCC 12 it dies on its first tile load.
+    #[test]
+    fn the_amx_variant_is_withheld() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for f in [
+            "libggml-cpu-zen4.so",
+            "libggml-cpu-sapphirerapids.so",
+            "libggml-cpu-haswell.so",
+            "libggml-cuda.so",
+            "libggml-base.so",
+        ] {
+            std::fs::write(dir.path().join(f), b"").expect("module");
+        }
+        assert_eq!(
+            cpu_modules(dir.path()),
+            ["libggml-cpu-haswell.so", "libggml-cpu-zen4.so"]
+        );
     }
 
     /// The modules come from the folder of the llama.cpp the process loaded (the package's

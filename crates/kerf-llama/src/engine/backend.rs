@@ -55,10 +55,10 @@ struct Modules {
 
 static MODULES: OnceLock<Modules> = OnceLock::new();
 
-/// A `dynamic-backends` build: load the best CPU module and every GPU module the machine can run
-/// from the folder [`crate::backends::search`] finds, and ask again, aloud, for each GPU module
-/// that did not load, so llama.cpp says why. A build with backends linked in has nothing to load,
-/// but checks the CPU it was compiled for.
+/// A `dynamic-backends` build: load the best CPU module this CPU can run and every GPU module
+/// from the folder [`crate::backends::search`] finds, each aloud, so that llama.cpp says why a
+/// module did not load. A build with backends linked in has nothing to load, but checks the CPU
+/// it was compiled for.
 fn load_modules() -> std::result::Result<(), String> {
     #[cfg(feature = "dynamic-backends")]
     {
@@ -75,36 +75,7 @@ fn load_modules() -> std::result::Result<(), String> {
                     .map_or_else(|| "not found".to_string(), |b| b.display().to_string())
             )
         })?;
-        if dir.to_str().is_none() {
-            return Err(format!(
-                "the backends folder {} is not UTF-8",
-                dir.display()
-            ));
-        }
-        logs::clear();
-        llama_cpp_2::llama_backend::load_backends_from_path(&dir);
-        // "load_backend: loaded CPU backend from /usr/lib/kerf/libggml-cpu-haswell.so"
-        let files: Vec<(String, String)> = logs::all_containing(" backend from ")
-            .iter()
-            .filter_map(|l| {
-                let (name, path) = l.split_once("loaded ")?.1.split_once(" backend from ")?;
-                let file = Path::new(path.trim()).file_name()?.to_string_lossy();
-                Some((name.to_string(), file.into_owned()))
-            })
-            .collect();
-        let backends: Vec<String> = llama_cpp_2::list_llama_ggml_backend_devices()
-            .into_iter()
-            .map(|d| d.backend.to_ascii_lowercase())
-            .collect();
-        if !backends.iter().any(|b| b == "cpu") {
-            return Err(format!(
-                "no CPU backend module in {} runs on this CPU{}",
-                dir.display(),
-                logs::last_containing("libggml-cpu")
-                    .map(|l| format!(" ({l})"))
-                    .unwrap_or_default()
-            ));
-        }
+        let mut files = vec![("CPU".to_string(), load_cpu_module(&dir)?)];
         let mut failed = Vec::new();
         let mut entries: Vec<String> = std::fs::read_dir(&dir)
             .map_err(|e| format!("reading {}: {e}", dir.display()))?
@@ -113,15 +84,13 @@ fn load_modules() -> std::result::Result<(), String> {
             .collect();
         entries.sort();
         for file in entries {
-            let Some(name) = crate::backends::gpu_module(&file) else {
-                continue;
-            };
-            if backends.iter().any(|b| b == name) {
+            if crate::backends::gpu_module(&file).is_none() {
                 continue;
             }
             logs::clear();
-            if !load_module(&dir.join(&file)) {
-                failed.push(FailedBackend {
+            match load_module(&dir.join(&file)) {
+                Some(name) => files.push((name, file)),
+                None => failed.push(FailedBackend {
                     why: logs::last_containing(&file)
                         .or_else(|| logs::last_containing("not supported"))
                         .map(|l| {
@@ -130,7 +99,7 @@ fn load_modules() -> std::result::Result<(), String> {
                         })
                         .unwrap_or_else(|| "llama.cpp gave no reason".into()),
                     file,
-                });
+                }),
             }
         }
         let _ = MODULES.set(Modules {
@@ -147,16 +116,82 @@ fn load_modules() -> std::result::Result<(), String> {
     }
 }
 
-/// Load one backend module aloud (ggml logs why it cannot), registering it if it loads.
+/// Load the CPU module this CPU scores best, as ggml's own loader would choose it (the highest
+/// `ggml_backend_score`, 0 for a CPU that lacks the module's instructions), but never one of
+/// [`crate::backends::WITHHELD_CPU_VARIANTS`]; its file name.
+#[cfg(feature = "dynamic-backends")]
+fn load_cpu_module(dir: &Path) -> std::result::Result<String, String> {
+    let modules = crate::backends::cpu_modules(dir);
+    let best = modules
+        .iter()
+        .filter_map(|file| Some((cpu_score(&dir.join(file))?, file)))
+        .filter(|(score, _)| *score > 0)
+        // The first of equals, as ggml keeps the first it meets.
+        .fold(None::<(i32, &String)>, |best, (score, file)| match best {
+            Some((s, _)) if s >= score => best,
+            _ => Some((score, file)),
+        });
+    let Some((_, file)) = best else {
+        return Err(format!(
+            "no CPU backend module in {} runs on this CPU (of {})",
+            dir.display(),
+            if modules.is_empty() {
+                "none".to_string()
+            } else {
+                modules.join(", ")
+            }
+        ));
+    };
+    logs::clear();
+    load_module(&dir.join(file)).ok_or_else(|| {
+        format!(
+            "the CPU backend {} did not load{}",
+            dir.join(file).display(),
+            logs::last_containing(file)
+                .map(|l| format!(" ({l})"))
+                .unwrap_or_default()
+        )
+    })?;
+    Ok(file.clone())
+}
+
+/// What a CPU module says of this CPU: `ggml_backend_score`, 0 when it cannot run here. `None`
+/// when it does not open or has no score.
 #[cfg(feature = "dynamic-backends")]
 #[allow(unsafe_code)]
-fn load_module(path: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
-        return false;
+fn cpu_score(path: &Path) -> Option<i32> {
+    // SAFETY: opening a ggml CPU module runs only its static initialisers, as ggml's own loader
+    // does to score it; `ggml_backend_score` takes nothing and returns an int. The library is
+    // closed again when `lib` drops, after the call.
+    let lib = match unsafe { libloading::Library::new(path) } {
+        Ok(lib) => lib,
+        Err(e) => {
+            tracing::debug!("{}: {e}", path.display());
+            return None;
+        }
     };
+    let score = unsafe {
+        lib.get::<unsafe extern "C" fn() -> std::os::raw::c_int>(b"ggml_backend_score\0")
+    }
+    .ok()?;
+    Some(unsafe { score() })
+}
+
+/// Load one backend module aloud (ggml logs why it cannot), registering it; ggml's name for the
+/// backend (`CPU`, `CUDA`) when it loads.
+#[cfg(feature = "dynamic-backends")]
+#[allow(unsafe_code)]
+fn load_module(path: &Path) -> Option<String> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
     // SAFETY: `ggml_backend_load` reads the NUL-terminated path (alive for the call) and returns
-    // a registry owned by ggml's global list, or null; only the null check is used here.
-    !unsafe { llama_cpp_sys_2::ggml_backend_load(c.as_ptr()) }.is_null()
+    // a registry owned by ggml's global list (alive as long as the process), or null.
+    let reg = unsafe { llama_cpp_sys_2::ggml_backend_load(c.as_ptr()) };
+    if reg.is_null() {
+        return None;
+    }
+    // SAFETY: a loaded registry's name is a NUL-terminated string it owns.
+    let name = unsafe { std::ffi::CStr::from_ptr(llama_cpp_sys_2::ggml_backend_reg_name(reg)) };
+    Some(name.to_string_lossy().into_owned())
 }
 
 /// The backends this process has, and where a dynamic build loaded them from.
