@@ -5,8 +5,10 @@
 //!
 //! - `cl100k_bytes.bin`: every ordinary token's bytes, in rank order, end to end;
 //! - `cl100k_offsets.bin`: where each starts in them, then where the last ends (u32, LE);
-//! - `cl100k_slots.bin`: an open-addressed table of 2^18 slots (u32 LE ranks, `u32::MAX` empty),
-//!   each token in the first free slot from the one its hash's top bits pick (`vocab_hash.rs`);
+//! - `cl100k_slots.bin`: an open-addressed table of 2^18 slots (u32 LE, `u32::MAX` empty), each
+//!   token in the first free slot from the one its hash's top bits pick (`vocab_hash.rs`): its
+//!   rank in the low 17 bits, and above them 15 more bits of its hash (`vocab_hash::tag`), so a
+//!   lookup reads a token's bytes only when those match;
 //! - `cl100k_special.rs`: the special tokens' texts, which tiktoken's `encode` refuses.
 
 use std::io::Write;
@@ -40,16 +42,19 @@ fn main() {
 
     let mut slots = vec![u32::MAX; 1 << SLOT_BITS];
     let mask = slots.len() - 1;
+    const { assert!(ORDINARY < vocab_hash::RANK_MASK, "ranks fit below the tag") };
     for (rank, t) in tokens.iter().enumerate() {
-        let mut i = (vocab_hash::hash(t) >> (64 - SLOT_BITS)) as usize;
+        let h = vocab_hash::hash(t);
+        let mut i = (h >> (64 - SLOT_BITS)) as usize;
         while slots[i] != u32::MAX {
             assert_ne!(
-                &tokens[slots[i] as usize], t,
+                &tokens[(slots[i] & vocab_hash::RANK_MASK) as usize],
+                t,
                 "cl100k_base holds a token twice"
             );
             i = (i + 1) & mask;
         }
-        slots[i] = rank as u32;
+        slots[i] = rank as u32 | vocab_hash::tag(h);
     }
     let slot_bytes: Vec<u8> = slots.iter().flat_map(|s| s.to_le_bytes()).collect();
 

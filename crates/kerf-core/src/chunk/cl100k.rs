@@ -71,13 +71,16 @@ impl Vocab {
     /// The rank of the token whose bytes are `piece`, if one is.
     pub(super) fn rank(&self, piece: &[u8]) -> Option<u32> {
         let slots = self.slots.len() / 4;
-        let mut i = (vocab_hash::hash(piece) >> (64 - slots.trailing_zeros())) as usize;
+        let h = vocab_hash::hash(piece);
+        let tag = vocab_hash::tag(h);
+        let mut i = (h >> (64 - slots.trailing_zeros())) as usize;
         loop {
-            let rank = word(self.slots, i);
-            if rank == u32::MAX {
+            let slot = word(self.slots, i);
+            if slot == u32::MAX {
                 return None;
             }
-            if self.bytes(rank) == piece {
+            let rank = slot & vocab_hash::RANK_MASK;
+            if slot & !vocab_hash::RANK_MASK == tag && self.bytes(rank) == piece {
                 return Some(rank);
             }
             i = (i + 1) & (slots - 1);

@@ -22,3 +22,13 @@ pub(crate) fn hash(bytes: &[u8]) -> u64 {
     }
     h
 }
+
+/// A slot's rank bits: cl100k_base's 100,256 ordinary ranks fit in 17.
+pub(crate) const RANK_MASK: u32 = (1 << 17) - 1;
+
+/// The bits of `hash` a slot keeps above the rank: 15 the slot's index (the top bits) does not
+/// use, so a lookup that meets another token's slot tells them apart, nearly always, without
+/// reading its bytes.
+pub(crate) fn tag(hash: u64) -> u32 {
+    (hash as u32) & !RANK_MASK
+}

@@ -132,14 +132,19 @@ fn load_cpu_module(dir: &Path) -> std::result::Result<String, String> {
             _ => Some((score, file)),
         });
     let Some((_, file)) = best else {
+        let tried = if modules.is_empty() {
+            "there is none to try".to_string()
+        } else {
+            format!("tried {}", modules.join(", "))
+        };
         return Err(format!(
-            "no CPU backend module in {} runs on this CPU (of {})",
+            "no CPU backend module in {} runs on this CPU ({tried}; {} never loaded: built by GCC 12, its AMX code dies of an illegal instruction)",
             dir.display(),
-            if modules.is_empty() {
-                "none".to_string()
-            } else {
-                modules.join(", ")
-            }
+            crate::backends::WITHHELD_CPU_VARIANTS
+                .iter()
+                .map(|v| format!("libggml-cpu-{v}.so is"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     };
     logs::clear();
