@@ -75,7 +75,9 @@ fn load_modules() -> std::result::Result<(), String> {
                     .map_or_else(|| "not found".to_string(), |b| b.display().to_string())
             )
         })?;
-        let mut files = vec![("CPU".to_string(), load_cpu_module(&dir)?)];
+        // GPU modules first, then the CPU's, as ggml's own loader registers them: the devices
+        // keep the order a build with backends linked in lists (the CPU last).
+        let mut files = Vec::new();
         let mut failed = Vec::new();
         let mut entries: Vec<String> = std::fs::read_dir(&dir)
             .map_err(|e| format!("reading {}: {e}", dir.display()))?
@@ -102,6 +104,7 @@ fn load_modules() -> std::result::Result<(), String> {
                 }),
             }
         }
+        files.push(("CPU".to_string(), load_cpu_module(&dir)?));
         let _ = MODULES.set(Modules {
             dir: Some(dir),
             files,
