@@ -12,6 +12,7 @@
 //! Checked against `tiktoken-rs` on seeded random text (the tests below) and against Python's
 //! tiktoken by the chunker parity tests.
 
+use std::ops::Range;
 use std::sync::LazyLock;
 
 use regex_syntax::hir::{Class, HirKind};
@@ -35,18 +36,32 @@ mod vocab_hash;
 include!(concat!(env!("OUT_DIR"), "/cl100k_special.rs"));
 
 /// cl100k_base's ordinary tokens as `build.rs` laid them out: their bytes end to end, where each
-/// starts, and an open-addressed table of ranks keyed by `vocab_hash::hash`.
+/// starts, and an open-addressed table keyed by `vocab_hash::hash`, each slot a token's first
+/// bytes, its rank and its length.
 pub(super) struct Vocab {
     bytes: &'static [u8],
     offsets: &'static [u8],
     slots: &'static [u8],
 }
 
+/// The table on a cache line's edge, so that no slot straddles two.
+#[repr(C, align(64))]
+struct Aligned<T: ?Sized>(T);
+
+const SLOTS_LEN: usize = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_slots.bin")).len();
+static SLOTS: &Aligned<[u8; SLOTS_LEN]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/cl100k_slots.bin"
+)));
+
 pub(super) static VOCAB: Vocab = Vocab {
     bytes: include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_bytes.bin")),
     offsets: include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_offsets.bin")),
-    slots: include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_slots.bin")),
+    slots: &SLOTS.0,
 };
+
+/// A slot's bytes.
+const SLOT: usize = vocab_hash::HEAD + 4;
 
 /// The `i`th little-endian u32 of `table` (`u32::MAX` past its end).
 fn word(table: &[u8], i: usize) -> u32 {
@@ -69,28 +84,42 @@ impl Vocab {
     }
 
     /// The rank of the token whose bytes are `piece`, if one is.
+    #[inline]
     pub(super) fn rank(&self, piece: &[u8]) -> Option<u32> {
-        let slots = self.slots.len() / 4;
+        const HEAD: usize = vocab_hash::HEAD;
+        let slots = self.slots.len() / SLOT;
+        let mask = slots - 1;
         let h = vocab_hash::hash(piece);
-        let tag = vocab_hash::tag(h);
+        // The piece's first 12 bytes, as a slot holds a token's.
+        let (lo, hi) = vocab_hash::words(piece);
+        let hi = hi as u32;
         let mut i = (h >> (64 - slots.trailing_zeros())) as usize;
         loop {
-            let slot = word(self.slots, i);
-            if slot == u32::MAX {
+            let slot: &[u8; SLOT] = self.slots.get(i * SLOT..i * SLOT + SLOT)?.try_into().ok()?;
+            let [s @ .., m0, m1, m2, m3] = *slot;
+            let meta = u32::from_le_bytes([m0, m1, m2, m3]);
+            if meta == u32::MAX {
                 return None;
             }
-            let rank = slot & vocab_hash::RANK_MASK;
-            if slot & !vocab_hash::RANK_MASK == tag && self.bytes(rank) == piece {
-                return Some(rank);
+            let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3] = s;
+            if (meta >> 17) as usize == piece.len()
+                && u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]) == lo
+                && u32::from_le_bytes([b0, b1, b2, b3]) == hi
+            {
+                let rank = meta & vocab_hash::RANK_MASK;
+                if piece.len() <= HEAD || self.bytes(rank).get(HEAD..) == piece.get(HEAD..) {
+                    return Some(rank);
+                }
             }
-            i = (i + 1) & (slots - 1);
+            i = (i + 1) & mask;
         }
     }
 
     /// `piece` (not itself a token, at least two bytes) merged into tokens as tiktoken's
     /// `byte_pair_merge` merges it: the pair whose joined bytes have the lowest rank first, the
-    /// leftmost of equals, until no pair joins into a token.
-    fn merge(&self, piece: &[u8]) -> Vec<u32> {
+    /// leftmost of equals, until no pair joins into a token; each token given to `token` with
+    /// its length.
+    fn merge(&self, piece: &[u8], token: &mut impl FnMut(u32, usize)) {
         let rank_of = |a: usize, b: usize| {
             piece
                 .get(a..b)
@@ -127,7 +156,50 @@ impl Vocab {
             parts.remove(i + 1);
             min = lowest(&parts);
         }
-        parts.windows(2).map(|w| rank_of(w[0].0, w[1].0)).collect()
+        for w in parts.windows(2) {
+            token(rank_of(w[0].0, w[1].0), w[1].0 - w[0].0);
+        }
+    }
+}
+
+/// Slots in the memory of pieces met (`1 << SEEN_BITS`), one memory per part a document is
+/// encoded in: 4,096 of 32 bytes, 128 KB, a core's second-level cache holds them.
+const SEEN_BITS: u32 = 12;
+/// The most tokens a remembered piece may have.
+const SEEN_TOKENS: usize = 5;
+
+/// A piece met before and the lengths of its tokens, in a slot picked by its hash (a later piece
+/// with the same slot takes it over). A piece is known by its length and its first 16 bytes,
+/// and when longer by the text where it was met.
+#[derive(Clone, Copy)]
+struct Seen {
+    lo: u64,
+    hi: u64,
+    /// Where the piece was met in the text.
+    at: usize,
+    /// Its length in bytes; 0 in an empty slot.
+    len: u16,
+    tokens: u8,
+    lens: [u8; SEEN_TOKENS],
+}
+
+impl Seen {
+    const EMPTY: Seen = Seen {
+        lo: 0,
+        hi: 0,
+        at: 0,
+        len: 0,
+        tokens: 0,
+        lens: [0; SEEN_TOKENS],
+    };
+
+    /// Whether this is `piece` (of `text`; its first 16 bytes `lo`, `hi`).
+    #[inline]
+    fn holds(&self, text: &[u8], piece: &[u8], lo: u64, hi: u64) -> bool {
+        usize::from(self.len) == piece.len()
+            && self.lo == lo
+            && self.hi == hi
+            && (piece.len() <= 16 || text.get(self.at..self.at + piece.len()) == Some(piece))
     }
 }
 
@@ -335,29 +407,85 @@ impl Cl100k {
         if last_start > i { last_start } else { after }
     }
 
-    /// How many bytes a token is (an ordinary token's rank).
-    pub(super) fn len(&self, rank: u32) -> usize {
-        VOCAB.bytes(rank).len()
+    /// The tokens of the piece `text[piece]`, each given to `token` with its length in bytes.
+    #[inline]
+    fn piece_tokens(&self, text: &str, piece: Range<usize>, token: &mut impl FnMut(u32, usize)) {
+        let bytes = &text.as_bytes()[piece.clone()];
+        match VOCAB.rank(bytes) {
+            Some(rank) => token(rank, bytes.len()),
+            // Rare (a run of 100 letters or symbols that is no token): tiktoken's own
+            // vocabulary is built for it, once.
+            None if bytes.len() >= LONG_PIECE => {
+                for rank in tiktoken_rs::cl100k_base_singleton().encode_ordinary(&text[piece]) {
+                    token(rank, VOCAB.bytes(rank).len());
+                }
+            }
+            None => VOCAB.merge(bytes, token),
+        }
     }
 
     /// cl100k_base's tokens for `text`, as tiktoken's `encode_ordinary` gives them.
+    #[cfg(test)]
     pub(super) fn encode(&self, text: &str) -> Vec<u32> {
         let mut tokens = Vec::with_capacity(text.len() / 4);
         let mut i = 0;
         while i < text.len() {
             let end = self.piece_end(text, i);
-            let piece = &text.as_bytes()[i..end];
-            match VOCAB.rank(piece) {
-                Some(rank) => tokens.push(rank),
-                // Rare (a run of 100 letters or symbols that is no token): tiktoken's own
-                // vocabulary is built for it, once.
-                None if piece.len() >= LONG_PIECE => tokens
-                    .extend(tiktoken_rs::cl100k_base_singleton().encode_ordinary(&text[i..end])),
-                None => tokens.extend(VOCAB.merge(piece)),
-            }
+            self.piece_tokens(text, i..end, &mut |rank, _| tokens.push(rank));
             i = end;
         }
         tokens
+    }
+
+    /// Where each of `text`'s tokens ends, pushed onto `ends`, counted from `base` (the tokens
+    /// alone: a chunker needs where they are, not which they are). A piece met again (most are:
+    /// a text's words repeat) takes its tokens' lengths from [`Seen`] instead of the vocabulary.
+    pub(super) fn token_ends(&self, text: &str, base: u32, ends: &mut Vec<u32>) {
+        let b = text.as_bytes();
+        let mut seen = vec![Seen::EMPTY; 1 << SEEN_BITS];
+        let mut at = base;
+        let mut i = 0;
+        while i < text.len() {
+            let end = self.piece_end(text, i);
+            let piece = &b[i..end];
+            let (lo, hi) = vocab_hash::words(piece);
+            let h = vocab_hash::hash_words(piece, lo, hi);
+            let entry = &mut seen[(h >> (64 - SEEN_BITS)) as usize];
+            if entry.holds(b, piece, lo, hi) {
+                for &len in &entry.lens[..usize::from(entry.tokens)] {
+                    at += u32::from(len);
+                    ends.push(at);
+                }
+            } else {
+                let mut fresh = Seen {
+                    lo,
+                    hi,
+                    at: i,
+                    len: u16::try_from(piece.len()).unwrap_or(0),
+                    tokens: 0,
+                    lens: [0; SEEN_TOKENS],
+                };
+                self.piece_tokens(text, i..end, &mut |_, len| {
+                    at += len as u32;
+                    ends.push(at);
+                    match (
+                        u8::try_from(len),
+                        fresh.lens.get_mut(usize::from(fresh.tokens)),
+                    ) {
+                        (Ok(len), Some(slot)) => {
+                            *slot = len;
+                            fresh.tokens += 1;
+                        }
+                        // Too many tokens, or one too long, to keep: a length of 0 is never met.
+                        _ => fresh.len = 0,
+                    }
+                });
+                if fresh.len != 0 {
+                    *entry = fresh;
+                }
+            }
+            i = end;
+        }
     }
 
     /// The pieces of `text`, for the tests.
@@ -512,6 +640,62 @@ mod tests {
                 g.seed
             );
         }
+    }
+
+    /// A piece's two words are its first 16 bytes, zero after its end, at every length; a slot's
+    /// head is the first 12 of them.
+    #[test]
+    fn words_are_the_first_sixteen_bytes() {
+        let text: Vec<u8> = (1..=40).collect();
+        for n in 0..=40 {
+            let b = &text[..n];
+            let mut padded = [0u8; 16];
+            padded[..n.min(16)].copy_from_slice(&b[..n.min(16)]);
+            let want = (
+                u64::from_le_bytes(padded[..8].try_into().unwrap()),
+                u64::from_le_bytes(padded[8..].try_into().unwrap()),
+            );
+            assert_eq!(vocab_hash::words(b), want, "{n} bytes");
+            assert_eq!(vocab_hash::head(b), padded[..vocab_hash::HEAD], "{n} bytes");
+        }
+    }
+
+    /// Pieces met again take their tokens from memory: the same ends as tiktoken's, for pieces
+    /// that share their first 16 bytes and length but not the rest, pieces of more tokens than
+    /// are remembered, and more pieces than slots (each slot taken over many times).
+    #[test]
+    fn a_piece_met_again_has_tiktokens_tokens() {
+        let bpe = tiktoken_rs::cl100k_base_singleton();
+        let mut text = String::new();
+        for round in 0..3 {
+            for i in 0..6000usize {
+                // Letters only, so that each is one piece of a few tokens: 1,728 tails in 4,096
+                // slots share some, and alone tell those pieces apart (cut differently).
+                let tail: String = (0..3)
+                    .map(|k| char::from(b"etaoinqzxjkv"[i / 12usize.pow(k) % 12]))
+                    .collect();
+                text.push_str(&format!(" interpretation{tail} abc{i}"));
+                text.push_str([" Kerf", " kerfuffle", " 東京大学", " 🦀🦀"][(i + round) % 4]);
+            }
+        }
+        let mut ends = vec![0];
+        Cl100k::get().token_ends(&text, 0, &mut ends);
+        let mut at = 0;
+        let theirs: Vec<u32> = std::iter::once(0)
+            .chain(
+                bpe._decode_native_and_split(bpe.encode_ordinary(&text))
+                    .map(|b| {
+                        at += b.len() as u32;
+                        at
+                    }),
+            )
+            .collect();
+        assert!(
+            ends == theirs,
+            "{} ends, tiktoken's {}",
+            ends.len(),
+            theirs.len()
+        );
     }
 
     /// Cases worked through the pattern by hand.
