@@ -358,8 +358,12 @@ struct Merge {
     sep_len: usize,
     size: usize,
     overlap: usize,
-    /// The pieces of the chunk being made (`current` there), and its length with separators.
-    current: std::collections::VecDeque<(Range<usize>, usize)>,
+    /// The pieces of the chunk being made (`current` there), from `first` on, each with its
+    /// length; and that chunk's length with separators. A vector the chunk moves along, the
+    /// pieces before `first` dropped once a chunk is out: a double-ended queue's pushes and
+    /// pops were a quarter of a long line's time.
+    pieces: Vec<(Range<usize>, usize)>,
+    first: usize,
     total: usize,
 }
 
@@ -369,17 +373,20 @@ impl Merge {
             sep_len,
             size,
             overlap,
-            current: std::collections::VecDeque::new(),
+            pieces: Vec::new(),
+            first: 0,
             total: 0,
         }
     }
 
     fn joined(&self) -> Option<Range<usize>> {
-        Some(self.current.front()?.0.start..self.current.back()?.0.end)
+        let current = &self.pieces[self.first..];
+        Some(current.first()?.0.start..current.last()?.0.end)
     }
 
+    #[inline]
     fn push(&mut self, r: Range<usize>, n: usize, out: &mut Vec<Range<usize>>) {
-        let sep = if self.current.is_empty() {
+        let sep = if self.pieces.len() == self.first {
             0
         } else {
             self.sep_len
@@ -388,18 +395,19 @@ impl Merge {
             && let Some(chunk) = self.joined()
         {
             out.push(chunk);
-            while self.total > self.overlap && self.current.len() > 1 {
-                if let Some((_, dropped)) = self.current.pop_front() {
-                    self.total -= dropped + self.sep_len;
-                }
+            while self.total > self.overlap && self.pieces.len() - self.first > 1 {
+                self.total -= self.pieces[self.first].1 + self.sep_len;
+                self.first += 1;
             }
             if self.total > self.overlap {
-                self.current.clear();
+                self.first = self.pieces.len();
                 self.total = 0;
             }
+            self.pieces.drain(..self.first);
+            self.first = 0;
         }
-        self.current.push_back((r, n));
-        self.total += n + if self.current.len() > 1 {
+        self.pieces.push((r, n));
+        self.total += n + if self.pieces.len() - self.first > 1 {
             self.sep_len
         } else {
             0
@@ -411,7 +419,8 @@ impl Merge {
         if let Some(chunk) = self.joined() {
             out.push(chunk);
         }
-        self.current.clear();
+        self.pieces.clear();
+        self.first = 0;
         self.total = 0;
     }
 }
@@ -450,40 +459,37 @@ fn count_chars_between(doc: &str, from: usize, to: usize) -> usize {
 /// length on the machine's cores (a part costs a thread; under a megabyte one is enough).
 const PART_BYTES: usize = 1 << 20;
 
-/// Where cl100k_base's tokens for `doc` (exactly as tiktoken's `encode_ordinary` gives them)
-/// start, in bytes, then where the last ends: a chunker needs where the tokens are, and only
-/// that (u32 each, a tenth of the memory that the tokens and their places as `usize` took; a
-/// 10 MB document's pages zeroed by the kernel were a fifth of the command's time).
-fn token_bounds(doc: &str) -> Vec<u32> {
+/// How many bytes each of cl100k_base's tokens for `doc` is (the tokens exactly as tiktoken's
+/// `encode_ordinary` gives them; each is 128 bytes or fewer): a chunker needs where the tokens
+/// are, and only that. A byte each, a fortieth of the memory that the tokens and their places
+/// as `usize` took; a 10 MB document's pages zeroed by the kernel were a fifth of the command's
+/// time.
+fn token_lens(doc: &str) -> Vec<u8> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    bounds_in_parts(doc, cores.min(doc.len() / PART_BYTES))
+    lens_in_parts(doc, cores.min(doc.len() / PART_BYTES))
 }
 
-/// [`token_bounds`], `doc` cut at seams (below) into at most `parts` parts encoded side by side.
-fn bounds_in_parts(doc: &str, parts: usize) -> Vec<u32> {
+/// [`token_lens`], `doc` cut at seams (below) into at most `parts` parts encoded side by side.
+fn lens_in_parts(doc: &str, parts: usize) -> Vec<u8> {
     use rayon::prelude::*;
     let cl = cl100k::Cl100k::get();
     let seams = seams(doc, parts);
     // A token is a byte or more: room for as many as the bytes never moves a vector (and pages
     // reserved but not written cost nothing).
-    let encode = |k: usize, w: &[usize], room: usize| {
-        let mut ends = Vec::with_capacity(room);
-        if k == 0 {
-            ends.push(0);
-        }
-        cl.token_ends(&doc[w[0]..w[1]], w[0] as u32, &mut ends);
-        ends
-    };
-    let mut parts: Vec<Vec<u32>> = seams
+    let mut parts: Vec<Vec<u8>> = seams
         .par_windows(2)
         .enumerate()
-        .map(|(k, w)| encode(k, w, if k == 0 { doc.len() + 1 } else { w[1] - w[0] }))
+        .map(|(k, w)| {
+            let mut lens = Vec::with_capacity(if k == 0 { doc.len() } else { w[1] - w[0] });
+            cl.token_lens(&doc[w[0]..w[1]], &mut lens);
+            lens
+        })
         .collect();
-    let mut bounds = std::mem::take(&mut parts[0]);
+    let mut lens = std::mem::take(&mut parts[0]);
     for part in &parts[1..] {
-        bounds.extend_from_slice(part);
+        lens.extend_from_slice(part);
     }
-    bounds
+    lens
 }
 
 /// Byte offsets that cut `doc` into at most `parts` parts of about equal length, first 0 and
@@ -531,22 +537,21 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'_>>> {
             doc[..at].chars().count()
         )));
     }
-    if u32::try_from(doc.len()).is_err() {
-        return Err(Error::Usage(format!(
-            "the document is {} bytes: the token chunker takes up to 4 GiB; cut it first",
-            doc.len()
-        )));
-    }
     // A window's bytes are the document's, from its first token's start to the next token's.
-    let bounds = token_bounds(doc);
-    let tokens = bounds.len() - 1;
-    let mut chunks = Vec::new();
+    let lens = token_lens(doc);
+    let bytes_of = |tokens: &[u8]| {
+        tokens
+            .iter()
+            .fold(0usize, |n, &len| n.wrapping_add(usize::from(len)))
+    };
+    let tokens = lens.len();
+    let mut chunks = Vec::with_capacity(tokens / (size - overlap) + 1);
     let mut start = 0;
-    // Where token `start` begins in the document, in characters.
-    let mut at_char = 0;
+    // Where token `start` begins in the document, in bytes and in characters.
+    let (mut at_byte, mut at_char) = (0, 0);
     while start < tokens {
         let end = (start + size).min(tokens);
-        let (at_byte, to) = (bounds[start] as usize, bounds[end] as usize);
+        let to = at_byte + bytes_of(&lens[start..end]);
         let bytes = &doc.as_bytes()[at_byte..to];
         // A window whose bytes are whole characters is the document's own text, at its place;
         // one that splits a character holds U+FFFD the document does not, and has none. Its
@@ -587,8 +592,9 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'_>>> {
             break;
         }
         let next = start + size - overlap;
-        at_char += count_chars_between(doc, at_byte, bounds[next] as usize);
-        start = next;
+        let next_byte = at_byte + bytes_of(&lens[start..next]);
+        at_char += count_chars_between(doc, at_byte, next_byte);
+        (start, at_byte) = (next, next_byte);
     }
     Ok(chunks)
 }
@@ -718,8 +724,8 @@ mod tests {
             }
             for parts in [2, 3, 7] {
                 assert_eq!(
-                    bounds_in_parts(&doc, parts),
-                    tiktoken_bounds(&doc),
+                    lens_in_parts(&doc, parts),
+                    tiktoken_lens(&doc),
                     "KERF_TEST_SEED={}: {doc:?} in {parts} parts",
                     g.seed
                 );
@@ -746,27 +752,23 @@ mod tests {
         while doc.len() <= PART_BYTES + 1000 {
             doc.push_str(BITS[g.below(BITS.len())]);
         }
-        let theirs = tiktoken_bounds(&doc);
-        assert!(token_bounds(&doc) == theirs, "KERF_TEST_SEED={}", g.seed);
+        let theirs = tiktoken_lens(&doc);
+        assert!(token_lens(&doc) == theirs, "KERF_TEST_SEED={}", g.seed);
         assert!(seams(&doc, 4).len() == 5, "KERF_TEST_SEED={}", g.seed);
         assert!(
-            bounds_in_parts(&doc, 4) == theirs,
+            lens_in_parts(&doc, 4) == theirs,
             "KERF_TEST_SEED={}",
             g.seed
         );
-        assert_eq!(theirs.last(), Some(&(doc.len() as u32)));
+        let bytes: usize = theirs.iter().map(|&n| usize::from(n)).sum();
+        assert_eq!(bytes, doc.len());
     }
 
-    /// Where tiktoken's own tokens for `doc` start, then where the last ends.
-    fn tiktoken_bounds(doc: &str) -> Vec<u32> {
+    /// How many bytes each of tiktoken's own tokens for `doc` is.
+    fn tiktoken_lens(doc: &str) -> Vec<u8> {
         let bpe = tiktoken_rs::cl100k_base_singleton();
-        let tokens = bpe.encode_ordinary(doc);
-        let mut at = 0;
-        std::iter::once(0)
-            .chain(bpe._decode_native_and_split(tokens).map(|bytes| {
-                at += bytes.len() as u32;
-                at
-            }))
+        bpe._decode_native_and_split(bpe.encode_ordinary(doc))
+            .map(|bytes| u8::try_from(bytes.len()).unwrap())
             .collect()
     }
 
