@@ -162,10 +162,10 @@ impl Vocab {
     }
 }
 
-/// Slots in the memory of pieces met (`1 << SEEN_BITS`), one memory per part a document is
-/// encoded in: 16,384 of 32 bytes, 512 KB, which a core's second-level cache holds. On the
-/// knowledge-graph documents, 3% of the pieces are not found in it (first met, or another piece
-/// took their slot), against 10% with 4,096 slots.
+/// Slots in the memory of pieces met (`1 << SEEN_BITS` at most, fewer for a short text), one
+/// memory per part a document is encoded in: 16,384 of 32 bytes, 512 KB, which a core's
+/// second-level cache holds. On the knowledge-graph documents, 3% of the pieces are not found
+/// in it (first met, or another piece took their slot), against 10% with 4,096 slots.
 const SEEN_BITS: u32 = 14;
 /// The most tokens a remembered piece may have.
 const SEEN_TOKENS: usize = 5;
@@ -456,14 +456,19 @@ impl Cl100k {
     /// from [`Seen`] instead of the vocabulary.
     pub(super) fn token_lens(&self, text: &str, lens: &mut Vec<u8>) {
         let b = text.as_bytes();
-        let mut seen = vec![Seen::EMPTY; 1 << SEEN_BITS];
+        // A slot for every 16 bytes of a short text (a piece is four or five), 256 at least.
+        let bits = (text.len() / 16)
+            .clamp(256, 1 << SEEN_BITS)
+            .next_power_of_two()
+            .trailing_zeros();
+        let mut seen = vec![Seen::EMPTY; 1 << bits];
         let mut i = 0;
         while i < text.len() {
             let end = self.piece_end(text, i);
             let piece = &b[i..end];
             let (lo, hi) = vocab_hash::words(piece);
             let h = vocab_hash::hash_words(piece, lo, hi);
-            let entry = &mut seen[(h >> (64 - SEEN_BITS)) as usize];
+            let entry = &mut seen[(h >> (64 - bits)) as usize];
             if entry.holds(b, piece, lo, hi) {
                 lens.extend_from_slice(&entry.lens[..usize::from(entry.tokens)]);
             } else {
