@@ -6,7 +6,9 @@
 //! classes its engine uses (`\p{L}`, `\p{N}`, `\s` and the case folds of `(?i)`, taken from
 //! `regex-syntax`, the parser under tiktoken's engine). Each piece is then looked up whole in the
 //! vocabulary, as tiktoken does first, and merged as tiktoken's `byte_pair_merge` merges when it
-//! is not a token (by tiktoken's own encoder when it is a long one: `LONG_PIECE`). The
+//! is not a token (by tiktoken's own encoder when it is a long one: `LONG_PIECE`); the chunker's
+//! encoder remembers the pieces it has met and their tokens' lengths (`Seen`), so a word met
+//! again is neither looked up nor merged. The
 //! vocabulary is `tiktoken-rs`'s, read back token by token through its decoder at build time and
 //! laid out as a table compiled in (`build.rs`): nothing is built when the chunker starts.
 //! Checked against `tiktoken-rs` on seeded random text (the tests below) and against Python's
