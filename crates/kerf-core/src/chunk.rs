@@ -566,15 +566,18 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'_>>> {
             .find(|&b| doc.is_char_boundary(b))
             .unwrap_or(first);
         let lead = first - at_byte;
+        let held = count_chars_between(doc, first, last);
         let anchor = (last > first).then(|| Anchor {
             byte: String::from_utf8_lossy(&bytes[..lead]).len(),
             start: at_char,
-            end: at_char + count_chars_between(doc, first, last),
+            end: at_char + held,
         });
-        let (text, place) = if lead == 0 && last == to {
-            let text = &doc[at_byte..to];
-            let chars = text.chars().count();
-            (Cow::Borrowed(text), Some((at_char, at_char + chars)))
+        let whole = lead == 0 && last == to;
+        let (text, place) = if whole {
+            (
+                Cow::Borrowed(&doc[at_byte..to]),
+                Some((at_char, at_char + held)),
+            )
         } else {
             (
                 Cow::Owned(String::from_utf8_lossy(bytes).into_owned()),
@@ -593,7 +596,13 @@ fn token(doc: &str, size: usize, overlap: usize) -> Result<Vec<ChunkRef<'_>>> {
         }
         let next = start + size - overlap;
         let next_byte = at_byte + bytes_of(&lens[start..next]);
-        at_char += count_chars_between(doc, at_byte, next_byte);
+        // The characters before the next window: a whole window's less those in the overlap
+        // (a few tokens), rather than counting most of the window a second time.
+        at_char += if whole {
+            held - count_chars_between(doc, next_byte, to)
+        } else {
+            count_chars_between(doc, at_byte, next_byte)
+        };
         (start, at_byte) = (next, next_byte);
     }
     Ok(chunks)
@@ -762,6 +771,34 @@ mod tests {
         );
         let bytes: usize = theirs.iter().map(|&n| usize::from(n)).sum();
         assert_eq!(bytes, doc.len());
+        // Every window's place: its text is the document's characters there, or, split, its
+        // whole characters are.
+        let at: Vec<usize> = doc
+            .char_indices()
+            .map(|(b, _)| b)
+            .chain([doc.len()])
+            .collect();
+        for (size, overlap) in [(250, 15), (7, 3), (1, 0)] {
+            let chunks = chunk(&doc, &settings(Chunker::Token, size, overlap)).unwrap();
+            assert!(chunks.len() > 100, "{size}/{overlap}");
+            for c in &chunks {
+                // A window inside one character holds none whole.
+                let Some(a) = c.anchor else {
+                    assert!(c.text.chars().all(|ch| ch == '\u{fffd}'), "{c:?}");
+                    continue;
+                };
+                let there = &doc[at[a.start]..at[a.end]];
+                match (c.start, c.end) {
+                    (Some(s), Some(e)) => {
+                        assert_eq!(&doc[at[s]..at[e]], c.text, "{size}/{overlap}")
+                    }
+                    _ => assert!(
+                        c.text[a.byte..].starts_with(there),
+                        "{size}/{overlap}: {c:?}"
+                    ),
+                }
+            }
+        }
     }
 
     /// How many bytes each of tiktoken's own tokens for `doc` is.
