@@ -91,9 +91,10 @@ impl Vocab {
         const HEAD: usize = vocab_hash::HEAD;
         let slots = self.slots.len() / SLOT;
         let mask = slots - 1;
-        let h = vocab_hash::hash(piece);
-        // The piece's first 12 bytes, as a slot holds a token's.
+        // The piece's first 16 bytes, read once for the hash and the comparison (a slot holds
+        // a token's first 12).
         let (lo, hi) = vocab_hash::words(piece);
+        let h = vocab_hash::hash_words(piece, lo, hi);
         let hi = hi as u32;
         let mut i = (h >> (64 - slots.trailing_zeros())) as usize;
         loop {

@@ -40,6 +40,8 @@ pub(crate) fn words(b: &[u8]) -> (u64, u64) {
 /// The hash of `bytes`; its top bits pick a token's first slot. FxHash's rotate, xor and
 /// multiply, a word at a time, seeded with the length: pieces are a few bytes long, and this is
 /// two rounds for one of up to 16.
+/// (The build script's: the chunker reads the words once and calls [`hash_words`].)
+#[allow(dead_code)]
 #[inline(always)]
 pub(crate) fn hash(bytes: &[u8]) -> u64 {
     let (lo, hi) = words(bytes);
