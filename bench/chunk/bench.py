@@ -1,5 +1,5 @@
 """`kerf chunk` beside TrustGraph's Python chunkers on the same 10 MB texts, whole process each
-(start, read, chunk, and Kerf's JSON Lines written to /dev/null): the recursive chunker at the
+(start, read, chunk, and Kerf's JSON Lines written to a file): the recursive chunker at the
 processor's defaults (2000/100) and the token chunker at its (250/15). Both must give the same
 number of chunks. Two texts from the shipped knowledge-graph documents, repeated: paragraphs
 (blank lines between documents: the splitter merges paragraphs) and one long line (spaces only,

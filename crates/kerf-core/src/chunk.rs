@@ -244,33 +244,67 @@ fn has_content(s: &str) -> bool {
 
 /// The recursive chunker's chunks, with their places in characters.
 fn recursive(doc: &str, size: usize, overlap: usize) -> Vec<ChunkRef<'_>> {
-    let mut ranges = Vec::new();
-    split_text(doc, 0..doc.len(), &SEPARATORS, size, overlap, &mut ranges);
-    let places = char_offsets(doc, &ranges);
-    ranges
+    let mut found = Found {
+        doc,
+        // Room for about as many chunks as the document will have: grown by doubling from
+        // nothing, the list took a fresh page of memory at every size on the way.
+        chunks: Vec::with_capacity(doc.len() / (size - overlap) + 1),
+    };
+    split_text(doc, 0..doc.len(), 0, &SEPARATORS, size, overlap, &mut found);
+    found
+        .chunks
         .into_iter()
-        .zip(places)
         .enumerate()
-        .map(|(i, (r, (start, end)))| ChunkRef {
-            index: i + 1,
-            text: Cow::Borrowed(&doc[r]),
-            start: Some(start),
-            end: Some(end),
-            anchor: Some(Anchor::whole(start, end)),
+        .map(|(i, p)| {
+            let (start, end) = (p.char_start, p.char_start + p.chars);
+            ChunkRef {
+                index: i + 1,
+                text: Cow::Borrowed(&doc[p.bytes]),
+                start: Some(start),
+                end: Some(end),
+                anchor: Some(Anchor::whole(start, end)),
+            }
         })
         .collect()
 }
 
-/// `_split_text` over the byte range `piece` of `doc`: the chunks found, as byte ranges, added
-/// to `out` (those of only whitespace left out, as at every level there). The pieces are
-/// streamed, not gathered: a 10 MB text without a blank line is a million and more words.
+/// A piece of the document, or a chunk of joined pieces: its bytes, and its place in
+/// characters. Each piece's characters are counted once, as it is split off; a chunk's place
+/// follows from its pieces' (a second pass counting up to every chunk's edges was a sixth of a
+/// 10 MB document's time).
+#[derive(Clone)]
+struct Piece {
+    bytes: Range<usize>,
+    char_start: usize,
+    chars: usize,
+}
+
+/// The chunks found so far, in the document's order.
+struct Found<'d> {
+    doc: &'d str,
+    chunks: Vec<Piece>,
+}
+
+impl Found<'_> {
+    /// A chunk, unless it is only whitespace (left out at every level there).
+    fn add(&mut self, chunk: Piece) {
+        if has_content(&self.doc[chunk.bytes.clone()]) {
+            self.chunks.push(chunk);
+        }
+    }
+}
+
+/// `_split_text` over the byte range `piece` of `doc`, whose first character is the document's
+/// `char_start`-th: the chunks found added to `out`. The pieces are streamed, not gathered: a
+/// 10 MB text without a blank line is a million and more words.
 fn split_text(
     doc: &str,
     piece: Range<usize>,
+    char_start: usize,
     separators: &[&str],
     size: usize,
     overlap: usize,
-    out: &mut Vec<Range<usize>>,
+    out: &mut Found,
 ) {
     let text = &doc[piece.clone()];
     let mut separator = separators[separators.len() - 1];
@@ -286,28 +320,39 @@ fn split_text(
             break;
         }
     }
-    let mut found = Vec::new();
     // The run of pieces shorter than the size being merged (`good_splits` there).
-    let mut merging = Merge::new(separator.chars().count(), size, overlap);
-    let mut each = |r: Range<usize>, n: usize, found: &mut Vec<Range<usize>>| {
-        if n < size {
-            merging.push(r, n, found);
+    let sep_chars = separator.chars().count();
+    let mut merging = Merge::new(sep_chars, size, overlap);
+    let mut each = |p: Piece, out: &mut Found| {
+        if p.chars < size {
+            merging.push(p, out);
             return;
         }
-        merging.finish(found);
+        merging.finish(out);
         if deeper.is_empty() {
-            found.push(r);
+            out.add(p);
         } else {
-            split_text(doc, r, deeper, size, overlap, found);
+            split_text(doc, p.bytes, p.char_start, deeper, size, overlap, out);
         }
     };
     if separator.is_empty() {
-        for (i, c) in text.char_indices() {
+        for (n, (i, c)) in text.char_indices().enumerate() {
             let at = piece.start + i;
-            each(at..at + c.len_utf8(), 1, &mut found);
+            let one = Piece {
+                bytes: at..at + c.len_utf8(),
+                char_start: char_start + n,
+                chars: 1,
+            };
+            each(one, out);
         }
     } else {
-        let mut from = 0;
+        // Where the next piece begins, in bytes of `text` and in the document's characters.
+        let (mut from, mut at_char) = (0, char_start);
+        let piece_at = |from: usize, to: usize, at_char: usize, chars: usize| Piece {
+            bytes: piece.start + from..piece.start + to,
+            char_start: at_char,
+            chars,
+        };
         let sep = separator.as_bytes();
         if let [sep] = *sep {
             // One byte (a space, a line feed): the pieces and their characters in one pass over
@@ -316,37 +361,32 @@ fn split_text(
             let mut chars = 0;
             for (at, &b) in text.as_bytes().iter().enumerate() {
                 if b == sep {
-                    each(piece.start + from..piece.start + at, chars, &mut found);
+                    each(piece_at(from, at, at_char, chars), out);
                     from = at + 1;
+                    at_char += chars + 1;
                     chars = 0;
                 } else {
                     // A character is counted at its first byte (not a continuation byte).
                     chars += usize::from((b as i8) >= -0x40);
                 }
             }
-            each(
-                piece.start + from..piece.start + text.len(),
-                chars,
-                &mut found,
-            );
+            each(piece_at(from, text.len(), at_char, chars), out);
         } else {
-            let mut piece_of = |from: usize, to: usize, found: &mut Vec<Range<usize>>| {
-                let n = text[from..to].chars().count();
-                each(piece.start + from..piece.start + to, n, found);
-            };
             for at in memchr::memmem::find_iter(text.as_bytes(), sep) {
                 // Python's `split` takes non-overlapping separators from the left.
                 if at < from {
                     continue;
                 }
-                piece_of(from, at, &mut found);
+                let chars = text[from..at].chars().count();
+                each(piece_at(from, at, at_char, chars), out);
                 from = at + sep.len();
+                at_char += chars + sep_chars;
             }
-            piece_of(from, text.len(), &mut found);
+            let chars = text[from..].chars().count();
+            each(piece_at(from, text.len(), at_char, chars), out);
         }
     }
-    merging.finish(&mut found);
-    out.extend(found.into_iter().filter(|r| has_content(&doc[r.clone()])));
+    merging.finish(out);
 }
 
 /// `_merge_splits`, fed one piece at a time: consecutive pieces (ranges of the document, each
@@ -358,11 +398,11 @@ struct Merge {
     sep_len: usize,
     size: usize,
     overlap: usize,
-    /// The pieces of the chunk being made (`current` there), from `first` on, each with its
-    /// length; and that chunk's length with separators. A vector the chunk moves along, the
-    /// pieces before `first` dropped once a chunk is out: a double-ended queue's pushes and
-    /// pops were a quarter of a long line's time.
-    pieces: Vec<(Range<usize>, usize)>,
+    /// The pieces of the chunk being made (`current` there), from `first` on; and that chunk's
+    /// length with separators. A vector the chunk moves along, the pieces before `first`
+    /// dropped once a chunk is out: a double-ended queue's pushes and pops were a quarter of a
+    /// long line's time.
+    pieces: Vec<Piece>,
     first: usize,
     total: usize,
 }
@@ -379,24 +419,30 @@ impl Merge {
         }
     }
 
-    fn joined(&self) -> Option<Range<usize>> {
+    /// The chunk of the pieces from `first` on: from the first one's start to the last one's end.
+    fn joined(&self) -> Option<Piece> {
         let current = &self.pieces[self.first..];
-        Some(current.first()?.0.start..current.last()?.0.end)
+        let (first, last) = (current.first()?, current.last()?);
+        Some(Piece {
+            bytes: first.bytes.start..last.bytes.end,
+            char_start: first.char_start,
+            chars: last.char_start + last.chars - first.char_start,
+        })
     }
 
     #[inline]
-    fn push(&mut self, r: Range<usize>, n: usize, out: &mut Vec<Range<usize>>) {
+    fn push(&mut self, p: Piece, out: &mut Found) {
         let sep = if self.pieces.len() == self.first {
             0
         } else {
             self.sep_len
         };
-        if self.total + n + sep > self.size
+        if self.total + p.chars + sep > self.size
             && let Some(chunk) = self.joined()
         {
-            out.push(chunk);
+            out.add(chunk);
             while self.total > self.overlap && self.pieces.len() - self.first > 1 {
-                self.total -= self.pieces[self.first].1 + self.sep_len;
+                self.total -= self.pieces[self.first].chars + self.sep_len;
                 self.first += 1;
             }
             if self.total > self.overlap {
@@ -406,39 +452,22 @@ impl Merge {
             self.pieces.drain(..self.first);
             self.first = 0;
         }
-        self.pieces.push((r, n));
-        self.total += n + if self.pieces.len() - self.first > 1 {
-            self.sep_len
-        } else {
-            0
-        };
+        self.total += p.chars;
+        self.pieces.push(p);
+        if self.pieces.len() - self.first > 1 {
+            self.total += self.sep_len;
+        }
     }
 
     /// The run of short pieces ended: its last chunk, and a fresh start for the next run.
-    fn finish(&mut self, out: &mut Vec<Range<usize>>) {
+    fn finish(&mut self, out: &mut Found) {
         if let Some(chunk) = self.joined() {
-            out.push(chunk);
+            out.add(chunk);
         }
         self.pieces.clear();
         self.first = 0;
         self.total = 0;
     }
-}
-
-/// The character offsets of byte ranges of `doc` (start, end), in one pass over the text.
-fn char_offsets(doc: &str, ranges: &[Range<usize>]) -> Vec<(usize, usize)> {
-    let mut bytes: Vec<usize> = ranges.iter().flat_map(|r| [r.start, r.end]).collect();
-    bytes.sort_unstable();
-    bytes.dedup();
-    let mut chars = Vec::with_capacity(bytes.len());
-    let (mut at_byte, mut at_char) = (0usize, 0usize);
-    for &b in &bytes {
-        at_char += doc[at_byte..b].chars().count();
-        at_byte = b;
-        chars.push(at_char);
-    }
-    let of = |b: usize| chars[bytes.binary_search(&b).unwrap_or(0)];
-    ranges.iter().map(|r| (of(r.start), of(r.end))).collect()
 }
 
 /// The characters that begin in `doc[from..to]` (byte offsets that may fall inside a
