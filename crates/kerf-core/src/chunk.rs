@@ -672,8 +672,10 @@ mod tests {
 
     #[test]
     fn every_recursive_chunk_is_the_documents_own_characters() {
-        let doc =
-            "Grüße aus Köln.\n\nZwei Wörter 🎉 hier.\nNoch eine Zeile mit e\u{301}.\n\n\n\nEnde";
+        // Every level of the splitter: paragraphs, lines, words, and the characters of a word
+        // longer than a chunk.
+        let doc = "Grüße aus Köln.\n\nZwei Wörter 🎉 hier.\nNoch eine Zeile mit e\u{301}.\n\n\n\nEnde \
+                   der Donaudampfschiffahrtsgesellschaftskapitänsmütze 🎉.";
         let settings = settings(Chunker::Recursive, 12, 4);
         let chars: Vec<char> = doc.chars().collect();
         let chunks = chunk(doc, &settings).unwrap();
