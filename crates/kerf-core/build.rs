@@ -19,8 +19,7 @@ use std::path::PathBuf;
 #[path = "src/chunk/vocab_hash.rs"]
 mod vocab_hash;
 
-/// How many ordinary tokens cl100k_base has (the special ones come after).
-const ORDINARY: u32 = 100_256;
+const ORDINARY: u32 = vocab_hash::ORDINARY;
 /// Slots in the table: a power of two, the table under two fifths full.
 const SLOT_BITS: u32 = 18;
 /// Bytes a slot holds a token's start in.

@@ -29,10 +29,6 @@ const PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1
 /// pieces that is not quadratic (`byte_pair_split` is).
 const LONG_PIECE: usize = 100;
 
-/// How many ordinary tokens cl100k_base has.
-#[cfg(test)]
-const ORDINARY: u32 = 100_256;
-
 #[path = "vocab_hash.rs"]
 mod vocab_hash;
 include!(concat!(env!("OUT_DIR"), "/cl100k_special.rs"));
@@ -624,13 +620,17 @@ mod tests {
         let regex = fancy_regex::Regex::new(PATTERN).unwrap();
         let bpe = tiktoken_rs::cl100k_base_singleton();
         // Every token's bytes as tiktoken decodes them, each found again by its bytes alone.
-        for (rank, bytes) in
-            (0..ORDINARY).zip(bpe._decode_native_and_split((0..ORDINARY).collect()))
+        for (rank, bytes) in (0..vocab_hash::ORDINARY)
+            .zip(bpe._decode_native_and_split((0..vocab_hash::ORDINARY).collect()))
         {
             assert_eq!(VOCAB.bytes(rank), bytes, "token {rank}");
             assert_eq!(VOCAB.rank(&bytes), Some(rank), "token {rank}");
         }
-        assert_eq!(VOCAB.bytes(ORDINARY), b"", "past the ordinary tokens");
+        assert_eq!(
+            VOCAB.bytes(vocab_hash::ORDINARY),
+            b"",
+            "past the ordinary tokens"
+        );
         assert_eq!(
             VOCAB.rank(b"<|endoftext|>"),
             None,

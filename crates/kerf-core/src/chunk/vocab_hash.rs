@@ -64,6 +64,11 @@ pub(crate) fn hash_words(bytes: &[u8], lo: u64, hi: u64) -> u64 {
     h
 }
 
+/// How many ordinary tokens cl100k_base has (the special ones come after): the ranks the table
+/// holds. The build script lays out this many; the library reads it only in tests.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) const ORDINARY: u32 = 100_256;
+
 /// A slot's rank bits: cl100k_base's 100,256 ordinary ranks fit in 17; the token's length is
 /// kept above them.
 pub(crate) const RANK_MASK: u32 = (1 << 17) - 1;
