@@ -220,15 +220,6 @@ pub fn chunk_refs<'a>(text: &'a str, settings: &ChunkSettings) -> Result<Vec<Chu
     }
 }
 
-/// Read `path` as a document to chunk: it must be UTF-8.
-pub fn read_document(path: &std::path::Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    String::from_utf8(bytes).map_err(|e| Error::Utf8 {
-        place: path.display().to_string(),
-        offset: e.utf8_error().valid_up_to(),
-    })
-}
-
 const SEPARATORS: [&str; 4] = ["\n\n", "\n", " ", ""];
 
 /// Whitespace as Python's `str.isspace()` judges it: Unicode's White_Space, plus the four

@@ -42,6 +42,7 @@ pub enum PresetArg {
 Examples:
   kerf chunk report.txt --chunk-size 1000 --chunk-overlap 50
   kerf chunk report.txt --chunker token --preset flow --json
+  pdftotext report.pdf - | kerf chunk - --json
 
 With --json, prints JSON Lines, one chunk a line: {\"index\", \"text\"} (index from 1), and
 \"start\" and \"end\": character offsets into the document, end exclusive (the text is exactly the
@@ -49,7 +50,7 @@ document's characters between them) — every recursive chunk's, and a token win
 splits a character (its text then holds U+FFFD, which the document does not).
 Exits 2 on a size of 0 or an overlap not smaller than the size, 1 on a file that is not UTF-8.")]
 pub struct Args {
-    /// The document (UTF-8 text).
+    /// The document (UTF-8 text; `-` for standard input).
     pub file: PathBuf,
     /// Which of TrustGraph's chunkers.
     #[arg(long, value_enum, default_value = "recursive")]
@@ -90,7 +91,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     };
     let chunker = settings.chunker;
     settings.check()?;
-    let doc = kerf_core::chunk::read_document(&args.file)?;
+    let doc = crate::output::read_input(&args.file)?;
     let chunks = kerf_core::chunk::chunk_refs(&doc, &settings)?;
     if args.json {
         crate::output::write_streamed(|out| {

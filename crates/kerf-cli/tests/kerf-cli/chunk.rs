@@ -3,7 +3,7 @@
 
 use std::process::Output;
 
-use super::{kerf, stderr};
+use super::{kerf, kerf_stdin, stderr};
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -105,6 +105,41 @@ fn json_lines_give_each_chunk_its_number_text_and_place() {
         stdout(&o).contains("1 chunk(s), recursive chunker, size 2000 characters, overlap 50"),
         "{}",
         stdout(&o)
+    );
+}
+
+/// `-` reads the document from standard input (text piped from `pdftotext`, say): the same
+/// chunks as from the file, and bad bytes named as coming from there.
+#[test]
+fn standard_input_is_a_document_too() {
+    let text = "Piped in.\n\nGrüße — e\u{301} and 🎉, a second paragraph.\n\nA third.";
+    let (_dir, path) = doc(text.as_bytes());
+    let args = |file: &str| {
+        [
+            "chunk",
+            file,
+            "--chunk-size",
+            "30",
+            "--chunk-overlap",
+            "5",
+            "--json",
+        ]
+        .map(str::to_string)
+    };
+    let from_file = kerf(&args(&path).each_ref().map(String::as_str));
+    let piped = kerf_stdin(
+        &args("-").each_ref().map(String::as_str),
+        Some(text.as_bytes()),
+    );
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert_eq!(stdout(&piped), stdout(&from_file));
+    assert!(stdout(&piped).lines().count() > 2, "{}", stdout(&piped));
+    let o = kerf_stdin(&["chunk", "-"], Some(b"caf\xe9 au lait"));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("<stdin>") && stderr(&o).contains("first bad byte at offset 3"),
+        "{}",
+        stderr(&o)
     );
 }
 
