@@ -176,7 +176,8 @@ pub fn read_reply(path: &Path) -> Result<kerf_core::error::ReplyText> {
     )?)
 }
 
-fn place(path: &Path) -> String {
+/// How a path given on the command line is named in messages: `<stdin>` for `-`.
+pub fn place(path: &Path) -> String {
     if path.as_os_str() == "-" {
         "<stdin>".into()
     } else {

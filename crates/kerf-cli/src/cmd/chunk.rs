@@ -106,7 +106,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     }
     crate::outln!(
         "{}: {} chunk(s), {} chunker, size {} {}, overlap {}",
-        args.file.display(),
+        crate::output::place(&args.file),
         chunks.len(),
         chunker,
         settings.size,

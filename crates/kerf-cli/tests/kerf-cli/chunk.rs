@@ -134,6 +134,12 @@ fn standard_input_is_a_document_too() {
     assert!(piped.status.success(), "{}", stderr(&piped));
     assert_eq!(stdout(&piped), stdout(&from_file));
     assert!(stdout(&piped).lines().count() > 2, "{}", stdout(&piped));
+    let table = kerf_stdin(&["chunk", "-"], Some(text.as_bytes()));
+    assert!(
+        stdout(&table).starts_with("<stdin>: 1 chunk(s), recursive chunker"),
+        "{}",
+        stdout(&table)
+    );
     let o = kerf_stdin(&["chunk", "-"], Some(b"caf\xe9 au lait"));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
