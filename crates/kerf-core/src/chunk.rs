@@ -237,9 +237,10 @@ fn has_content(s: &str) -> bool {
 fn recursive(doc: &str, size: usize, overlap: usize) -> Vec<ChunkRef<'_>> {
     let mut found = Found {
         doc,
-        // Room for about as many chunks as the document will have: grown by doubling from
-        // nothing, the list took a fresh page of memory at every size on the way.
-        chunks: Vec::with_capacity(doc.len() / (size - overlap) + 1),
+        // Room for about as many chunks as the document will have (up to 65,536: a tiny size
+        // on a large document grows from there): grown by doubling from nothing, the list took
+        // a fresh page of memory at every size on the way.
+        chunks: Vec::with_capacity((doc.len() / (size - overlap) + 1).min(1 << 16)),
     };
     split_text(doc, 0..doc.len(), 0, &SEPARATORS, size, overlap, &mut found);
     found
