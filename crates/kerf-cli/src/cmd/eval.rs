@@ -995,10 +995,17 @@ fn figure(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.3}"))
 }
 
-/// A provider's share as one line: its model, cells, cost, tokens and run times.
-fn provider_line(p: &eval::lines::ProviderLine) -> String {
+/// A provider's share as one line: its model, cells, cost, tokens and run times. In an eval
+/// over chunks the cells counted are its chunk requests, and a run time is a whole document's
+/// (its chunks' runs together): the line says so, as the two units differ.
+fn provider_line(p: &eval::lines::ProviderLine, chunked: bool) -> String {
+    let (counted, timed) = if chunked {
+        ("chunk request(s)", " per document")
+    } else {
+        ("cell(s)", "")
+    };
     let mut s = format!(
-        "{} / {} · {} of {} cell(s) measured",
+        "{} / {} · {} of {} {counted} measured",
         p.provider, p.model, p.measured, p.cells
     );
     if p.failed > 0 {
@@ -1009,7 +1016,9 @@ fn provider_line(p: &eval::lines::ProviderLine) -> String {
         s.push_str(&format!(" · ${c:.4}"));
     }
     if let (Some(p50), Some(p95)) = (p.seconds_p50, p.seconds_p95) {
-        s.push_str(&format!(" · run time p50 {p50:.2} s, p95 {p95:.2} s"));
+        s.push_str(&format!(
+            " · run time{timed} p50 {p50:.2} s, p95 {p95:.2} s"
+        ));
     }
     s
 }
@@ -1171,7 +1180,11 @@ fn print_table(r: &Report) {
         if (i == 0 || r.summary[i - 1].provider != l.provider)
             && let Some(p) = r.providers.iter().find(|p| p.provider == l.provider)
         {
-            crate::outln!("{}", provider_line(p));
+            let chunked = r
+                .summary
+                .iter()
+                .any(|m| m.provider == p.provider && m.chunk_size.is_some());
+            crate::outln!("{}", provider_line(p, chunked));
         }
         crate::outln!(
             "{:<name_w$}  {:>6}  {:<5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>6}  {:>6}  {:>6}  {:>8}  {:>11}  {:>5}  {:>4}  {:>10}",

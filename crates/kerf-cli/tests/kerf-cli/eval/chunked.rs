@@ -267,6 +267,15 @@ fn a_chunked_eval_scores_each_document_as_its_chunks_merged_give_it() {
         }
     }
     assert_eq!(model.requests(), requests);
+    // The text report's provider line counts chunk requests, and times whole documents.
+    let shown = kerf_in(dir.path(), &["eval", "show"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains(&format!(
+            "{requests} of {requests} chunk request(s) measured"
+        )) && text.contains("run time per document p50"),
+        "{text}"
+    );
     // A line per prompt, budget and chunk size, with what its chunks cost and lost.
     let summary = v["summary"].as_array().unwrap();
     assert_eq!(summary.len(), 8);
